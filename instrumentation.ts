@@ -1,0 +1,7 @@
+// Runs once when a Next.js server starts: one log line saying which database and which auth this
+// process uses (never a secret), or why the configuration cannot run.
+export async function register() {
+  if (process.env.NEXT_RUNTIME !== 'nodejs') return;
+  const { logStartup } = await import('./lib/startup.ts');
+  logStartup();
+}

@@ -1,0 +1,162 @@
+import { createClient, type SupabaseClient } from '@supabase/supabase-js';
+import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { getConfig, type Config } from '../config.ts';
+import { ApiError, type ProblemCode } from '../http/problem.ts';
+import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
+
+/** The caller, as proven by a verified session token. */
+export interface SessionUser {
+  userId: string;
+  email: string | null;
+  /** The raw token, for the liveness check only; never log it. */
+  token: string;
+  claims: JWTPayload;
+}
+
+export interface AuthenticateOptions {
+  /**
+   * Writes ask the Auth server whether the session is still alive (the user may have signed out
+   * since the token was issued), when AUTH_VERIFY_SESSION is on.
+   */
+  requireLiveSession?: boolean;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const CLOCK_TOLERANCE_SECONDS = 30;
+const REALM = 'account-link';
+
+/**
+ * Verify the `Authorization: Bearer <token>` session token (RFC 6750): signature (JWKS, HS256, or
+ * the dev key by configuration), `iss`, `exp`/`nbf` with 30 s tolerance, `role = authenticated`,
+ * `aud = authenticated`, `sub` a UUID, not an anonymous user.
+ * 401 missing/invalid/expired, 403 wrong role or anonymous, 503 when the JWKS or Auth server is down.
+ */
+export async function authenticate(request: Request, options: AuthenticateOptions = {}): Promise<SessionUser> {
+  const config = getConfig();
+  const token = readBearerToken(request.headers.get('authorization'));
+  const claims = await verifySessionToken(token, config);
+
+  if (claims.role !== 'authenticated') {
+    throw new ApiError('forbidden_role', { detail: `Tokens with role "${String(claims.role)}" cannot call this API; sign in as a user.` });
+  }
+  const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+  if (!audiences.includes('authenticated')) throw unauthorized('invalid_token', 'The token is not meant for this API (aud).');
+  if (typeof claims.sub !== 'string' || !UUID.test(claims.sub)) throw unauthorized('invalid_token', 'The token has no user id (sub).');
+  if (claims.is_anonymous === true) {
+    throw new ApiError('anonymous_user_not_allowed', { detail: 'Anonymous users cannot do this; sign in with an account first.' });
+  }
+
+  if (options.requireLiveSession && config.auth.verifySession) await assertSessionAlive(token, claims.sub, config);
+  return { userId: claims.sub.toLowerCase(), email: typeof claims.email === 'string' && claims.email !== '' ? claims.email : null, token, claims };
+}
+
+function unauthorized(code: ProblemCode, detail: string): ApiError {
+  const error = code === 'missing_token' ? undefined : code === 'token_expired' ? 'invalid_token' : 'invalid_token';
+  const challenge = error ? `Bearer realm="${REALM}", error="${error}", error_description="${detail.replace(/"/g, "'")}"` : `Bearer realm="${REALM}"`;
+  return new ApiError(code, { detail, headers: { 'www-authenticate': challenge } });
+}
+
+function readBearerToken(header: string | null): string {
+  if (header === null || header.trim() === '') {
+    throw unauthorized('missing_token', 'Send the session token as "Authorization: Bearer <token>".');
+  }
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header.trim());
+  if (!match) throw unauthorized('invalid_token', 'The Authorization header must be exactly "Bearer <token>".');
+  return match[1]!;
+}
+
+async function verifySessionToken(token: string, config: Config): Promise<JWTPayload> {
+  let alg: string | undefined;
+  try {
+    alg = decodeProtectedHeader(token).alg;
+  } catch {
+    throw unauthorized('invalid_token', 'The token is not a JWT.');
+  }
+  const common = { clockTolerance: CLOCK_TOLERANCE_SECONDS, requiredClaims: ['exp', 'sub'] };
+  try {
+    switch (config.auth.mode) {
+      case 'dev-key': {
+        const { publicKey } = await loadDevKey(config);
+        return (await jwtVerify(token, publicKey, { ...common, algorithms: ['ES256'], issuer: DEV_ISSUER })).payload;
+      }
+      case 'hs256':
+        return (await jwtVerify(token, hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
+      case 'supabase-jwks':
+        // Projects on the legacy shared secret still sign HS256; only then is HS256 accepted.
+        if (alg === 'HS256' && config.auth.jwtSecret) {
+          return (await jwtVerify(token, hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
+        }
+        return (await jwtVerify(token, jwksFor(config.auth.supabaseUrl!), { ...common, algorithms: ['ES256', 'RS256'], issuer: config.auth.issuer })).payload;
+    }
+  } catch (error) {
+    throw classifyVerifyError(error);
+  }
+}
+
+function classifyVerifyError(error: unknown): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof joseErrors.JWTExpired) return unauthorized('token_expired', 'The session token has expired; refresh the session.');
+  if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid) return authUnavailable();
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return unauthorized('invalid_token', `The token's "${error.claim}" claim is not valid.`);
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return unauthorized('invalid_token', 'The token was signed by an unknown key.');
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return unauthorized('invalid_token', 'The token uses a signing algorithm that is not accepted.');
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return unauthorized('invalid_token', 'The token signature does not verify.');
+  if (error instanceof joseErrors.JOSEError && error.code === 'ERR_JOSE_GENERIC') return authUnavailable(); // JWKS answered non-200 or not JSON
+  if (error instanceof joseErrors.JOSEError) return unauthorized('invalid_token', 'The token is malformed.');
+  return authUnavailable(); // fetch failed: the JWKS could not be reached
+}
+
+function authUnavailable(): ApiError {
+  return new ApiError('auth_unavailable', {
+    detail: 'The identity provider could not be reached to verify the session. Retry shortly.',
+    headers: { 'retry-after': '5' },
+  });
+}
+
+const textEncoder = new TextEncoder();
+function hs256Key(config: Config): Uint8Array {
+  return textEncoder.encode(config.auth.jwtSecret!);
+}
+
+// jose caches the key set and refetches it (with a cooldown) when it meets an unknown kid.
+const jwksCache = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+function jwksFor(supabaseUrl: string) {
+  let jwks = jwksCache.get(supabaseUrl);
+  if (!jwks) {
+    jwks = createRemoteJWKSet(new URL(`${supabaseUrl}/auth/v1/.well-known/jwks.json`), { timeoutDuration: 5_000, cooldownDuration: 30_000 });
+    jwksCache.set(supabaseUrl, jwks);
+  }
+  return jwks;
+}
+
+const authClients = new Map<string, SupabaseClient>();
+function authClient(config: Config): SupabaseClient {
+  const key = `${config.auth.supabaseUrl}|${config.auth.apiKey}`;
+  let client = authClients.get(key);
+  if (!client) {
+    client = createClient(config.auth.supabaseUrl!, config.auth.apiKey!, {
+      auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+    });
+    authClients.set(key, client);
+  }
+  return client;
+}
+
+/** Ask the Auth server (`GET /auth/v1/user`) whether this session is still signed in. */
+async function assertSessionAlive(token: string, userId: string, config: Config): Promise<void> {
+  let result: Awaited<ReturnType<SupabaseClient['auth']['getUser']>>;
+  try {
+    result = await authClient(config).auth.getUser(token);
+  } catch {
+    throw authUnavailable();
+  }
+  const { data, error } = result;
+  if (error) {
+    const status = (error as { status?: number }).status ?? 0;
+    if (status === 0 || status >= 500 || error.name === 'AuthRetryableFetchError') throw authUnavailable();
+    throw unauthorized('session_revoked', 'This session has been signed out; sign in again.');
+  }
+  if (data.user?.id?.toLowerCase() !== userId.toLowerCase()) {
+    throw unauthorized('session_revoked', 'This session no longer belongs to the token\'s user; sign in again.');
+  }
+}

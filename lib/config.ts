@@ -1,0 +1,221 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * The service's configuration: one zod schema over process.env, read lazily (first use, or after
+ * `resetConfig()` in tests). Empty strings count as unset, so `FOO=` in a .env file means "not set".
+ *
+ * Which database:  DATABASE_URL -> postgres; else SUPABASE_URL + SUPABASE_SECRET_KEY -> supabase;
+ *                  else embedded (PGlite in a local folder, for development only).
+ * Which auth:      SUPABASE_URL -> the project's JWKS (plus HS256 when SUPABASE_JWT_SECRET is set);
+ *                  SUPABASE_JWT_SECRET alone -> HS256; nothing -> a local dev key (never when deployed).
+ */
+
+const emptyAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
+const optionalString = z.preprocess(emptyAsUnset, z.string().optional());
+const optionalUrl = z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).optional());
+const booleanFlag = (fallback: boolean | undefined) =>
+  z.preprocess(
+    emptyAsUnset,
+    z
+      .enum(['true', 'false', '1', '0'])
+      .transform((value) => value === 'true' || value === '1')
+      .optional()
+      .transform((value) => value ?? fallback),
+  );
+const commaList = z.preprocess(
+  emptyAsUnset,
+  z
+    .string()
+    .optional()
+    .transform((value) => (value === undefined ? undefined : value.split(',').map((item) => item.trim()).filter(Boolean))),
+);
+
+export const envSchema = z.object({
+  DATABASE_URL: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
+  DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(100).default(10)),
+  SUPABASE_URL: optionalUrl,
+  SUPABASE_SECRET_KEY: optionalString,
+  SUPABASE_SERVICE_ROLE_KEY: optionalString,
+  SUPABASE_PUBLISHABLE_KEY: optionalString,
+  SUPABASE_JWT_SECRET: optionalString,
+  SUPABASE_JWT_ISSUER: optionalString,
+  AUTH_VERIFY_SESSION: booleanFlag(undefined),
+  EMBEDDED_DB_DIR: optionalString,
+  SUBSCRIPTION_WEBHOOK_SECRET: optionalString,
+  SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: optionalString,
+  LEAGUES_WEBHOOK_SECRET: optionalString,
+  LEAGUES_WEBHOOK_SECRET_PREVIOUS: optionalString,
+  BILLING_IGNORE_SANDBOX: booleanFlag(false),
+  APP_ORIGIN: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('http://localhost:3000')),
+  WALLET_EVM_CHAIN_IDS: commaList,
+  WALLET_SOLANA_CLUSTERS: commaList,
+  LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
+  VERCEL: optionalString,
+});
+
+export type DatabaseMode = 'embedded' | 'postgres' | 'supabase';
+export type AuthMode = 'supabase-jwks' | 'hs256' | 'dev-key';
+
+/** Secrets documented in the README for local development; only ever used in embedded mode. */
+export const DEV_WEBHOOK_SECRETS = {
+  subscription: 'dev-subscription-webhook-secret',
+  leagues: 'dev-leagues-webhook-secret',
+} as const;
+
+export interface Config {
+  deployed: boolean;
+  databaseMode: DatabaseMode;
+  databaseUrl?: string;
+  databasePoolMax: number;
+  embeddedDbDir: string;
+  supabase?: { url: string; secretKey: string };
+  auth: {
+    mode: AuthMode;
+    supabaseUrl?: string;
+    /** Key sent as `apikey` to the Auth server for the session-liveness check. */
+    apiKey?: string;
+    jwtSecret?: string;
+    issuer?: string;
+    verifySession: boolean;
+  };
+  webhookSecrets: {
+    subscription: string[];
+    leagues: string[];
+  };
+  billingIgnoreSandbox: boolean;
+  appOrigin: string;
+  wallet: { evmChainIds: number[]; solanaClusters: string[] };
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+let cached: Config | undefined;
+
+export function getConfig(): Config {
+  cached ??= loadConfig(process.env);
+  return cached;
+}
+
+/** Forget the cached configuration, so the next getConfig() reads process.env again (tests). */
+export function resetConfig(): void {
+  cached = undefined;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
+  const e = parsed.data;
+  const deployed = e.VERCEL === '1';
+  const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
+
+  const databaseMode: DatabaseMode = e.DATABASE_URL
+    ? 'postgres'
+    : e.SUPABASE_URL && supabaseSecretKey
+      ? 'supabase'
+      : 'embedded';
+
+  const authMode: AuthMode = e.SUPABASE_URL ? 'supabase-jwks' : e.SUPABASE_JWT_SECRET ? 'hs256' : 'dev-key';
+  const supabaseUrl = e.SUPABASE_URL?.replace(/\/+$/, '');
+
+  const evmChainIds = (e.WALLET_EVM_CHAIN_IDS ?? ['1', '8453']).map((id) => {
+    const n = Number(id);
+    if (!Number.isSafeInteger(n) || n <= 0) throw new ConfigError(`WALLET_EVM_CHAIN_IDS: "${id}" is not a chain id`);
+    return n;
+  });
+
+  const embedded = databaseMode === 'embedded';
+  const secretsFor = (current: string | undefined, previous: string | undefined, devSecret: string) =>
+    current ? [current, ...(previous ? [previous] : [])] : embedded ? [devSecret] : [];
+
+  const config: Config = {
+    deployed,
+    databaseMode,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolMax: e.DATABASE_POOL_MAX,
+    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join('.data', 'pglite')),
+    supabase: databaseMode === 'supabase' ? { url: supabaseUrl!, secretKey: supabaseSecretKey! } : undefined,
+    auth: {
+      mode: authMode,
+      supabaseUrl,
+      apiKey: e.SUPABASE_PUBLISHABLE_KEY ?? supabaseSecretKey,
+      jwtSecret: e.SUPABASE_JWT_SECRET,
+      issuer: e.SUPABASE_JWT_ISSUER ?? (supabaseUrl ? `${supabaseUrl}/auth/v1` : undefined),
+      // The liveness check needs the Auth server, so it defaults to on only where there is one.
+      verifySession: e.AUTH_VERIFY_SESSION ?? authMode === 'supabase-jwks',
+    },
+    webhookSecrets: {
+      subscription: secretsFor(e.SUBSCRIPTION_WEBHOOK_SECRET, e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.subscription),
+      leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
+    },
+    billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
+    appOrigin: new URL(e.APP_ORIGIN).origin,
+    wallet: { evmChainIds, solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'] },
+    logLevel: e.LOG_LEVEL,
+  };
+
+  if (deployed) assertDeployable(config);
+  if (config.auth.verifySession && !config.auth.supabaseUrl) {
+    throw new ConfigError('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');
+  }
+  if (config.auth.verifySession && !config.auth.apiKey) {
+    throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
+  }
+  return config;
+}
+
+/** On Vercel the dev defaults would be a hole: refuse to run with them, and say what to set. */
+function assertDeployable(config: Config): void {
+  const missing: string[] = [];
+  if (config.databaseMode === 'embedded') missing.push('DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY');
+  if (config.auth.mode === 'dev-key') missing.push('SUPABASE_URL or SUPABASE_JWT_SECRET (to verify session tokens)');
+  if (config.webhookSecrets.subscription.length === 0) missing.push('SUBSCRIPTION_WEBHOOK_SECRET');
+  if (config.webhookSecrets.leagues.length === 0) missing.push('LEAGUES_WEBHOOK_SECRET');
+  if (missing.length > 0) {
+    throw new ConfigError(`Deployed (VERCEL=1) without the settings a deployment needs: ${missing.join('; ')}. ` +
+      'The embedded database and the dev keys are for local development only.');
+  }
+}
+
+/** One line for the startup log: which database and which auth, never a secret. */
+export function describeConfig(config: Config): Record<string, unknown> {
+  return {
+    databaseMode: config.databaseMode,
+    database:
+      config.databaseMode === 'embedded'
+        ? config.embeddedDbDir
+        : config.databaseMode === 'postgres'
+          ? redactUrl(config.databaseUrl!)
+          : config.supabase!.url,
+    authMode: config.auth.mode,
+    verifySession: config.auth.verifySession,
+    appOrigin: config.appOrigin,
+    webhookSecrets: {
+      subscription: describeSecrets(config, 'subscription'),
+      leagues: describeSecrets(config, 'leagues'),
+    },
+  };
+}
+
+function describeSecrets(config: Config, which: 'subscription' | 'leagues'): string {
+  const secrets = config.webhookSecrets[which];
+  if (secrets.length === 0) return 'not configured (503 webhook_not_configured)';
+  if (secrets[0] === DEV_WEBHOOK_SECRETS[which]) return `embedded dev secret "${DEV_WEBHOOK_SECRETS[which]}"`;
+  return secrets.length > 1 ? 'current + previous' : 'current';
+}
+
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://***';
+  }
+}

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import { ConfigError } from '../config.ts';
+import { DbError } from '../db/index.ts';
+import { log, type Logger } from '../log.ts';
+import { ApiError, PROBLEM_CATALOG, problemResponse, type ProblemCode } from './problem.ts';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+const ALL_METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+export interface RequestContext {
+  requestId: string;
+  params: Record<string, string>;
+  log: Logger;
+}
+
+export type RouteHandler = (request: Request, context: RequestContext) => Promise<Response> | Response;
+
+type NextRouteContext = { params?: Promise<Record<string, string | string[]>> };
+type NextHandler = (request: Request, context: NextRouteContext) => Promise<Response>;
+
+/** Seconds a sender should wait before retrying after a 503 (RevenueCat retries on its own schedule). */
+export const RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Wrap a route's handlers: request id in and out, one log line per request, every error turned into
+ * problem+json, and 405 with `Allow` for the methods the route does not have (Next's own 405 has no
+ * `Allow`). Use as `export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({ ... })`.
+ */
+export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>): Record<HttpMethod | 'OPTIONS', NextHandler> {
+  const allowed = ALL_METHODS.filter((method) => handlers[method]);
+  const allow = [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].join(', ');
+
+  const methodNotAllowed: RouteHandler = (request) => {
+    throw new ApiError('method_not_allowed', {
+      detail: `${request.method} is not supported here; use ${allowed.join(' or ')}.`,
+      headers: { allow },
+    });
+  };
+  const options: RouteHandler = () => new Response(null, { status: 204, headers: { allow } });
+
+  const wrapped = {} as Record<HttpMethod | 'OPTIONS', NextHandler>;
+  for (const method of ALL_METHODS) wrapped[method] = wrap(handlers[method] ?? methodNotAllowed);
+  wrapped.OPTIONS = wrap(options);
+  return wrapped;
+}
+
+function wrap(handler: RouteHandler): NextHandler {
+  return async (request, nextContext) => {
+    const started = performance.now();
+    const requestId = acceptRequestId(request.headers.get('x-request-id'));
+    const path = new URL(request.url).pathname;
+    const requestLog = log.child({ requestId });
+    let response: Response;
+    try {
+      const params = Object.fromEntries(
+        Object.entries((await nextContext?.params) ?? {}).map(([key, value]) => [key, Array.isArray(value) ? value.join('/') : value]),
+      );
+      response = await handler(request, { requestId, params, log: requestLog });
+    } catch (error) {
+      response = problemResponse(toApiError(error, requestLog), requestId);
+    }
+    response = withHeader(response, 'x-request-id', requestId);
+    requestLog.info({ method: request.method, path, status: response.status, ms: Math.round(performance.now() - started) }, 'request');
+    return response;
+  };
+}
+
+/** Keep a caller's request id when it is sane (so logs correlate across services); else make one. */
+function acceptRequestId(value: string | null): string {
+  return value && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : randomUUID();
+}
+
+export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof DbError) {
+    if (error.reason in PROBLEM_CATALOG) {
+      return new ApiError(error.reason as ProblemCode, { detail: error.detail, headers: retryAfterFor(error.reason as ProblemCode) });
+    }
+    if (error.kind === 'unavailable') {
+      requestLog.warn({ err: { message: error.message, sqlState: error.sqlState } }, 'database unavailable');
+      return new ApiError('database_unavailable', {
+        detail: 'The database did not answer; nothing was changed. Retry later.',
+        headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+      });
+    }
+    if (error.kind === 'conflict') return new ApiError('conflict', { detail: error.detail });
+    if (error.kind === 'not_found') return new ApiError('not_found', { detail: error.detail });
+    return new ApiError('invalid_request', { detail: error.detail ?? 'The database refused the data as invalid.' });
+  }
+  if (error instanceof ConfigError) {
+    requestLog.error({ err: { message: error.message } }, 'configuration error');
+    return new ApiError('service_misconfigured', { detail: error.message });
+  }
+  requestLog.error({ err: error }, 'unhandled error');
+  return new ApiError('internal_error', { detail: 'Something went wrong on our side.' });
+}
+
+function retryAfterFor(code: ProblemCode): Record<string, string> | undefined {
+  const status = PROBLEM_CATALOG[code][0];
+  return status === 429 || status === 503 ? { 'retry-after': String(RETRY_AFTER_SECONDS) } : undefined;
+}
+
+function withHeader(response: Response, name: string, value: string): Response {
+  try {
+    response.headers.set(name, value);
+    return response;
+  } catch {
+    // Some responses have immutable headers; copy into one we can change.
+    const copy = new Response(response.body, response);
+    copy.headers.set(name, value);
+    return copy;
+  }
+}
+
+/** A JSON response with no caching (every answer here is per-user or per-delivery). */
+export function json(body: unknown, init: { status?: number; headers?: Record<string, string> } = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status: init.status ?? 200,
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store', ...init.headers },
+  });
+}

@@ -1,0 +1,16 @@
+import { ConfigError, describeConfig, getConfig } from './config.ts';
+import { log } from './log.ts';
+
+export function logStartup(): void {
+  try {
+    const config = getConfig();
+    log.info(describeConfig(config), `account-link-service: ${config.databaseMode} database, ${config.auth.mode} auth`);
+    if (config.databaseMode === 'embedded') {
+      log.info('embedded mode is for local development: dev webhook secrets as listed above; `npm run token` mints session tokens');
+    }
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Every request will answer 503 service_misconfigured with this message too.
+    log.error({ err: { message: error.message } }, 'account-link-service cannot start with this configuration');
+  }
+}
