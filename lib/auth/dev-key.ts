@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import type { Config } from '../config.ts';
@@ -36,11 +36,16 @@ async function readOrCreateKey(file: string): Promise<KeyPair> {
     const { privateKey } = await generateKeyPair('ES256', { extractable: true });
     const created = { ...(await exportJWK(privateKey)), kid: DEV_KEY_ID, alg: 'ES256' };
     mkdirSync(path.dirname(file), { recursive: true });
+    // Write aside, then link into place: atomic, and fails if another process got there first.
+    const temp = `${file}.${process.pid}.tmp`;
+    writeFileSync(temp, JSON.stringify(created), { mode: 0o600 });
     try {
-      writeFileSync(file, JSON.stringify(created), { flag: 'wx', mode: 0o600 });
+      linkSync(temp, file);
       jwk = created;
     } catch {
       jwk = JSON.parse(readFileSync(file, 'utf8')) as JWK; // another process made it first
+    } finally {
+      rmSync(temp, { force: true });
     }
   }
   const { d: _private, ...publicJwk } = jwk;

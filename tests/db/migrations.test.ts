@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { runMigrations } from '../../lib/db/migrate.ts';
+import { pgliteSession } from '../../lib/db/pglite.ts';
+import { clientSession } from '../../lib/db/postgres.ts';
+import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import type { PGlite } from '@electric-sql/pglite';
+import type pg from 'pg';
+
+const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
+
+describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await openTestDatabase(kind);
+  });
+  afterAll(() => db.close());
+
+  it('applied every migration once, in file-name order', async () => {
+    const rows = await db.sql<{ name: string }>('select name from public.schema_migrations order by applied_at, name');
+    expect(rows.map((row) => row.name)).toEqual(migrationFiles);
+  });
+
+  it('is a no-op when run again', async () => {
+    if (kind === 'pglite') {
+      expect(await runMigrations(pgliteSession((db.adapter as unknown as { pg: PGlite }).pg))).toEqual([]);
+      return;
+    }
+    const client = await (db.adapter as unknown as { pool: pg.Pool }).pool.connect();
+    try {
+      expect(await runMigrations(clientSession(client))).toEqual([]);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('bootstraps what Supabase has: the API roles and auth.uid()', async () => {
+    const roles = await db.sql<{ rolname: string }>(`select rolname from pg_roles where rolname in ('anon', 'authenticated', 'service_role') order by rolname`);
+    expect(roles.map((row) => row.rolname)).toEqual(['anon', 'authenticated', 'service_role']);
+    const [uid] = await db.sql<{ uid: string | null }>('select auth.uid() as uid');
+    expect(uid!.uid).toBeNull();
+  });
+
+  it('lets only service_role execute the service functions', async () => {
+    const rows = await db.sql<{ proname: string; anon: boolean; authenticated: boolean; service: boolean }>(`
+      select p.proname,
+             has_function_privilege('anon', p.oid, 'execute') as anon,
+             has_function_privilege('authenticated', p.oid, 'execute') as authenticated,
+             has_function_privilege('service_role', p.oid, 'execute') as service
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+      where n.nspname = 'public' and p.prokind = 'f'`);
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) expect({ fn: row.proname, anon: row.anon, authenticated: row.authenticated, service: row.service }).toEqual({ fn: row.proname, anon: false, authenticated: false, service: true });
+  });
+
+  it('enables row level security on every public table', async () => {
+    const rows = await db.sql<{ relname: string; relrowsecurity: boolean }>(`
+      select c.relname, c.relrowsecurity from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = 'public' and c.relkind = 'r'`);
+    for (const row of rows) expect({ table: row.relname, rls: row.relrowsecurity }).toEqual({ table: row.relname, rls: true });
+  });
+
+  it('answers health_check through the port', async () => {
+    expect(await db.adapter.call('health_check', {})).toMatchObject({ ok: true });
+  });
+});

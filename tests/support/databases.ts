@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { inject } from 'vitest';
+import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
+import { closeDatabase, useDatabase } from '../../lib/db/index.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
+import { openPostgres } from '../../lib/db/postgres.ts';
+import { createDatabase } from './postgres-server.ts';
+
+export type DatabaseKind = 'pglite' | 'postgres';
+/** Both engines: database suites run once on each (`describe.each(DATABASE_KINDS)`). */
+export const DATABASE_KINDS: DatabaseKind[] = ['pglite', 'postgres'];
+
+export interface TestDatabase {
+  kind: DatabaseKind;
+  adapter: DatabaseAdapter;
+  /** Run raw SQL for assertions and fixtures (never used by the code under test). */
+  sql<T = Record<string, unknown>>(text: string, values?: unknown[]): Promise<T[]>;
+  /** A connection string for a second, independent client (postgres only). */
+  url?: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh, migrated database of the given kind, copied from the template the global setup built.
+ * PGlite: a copy of the template folder. Postgres: `create database ... template app_template`.
+ */
+export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
+  if (kind === 'pglite') {
+    const dir = path.join(mkdtempSync(path.join(tmpdir(), 'account-link-pglite-')), 'db');
+    cpSync(inject('pgliteTemplateDir'), dir, { recursive: true });
+    const db = await openPglite(dir);
+    return {
+      kind,
+      adapter: db,
+      sql: async (text, values) => (await db.pg.query(text, values)).rows as never,
+      close: async () => {
+        await db.close();
+        rmSync(path.dirname(dir), { recursive: true, force: true });
+      },
+    };
+  }
+  const name = `test_${randomBytes(6).toString('hex')}`;
+  const serverUrl = inject('postgresServerUrl');
+  await createDatabase(serverUrl, name, 'app_template');
+  const url = serverUrl.replace(/\/postgres$/, `/${name}`);
+  const db = await openPostgres({ connectionString: url, max: 20 });
+  return {
+    kind,
+    adapter: db,
+    url,
+    sql: async (text, values) => (await db.pool.query(text, values)).rows,
+    close: () => db.close(),
+  };
+}
+
+/** Open a fresh database and make it the one the service's port uses (for route tests). */
+export async function useTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
+  await closeDatabase();
+  const db = await openTestDatabase(kind);
+  useDatabase(db.adapter);
+  return db;
+}
