@@ -1,0 +1,98 @@
+import { createServer, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
+
+/**
+ * A stand-in for the Supabase Auth server, speaking its wire format over real HTTP on loopback:
+ *   GET /auth/v1/.well-known/jwks.json  -> { keys: [...] } (ES256 and RS256 public keys)
+ *   GET /auth/v1/user                   -> the user of a live session (needs `apikey` and
+ *                                          `Authorization: Bearer <access token>`), else 401/403
+ * It also mints access tokens shaped like Supabase's, signed with its private keys.
+ */
+export interface FakeSupabaseAuth {
+  url: string;
+  issuer: string;
+  apiKey: string;
+  /** Mint an access token; `claims` override the defaults, `header` the protected header. */
+  mint(options?: { userId?: string; email?: string; claims?: JWTPayload; alg?: 'ES256' | 'RS256'; kid?: string; expiresIn?: number }): Promise<string>;
+  /** Sign the user out: /auth/v1/user answers 403 session_not_found for their tokens from now on. */
+  revoke(userId: string): void;
+  /** Make every request fail with this HTTP status (e.g. 503), or undefined to answer normally. */
+  failWith(status: number | undefined): void;
+  requests: { path: string; apikey: string | undefined; authorization: string | undefined }[];
+  close(): Promise<void>;
+}
+
+export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
+  const es = await generateKeyPair('ES256', { extractable: true });
+  const rs = await generateKeyPair('RS256', { extractable: true });
+  const keys: JWK[] = [
+    { ...(await exportJWK(es.publicKey)), kid: 'es-key-1', alg: 'ES256', use: 'sig' },
+    { ...(await exportJWK(rs.publicKey)), kid: 'rs-key-1', alg: 'RS256', use: 'sig' },
+  ];
+  const revoked = new Set<string>();
+  const apiKey = `sb_publishable_${randomUUID()}`;
+  let failStatus: number | undefined;
+  const requests: FakeSupabaseAuth['requests'] = [];
+  const users = new Map<string, { id: string; email: string }>();
+
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0]!;
+    requests.push({ path, apikey: req.headers.apikey as string | undefined, authorization: req.headers.authorization });
+    const send = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (failStatus) return send(failStatus, { code: failStatus, error_code: 'unexpected_failure', msg: 'Auth server failure' });
+    if (path === '/auth/v1/.well-known/jwks.json') return send(200, { keys });
+    if (path === '/auth/v1/user') {
+      if (req.headers.apikey !== apiKey) return send(401, { message: 'Invalid API key' });
+      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      const sub = token ? decodeSub(token) : undefined;
+      const user = sub ? users.get(sub) : undefined;
+      if (!user) return send(403, { code: 403, error_code: 'bad_jwt', msg: 'invalid JWT' });
+      if (revoked.has(user.id)) return send(403, { code: 403, error_code: 'session_not_found', msg: 'Session from session_id claim in JWT does not exist' });
+      return send(200, { id: user.id, aud: 'authenticated', role: 'authenticated', email: user.email, is_anonymous: false });
+    }
+    send(404, { message: 'not found' });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  const url = `http://127.0.0.1:${port}`;
+  const issuer = `${url}/auth/v1`;
+
+  return {
+    url,
+    issuer,
+    apiKey,
+    requests,
+    async mint(options = {}) {
+      const userId = options.userId ?? randomUUID();
+      const email = options.email ?? `user-${userId.slice(0, 8)}@example.test`;
+      users.set(userId, { id: userId, email });
+      const alg = options.alg ?? 'ES256';
+      const now = Math.floor(Date.now() / 1000);
+      return new SignJWT({ email, role: 'authenticated', aal: 'aal1', is_anonymous: false, session_id: randomUUID(), ...options.claims })
+        .setProtectedHeader({ alg, kid: options.kid ?? (alg === 'ES256' ? 'es-key-1' : 'rs-key-1'), typ: 'JWT' })
+        .setIssuer(issuer)
+        .setAudience('authenticated')
+        .setSubject(userId)
+        .setIssuedAt(now)
+        .setExpirationTime(now + (options.expiresIn ?? 3600))
+        .sign(alg === 'ES256' ? es.privateKey : rs.privateKey);
+    },
+    revoke: (userId) => revoked.add(userId),
+    failWith: (status) => {
+      failStatus = status;
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+function decodeSub(token: string): string | undefined {
+  try {
+    return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')).sub;
+  } catch {
+    return undefined;
+  }
+}
