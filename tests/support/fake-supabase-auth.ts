@@ -72,13 +72,13 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
       users.set(userId, { id: userId, email });
       const alg = options.alg ?? 'ES256';
       const now = Math.floor(Date.now() / 1000);
-      return new SignJWT({ email, role: 'authenticated', aal: 'aal1', is_anonymous: false, session_id: randomUUID(), ...options.claims })
+      const payload: JWTPayload = {
+        iss: issuer, aud: 'authenticated', sub: userId, iat: now, exp: now + (options.expiresIn ?? 3600),
+        email, role: 'authenticated', aal: 'aal1', is_anonymous: false, session_id: randomUUID(),
+        ...options.claims,
+      };
+      return new SignJWT(payload)
         .setProtectedHeader({ alg, kid: options.kid ?? (alg === 'ES256' ? 'es-key-1' : 'rs-key-1'), typ: 'JWT' })
-        .setIssuer(issuer)
-        .setAudience('authenticated')
-        .setSubject(userId)
-        .setIssuedAt(now)
-        .setExpirationTime(now + (options.expiresIn ?? 3600))
         .sign(alg === 'ES256' ? es.privateKey : rs.privateKey);
     },
     revoke: (userId) => revoked.add(userId),

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
+import * as meRoute from '../../app/api/me/route.ts';
+import { authenticate } from '../../lib/auth/session.ts';
+import { ApiError } from '../../lib/http/problem.ts';
+import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
+import { callRoute } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
+
+const HS256_SECRET = 'legacy-jwt-secret-that-is-at-least-32-characters-long';
+
+/** Sign arbitrary JWTs (wrong keys, odd claims) the way a forger or a misconfigured client would. */
+async function signWith(alg: 'ES256' | 'HS256', claims: JWTPayload, header: Record<string, unknown> = {}, key?: CryptoKey | Uint8Array) {
+  const signingKey = key ?? (alg === 'HS256' ? new TextEncoder().encode(HS256_SECRET) : (await generateKeyPair('ES256')).privateKey);
+  return new SignJWT(claims).setProtectedHeader({ alg, typ: 'JWT', ...header }).sign(signingKey);
+}
+
+function unsignedToken(claims: JWTPayload): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
+}
+
+describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
+  let auth: FakeSupabaseAuth;
+  let db: TestDatabase;
+  let restoreEnv: () => void;
+
+  beforeAll(async () => {
+    auth = await startFakeSupabaseAuth();
+    restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'false' });
+    db = await useTestDatabase('pglite');
+  });
+  afterAll(async () => {
+    restoreEnv();
+    await db.close();
+    await auth.close();
+  });
+
+  const baseClaims = (overrides: JWTPayload = {}): JWTPayload => {
+    const now = Math.floor(Date.now() / 1000);
+    return { iss: auth.issuer, aud: 'authenticated', role: 'authenticated', sub: randomUUID(), email: 'x@example.test', iat: now, exp: now + 600, ...overrides };
+  };
+  const me = (authorization?: string) => callRoute(meRoute, { headers: authorization === undefined ? {} : { authorization } });
+
+  it('accepts an ES256 token from the JWKS and answers the caller', async () => {
+    const userId = randomUUID();
+    const token = await auth.mint({ userId, email: 'ana@example.com' });
+    const response = await me(`Bearer ${token}`);
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ userId, email: 'ana@example.com' });
+  });
+
+  it('accepts an RS256 token from the JWKS', async () => {
+    expect((await me(`Bearer ${await auth.mint({ alg: 'RS256' })}`)).status).toBe(200);
+  });
+
+  it('accepts a token expired by less than the 30 s clock tolerance', async () => {
+    expect((await me(`Bearer ${await auth.mint({ expiresIn: -10 })}`)).status).toBe(200);
+  });
+
+  const cases: { name: string; authorization: () => Promise<string | undefined>; status: number; code: string }[] = [
+    { name: 'missing header', authorization: async () => undefined, status: 401, code: 'missing_token' },
+    { name: 'empty header', authorization: async () => '', status: 401, code: 'missing_token' },
+    { name: 'Basic scheme', authorization: async () => 'Basic dXNlcjpwYXNz', status: 401, code: 'invalid_token' },
+    { name: 'two tokens', authorization: async () => `Bearer ${await auth.mint()}, Bearer ${await auth.mint()}`, status: 401, code: 'invalid_token' },
+    { name: 'not a JWT', authorization: async () => 'Bearer not-a-jwt', status: 401, code: 'invalid_token' },
+    { name: 'expired', authorization: async () => `Bearer ${await auth.mint({ expiresIn: -120 })}`, status: 401, code: 'token_expired' },
+    { name: 'not yet valid (nbf)', authorization: async () => `Bearer ${await auth.mint({ claims: { nbf: Math.floor(Date.now() / 1000) + 600 } })}`, status: 401, code: 'invalid_token' },
+    {
+      name: 'tampered payload (bad signature)',
+      authorization: async () => {
+        const [header, , signature] = (await auth.mint()).split('.');
+        const forged = Buffer.from(JSON.stringify(baseClaims())).toString('base64url');
+        return `Bearer ${header}.${forged}.${signature}`;
+      },
+      status: 401,
+      code: 'invalid_token',
+    },
+    { name: 'unknown kid', authorization: async () => `Bearer ${await signWith('ES256', baseClaims(), { kid: 'someone-elses-key' })}`, status: 401, code: 'invalid_token' },
+    { name: 'known kid, wrong key', authorization: async () => `Bearer ${await signWith('ES256', baseClaims(), { kid: 'es-key-1' })}`, status: 401, code: 'invalid_token' },
+    { name: 'wrong issuer', authorization: async () => `Bearer ${await auth.mint({ claims: { iss: 'https://evil.example/auth/v1' } })}`, status: 401, code: 'invalid_token' },
+    { name: 'wrong audience', authorization: async () => `Bearer ${await auth.mint({ claims: { aud: 'other' } })}`, status: 401, code: 'invalid_token' },
+    { name: 'alg none', authorization: async () => `Bearer ${unsignedToken(baseClaims())}`, status: 401, code: 'invalid_token' },
+    { name: 'HS256 when no JWT secret is configured', authorization: async () => `Bearer ${await signWith('HS256', baseClaims())}`, status: 401, code: 'invalid_token' },
+    { name: 'sub not a UUID', authorization: async () => `Bearer ${await auth.mint({ claims: { sub: 'service-account' } })}`, status: 401, code: 'invalid_token' },
+    { name: 'role anon (the anon key)', authorization: async () => `Bearer ${await auth.mint({ claims: { role: 'anon' } })}`, status: 403, code: 'forbidden_role' },
+    { name: 'role service_role (the service key)', authorization: async () => `Bearer ${await auth.mint({ claims: { role: 'service_role' } })}`, status: 403, code: 'forbidden_role' },
+    { name: 'anonymous user', authorization: async () => `Bearer ${await auth.mint({ claims: { is_anonymous: true } })}`, status: 403, code: 'anonymous_user_not_allowed' },
+  ];
+
+  it.each(cases)('refuses: $name -> $status $code', async ({ authorization, status, code }) => {
+    const response = await me(await authorization());
+    expect(response.status).toBe(status);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    expect(response.body).toMatchObject({ status, code });
+    if (status === 401) {
+      const challenge = response.headers.get('www-authenticate');
+      expect(challenge).toMatch(/^Bearer realm="account-link"/);
+      if (code !== 'missing_token') expect(challenge).toContain('error="invalid_token"');
+      else expect(challenge).not.toContain('error=');
+    }
+  });
+
+  it('accepts HS256 only when SUPABASE_JWT_SECRET is set (legacy projects)', async () => {
+    const restore = setEnv({ SUPABASE_JWT_SECRET: HS256_SECRET });
+    try {
+      expect((await me(`Bearer ${await signWith('HS256', baseClaims())}`)).status).toBe(200);
+      expect((await me(`Bearer ${await signWith('HS256', baseClaims(), {}, new TextEncoder().encode('wrong-secret-wrong-secret-wrong-secret'))}`)).status).toBe(401);
+    } finally {
+      restore();
+    }
+  });
+
+  it('answers 503 auth_unavailable (not 401) when the JWKS cannot be fetched', async () => {
+    const down = await startFakeSupabaseAuth();
+    const restore = setEnv({ SUPABASE_URL: down.url });
+    try {
+      down.failWith(503);
+      const token = await down.mint();
+      const response = await me(`Bearer ${token}`);
+      expect(response.status).toBe(503);
+      expect(response.body).toMatchObject({ code: 'auth_unavailable' });
+      expect(response.headers.get('retry-after')).toBeTruthy();
+      await down.close();
+      const refused = await me(`Bearer ${token}`);
+      expect(refused.status).toBe(503);
+    } finally {
+      restore();
+    }
+  });
+
+  it('does not accept a dev-key token when Supabase auth is configured', async () => {
+    const restore = setEnv({ SUPABASE_URL: undefined });
+    const devUser = await testUser();
+    restore();
+    expect((await me(devUser.authorization)).status).toBe(401);
+  });
+
+  describe('session liveness (auth.getUser) for writes', () => {
+    let restore: () => void;
+    beforeAll(() => {
+      restore = setEnv({ AUTH_VERIFY_SESSION: 'true' });
+    });
+    afterAll(() => restore());
+
+    const writeRequest = (token: string) => new Request('http://localhost/api/wallet-link', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    const codeOf = async (promise: Promise<unknown>) => promise.then(() => 'ok', (error) => (error instanceof ApiError ? error.code : String(error)));
+
+    it('passes a live session and sends the apikey and the token to the Auth server', async () => {
+      const token = await auth.mint();
+      expect(await codeOf(authenticate(writeRequest(token), { requireLiveSession: true }))).toBe('ok');
+      const call = auth.requests.findLast((request) => request.path === '/auth/v1/user');
+      expect(call).toMatchObject({ apikey: auth.apiKey, authorization: `Bearer ${token}` });
+    });
+
+    it('refuses a signed-out session with 401 session_revoked, but reads do not ask', async () => {
+      const userId = randomUUID();
+      const token = await auth.mint({ userId });
+      auth.revoke(userId);
+      expect(await codeOf(authenticate(writeRequest(token), { requireLiveSession: true }))).toBe('session_revoked');
+      expect(await codeOf(authenticate(writeRequest(token)))).toBe('ok');
+    });
+
+    it('answers 503 auth_unavailable when the Auth server fails', async () => {
+      const token = await auth.mint();
+      auth.failWith(502);
+      try {
+        expect(await codeOf(authenticate(writeRequest(token), { requireLiveSession: true }))).toBe('auth_unavailable');
+      } finally {
+        auth.failWith(undefined);
+      }
+    });
+  });
+});
+
+describe('embedded mode: the local dev key', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await useTestDatabase('pglite');
+  });
+  afterAll(() => db.close());
+
+  it('accepts a token minted with the dev key (what `npm run token` prints)', async () => {
+    const user = await testUser({ email: 'dev@example.test' });
+    const response = await callRoute(meRoute, { headers: { authorization: user.authorization } });
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ userId: user.userId, email: 'dev@example.test' });
+  });
+
+  it('refuses an anonymous dev user and an expired dev token', async () => {
+    const anonymous = await testUser({ isAnonymous: true });
+    expect((await callRoute(meRoute, { headers: { authorization: anonymous.authorization } })).body).toMatchObject({ code: 'anonymous_user_not_allowed' });
+    const expired = await testUser({ expiresInSeconds: -120 });
+    expect((await callRoute(meRoute, { headers: { authorization: expired.authorization } })).body).toMatchObject({ code: 'token_expired' });
+  });
+});
