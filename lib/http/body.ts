@@ -45,7 +45,9 @@ async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8A
     if (done) break;
     total += value.byteLength;
     if (total > maxBytes) {
-      await reader.cancel().catch(() => undefined);
+      // Stop reading but do not cancel: Node drains the rest and the client sees the 413
+      // instead of a reset connection.
+      reader.releaseLock();
       throw tooLarge();
     }
     chunks.push(value);
