@@ -130,7 +130,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     return n;
   });
 
-  const embedded = databaseMode === 'embedded';
+  // The documented dev secrets exist only for local embedded runs, never on a deployment.
+  const embedded = databaseMode === 'embedded' && !deployed;
   const secretsFor = (current: string | undefined, previous: string | undefined, devSecret: string) =>
     current ? [current, ...(previous ? [previous] : [])] : embedded ? [devSecret] : [];
 

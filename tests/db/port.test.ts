@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DbError } from '../../lib/db/errors.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
+import { openPostgres } from '../../lib/db/postgres.ts';
+import { openSupabase } from '../../lib/db/supabase.ts';
+import { buildFunctionCall } from '../../lib/db/sql-call.ts';
+import { freePort } from '../support/postgres-server.ts';
+
+describe('building the SQL call', () => {
+  it('uses named arguments and placeholders, objects as JSON text', () => {
+    expect(buildFunctionCall('apply_event', { p_event: { id: 'e1' }, p_now: new Date('2026-01-01T00:00:00Z'), p_flag: true, p_skip: undefined })).toEqual({
+      text: 'select public.apply_event(p_event => $1, p_now => $2, p_flag => $3) as result',
+      values: ['{"id":"e1"}', '2026-01-01T00:00:00.000Z', true],
+    });
+  });
+
+  it.each(['drop table x; --', 'Public.fn', 'fn()', ''])('refuses the unsafe identifier %j', (name) => {
+    expect(() => buildFunctionCall(name, {})).toThrow(/identifier/);
+    expect(() => buildFunctionCall('fn', { [name]: 1 })).toThrow(/identifier/);
+  });
+});
+
+describe('the embedded database folder lock', () => {
+  let root: string;
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), 'account-link-lock-'));
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('refuses a folder another live process holds, with a clear message', async () => {
+    const dir = path.join(root, 'db');
+    // Another process takes the lock the way the service does, and stays alive.
+    const holder = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${dir}.lock`)}, String(process.pid)); setInterval(() => {}, 1000)`]);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const error = await openPglite(dir, { migrate: false }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DbError);
+      expect((error as DbError).message).toMatch(/in use by process \d+.*EMBEDDED_DB_DIR/s);
+    } finally {
+      holder.kill();
+    }
+  });
+
+  it('takes over a lock left by a process that is gone, and releases it on close', async () => {
+    const dir = path.join(root, 'db2');
+    const gone = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${dir}.lock`)}, String(process.pid))`]);
+    await new Promise((resolve) => gone.on('exit', resolve));
+    const db = await openPglite(dir, { migrate: false });
+    expect(await db.pg.query('select 1 as one')).toMatchObject({ rows: [{ one: 1 }] });
+    await db.close();
+    const again = await openPglite(dir, { migrate: false });
+    await again.close();
+  });
+});
+
+describe('the Postgres adapter when the server is not there', () => {
+  it('reports unavailable (so the webhooks answer 503), not a crash', async () => {
+    const port = await freePort();
+    const error = await openPostgres({ connectionString: `postgres://u:p@127.0.0.1:${port}/db` }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DbError);
+    expect((error as DbError).kind).toBe('unavailable');
+  });
+});
+
+describe('the Supabase adapter speaks the PostgREST RPC wire format', () => {
+  let server: Server;
+  let url: string;
+  const seen: { method?: string; path?: string; headers: IncomingMessage['headers']; body: unknown }[] = [];
+  // What PostgREST answers: 200 with the function's JSON, or an error object with the SQLSTATE as code.
+  const answers: Record<string, { status: number; body: unknown }> = {
+    ok_fn: { status: 200, body: { linked: true } },
+    raises_fn: { status: 409, body: { code: 'PT409', message: 'wallet_already_linked', details: 'The wallet is linked to another account.', hint: null } },
+    unique_fn: { status: 409, body: { code: '23505', message: 'duplicate key value violates unique constraint', details: null, hint: null } },
+    down_fn: { status: 503, body: { code: 'PGRST001', message: 'Database client error. Retrying the connection.', details: null, hint: null } },
+    missing_fn: { status: 404, body: { code: 'PGRST202', message: 'Could not find the function public.missing_fn', details: null, hint: null } },
+  };
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (chunk) => (raw += chunk));
+      req.on('end', () => {
+        seen.push({ method: req.method, path: req.url, headers: req.headers, body: raw ? JSON.parse(raw) : undefined });
+        const fn = /^\/rest\/v1\/rpc\/(\w+)$/.exec(req.url ?? '')?.[1] ?? '';
+        const answer = answers[fn] ?? { status: 404, body: { code: 'PGRST202', message: 'not found' } };
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answer.body));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('POSTs /rest/v1/rpc/<fn> with apikey, Authorization and the named arguments as the JSON body', async () => {
+    const db = openSupabase({ url, secretKey: 'sb_secret_test' });
+    expect(await db.call('ok_fn', { p_user_id: 'u1', p_event: { id: 'e1' } })).toEqual({ linked: true });
+    const request = seen.at(-1)!;
+    expect(request.method).toBe('POST');
+    expect(request.path).toBe('/rest/v1/rpc/ok_fn');
+    expect(request.headers.apikey).toBe('sb_secret_test');
+    expect(request.headers['content-type']).toMatch(/application\/json/);
+    expect(request.body).toEqual({ p_user_id: 'u1', p_event: { id: 'e1' } });
+  });
+
+  const errorCases: { fn: string; kind: string; reason?: string }[] = [
+    { fn: 'raises_fn', kind: 'conflict', reason: 'wallet_already_linked' },
+    { fn: 'unique_fn', kind: 'conflict' },
+    { fn: 'down_fn', kind: 'unavailable' },
+  ];
+  it.each(errorCases)('maps the PostgREST error of $fn to a $kind DbError', async ({ fn, kind, reason }) => {
+    const error = await openSupabase({ url, secretKey: 'k' }).call(fn, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DbError);
+    expect((error as DbError).kind).toBe(kind);
+    if (reason) expect((error as DbError).reason).toBe(reason);
+  });
+
+  it('treats a missing function as a bug (an Error, not a DbError)', async () => {
+    const error = await openSupabase({ url, secretKey: 'k' }).call('missing_fn', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Error);
+    expect(error).not.toBeInstanceOf(DbError);
+  });
+
+  it('reports unavailable when nothing listens', async () => {
+    const port = await freePort();
+    const error = await openSupabase({ url: `http://127.0.0.1:${port}`, secretKey: 'k' }).call('ok_fn', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DbError);
+    expect((error as DbError).kind).toBe('unavailable');
+  });
+});
