@@ -58,7 +58,7 @@ async function openConfigured(config: Config): Promise<DatabaseAdapter> {
 }
 
 /** Use this adapter instead of the configured one (tests, scripts). */
-export function useDatabase(adapter: DatabaseAdapter): void {
+export function replaceDatabase(adapter: DatabaseAdapter): void {
   state.opening = Promise.resolve(adapter);
 }
 

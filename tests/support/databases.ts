@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
-import { closeDatabase, useDatabase } from '../../lib/db/index.ts';
+import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase } from './postgres-server.ts';
@@ -60,6 +60,6 @@ export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase
 export async function useTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
   await closeDatabase();
   const db = await openTestDatabase(kind);
-  useDatabase(db.adapter);
+  replaceDatabase(db.adapter);
   return db;
 }
