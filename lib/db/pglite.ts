@@ -35,6 +35,7 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       }
     },
     async close() {
+      if (pg.closed) return;
       try {
         await pg.close();
       } finally {

@@ -50,7 +50,9 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
         throw toDbError(error);
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      if (!pool.ended) await pool.end();
+    },
   };
 }
 

@@ -1,0 +1,38 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import * as healthRoute from '../../app/api/health/route.ts';
+import { closeDatabase } from '../../lib/db/index.ts';
+import { DATABASE_KINDS, useTestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { callRoute } from '../support/http.ts';
+import { freePort } from '../support/postgres-server.ts';
+
+describe('GET /api/health', () => {
+  afterAll(() => closeDatabase());
+
+  it.each(DATABASE_KINDS)('answers 200 ok when the %s database answers', async (kind) => {
+    const db = await useTestDatabase(kind);
+    try {
+      const response = await callRoute(healthRoute);
+      expect(response.status).toBe(200);
+      expect(response.body).toEqual({ status: 'ok', database: 'ok', mode: 'embedded' });
+    } finally {
+      await closeDatabase();
+      await db.close();
+    }
+  });
+
+  it('answers 503 with Retry-After when the database does not answer, and says the mode', async () => {
+    const restore = setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none` });
+    try {
+      await closeDatabase();
+      const response = await callRoute(healthRoute);
+      expect(response.status).toBe(503);
+      expect(response.headers.get('retry-after')).toBeTruthy();
+      expect(response.body).toEqual({ status: 'degraded', database: 'unavailable', mode: 'postgres' });
+      expect(response.text).not.toContain('secret');
+    } finally {
+      restore();
+      await closeDatabase();
+    }
+  });
+});
