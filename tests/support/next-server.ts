@@ -1,0 +1,147 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { freePort } from './postgres-server.ts';
+
+/**
+ * The production server (`next build` + `next start`) on a free loopback port, for the browser test,
+ * the reliability suite and the bench. `next start` runs the server in a child process titled
+ * "next-server"; that process is the one measured (peak RSS) and killed.
+ */
+export interface NextServer {
+  url: string;
+  port: number;
+  /** pid of the process that serves requests (the next-server child). */
+  serverPid: number;
+  /** ms from spawning `next start` to the first 200 from /api/health. */
+  coldStartMs: number;
+  /** Everything the server printed (stdout + stderr). */
+  output(): string;
+  /** Peak resident memory of the server process so far, in MiB (VmHWM). */
+  peakRssMiB(): number;
+  /** SIGKILL the server at once (a crash), without waiting. */
+  crash(): void;
+  stop(): Promise<void>;
+}
+
+const ROOT = process.cwd();
+
+/** Build unless .next holds a build newer than every source file. Returns true when it built. */
+export function ensureProductionBuild(): boolean {
+  const buildId = path.join(ROOT, '.next', 'BUILD_ID');
+  if (existsSync(buildId) && newestSourceMtime() < statSync(buildId).mtimeMs) return false;
+  const result = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    encoding: 'utf8',
+    env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
+  });
+  if (result.status !== 0) throw new Error(`next build failed:\n${result.stdout}\n${result.stderr}`);
+  return true;
+}
+
+function newestSourceMtime(): number {
+  let newest = 0;
+  const visit = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) visit(full);
+      else newest = Math.max(newest, statSync(full).mtimeMs);
+    }
+  };
+  for (const dir of ['app', 'lib', 'public', 'supabase']) if (existsSync(path.join(ROOT, dir))) visit(path.join(ROOT, dir));
+  for (const file of ['next.config.mjs', 'package.json', 'instrumentation.ts']) if (existsSync(path.join(ROOT, file))) newest = Math.max(newest, statSync(path.join(ROOT, file)).mtimeMs);
+  return newest;
+}
+
+export async function startNextServer(options: { env?: Record<string, string | undefined>; timeoutMs?: number } = {}): Promise<NextServer> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries({ ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...options.env })) if (value !== undefined) env[key] = value;
+  const started = performance.now();
+  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port), '-H', '127.0.0.1'], {
+    cwd: ROOT,
+    env: env as NodeJS.ProcessEnv,
+    detached: true, // its own process group, so stop() ends the launcher and next-server together
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+  const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+  let coldStartMs = -1;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`next start exited (${child.exitCode}):\n${output}`);
+    try {
+      const response = await fetch(`${url}/api/health`);
+      if (response.status === 200) {
+        coldStartMs = performance.now() - started;
+        break;
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  if (coldStartMs < 0) {
+    killGroup(child.pid!, 'SIGKILL');
+    throw new Error(`next start did not answer /api/health within the time limit:\n${output}`);
+  }
+  const serverPid = findServerPid(child.pid!);
+
+  return {
+    url,
+    port,
+    serverPid,
+    coldStartMs,
+    output: () => output,
+    peakRssMiB: () => readPeakRssMiB(serverPid),
+    crash: () => killGroup(child.pid!, 'SIGKILL'),
+    async stop() {
+      killGroup(child.pid!, 'SIGTERM');
+      const timer = setTimeout(() => killGroup(child.pid!, 'SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+      // The next-server child may outlive the launcher by a moment.
+      for (let i = 0; i < 50 && isAlive(serverPid); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      if (isAlive(serverPid)) process.kill(serverPid, 'SIGKILL');
+    },
+  };
+}
+
+/** The next-server child of `next start`, or the launcher itself when it serves in-process. */
+function findServerPid(launcherPid: number): number {
+  const result = spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(launcherPid)], { encoding: 'utf8' });
+  const child = result.stdout.split('\n').map((line) => line.trim()).find((line) => line.length > 0);
+  return child ? Number(child.split(/\s+/)[0]) : launcherPid;
+}
+
+function readPeakRssMiB(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+    return Math.round((kb / 1024) * 10) / 10;
+  } catch {
+    return 0;
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
