@@ -1,0 +1,169 @@
+import { z } from 'zod';
+
+/**
+ * The body of `POST /api/webhooks/leagues-sync`: a batch of league snapshots and deletions from one
+ * upstream source. Strict everywhere (an unknown field is a 400), so a sender's typo is seen at once
+ * instead of being silently dropped. Validation decides without the database; what needs the stored
+ * rows (newest wins, tombstones, replays) is decided by `public.apply_leagues_sync`.
+ */
+
+export const LEAGUES_SYNC_LIMITS = {
+  maxBodyBytes: 1024 * 1024,
+  maxLeagues: 500,
+  maxDeleted: 500,
+  maxMembersPerLeague: 200,
+  maxSettingsBytes: 16 * 1024,
+  /**
+   * How far ahead of the server clock a timestamp may be. Newest wins, so a snapshot dated in the
+   * far future (a sender bug) would freeze its league until that date; refuse it instead.
+   */
+  maxClockSkewMs: 5 * 60 * 1000,
+} as const;
+
+export const LEAGUE_STATUSES = ['pre_draft', 'drafting', 'in_season', 'complete'] as const;
+export const MEMBER_ROLES = ['commissioner', 'member'] as const;
+
+export type LeagueStatus = (typeof LEAGUE_STATUSES)[number];
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+export interface SchemaClock {
+  now: () => Date;
+}
+
+const systemClock: SchemaClock = { now: () => new Date() };
+
+// Ids of upstream systems: printable ASCII without spaces, so a stray space or newline in a key is
+// caught here rather than creating a second league that only differs by whitespace.
+const externalKey = (what: string) =>
+  z.string().regex(/^[\x21-\x7e]{1,128}$/, `${what} must be 1 to 128 printable ASCII characters without spaces`);
+
+const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
+
+/**
+ * An RFC 3339 timestamp with `Z` or an offset. At most 6 fractional digits: Postgres keeps
+ * microseconds, and two times that differ only below that would compare equal ("unchanged").
+ */
+function timestampSchema(clock: SchemaClock) {
+  return z.iso
+    .datetime({ offset: true, error: 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z' })
+    .superRefine((value, ctx) => {
+      const fraction = /\.(\d+)/.exec(value)?.[1];
+      if (fraction && fraction.length > 6) ctx.addIssue({ code: 'custom', message: 'must have at most 6 fractional second digits' });
+      const ms = Date.parse(value);
+      if (!(ms >= 0)) ctx.addIssue({ code: 'custom', message: 'must not be before 1970-01-01T00:00:00Z' });
+      const limit = clock.now().getTime() + LEAGUES_SYNC_LIMITS.maxClockSkewMs;
+      if (ms > limit) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `is in the future (more than ${LEAGUES_SYNC_LIMITS.maxClockSkewMs / 60_000} minutes ahead of the server clock)`,
+        });
+      }
+    });
+}
+
+const utf8Length = (value: string) => Buffer.byteLength(value, 'utf8');
+
+const settingsSchema = z
+  .record(z.string(), z.unknown(), { error: 'must be a JSON object' })
+  .superRefine((value, ctx) => {
+    const bytes = utf8Length(JSON.stringify(value));
+    if (bytes > LEAGUES_SYNC_LIMITS.maxSettingsBytes) {
+      ctx.addIssue({ code: 'custom', message: `must be at most ${LEAGUES_SYNC_LIMITS.maxSettingsBytes} bytes as JSON (got ${bytes})` });
+    }
+  });
+
+const memberSchema = z.strictObject({
+  externalUserId: externalKey('externalUserId'),
+  displayName: text(100),
+  role: z.enum(MEMBER_ROLES, { error: `must be one of ${MEMBER_ROLES.join(', ')}` }),
+  // Null and absent mean the same: this member has no account in the app (yet).
+  appUserId: z
+    .guid({ error: 'must be a UUID' })
+    .transform((value) => value.toLowerCase())
+    .nullish()
+    .transform((value) => value ?? null),
+});
+
+function leagueSchema(clock: SchemaClock) {
+  return z.strictObject({
+    externalId: externalKey('externalId'),
+    name: text(200),
+    sport: text(32),
+    season: text(16),
+    status: z.enum(LEAGUE_STATUSES, { error: `must be one of ${LEAGUE_STATUSES.join(', ')}` }),
+    updatedAt: timestampSchema(clock),
+    settings: settingsSchema.optional().transform((value) => value ?? {}),
+    members: z
+      .array(memberSchema)
+      .max(LEAGUES_SYNC_LIMITS.maxMembersPerLeague, `at most ${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members per league`)
+      .superRefine((members, ctx) => reportDuplicates(members, 'externalUserId', [], ctx, 'this league'), { when: () => true }),
+  });
+}
+
+function deletionSchema(clock: SchemaClock) {
+  return z.strictObject({
+    externalId: externalKey('externalId'),
+    deletedAt: timestampSchema(clock),
+  });
+}
+
+/** Build the body schema with a clock (tests inject one; the route uses the system clock). */
+export function createLeaguesSyncBodySchema(clock: SchemaClock = systemClock) {
+  return z
+    .strictObject({
+      id: externalKey('id').optional(),
+      source: z.string().regex(/^[a-z0-9_-]{1,32}$/, 'must match [a-z0-9_-]{1,32}'),
+      sentAt: timestampSchema(clock),
+      leagues: z
+        .array(leagueSchema(clock))
+        .max(LEAGUES_SYNC_LIMITS.maxLeagues, `at most ${LEAGUES_SYNC_LIMITS.maxLeagues} leagues per delivery`)
+        .default([]),
+      deleted: z
+        .array(deletionSchema(clock))
+        .max(LEAGUES_SYNC_LIMITS.maxDeleted, `at most ${LEAGUES_SYNC_LIMITS.maxDeleted} deletions per delivery`)
+        .default([]),
+    })
+    .superRefine(
+      // A league appears once per delivery (in `leagues` or in `deleted`): with two entries the
+      // outcome would depend on their order, which a sender cannot see.
+      (body, ctx) => {
+        const items = [
+          ...listAt(body, 'leagues').map((item, index) => ({ item, path: ['leagues', index] })),
+          ...listAt(body, 'deleted').map((item, index) => ({ item, path: ['deleted', index] })),
+        ];
+        reportDuplicates(items.map(({ item }) => item), 'externalId', items.map(({ path }) => path), ctx, 'this delivery');
+      },
+      // Run even when other fields failed, so one answer lists every problem.
+      { when: () => true },
+    );
+}
+
+export const leaguesSyncBodySchema = createLeaguesSyncBodySchema();
+
+export type LeaguesSyncBody = z.output<typeof leaguesSyncBodySchema>;
+export type LeagueSnapshot = LeaguesSyncBody['leagues'][number];
+export type LeagueDeletion = LeaguesSyncBody['deleted'][number];
+
+// The refinements above may run on partly invalid input, so they read it defensively.
+function listAt(value: unknown, key: string): unknown[] {
+  const list = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+  return Array.isArray(list) ? list : [];
+}
+
+function reportDuplicates(
+  items: readonly unknown[],
+  key: string,
+  paths: readonly (readonly PropertyKey[])[],
+  ctx: { addIssue: (issue: { code: 'custom'; message: string; path: PropertyKey[] }) => void },
+  scope: string,
+): void {
+  const seen = new Set<string>();
+  items.forEach((item, index) => {
+    const value = item !== null && typeof item === 'object' ? (item as Record<string, unknown>)[key] : undefined;
+    if (typeof value !== 'string') return;
+    if (seen.has(value)) {
+      ctx.addIssue({ code: 'custom', message: `duplicate ${key} "${value}" in ${scope}`, path: [...(paths[index] ?? [index]), key] });
+    }
+    seen.add(value);
+  });
+}
