@@ -39,6 +39,8 @@ const externalKey = (what: string) =>
 
 const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
 
+const wellFormedTimestamp = z.iso.datetime({ offset: true });
+
 /**
  * An RFC 3339 timestamp with `Z` or an offset. At most 6 fractional digits: Postgres keeps
  * microseconds, and two times that differ only below that would compare equal ("unchanged").
@@ -47,6 +49,9 @@ function timestampSchema(clock: SchemaClock) {
   return z.iso
     .datetime({ offset: true, error: 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z' })
     .superRefine((value, ctx) => {
+      // A bad format is reported above; these checks only make sense on a well-formed timestamp.
+      // (Not `abort: true`: an aborting issue would also stop the body-wide duplicate check.)
+      if (!wellFormedTimestamp.safeParse(value).success) return;
       const fraction = /\.(\d+)/.exec(value)?.[1];
       if (fraction && fraction.length > 6) ctx.addIssue({ code: 'custom', message: 'must have at most 6 fractional second digits' });
       const ms = Date.parse(value);
@@ -96,7 +101,9 @@ function leagueSchema(clock: SchemaClock) {
     members: z
       .array(memberSchema)
       .max(LEAGUES_SYNC_LIMITS.maxMembersPerLeague, `at most ${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members per league`)
-      .superRefine((members, ctx) => reportDuplicates(members, 'externalUserId', [], ctx, 'this league'), { when: () => true }),
+      .superRefine((members, ctx) => reportDuplicates(Array.isArray(members) ? members : [], 'externalUserId', [], ctx, 'this league'), {
+        when: () => true,
+      }),
   });
 }
 

@@ -1,0 +1,163 @@
+import { describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
+import { toApplyLeaguesSyncArgs, toLeaguesSyncResult } from '../../lib/leagues/sync.ts';
+import { createLeaguesSyncBodySchema, LEAGUES_SYNC_LIMITS } from '../../lib/leagues/sync-schema.ts';
+import { fieldErrors } from '../../lib/http/problem.ts';
+import { members } from './fixtures.ts';
+
+const NOW = new Date('2026-11-21T18:00:00Z');
+const schema = createLeaguesSyncBodySchema({ now: () => NOW });
+
+const validLeague = () => ({
+  externalId: '1249067741470539776',
+  name: 'Sunday Funday',
+  sport: 'nfl',
+  season: '2026',
+  status: 'in_season',
+  updatedAt: '2026-11-21T17:59:00Z',
+  settings: {},
+  members: [{ externalUserId: '73100543', displayName: 'Ana', role: 'commissioner' }],
+});
+const validBody = () => ({
+  id: 'delivery-1',
+  source: 'sleeper',
+  sentAt: '2026-11-21T18:00:00Z',
+  leagues: [validLeague()],
+  deleted: [{ externalId: '42', deletedAt: '2026-11-21T17:58:00Z' }],
+});
+
+/** The error paths (sorted) of a body, or [] when it is valid. */
+function errorPaths(body: unknown): string[] {
+  const result = schema.safeParse(body);
+  return result.success ? [] : fieldErrors(result.error.issues).map((e) => e.path).sort();
+}
+
+describe('leaguesSyncBodySchema', () => {
+  it('accepts the body of the issue and normalises it', () => {
+    const upper = randomUUID().toUpperCase();
+    const body = validBody();
+    body.leagues[0]!.members.push({ externalUserId: '2', displayName: 'Bo', role: 'member', appUserId: upper } as never);
+    const parsed = schema.parse(body);
+    expect(parsed.leagues[0]!.members).toEqual([
+      { externalUserId: '73100543', displayName: 'Ana', role: 'commissioner', appUserId: null },
+      { externalUserId: '2', displayName: 'Bo', role: 'member', appUserId: upper.toLowerCase() },
+    ]);
+    expect(toApplyLeaguesSyncArgs(parsed)).toEqual({
+      p_source: 'sleeper', p_sent_at: '2026-11-21T18:00:00Z', p_leagues: parsed.leagues, p_deleted: parsed.deleted, p_delivery_id: 'delivery-1',
+    });
+  });
+
+  const validCases = [
+    { name: 'no id, leagues or deleted', body: { source: 'espn', sentAt: '2026-11-21T18:00:00Z' } },
+    { name: 'settings left out (stored as {})', body: { ...validBody(), leagues: [{ ...validLeague(), settings: undefined }] } },
+    { name: 'appUserId null', body: { ...validBody(), leagues: [{ ...validLeague(), members: [{ externalUserId: '1', displayName: 'A', role: 'member', appUserId: null }] }] } },
+    { name: 'an offset and microseconds', body: { ...validBody(), sentAt: '2026-11-21T19:00:00.123456+01:00' } },
+    { name: 'up to 5 minutes ahead of the clock', body: { ...validBody(), sentAt: '2026-11-21T18:05:00Z' } },
+    { name: 'source at its limits', body: { ...validBody(), source: 'a_b-9'.padEnd(32, 'x') } },
+    { name: `${LEAGUES_SYNC_LIMITS.maxLeagues} leagues`, body: { ...validBody(), leagues: Array.from({ length: 500 }, (_, i) => ({ ...validLeague(), externalId: `l${i}` })) } },
+    { name: `${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members`, body: { ...validBody(), leagues: [{ ...validLeague(), members: members(200) }] } },
+    { name: 'settings of exactly 16 KB', body: { ...validBody(), leagues: [{ ...validLeague(), settings: { pad: 'x'.repeat(16 * 1024 - 10) } }] } },
+    { name: 'nested settings of any JSON', body: { ...validBody(), leagues: [{ ...validLeague(), settings: { a: [1, { b: null }], c: true, d: 'é' } }] } },
+  ];
+  it.each(validCases)('accepts $name', ({ body }) => {
+    expect(errorPaths(body)).toEqual([]);
+  });
+
+  const league = (overrides: Record<string, unknown>) => ({ ...validBody(), leagues: [{ ...validLeague(), ...overrides }] });
+  const invalidCases: { name: string; body: unknown; paths: string[] }[] = [
+    { name: 'not an object', body: [], paths: ['(body)'] },
+    { name: 'null', body: null, paths: ['(body)'] },
+    { name: 'missing source and sentAt', body: {}, paths: ['sentAt', 'source'] },
+    { name: 'unknown top-level field (a typo)', body: { ...validBody(), league: [] }, paths: ['(body)'] },
+    { name: 'unknown league field', body: league({ colour: 'red' }), paths: ['leagues.0'] },
+    { name: 'unknown member field', body: league({ members: [{ externalUserId: '1', displayName: 'A', role: 'member', email: 'a@b' }] }), paths: ['leagues.0.members.0'] },
+    { name: 'unknown deletion field', body: { ...validBody(), deleted: [{ externalId: '1', deletedAt: '2026-11-21T17:00:00Z', why: 'x' }] }, paths: ['deleted.0'] },
+    { name: 'source with upper case', body: { ...validBody(), source: 'Sleeper' }, paths: ['source'] },
+    { name: 'source too long', body: { ...validBody(), source: 'a'.repeat(33) }, paths: ['source'] },
+    { name: 'source empty', body: { ...validBody(), source: '' }, paths: ['source'] },
+    { name: 'id with a space', body: { ...validBody(), id: 'a b' }, paths: ['id'] },
+    { name: 'id not a string', body: { ...validBody(), id: 7 }, paths: ['id'] },
+    { name: 'status unknown', body: league({ status: 'playoffs' }), paths: ['leagues.0.status'] },
+    { name: 'role unknown', body: league({ members: [{ externalUserId: '1', displayName: 'A', role: 'owner' }] }), paths: ['leagues.0.members.0.role'] },
+    { name: 'appUserId not a UUID', body: league({ members: [{ externalUserId: '1', displayName: 'A', role: 'member', appUserId: 'ana' }] }), paths: ['leagues.0.members.0.appUserId'] },
+    { name: 'externalId a number', body: league({ externalId: 1249067741470539776 }), paths: ['leagues.0.externalId'] },
+    { name: 'externalId with whitespace', body: league({ externalId: ' 1' }), paths: ['leagues.0.externalId'] },
+    { name: 'name empty', body: league({ name: '' }), paths: ['leagues.0.name'] },
+    { name: 'name too long', body: league({ name: 'n'.repeat(201) }), paths: ['leagues.0.name'] },
+    { name: 'members missing', body: league({ members: undefined }), paths: ['leagues.0.members'] },
+    { name: 'settings an array', body: league({ settings: [] }), paths: ['leagues.0.settings'] },
+    { name: 'settings a string', body: league({ settings: '{}' }), paths: ['leagues.0.settings'] },
+    { name: 'settings over 16 KB', body: league({ settings: { pad: 'x'.repeat(16 * 1024) } }), paths: ['leagues.0.settings'] },
+    { name: 'updatedAt without a zone', body: league({ updatedAt: '2026-11-21T17:59:00' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'updatedAt a date only', body: league({ updatedAt: '2026-11-21' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'updatedAt epoch millis', body: league({ updatedAt: 1763747940000 }), paths: ['leagues.0.updatedAt'] },
+    { name: 'updatedAt with nanoseconds', body: league({ updatedAt: '2026-11-21T17:59:00.123456789Z' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'updatedAt before 1970', body: league({ updatedAt: '1969-12-31T23:59:59Z' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'updatedAt far in the future', body: league({ updatedAt: '2099-01-01T00:00:00Z' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'deletedAt just over 5 minutes ahead', body: { ...validBody(), deleted: [{ externalId: '1', deletedAt: '2026-11-21T18:05:01Z' }] }, paths: ['deleted.0.deletedAt'] },
+    { name: 'impossible date', body: { ...validBody(), sentAt: '2026-02-30T00:00:00Z' }, paths: ['sentAt'] },
+    { name: 'a league twice', body: { ...validBody(), leagues: [validLeague(), validLeague()] }, paths: ['leagues.1.externalId'] },
+    { name: 'a league both updated and deleted', body: { ...validBody(), deleted: [{ externalId: validLeague().externalId, deletedAt: '2026-11-21T17:00:00Z' }] }, paths: ['deleted.0.externalId'] },
+    { name: 'a member twice', body: league({ members: [...members(2), members(2)[1]] }), paths: ['leagues.0.members.2.externalUserId'] },
+    { name: 'too many leagues', body: { ...validBody(), leagues: Array.from({ length: 501 }, (_, i) => ({ ...validLeague(), externalId: `l${i}` })) }, paths: ['leagues'] },
+    { name: 'too many members', body: league({ members: members(201) }), paths: ['leagues.0.members'] },
+    { name: 'too many deletions', body: { ...validBody(), deleted: Array.from({ length: 501 }, (_, i) => ({ externalId: `d${i}`, deletedAt: '2026-11-21T17:00:00Z' })) }, paths: ['deleted'] },
+    {
+      name: 'every failing path at once',
+      body: {
+        source: 'BAD',
+        sentAt: 'yesterday',
+        extra: 1,
+        leagues: [
+          validLeague(),
+          { ...validLeague(), externalId: 'two', status: 'x', members: [{ externalUserId: '1', displayName: '', role: 'member' }] },
+          { ...validLeague(), externalId: 'three', updatedAt: 'soon', settings: null },
+          { ...validLeague(), externalId: 'two' },
+        ],
+        deleted: [{ externalId: 'd' }],
+      },
+      paths: [
+        '(body)', 'deleted.0.deletedAt', 'leagues.1.members.0.displayName', 'leagues.1.status', 'leagues.2.settings',
+        'leagues.2.updatedAt', 'leagues.3.externalId', 'sentAt', 'source',
+      ],
+    },
+  ];
+  it.each(invalidCases)('refuses $name', ({ body, paths }) => {
+    expect(errorPaths(body)).toEqual([...paths].sort());
+  });
+
+  it('says what is wrong in words a sender can act on', () => {
+    const result = schema.safeParse(league({ status: 'playoffs', updatedAt: '2099-01-01T00:00:00Z' }));
+    const messages = Object.fromEntries(fieldErrors(result.error!.issues).map((e) => [e.path, e.message]));
+    expect(messages).toEqual({
+      'leagues.0.status': 'must be one of pre_draft, drafting, in_season, complete',
+      'leagues.0.updatedAt': 'is in the future (more than 5 minutes ahead of the server clock)',
+    });
+  });
+});
+
+describe('toLeaguesSyncResult', () => {
+  it('answers the counts, and duplicate only on a replay', () => {
+    expect(toLeaguesSyncResult({ upserted: 1, unchanged: 2, stale: 3, deleted: 4 })).toEqual({ received: true, upserted: 1, unchanged: 2, stale: 3, deleted: 4 });
+    expect(toLeaguesSyncResult({ upserted: 1, unchanged: 0, stale: 0, deleted: 0, duplicate: true })).toEqual({ received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 0, duplicate: true });
+  });
+});
+
+describe('toAccountLeagues', () => {
+  const row = { source: 's', externalId: 'x', name: 'N', sport: 'nfl', season: '2026', status: 'complete', role: 'member', extra: 'dropped' };
+  const cases = [
+    { stored: '2026-11-21T17:59:00.000000Z', shown: '2026-11-21T17:59:00Z' },
+    { stored: '2026-11-21T17:59:00.120000Z', shown: '2026-11-21T17:59:00.12Z' },
+    { stored: '2026-11-21T17:59:00.123456Z', shown: '2026-11-21T17:59:00.123456Z' },
+  ];
+  it.each(cases)('shows $stored as $shown and keeps only the API fields', ({ stored, shown }) => {
+    expect(toAccountLeagues([{ ...row, updatedAt: stored }])).toEqual([
+      { source: 's', externalId: 'x', name: 'N', sport: 'nfl', season: '2026', status: 'complete', role: 'member', updatedAt: shown },
+    ]);
+  });
+  it('maps no leagues to []', () => {
+    expect(toAccountLeagues([])).toEqual([]);
+    expect(toAccountLeagues(null)).toEqual([]);
+  });
+});
