@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { callDb, dbCallCount, DbError } from '../../lib/db/index.ts';
+import { callDb, closeDatabase, dbCallCount, DbError } from '../../lib/db/index.ts';
 import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { applyLeaguesSync, toApplyLeaguesSyncArgs } from '../../lib/leagues/sync.ts';
 import { leaguesSyncBodySchema } from '../../lib/leagues/sync-schema.ts';
@@ -16,7 +16,10 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
   beforeAll(async () => {
     db = await useTestDatabase(kind);
   });
-  afterAll(() => db.close());
+  afterAll(async () => {
+    await closeDatabase();
+    await db.close();
+  });
 
   it('applies a repeated delivery once: the same delivery 3 times', async () => {
     const source = freshSource();

@@ -1,0 +1,16 @@
+import { authenticateWebhook } from '#lib/auth/webhook-secret.ts';
+import { readJsonWith } from '#lib/http/body.ts';
+import { defineRoute, json } from '#lib/http/route.ts';
+import { applyLeaguesSync } from '#lib/leagues/sync.ts';
+import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '#lib/leagues/sync-schema.ts';
+
+// POST /api/webhooks/leagues-sync - apply a league snapshot batch
+export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  POST: async (request, { log }) => {
+    authenticateWebhook(request, 'leagues');
+    const body = await readJsonWith(request, leaguesSyncBodySchema, { maxBytes: LEAGUES_SYNC_LIMITS.maxBodyBytes });
+    const result = await applyLeaguesSync(body);
+    log.info({ source: body.source, deliveryId: body.id ?? null, ...result }, 'leagues sync applied');
+    return json(result);
+  },
+});
