@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import * as route from '../../app/api/webhooks/leagues-sync/route.ts';
 import { callDb, closeDatabase, dbCallCount } from '../../lib/db/index.ts';
 import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
@@ -196,13 +197,25 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
     expect(dbCallCount()).toBe(calls);
   });
 
-  it('accepts the documented dev secret in embedded mode when none is set', async () => {
+  it('accepts the documented dev secret in embedded mode when none is set, and the README curl line works', async () => {
     restores.push(setEnv({ DATABASE_URL: undefined, SUPABASE_URL: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
     const db = await useTestDatabase('pglite');
     try {
       const ok = await post(delivery(freshSource(), { leagues: [league('a', at(1))] }), { 'x-webhook-secret': 'dev-leagues-webhook-secret' });
       expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 0 } });
       expect((await post(delivery(freshSource()), { 'x-webhook-secret': 'wrong' })).status).toBe(401);
+
+      // The newcomer's curl line in the README: its headers, its body, its answer, then its replay.
+      const readme = readFileSync('README.md', 'utf8');
+      const section = readme.slice(readme.indexOf('<!-- section:leagues -->'), readme.indexOf('<!-- /section:leagues -->'));
+      const line = /^curl -s localhost:3000\/api\/webhooks\/leagues-sync (.*) -d '(.*)'\n# (\{.*?\});/m.exec(section);
+      expect(line).not.toBeNull();
+      const [, flags, body, answer] = line!;
+      expect(flags).toBe("-H 'x-webhook-secret: dev-leagues-webhook-secret' -H 'content-type: application/json'");
+      const headers = { 'x-webhook-secret': 'dev-leagues-webhook-secret', 'content-type': 'application/json' };
+      const first = await post(body!, headers);
+      expect({ status: first.status, body: first.body }).toEqual({ status: 200, body: JSON.parse(answer!) });
+      expect((await post(body!, headers)).body).toEqual({ ...JSON.parse(answer!), duplicate: true });
     } finally {
       await closeDatabase();
       await db.close();
