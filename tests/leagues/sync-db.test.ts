@@ -198,6 +198,17 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
     }
   });
 
+  it('the same delivery id twice at once: applied once, the other answers its counts as a duplicate', async () => {
+    for (let round = 0; round < 3; round++) {
+      const source = freshSource('dup');
+      const body = leaguesSyncBodySchema.parse(delivery(source, { id: 'twice', leagues: [league('a', at(1)), league('b', at(1))] }));
+      const results = await Promise.all([applyLeaguesSync(body), applyLeaguesSync(body)]);
+      expect(results.map((r) => r.duplicate ?? false).sort()).toEqual([false, true]);
+      for (const result of results) expect({ ...result, duplicate: undefined }).toEqual({ ...counts(2, 0, 0, 0), duplicate: undefined });
+      expect(await db.sql('select count(*)::int as n from public.league_sync_deliveries where source = $1', [source])).toEqual([{ n: 1 }]);
+    }
+  });
+
   it('account_leagues lists the caller\'s live leagues with the caller\'s role, newest first', async () => {
     const source = freshSource();
     const [ana, bo] = [randomUUID(), randomUUID()];
