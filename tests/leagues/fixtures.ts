@@ -75,3 +75,28 @@ export async function tableCounts(db: TestDatabase): Promise<Record<string, numb
   );
   return row!;
 }
+
+/** The league of the issue's example body (issue 5). */
+export function issueLeague(memberOverrides: Record<string, unknown> = {}) {
+  return {
+    externalId: '1249067741470539776',
+    name: 'Sunday Funday',
+    sport: 'nfl',
+    season: '2026',
+    status: 'in_season',
+    updatedAt: '2026-11-21T17:59:00Z',
+    settings: {},
+    members: [{ externalUserId: '73100543', displayName: 'Ana', role: 'commissioner', ...memberOverrides }],
+  };
+}
+
+/** The issue's example body: one league snapshot and one deletion. */
+export function issueBody(id: string, memberOverrides: Record<string, unknown> = {}) {
+  return {
+    id,
+    source: 'sleeper',
+    sentAt: '2026-11-21T18:00:00Z',
+    leagues: [issueLeague(memberOverrides)],
+    deleted: [{ externalId: '1180000000000000000', deletedAt: '2026-11-21T17:58:00Z' }],
+  };
+}

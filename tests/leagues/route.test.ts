@@ -8,7 +8,7 @@ import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/d
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteRequest } from '../support/http.ts';
 import { freePort } from '../support/postgres-server.ts';
-import { at, delivery, freshSource, league, members, storedLeagues, tableCounts } from './fixtures.ts';
+import { at, delivery, freshSource, issueBody, league, members, storedLeagues, tableCounts } from './fixtures.ts';
 
 const SECRET = 'leagues-secret-current-0123456789';
 const PREVIOUS = 'leagues-secret-previous-9876543210';
@@ -31,22 +31,7 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
 
   it('applies the body of the issue and answers the counts; the same id again is a duplicate', async () => {
     const appUserId = randomUUID();
-    const body = {
-      id: `delivery-${randomUUID()}`,
-      source: 'sleeper',
-      sentAt: '2026-11-21T18:00:00Z',
-      leagues: [{
-        externalId: '1249067741470539776',
-        name: 'Sunday Funday',
-        sport: 'nfl',
-        season: '2026',
-        status: 'in_season',
-        updatedAt: '2026-11-21T17:59:00Z',
-        settings: {},
-        members: [{ externalUserId: '73100543', displayName: 'Ana', role: 'commissioner', appUserId }],
-      }],
-      deleted: [{ externalId: '1180000000000000000', deletedAt: '2026-11-21T17:58:00Z' }],
-    };
+    const body = issueBody(`delivery-${randomUUID()}`, { appUserId });
     const calls = dbCallCount();
     const first = await post(body);
     expect(dbCallCount() - calls).toBe(1);

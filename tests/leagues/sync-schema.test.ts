@@ -4,28 +4,13 @@ import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { toApplyLeaguesSyncArgs, toLeaguesSyncResult } from '../../lib/leagues/sync.ts';
 import { createLeaguesSyncBodySchema, LEAGUES_SYNC_LIMITS } from '../../lib/leagues/sync-schema.ts';
 import { fieldErrors } from '../../lib/http/problem.ts';
-import { members } from './fixtures.ts';
+import { issueBody, issueLeague, members } from './fixtures.ts';
 
 const NOW = new Date('2026-11-21T18:00:00Z');
 const schema = createLeaguesSyncBodySchema({ now: () => NOW });
 
-const validLeague = () => ({
-  externalId: '1249067741470539776',
-  name: 'Sunday Funday',
-  sport: 'nfl',
-  season: '2026',
-  status: 'in_season',
-  updatedAt: '2026-11-21T17:59:00Z',
-  settings: {},
-  members: [{ externalUserId: '73100543', displayName: 'Ana', role: 'commissioner' }],
-});
-const validBody = () => ({
-  id: 'delivery-1',
-  source: 'sleeper',
-  sentAt: '2026-11-21T18:00:00Z',
-  leagues: [validLeague()],
-  deleted: [{ externalId: '42', deletedAt: '2026-11-21T17:58:00Z' }],
-});
+const validLeague = () => issueLeague();
+const validBody = () => issueBody('delivery-1');
 
 /** The error paths (sorted) of a body, or [] when it is valid. */
 function errorPaths(body: unknown): string[] {
