@@ -1,0 +1,61 @@
+import { ApiError } from '../http/problem.ts';
+import { parseWalletAddress } from './address.ts';
+import type { LinkInput } from './schemas.ts';
+import { parseSignInMessage } from './sign-in-message.ts';
+import { checkSignInTimes, verifySignature } from './verify.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export interface VerifiedProof {
+  /** The stored challenge this message answers (its Request ID). */
+  challengeId: string;
+}
+
+/**
+ * Everything about a link request that can be decided without the database, in the order that
+ * gives the most useful answer: the message is a strict sign-in message for this site (422
+ * invalid_message), it names the wallet and network of the payload (422 address_mismatch /
+ * invalid_message), it has not expired by the injected clock (400 challenge_expired), and the
+ * wallet's key signed exactly this text (422 invalid_signature). What needs the stored challenge
+ * (ownership, byte-for-byte equality, single use) is decided by the one SQL call that follows.
+ */
+export async function verifyLinkProof(input: LinkInput, options: { appOrigin: string; now: Date }): Promise<VerifiedProof> {
+  const parsed = parseSignInMessage(input.message, input.chain);
+  if (!parsed.ok) throw invalidMessage(`The message is not a valid sign-in message: ${parsed.reason}`);
+  const message = parsed.message;
+
+  const origin = new URL(options.appOrigin);
+  if (message.scheme !== undefined || message.domain !== origin.host) {
+    throw invalidMessage(`The message asks to sign in to ${message.domain}, not to ${origin.host}. Sign the challenge exactly as issued.`);
+  }
+  if (message.uri !== origin.origin) throw invalidMessage(`The message's URI is not ${origin.origin}.`);
+  if (message.requestId === undefined || !UUID.test(message.requestId)) {
+    throw invalidMessage('The message has no Request ID naming a challenge; request one from POST /api/wallet-link/challenge.');
+  }
+
+  const inMessage = parseWalletAddress(input.chain, message.address);
+  if (!inMessage.ok || inMessage.addressKey !== input.addressKey) {
+    throw new ApiError('address_mismatch', { detail: `The payload's address ${input.address} is not the address in the message (${message.address}).` });
+  }
+  const network = input.chain === 'evm' ? input.chainId : input.cluster;
+  if (message.chainId !== network) {
+    throw invalidMessage(`The payload's ${input.chain === 'evm' ? 'chainId' : 'cluster'} (${network}) is not the message's Chain ID (${message.chainId}).`);
+  }
+
+  const times = checkSignInTimes(message, options.now);
+  if (!times.ok && times.code === 'expired') {
+    throw new ApiError('challenge_expired', { detail: `${times.reason} Request a new challenge and sign it within 10 minutes.` });
+  }
+  if (!times.ok) throw invalidMessage(times.reason);
+
+  if (!(await verifySignature(input.chain, input.message, input.signature, message.address))) {
+    throw new ApiError('invalid_signature', {
+      detail: `The signature was not made by the key of ${message.address} over this exact message.`,
+    });
+  }
+  return { challengeId: message.requestId };
+}
+
+function invalidMessage(detail: string): ApiError {
+  return new ApiError('invalid_message', { detail });
+}

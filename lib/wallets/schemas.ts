@@ -1,0 +1,96 @@
+import { z } from 'zod';
+import type { Config } from '../config.ts';
+import { parseWithSchema } from '../http/body.ts';
+import { ApiError } from '../http/problem.ts';
+import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
+import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
+import { decodeEvmSignature, decodeSolanaSignature } from './verify.ts';
+
+/** Request bodies of the wallet-link endpoints are small; anything bigger is not a real client. */
+export const WALLET_BODY_MAX_BYTES = 32 * 1024;
+
+const address = z.string().min(1).max(100);
+const chainId = z.number().int().positive();
+const cluster = z.string().min(1).max(64);
+
+/** POST /api/wallet-link/challenge */
+export const createChallengeBodySchema = z.discriminatedUnion('chain', [
+  z.strictObject({ chain: z.literal('evm'), address, chainId }),
+  z.strictObject({ chain: z.literal('solana'), address, cluster }),
+]);
+
+const message = z.string().min(1).max(MAX_MESSAGE_LENGTH);
+// Contract-wallet signatures (ERC-6492) can be long; they must reach the 422 that names them.
+const signature = z.string().min(1).max(16_384);
+
+/** POST /api/wallet-link: the contract's `{ payload }`, holding the signed challenge. */
+export const createLinkBodySchema = z.strictObject({
+  payload: z.discriminatedUnion('chain', [
+    z.strictObject({ chain: z.literal('evm'), address, chainId, message, signature }),
+    z.strictObject({ chain: z.literal('solana'), address, cluster, message, signature }),
+  ]),
+});
+
+/** DELETE /api/wallet-link/{linkId}: any UUID spelling Postgres would accept as a link id. */
+export const linkIdParamSchema = z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/);
+
+export type ChallengeInput =
+  | { chain: 'evm'; address: string; addressKey: string; chainId: number }
+  | { chain: 'solana'; address: string; addressKey: string; cluster: string };
+
+export type LinkInput = ChallengeInput & { message: string; signature: Uint8Array };
+
+type WalletConfig = Pick<Config, 'wallet'>;
+
+/**
+ * Validate a challenge request: shape (400 invalid_request), chain family and network on the
+ * allow-list (400 unsupported_chain), address (400 invalid_address). Returns the canonical address.
+ */
+export function parseChallengeRequest(body: unknown, config: WalletConfig): ChallengeInput {
+  assertKnownChainFamily(body, 'chain');
+  const request = parseWithSchema(createChallengeBodySchema, body);
+  return checkWallet(request, config, '');
+}
+
+/** Validate a link request as above, plus the signature encoding (400, or 422 for contract wallets). */
+export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput {
+  if (isRecord(body)) assertKnownChainFamily(body.payload, 'payload.chain');
+  const { payload } = parseWithSchema(createLinkBodySchema, body);
+  const wallet = checkWallet(payload, config, 'payload.');
+  const decoded = payload.chain === 'evm' ? decodeEvmSignature(payload.signature) : decodeSolanaSignature(payload.signature);
+  if (!decoded.ok) {
+    throw new ApiError(decoded.code, { detail: decoded.reason, errors: [{ path: 'payload.signature', message: decoded.reason }] });
+  }
+  return { ...wallet, message: payload.message, signature: decoded.bytes };
+}
+
+type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain: 'solana'; address: string; cluster: string };
+
+function checkWallet(request: WalletFields, config: WalletConfig, prefix: string): ChallengeInput {
+  if (request.chain === 'evm' && !config.wallet.evmChainIds.includes(request.chainId)) {
+    const detail = `EVM chain ${request.chainId} is not accepted here; use one of: ${config.wallet.evmChainIds.join(', ')}.`;
+    throw new ApiError('unsupported_chain', { detail, errors: [{ path: `${prefix}chainId`, message: detail }] });
+  }
+  if (request.chain === 'solana' && !config.wallet.solanaClusters.includes(request.cluster)) {
+    const detail = `Solana cluster "${request.cluster}" is not accepted here; use one of: ${config.wallet.solanaClusters.join(', ')}.`;
+    throw new ApiError('unsupported_chain', { detail, errors: [{ path: `${prefix}cluster`, message: detail }] });
+  }
+  const parsed = parseWalletAddress(request.chain, request.address);
+  if (!parsed.ok) throw new ApiError('invalid_address', { detail: parsed.reason, errors: [{ path: `${prefix}address`, message: parsed.reason }] });
+  return request.chain === 'evm'
+    ? { chain: 'evm', address: parsed.address, addressKey: parsed.addressKey, chainId: request.chainId }
+    : { chain: 'solana', address: parsed.address, addressKey: parsed.addressKey, cluster: request.cluster };
+}
+
+/** A chain family we do not know is "chain not allowed", not a generic shape error. */
+function assertKnownChainFamily(value: unknown, path: string): void {
+  if (!isRecord(value) || typeof value.chain !== 'string') return;
+  if (!CHAIN_FAMILIES.includes(value.chain as ChainFamily)) {
+    const detail = `Chain "${value.chain.slice(0, 40)}" is not supported; use "evm" or "solana".`;
+    throw new ApiError('unsupported_chain', { detail, errors: [{ path, message: detail }] });
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

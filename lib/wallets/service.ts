@@ -1,0 +1,84 @@
+import type { SessionUser } from '../auth/session.ts';
+import { getConfig } from '../config.ts';
+import { callDb } from '../db/index.ts';
+import { ApiError } from '../http/problem.ts';
+import { buildChallenge } from './challenge.ts';
+import { toWalletLink, toWalletLinks, type WalletLink, type WalletLinkRow } from './links.ts';
+import { verifyLinkProof } from './proof.ts';
+import { linkIdParamSchema, type ChallengeInput, type LinkInput } from './schemas.ts';
+
+/**
+ * The wallet-link use cases. Each makes exactly one database call (one SQL function in
+ * supabase/migrations/20261122000200_wallets.sql), after every check that needs no database.
+ * `now` is injectable for the tests; the routes use the real clock.
+ */
+
+type User = Pick<SessionUser, 'userId' | 'email'>;
+
+export type ChallengeResponse = Omit<ReturnType<typeof buildChallenge>, 'addressKey'>;
+
+type IssueResult = { issued: true; retiredChallenges: number } | { issued: false; retryAfterSeconds: number };
+
+/** Issue the message to sign: 10 a minute per user (counted in the database), 5 open at most. */
+export async function issueChallenge(user: User, input: ChallengeInput, now = new Date()): Promise<ChallengeResponse> {
+  const challenge = buildChallenge(input, { user, appOrigin: getConfig().appOrigin, now });
+  const result = await callDb<IssueResult>('wallet_issue_challenge', {
+    p_user_id: user.userId,
+    p_challenge_id: challenge.challengeId,
+    p_chain: challenge.chain,
+    p_address: challenge.address,
+    p_address_key: challenge.addressKey,
+    p_chain_id: challenge.chainId ?? null,
+    p_cluster: challenge.cluster ?? null,
+    p_nonce: challenge.nonce,
+    p_message: challenge.message,
+    p_issued_at: challenge.issuedAt,
+    p_expires_at: challenge.expiresAt,
+  });
+  if (!result.issued) {
+    const seconds = Math.max(1, Math.ceil(result.retryAfterSeconds));
+    throw new ApiError('rate_limited', {
+      detail: `At most 10 challenges a minute per account; retry in ${seconds} s.`,
+      headers: { 'retry-after': String(seconds) },
+      extra: { retryAfter: seconds },
+    });
+  }
+  const { addressKey: _key, ...response } = challenge;
+  void _key;
+  return response;
+}
+
+export interface LinkResult {
+  /** 201 for a new link, 200 when the wallet was already linked to this caller. */
+  status: 200 | 201;
+  body: { userId: string; email: string | null; link: WalletLink; alreadyLinked: boolean };
+}
+
+/** Verify the signed challenge, then consume it and create the link in one SQL call. */
+export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
+  const { challengeId } = await verifyLinkProof(input, { appOrigin: getConfig().appOrigin, now });
+  const result = await callDb<{ link: WalletLinkRow; alreadyLinked: boolean }>('wallet_link', {
+    p_user_id: user.userId,
+    p_challenge_id: challengeId,
+    p_message: input.message,
+    p_chain: input.chain,
+    p_address_key: input.addressKey,
+  });
+  return {
+    status: result.alreadyLinked ? 200 : 201,
+    body: { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked },
+  };
+}
+
+/** The caller's links, oldest first. */
+export async function listWalletLinks(user: User): Promise<{ links: WalletLink[] }> {
+  return { links: toWalletLinks(await callDb<WalletLinkRow[]>('account_wallets', { p_user_id: user.userId })) };
+}
+
+/** Remove one of the caller's links; someone else's (or no) link is 404 link_not_found alike. */
+export async function unlinkWallet(user: User, linkId: string | undefined): Promise<void> {
+  if (!linkIdParamSchema.safeParse(linkId).success) {
+    throw new ApiError('link_not_found', { detail: 'There is no link with this id among your wallets.' });
+  }
+  await callDb('wallet_unlink', { p_user_id: user.userId, p_link_id: linkId!.toLowerCase() });
+}
