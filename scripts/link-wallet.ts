@@ -1,0 +1,72 @@
+// npm run link-wallet -- [--base-url http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
+// Links a throwaway EVM wallet to a dev user of the running embedded service, showing each step:
+// mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { getConfig } from '../lib/config.ts';
+
+export interface LinkWalletOptions {
+  baseUrl: string;
+  token: string;
+  chainId: number;
+  log?: (line: string) => void;
+}
+
+/** The whole flow against a running service; throws with the service's problem detail on failure. */
+export async function linkThrowawayWallet({ baseUrl, token, chainId, log = console.log }: LinkWalletOptions) {
+  const wallet = privateKeyToAccount(generatePrivateKey());
+  const post = async (path: string, body: unknown, expected: number[]) => {
+    const response = await fetch(new URL(path, baseUrl), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const answer = await response.json().catch(() => undefined);
+    if (!expected.includes(response.status)) {
+      throw new Error(`POST ${path} answered ${response.status}: ${JSON.stringify(answer)}`);
+    }
+    return answer;
+  };
+
+  log(`Throwaway wallet: ${wallet.address}`);
+  const challenge = await post('/api/wallet-link/challenge', { chain: 'evm', address: wallet.address, chainId }, [201]);
+  log(`\n1. POST /api/wallet-link/challenge -> 201; the message to sign (expires ${challenge.expiresAt}):\n\n${challenge.message}\n`);
+
+  const signature = await wallet.signMessage({ message: challenge.message });
+  log(`2. Signed with personal_sign (EIP-191): ${signature}\n`);
+
+  const linked = await post('/api/wallet-link', { payload: { chain: 'evm', address: wallet.address, chainId, message: challenge.message, signature } }, [200, 201]);
+  log(`3. POST /api/wallet-link -> ${linked.alreadyLinked ? 200 : 201}:\n${JSON.stringify(linked, null, 2)}`);
+  return { wallet: wallet.address, challenge, linked };
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      'base-url': { type: 'string', default: process.env.BASE_URL ?? 'http://localhost:3000' },
+      'chain-id': { type: 'string', default: '1' },
+      user: { type: 'string' },
+      email: { type: 'string' },
+    },
+  });
+  const config = getConfig();
+  if (config.auth.mode !== 'dev-key') {
+    throw new Error(`This script mints a dev token, which only the embedded service accepts (auth mode here: ${config.auth.mode}).`);
+  }
+  const userId = values.user ?? randomUUID();
+  const email = values.email ?? `${userId.slice(0, 8)}@example.test`;
+  const token = await mintDevToken(config, { userId, email });
+  console.log(`Dev user ${userId} (${email}), service ${values['base-url']}`);
+  await linkThrowawayWallet({ baseUrl: values['base-url']!, token, chainId: Number(values['chain-id']) });
+}
+
+if (import.meta.main) {
+  main().catch((error: unknown) => {
+    // fetch reports an unreachable server as a TypeError "fetch failed" (the socket error is its cause).
+    const unreachable = error instanceof TypeError && error.message === 'fetch failed';
+    console.error(unreachable ? 'Could not reach the service: is it running? Start it with `npm run dev`, or pass --base-url.' : (error as Error).message);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,91 @@
+import { execFile } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as linkIdRoute from '../../app/api/wallet-link/[linkId]/route.ts';
+import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
+import * as linkRoute from '../../app/api/wallet-link/route.ts';
+import { closeDatabase } from '../../lib/db/index.ts';
+import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { freePort } from '../support/postgres-server.ts';
+
+/**
+ * `node scripts/link-wallet.ts` as a newcomer runs it: a child process under this Node (24), talking
+ * HTTP to a loopback server that hands each request to the real route handlers (the team does not
+ * start `next dev` in tests), with the embedded dev key both sides share.
+ */
+
+type Handler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
+
+function routeFor(method: string, pathname: string): { handler: Handler; params: Record<string, string> } | undefined {
+  const modules: [RegExp, Record<string, Handler>][] = [
+    [/^\/api\/wallet-link\/challenge$/, challengeRoute as never],
+    [/^\/api\/wallet-link$/, linkRoute as never],
+    [/^\/api\/wallet-link\/(?<linkId>[^/]+)$/, linkIdRoute as never],
+  ];
+  for (const [pattern, module] of modules) {
+    const match = pattern.exec(pathname);
+    if (match && module[method]) return { handler: module[method]!, params: { ...match.groups } };
+  }
+  return undefined;
+}
+
+async function readBody(req: IncomingMessage): Promise<ArrayBuffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const bytes = Buffer.concat(chunks);
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
+describe('scripts/link-wallet.ts', () => {
+  let db: TestDatabase;
+  let server: Server;
+  let baseUrl: string;
+  let restoreEnv: () => void;
+  beforeAll(async () => {
+    restoreEnv = setEnv({ APP_ORIGIN: undefined, SUPABASE_URL: undefined, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: undefined, DATABASE_URL: undefined });
+    db = await useTestDatabase('pglite');
+    server = createServer(async (req, res) => {
+      const url = new URL(req.url ?? '/', baseUrl);
+      const route = routeFor(req.method ?? 'GET', url.pathname);
+      if (!route) {
+        res.writeHead(404).end();
+        return;
+      }
+      const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req);
+      const headers = new Headers(Object.entries(req.headers).flatMap(([name, value]) => (typeof value === 'string' ? [[name, value] as [string, string]] : [])));
+      const response = await route.handler(new Request(url, { method: req.method, headers, body }), { params: Promise.resolve(route.params) });
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      res.end(Buffer.from(await response.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    restoreEnv();
+    await closeDatabase();
+    await db.close();
+  });
+
+  it('mints a dev token, signs a challenge with a throwaway key, links it and prints the link', async () => {
+    const userId = '0b6c6a52-7d4f-4c59-9d3b-5f1f1f0b2a11';
+    const { stdout } = await promisify(execFile)(process.execPath, ['scripts/link-wallet.ts', '--base-url', baseUrl, '--chain-id', '8453', '--user', userId, '--email', 'new.comer@example.com'], {
+      env: { ...process.env, LOG_LEVEL: 'silent' },
+    });
+    expect(stdout).toContain('1. POST /api/wallet-link/challenge -> 201');
+    expect(stdout).toContain('localhost:3000 wants you to sign in with your Ethereum account:');
+    expect(stdout).toContain('Link this wallet to the account n***@e***.com on localhost:3000.');
+    expect(stdout).toContain('3. POST /api/wallet-link -> 201');
+    const linked = JSON.parse(stdout.slice(stdout.indexOf('{')));
+    expect(linked).toMatchObject({ userId, email: 'new.comer@example.com', alreadyLinked: false, link: { chain: 'evm', chainId: 8453 } });
+    const rows = await db.sql<{ address: string }>('select address from public.wallet_links where user_id = $1', [userId]);
+    expect(rows.map((row) => row.address)).toEqual([linked.link.address]);
+  });
+
+  it('says what to do when the service is not running', async () => {
+    const run = promisify(execFile)(process.execPath, ['scripts/link-wallet.ts', '--base-url', `http://127.0.0.1:${await freePort()}`], { env: { ...process.env, LOG_LEVEL: 'silent' } });
+    await expect(run).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('npm run dev') });
+  });
+});
