@@ -54,5 +54,5 @@ export async function entitlementsOf(db: TestDatabase, userId: string, now: Date
 export async function eventRow(db: TestDatabase, eventId: string) {
   const rows = await db.sql<{ outcome: string; type: string; app_user_id: string | null; owner_id: string | null; environment: string | null; count: string }>(
     'select outcome, type, app_user_id, owner_id, environment, count(*) over () as count from public.billing_events where event_id = $1', [eventId]);
-  return rows[0];
+  return rows[0] && { ...rows[0], count: Number(rows[0].count) };
 }

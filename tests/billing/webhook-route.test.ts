@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { callRoute } from '../support/http.ts';
+import { FIXTURE_NAMES, fixture, loadFixture } from './fixtures.ts';
+import { billingEvent, billingRoute, deliver, eventRow } from './support.ts';
+
+const DEV_SECRET = DEV_WEBHOOK_SECRETS.subscription;
+const countEvents = async (db: TestDatabase) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events'))[0]!.n);
+
+describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await useTestDatabase(kind);
+  });
+  afterAll(async () => {
+    await closeDatabase();
+    await db.close();
+  });
+
+  it.each(FIXTURE_NAMES)('%s: 200 { received: true }, recorded once, 200 again when repeated', async (name) => {
+    const body = loadFixture(name);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await deliver(body);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(response.text).toBe('{"received":true}');
+    }
+    expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, type: body.event.type, app_user_id: body.event.app_user_id ?? null });
+  });
+});
+
+describe('the webhook request', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await useTestDatabase('pglite');
+  });
+  afterAll(async () => {
+    await closeDatabase();
+    await db.close();
+  });
+
+  it.each([
+    { name: 'a new event', body: () => billingEvent('initial-purchase', 'calls-user', { at: 0.001 }) },
+    { name: 'a TEST event', body: () => fixture('test', { id: 'calls-test' }) },
+    { name: 'an unknown type', body: () => fixture('future-unknown-type', { id: 'calls-unknown' }) },
+    { name: 'no app_user_id', body: () => fixture('renewal', { id: 'calls-no-user', app_user_id: undefined, aliases: undefined, original_app_user_id: undefined }) },
+    { name: 'a TRANSFER', body: () => fixture('transfer', { id: 'calls-transfer' }) },
+  ])('makes exactly one database call for $name, and one for its repeat', async ({ body }) => {
+    const delivery = body();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const before = dbCallCount();
+      expect((await deliver(delivery)).status).toBe(200);
+      expect(dbCallCount() - before).toBe(1);
+    }
+  });
+
+  // Bodies that are not what RevenueCat sends: 4xx problem+json, nothing recorded, no database call.
+  const valid = JSON.stringify(loadFixture('initial-purchase'));
+  const cases: { name: string; body: string; status: number; code: string; path?: string }[] = [
+    { name: 'not JSON', body: '{"event": ', status: 400, code: 'invalid_json' },
+    { name: 'empty', body: '', status: 400, code: 'invalid_json' },
+    { name: 'a NUL character in a string', body: valid.replace('"ada@example.test"', '"ada\\u0000@example.test"'), status: 400, code: 'invalid_json' },
+    { name: 'a lone surrogate in a string', body: valid.replace('"ada@example.test"', '"ada\\ud800@example.test"'), status: 400, code: 'invalid_json' },
+    { name: 'a NUL character in a key', body: valid.replace('"country_code"', '"country\\u0000code"'), status: 400, code: 'invalid_json' },
+    { name: 'a number too large to represent', body: valid.replace('"price":9.99', '"price":1e400'), status: 400, code: 'invalid_json' },
+    { name: 'an array', body: '[]', status: 400, code: 'invalid_request', path: '(body)' },
+    { name: 'no event', body: '{"api_version":"1.0"}', status: 400, code: 'invalid_request', path: 'event' },
+    { name: 'event is null', body: '{"event":null}', status: 400, code: 'invalid_request', path: 'event' },
+    { name: 'no event id', body: '{"event":{"type":"RENEWAL"}}', status: 400, code: 'invalid_request', path: 'event.id' },
+    { name: 'an empty event id', body: '{"event":{"id":"","type":"RENEWAL"}}', status: 400, code: 'invalid_request', path: 'event.id' },
+    { name: 'an event id of 257 characters', body: JSON.stringify({ event: { id: 'x'.repeat(257), type: 'RENEWAL' } }), status: 400, code: 'invalid_request', path: 'event.id' },
+    { name: 'no type', body: '{"event":{"id":"e1"}}', status: 400, code: 'invalid_request', path: 'event.type' },
+    { name: 'a numeric type', body: '{"event":{"id":"e1","type":7}}', status: 400, code: 'invalid_request', path: 'event.type' },
+  ];
+  it.each(cases)('answers $status $code to $name, and records nothing', async ({ body, status, code, path }) => {
+    const events = await countEvents(db);
+    const calls = dbCallCount();
+    const response = await deliver(body, { 'content-type': 'application/json' });
+    expect(response.status).toBe(status);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    expect(response.body).toMatchObject({ code, status });
+    if (path) expect(response.body.errors.map((error: { path: string }) => error.path)).toContain(path);
+    expect(dbCallCount()).toBe(calls);
+    expect(await countEvents(db)).toBe(events);
+  });
+
+  it('answers 415 to a body that is not sent as JSON', async () => {
+    const response = await deliver(valid, { 'content-type': 'text/plain' });
+    expect(response).toMatchObject({ status: 415, body: { code: 'unsupported_media_type' } });
+  });
+
+  it('takes a body of just under 1 MB, and answers 413 above 1 MB (declared or streamed) without reading on', async () => {
+    const sized = (bytes: number) => {
+      const body = billingEvent('large-subscriber-attributes', 'size-user', { at: 0.001 });
+      const base = JSON.stringify({ ...body, padding: '' }).length;
+      return JSON.stringify({ ...body, padding: 'p'.repeat(bytes - base) });
+    };
+    const justUnder = sized(1024 * 1024);
+    expect(Buffer.byteLength(justUnder)).toBe(1024 * 1024);
+    expect((await deliver(justUnder, { 'content-type': 'application/json' })).status).toBe(200);
+
+    const events = await countEvents(db);
+    const over = sized(1024 * 1024 + 1);
+    expect(await deliver(over, { 'content-type': 'application/json' })).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
+    const chunked = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(over));
+        controller.close();
+      },
+    });
+    expect(await deliver(chunked, { 'content-type': 'application/json' })).toMatchObject({ status: 413, body: { code: 'payload_too_large' } });
+    expect(await countEvents(db)).toBe(events);
+  });
+
+  // The webhook secret, as RevenueCat sends it: `Authorization: Bearer <secret>` (set in its dashboard).
+  const secretCases: { name: string; authorization?: string; env?: Record<string, string | undefined>; status: number; code?: string }[] = [
+    { name: 'the right secret', authorization: `Bearer ${DEV_SECRET}`, status: 200 },
+    { name: 'the scheme in lower case (schemes are case-insensitive)', authorization: `bearer ${DEV_SECRET}`, status: 200 },
+    { name: 'no header', status: 401, code: 'invalid_webhook_secret' },
+    { name: 'a wrong secret', authorization: 'Bearer not-the-secret', status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the secret truncated', authorization: `Bearer ${DEV_SECRET.slice(0, -1)}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the secret with one more character', authorization: `Bearer ${DEV_SECRET}x`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the secret in the wrong case', authorization: `Bearer ${DEV_SECRET.toUpperCase()}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the secret without a scheme', authorization: DEV_SECRET, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the Basic scheme', authorization: `Basic ${Buffer.from(`revenuecat:${DEV_SECRET}`).toString('base64')}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the secret under the Basic scheme', authorization: `Basic ${DEV_SECRET}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'an extra space', authorization: `Bearer  ${DEV_SECRET}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the header twice (joined by the client as one value)', authorization: `Bearer ${DEV_SECRET}, Bearer ${DEV_SECRET}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'an 8 KiB value', authorization: `Bearer ${'s'.repeat(8 * 1024)}`, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the current secret after a rotation', authorization: 'Bearer rc-secret-new', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old' }, status: 200 },
+    { name: 'the previous secret during a rotation', authorization: 'Bearer rc-secret-old', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old' }, status: 200 },
+    { name: 'the dev secret once a real one is set', authorization: `Bearer ${DEV_SECRET}`, env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new' }, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the leagues secret', authorization: `Bearer ${DEV_WEBHOOK_SECRETS.leagues}`, status: 401, code: 'invalid_webhook_secret' },
+    {
+      name: 'any secret when none is set outside embedded mode', authorization: `Bearer ${DEV_SECRET}`,
+      env: { DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app', SUBSCRIPTION_WEBHOOK_SECRET: undefined, SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: undefined },
+      status: 503, code: 'webhook_not_configured',
+    },
+  ];
+  it.each(secretCases)('$name: $status', async ({ authorization, env, status, code }) => {
+    const restore = setEnv({ SUBSCRIPTION_WEBHOOK_SECRET: undefined, SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: undefined, DATABASE_URL: undefined, ...env });
+    try {
+      const body = billingEvent('initial-purchase', 'secret-user', { at: 0.001 });
+      const calls = dbCallCount();
+      const response = await callRoute(billingRoute, { method: 'POST', headers: authorization === undefined ? {} : { authorization }, body });
+      expect(response.status).toBe(status);
+      if (status === 200) {
+        expect(response.body).toEqual({ received: true });
+        return;
+      }
+      expect(response.body).toMatchObject({ code, status });
+      expect(response.headers.get('content-type')).toBe('application/problem+json');
+      if (status === 401) expect(response.headers.get('www-authenticate')).toMatch(/^Bearer /);
+      if (status === 503) expect(response.headers.get('retry-after')).toBeTruthy();
+      // Refused before the body is read: nothing recorded, no database call, no secret echoed.
+      expect(dbCallCount()).toBe(calls);
+      expect(await eventRow(db, body.event.id)).toBeUndefined();
+      expect(response.text).not.toContain(DEV_SECRET);
+    } finally {
+      restore();
+    }
+  });
+});
