@@ -147,9 +147,10 @@ $$;
 --   challenge unknown or another user's          -> 400 challenge_not_found (same answer for both)
 --   message not byte-for-byte the issued one     -> 422 invalid_message
 --   wallet in the payload not the challenge's    -> 422 address_mismatch
+--   challenge expired                            -> 400 challenge_expired
 --   challenge used: wallet linked to the caller  -> { alreadyLinked: true } (an idempotent retry)
 --   challenge used otherwise                     -> 409 challenge_already_used
---   challenge retired or expired                 -> 400 challenge_expired
+--   challenge retired by newer ones              -> 400 challenge_expired
 --   wallet linked to the caller already          -> challenge consumed, { alreadyLinked: true }
 --   wallet linked to another user                -> 409 wallet_already_linked (who is not said)
 --   caller already has 10 wallets                -> 409 too_many_wallets
@@ -192,6 +193,12 @@ begin
       detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
   end if;
 
+  -- An expired message proves nothing any more, not even for an idempotent retry (the service
+  -- refuses it by its own clock before calling, too).
+  if v_challenge.expires_at <= now() then
+    raise exception 'challenge_expired' using errcode = 'PT400',
+      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
+  end if;
   if v_challenge.used_at is not null then
     select * into v_link from public.wallet_links l
     where l.user_id = p_user_id and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key;
@@ -204,10 +211,6 @@ begin
   if v_challenge.retired_at is not null then
     raise exception 'challenge_expired' using errcode = 'PT400',
       detail = 'This challenge was replaced by newer ones (at most 5 are open at a time); request a new one.';
-  end if;
-  if v_challenge.expires_at <= now() then
-    raise exception 'challenge_expired' using errcode = 'PT400',
-      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
   end if;
 
   select * into v_link from public.wallet_links l

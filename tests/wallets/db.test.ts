@@ -230,6 +230,17 @@ describe.each(DATABASE_KINDS)('wallet-link SQL functions on %s', (kind) => {
     expect(dbCallCount()).toBe(before);
   });
 
+  it('refuses even an idempotent retry once the used challenge has expired (the link stays)', async () => {
+    const user = newUser();
+    const wallet = evmWallet();
+    const challenge = await issue(user, wallet);
+    const body = await signed(wallet, challenge);
+    expect((await submit(user, body)).status).toBe(201);
+    await db.sql(`update public.wallet_challenges set expires_at = now() - interval '1 second' where id = $1`, [challenge.challengeId]);
+    expect(await codeOf(submit(user, body))).toBe('challenge_expired');
+    expect((await listWalletLinks(user)).links).toHaveLength(1);
+  });
+
   it('sweeps challenges that expired more than a day ago when issuing', async () => {
     const [old, user] = [newUser(), newUser()];
     await issue(old, evmWallet());
