@@ -32,8 +32,12 @@ const REALM = 'account-link';
  * 401 missing/invalid/expired, 403 wrong role or anonymous, 503 when the JWKS or Auth server is down.
  */
 export async function authenticate(request: Request, options: AuthenticateOptions = {}): Promise<SessionUser> {
+  return authenticateToken(readBearerToken(request.headers.get('authorization')), options);
+}
+
+/** The same checks for a token that did not come in a header (the account page's session cookie). */
+export async function authenticateToken(token: string, options: AuthenticateOptions = {}): Promise<SessionUser> {
   const config = getConfig();
-  const token = readBearerToken(request.headers.get('authorization'));
   const claims = await verifySessionToken(token, config);
 
   if (claims.role !== 'authenticated') {

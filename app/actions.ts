@@ -1,0 +1,42 @@
+'use server';
+
+import { cookies } from 'next/headers';
+import { redirect } from 'next/navigation';
+import { z } from 'zod';
+import { mintDevToken } from '#lib/auth/dev-key.ts';
+import { authenticateToken } from '#lib/auth/session.ts';
+import { getConfig } from '#lib/config.ts';
+import { toApiError } from '#lib/http/route.ts';
+import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
+
+const LOCAL_SESSION_SECONDS = 8 * 3600;
+const localSignInSchema = z.object({ email: z.email() });
+
+/** Embedded mode only: sign in as any e-mail with a dev token (there is no Auth server locally). */
+export async function signInLocally(formData: FormData): Promise<void> {
+  const config = getConfig();
+  if (config.auth.mode !== 'dev-key' || config.deployed) redirect('/?error=local-sign-in-unavailable');
+  const parsed = localSignInSchema.safeParse({ email: formData.get('email') });
+  if (!parsed.success) redirect('/?error=invalid-email');
+  const email = parsed.data.email.toLowerCase();
+  const token = await mintDevToken(config, { userId: localUserIdFor(email), email, expiresInSeconds: LOCAL_SESSION_SECONDS });
+  (await cookies()).set(SESSION_COOKIE, token, sessionCookieOptions(config.appOrigin, new Date(Date.now() + LOCAL_SESSION_SECONDS * 1000)));
+  redirect('/');
+}
+
+/** After a Supabase Auth sign-in (or token refresh) in the browser: keep the access token for the page. */
+export async function adoptSession(accessToken: string): Promise<{ error?: string }> {
+  try {
+    const user = await authenticateToken(accessToken);
+    const expiresAt = new Date(Number(user.claims.exp) * 1000);
+    (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig().appOrigin, expiresAt));
+    return {};
+  } catch (error) {
+    return { error: toApiError(error).message };
+  }
+}
+
+export async function signOut(): Promise<void> {
+  (await cookies()).delete(SESSION_COOKIE);
+  redirect('/');
+}

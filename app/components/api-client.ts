@@ -1,0 +1,48 @@
+/**
+ * The page's client for the API: `fetch` with the session token, problem+json errors turned into
+ * an Error whose message is the API's `detail` (what to show a person), never a code or a stack.
+ */
+export class ApiRequestError extends Error {
+  readonly code: string | undefined;
+  readonly status: number;
+  constructor(message: string, status: number, code?: string) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+export async function callApi<T>(path: string, token: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method: init.method ?? 'GET',
+      headers: { authorization: `Bearer ${token}`, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    });
+  } catch {
+    throw new ApiRequestError('Could not reach the service. Check your connection and try again.', 0);
+  }
+  if (response.status === 204) return undefined as T;
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  if (!response.ok) {
+    const problem = (body ?? {}) as { detail?: string; title?: string; code?: string };
+    throw new ApiRequestError(problem.detail ?? problem.title ?? `The service answered ${response.status}.`, response.status, problem.code);
+  }
+  return body as T;
+}
+
+/** Words for a wallet's own errors (EIP-1193 4001 = the person said no). */
+export function walletErrorMessage(error: unknown): string {
+  if (error instanceof ApiRequestError) return error.message;
+  const e = error as { code?: number; message?: string };
+  if (e?.code === 4001) return 'You rejected the request in your wallet.';
+  if (e?.code === 4100) return 'The wallet has not authorised this site; connect it first.';
+  return e?.message ? `The wallet reported: ${e.message}` : 'The wallet did not complete the request.';
+}
