@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+
+/**
+ * The account page in a real browser (Debian's Chromium driven by playwright-core) against the
+ * production build in embedded mode. The page's own code links a wallet through an EIP-1193
+ * provider injected before the page loads, backed by a viem local account: real keys, real
+ * signatures, real API calls.
+ */
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+const ARTIFACTS = path.resolve('test-results');
+if (!hasChromium) {
+  console.warn(`SKIPPED the real-browser test: no Chromium at ${CHROMIUM} (apt-get install -y chromium; .ci/run installs it).`);
+}
+
+type WalletMode = 'sign' | 'wrong-key' | 'reject';
+
+describe.skipIf(!hasChromium)('the account page in Chromium', () => {
+  let server: NextServer;
+  let browser: Browser;
+  let dataDir: string;
+  const owner = privateKeyToAccount(generatePrivateKey());
+  const stranger = privateKeyToAccount(generatePrivateKey());
+  let walletMode: WalletMode = 'sign';
+
+  beforeAll(async () => {
+    ensureProductionBuild();
+    dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-'));
+    server = await startNextServer({
+      env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' },
+    });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
+    });
+  }, 240_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  /** A browser context whose pages have window.ethereum, answered by the viem account in this test. */
+  async function contextWithWallet(): Promise<BrowserContext> {
+    const context = await browser.newContext();
+    await context.exposeFunction('__testWallet', async (method: string, params: unknown[]) => {
+      switch (method) {
+        case 'eth_requestAccounts':
+        case 'eth_accounts':
+          return { result: [owner.address] };
+        case 'eth_chainId':
+          return { result: '0x1' };
+        case 'personal_sign': {
+          if (walletMode === 'reject') return { error: { code: 4001, message: 'User rejected the request.' } };
+          const signer = walletMode === 'wrong-key' ? stranger : owner;
+          return { result: await signer.signMessage({ message: { raw: params[0] as Hex } }) };
+        }
+        default:
+          return { error: { code: 4200, message: `Unsupported method ${method}` } };
+      }
+    });
+    await context.addInitScript(() => {
+      const call = (window as unknown as { __testWallet: (m: string, p: unknown[]) => Promise<{ result?: unknown; error?: { code: number; message: string } }> }).__testWallet;
+      (window as unknown as { ethereum: unknown }).ethereum = {
+        isTestWallet: true,
+        async request({ method, params = [] }: { method: string; params?: unknown[] }) {
+          const answer = await call(method, params);
+          if (answer.error) throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
+          return answer.result;
+        },
+      };
+    });
+    return context;
+  }
+
+  async function signInLocally(page: Page, email: string) {
+    await page.goto(server.url);
+    await page.getByLabel('E-mail').fill(email);
+    await page.getByRole('button', { name: 'Sign in locally' }).click();
+    await page.getByTestId('email').waitFor();
+  }
+
+  it('signs in, links a wallet, lists it, unlinks it, and shows errors as messages', async () => {
+    const context = await contextWithWallet();
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+
+    await signInLocally(page, 'ana@example.com');
+    expect(await page.getByTestId('email').textContent()).toBe('ana@example.com');
+    await expect.poll(() => page.getByText('No wallet linked yet.').isVisible()).toBe(true);
+
+    // Link: the page asks the wallet for its account, gets a challenge, has it signed, links it.
+    walletMode = 'sign';
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    await page.getByRole('status').filter({ hasText: `Linked ${owner.address}.` }).waitFor();
+    await expect.poll(() => page.getByTestId('wallet-address').allTextContents()).toEqual([owner.address]);
+
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'account-page-signed-in.png'), fullPage: true });
+
+    // Unlink.
+    await page.getByRole('button', { name: `Unlink ${owner.address}` }).click();
+    await page.getByText('No wallet linked yet.').waitFor();
+
+    // A signature by another key: the API refuses it and the page shows the API's message.
+    walletMode = 'wrong-key';
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    // (Next adds an empty role=alert route announcer outside <main>.)
+    const refused = page.locator('main [role="alert"]');
+    await refused.waitFor();
+    expect(await refused.textContent()).toBe(`The signature was not made by the key of ${owner.address} over this exact message.`);
+    expect(await page.getByTestId('wallet-address').count()).toBe(0);
+
+    // The person says no in their wallet.
+    walletMode = 'reject';
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    await page.locator('main [role="alert"]').filter({ hasText: 'You rejected the request in your wallet.' }).waitFor();
+
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
+
+  it('works without JavaScript for signing in and reading the account', async () => {
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    await signInLocally(page, 'nojs@example.com');
+    expect(await page.getByTestId('email').textContent()).toBe('nojs@example.com');
+    expect(await page.getByRole('heading', { name: 'Subscriptions' }).isVisible()).toBe(true);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in locally' }).waitFor();
+    await context.close();
+  });
+});
