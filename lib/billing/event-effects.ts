@@ -79,7 +79,7 @@ export interface PeriodFacts {
 export interface BillingEventPlan {
   eventId: string;
   type: string;
-  /** `event.app_user_id` as sent (stored on the event row; may be anonymous or null). */
+  /** `event.app_user_id` as sent (stored on the event row; may be anonymous; null when absent or too long). */
   appUserId: string | null;
   /** `event_timestamp_ms` (ISO 8601): the order of events. The receive time when it is missing. */
   eventAt: string;
@@ -96,8 +96,11 @@ export interface BillingEventPlan {
 }
 
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
-/** Ids longer than this are not used as keys (a btree entry has a size limit); real ids are short. */
-export const MAX_ID_LENGTH = 512;
+/**
+ * Ids longer than this are not used as keys: a btree entry holds at most ~2.7 kB, and a key is
+ * (app_user_id, entitlement_id) of up to 4 bytes a character. Real ids are far shorter.
+ */
+export const MAX_ID_LENGTH = 256;
 /** At most this many entitlement ids and aliases are used from one event (bounds locks and work). */
 export const MAX_IDS_PER_EVENT = 100;
 
@@ -132,7 +135,7 @@ export function describeEventEffects(event: BillingEvent, now: Date): BillingEve
   const plan: BillingEventPlan = {
     eventId: event.id,
     type,
-    appUserId: readText(event.app_user_id),
+    appUserId: readId(event.app_user_id),
     eventAt,
     environment: readText(event.environment),
     ownerId: null,
@@ -270,7 +273,8 @@ function readText(value: unknown): string | null {
 
 function readId(value: unknown): string | null {
   const text = readText(value);
-  return text !== null && text.length <= MAX_ID_LENGTH ? text : null;
+  // Characters as Postgres counts them (code points), like the table's check and zod's max.
+  return text !== null && (text.length <= MAX_ID_LENGTH || [...text].length <= MAX_ID_LENGTH) ? text : null;
 }
 
 function readIds(value: unknown): string[] {

@@ -41,8 +41,8 @@ create index billing_events_moved_ids_idx on public.billing_events using gin (mo
 create index billing_events_app_user_id_idx on public.billing_events (app_user_id, event_at) where app_user_id is not null;
 
 create table public.entitlements (
-  app_user_id text not null check (char_length(app_user_id) between 1 and 512),
-  entitlement_id text not null check (char_length(entitlement_id) between 1 and 512),
+  app_user_id text not null check (char_length(app_user_id) between 1 and 256),
+  entitlement_id text not null check (char_length(entitlement_id) between 1 and 256),
   status text not null check (status in (
     'active', 'cancelled_active', 'temporary', 'grace', 'billing_issue', 'paused', 'expired', 'refunded', 'transferred'
   )),

@@ -5,7 +5,7 @@ import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/d
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { FIXTURE_NAMES, fixture, loadFixture } from './fixtures.ts';
-import { billingEvent, billingRoute, deliver, eventRow } from './support.ts';
+import { billingEvent, billingRoute, day, deliver, entitlementsOf, eventRow } from './support.ts';
 
 const DEV_SECRET = DEV_WEBHOOK_SECRETS.subscription;
 const countEvents = async (db: TestDatabase) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events'))[0]!.n);
@@ -29,6 +29,24 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
       expect(response.text).toBe('{"received":true}');
     }
     expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, type: body.event.type, app_user_id: body.event.app_user_id ?? null });
+  });
+
+  // Well-formed but extreme: still 200 and recorded, never a 5xx (btree entries have a size limit).
+  const wide = (n: number) => '\u{1D4C1}'.repeat(n);
+  const extremes: { name: string; event: Record<string, unknown>; outcome: string; pro?: boolean }[] = [
+    { name: 'an app_user_id of 10,000 four-byte characters', event: { app_user_id: wide(10_000), aliases: [], original_app_user_id: null }, outcome: 'ignored' },
+    { name: 'an entitlement id of 300 four-byte characters beside "pro"', event: { entitlement_ids: [wide(300), 'pro'] }, outcome: 'applied', pro: true },
+    { name: 'an app_user_id and entitlement id of 256 four-byte characters each', event: { app_user_id: wide(256), entitlement_ids: [wide(256)] }, outcome: 'applied' },
+    { name: '1,000 anonymous aliases', event: { aliases: Array.from({ length: 1000 }, (_, i) => `$RCAnonymousID:${i}`) }, outcome: 'applied', pro: true },
+    { name: 'a type of 100,000 characters', event: { type: 'X'.repeat(100_000) }, outcome: 'ignored' },
+    { name: 'an event id of 256 four-byte characters', event: { id: wide(256) }, outcome: 'applied', pro: true },
+  ];
+  it.each(extremes)('$name: 200, recorded ($outcome)', async ({ event, outcome, pro }) => {
+    const user = `extreme-${kind}-${Math.random()}`;
+    const body = billingEvent('initial-purchase', user, { at: 0.001 }, event);
+    expect(await deliver(body)).toMatchObject({ status: 200, body: { received: true } });
+    expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, outcome });
+    if (pro) expect((await entitlementsOf(db, user, new Date(day(1)))).map((view) => view.id)).toEqual(['pro']);
   });
 });
 
