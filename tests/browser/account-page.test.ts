@@ -139,4 +139,20 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     await page.getByRole('button', { name: 'Sign in locally' }).waitFor();
     await context.close();
   });
+
+  it('renders the API reference at /docs from this server alone', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const foreign: string[] = [];
+    page.on('request', (request) => {
+      if (!request.url().startsWith(server.url) && !request.url().startsWith('data:')) foreign.push(request.url());
+    });
+    await page.goto(`${server.url}/docs`);
+    await page.locator('.opblock-summary-path', { hasText: '/api/webhooks/subscription-billing' }).first().waitFor();
+    expect(await page.locator('.opblock').count()).toBeGreaterThanOrEqual(9);
+    expect(await page.locator('#problem-wallet_already_linked').isVisible()).toBe(true);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'docs.png') });
+    expect(foreign).toEqual([]);
+    await context.close();
+  });
 });

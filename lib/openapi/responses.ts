@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { ENTITLEMENT_STATUSES } from '../billing/event-effects.ts';
+import { LEAGUE_STATUSES, MEMBER_ROLES } from '../leagues/sync-schema.ts';
+
+/**
+ * The response bodies, as zod schemas: the OpenAPI document is generated from them, and the
+ * conformance test (tests/openapi) checks every route's real answers against them, so the
+ * document cannot drift from what the service sends.
+ */
+const isoTime = z.iso.datetime({ offset: true });
+
+export const problemSchema = z
+  .object({
+    type: z.string().meta({ description: 'URI reference identifying the problem type' }),
+    title: z.string(),
+    status: z.int(),
+    detail: z.string().meta({ description: 'What went wrong and how to fix it: the text to show a person' }),
+    code: z.string().meta({ description: 'Stable snake_case error code: switch on this, not on detail' }),
+    requestId: z.string(),
+    errors: z.array(z.object({ path: z.string(), message: z.string() })).optional().meta({ description: 'Every failing field, for validation errors' }),
+    retryAfter: z.int().optional().meta({ description: 'Seconds to wait, for 429 rate_limited (also in Retry-After)' }),
+  })
+  .meta({ id: 'Problem', description: 'application/problem+json (RFC 9457)' });
+
+export const healthResponseSchema = z
+  .object({ status: z.enum(['ok', 'degraded']), database: z.enum(['ok', 'unavailable']), mode: z.enum(['embedded', 'postgres', 'supabase']) })
+  .meta({ id: 'Health' });
+
+export const walletLinkSchema = z
+  .discriminatedUnion('chain', [
+    z.object({ id: z.uuid(), chain: z.literal('evm'), address: z.string().meta({ description: 'EIP-55 checksummed' }), chainId: z.int(), createdAt: isoTime }),
+    z.object({ id: z.uuid(), chain: z.literal('solana'), address: z.string().meta({ description: 'base58 public key' }), cluster: z.string(), createdAt: isoTime }),
+  ])
+  .meta({ id: 'WalletLink' });
+
+export const entitlementSchema = z
+  .object({
+    id: z.string().meta({ description: 'RevenueCat entitlement identifier' }),
+    active: z.boolean().meta({ description: 'Grants access at the time of the request' }),
+    status: z.enum(ENTITLEMENT_STATUSES),
+    productId: z.string().nullable(),
+    expiresAt: isoTime.nullable().meta({ description: 'null = never expires (lifetime)' }),
+    willRenew: z.boolean(),
+    graceExpiresAt: isoTime.nullable(),
+    store: z.string().nullable(),
+    environment: z.string().nullable(),
+    periodType: z.string().nullable(),
+  })
+  .meta({ id: 'Entitlement' });
+
+export const accountLeagueSchema = z
+  .object({
+    source: z.string(),
+    externalId: z.string(),
+    name: z.string(),
+    sport: z.string(),
+    season: z.string(),
+    status: z.enum(LEAGUE_STATUSES),
+    role: z.enum(MEMBER_ROLES).meta({ description: "The caller's role" }),
+    updatedAt: isoTime,
+  })
+  .meta({ id: 'AccountLeague' });
+
+export const accountResponseSchema = z
+  .object({
+    userId: z.uuid(),
+    email: z.string().nullable(),
+    wallets: z.array(walletLinkSchema),
+    entitlements: z.array(entitlementSchema),
+    leagues: z.array(accountLeagueSchema),
+  })
+  .meta({ id: 'Account' });
+
+export const challengeResponseSchema = z
+  .object({
+    challengeId: z.uuid(),
+    chain: z.enum(['evm', 'solana']),
+    address: z.string().meta({ description: 'Canonical form (EIP-55 or base58)' }),
+    chainId: z.int().optional(),
+    cluster: z.string().optional(),
+    nonce: z.string(),
+    message: z.string().meta({ description: 'The exact text to sign (EIP-4361, or Sign-In With Solana)' }),
+    issuedAt: isoTime,
+    expiresAt: isoTime,
+  })
+  .meta({ id: 'Challenge' });
+
+export const linkResponseSchema = z
+  .object({ userId: z.uuid(), email: z.string().nullable(), link: walletLinkSchema, alreadyLinked: z.boolean() })
+  .meta({ id: 'LinkResult' });
+
+export const walletListResponseSchema = z.object({ links: z.array(walletLinkSchema) }).meta({ id: 'WalletLinks' });
+
+export const billingAckSchema = z.object({ received: z.literal(true) }).meta({ id: 'BillingAck' });
+
+export const leaguesSyncResultSchema = z
+  .object({
+    received: z.literal(true),
+    upserted: z.int(),
+    unchanged: z.int(),
+    stale: z.int(),
+    deleted: z.int(),
+    duplicate: z.literal(true).optional().meta({ description: "A repeated delivery id: the first delivery's counts, nothing applied" }),
+  })
+  .meta({ id: 'LeaguesSyncResult' });

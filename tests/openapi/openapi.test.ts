@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import type { z } from 'zod';
+import * as openapiRoute from '../../app/api/openapi.json/route.ts';
+import * as healthRoute from '../../app/api/health/route.ts';
+import * as meRoute from '../../app/api/me/route.ts';
+import * as walletLinkRoute from '../../app/api/wallet-link/route.ts';
+import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
+import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
+import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
+import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { closeDatabase } from '../../lib/db/index.ts';
+import { OPERATIONS } from '../../lib/openapi/document.ts';
+import { problemSchema } from '../../lib/openapi/responses.ts';
+import { delivery, freshSource, league } from '../leagues/fixtures.ts';
+import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { callRoute, type RouteResponse } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
+import { evmWallet } from '../wallets/wallets.ts';
+
+function routeFiles(dir = 'app/api'): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return routeFiles(full);
+    return entry.name === 'route.ts' ? [full] : [];
+  });
+}
+
+/** "app/api/wallet-link/[linkId]/route.ts" -> "/api/wallet-link/{linkId}" */
+const toPath = (file: string) => `/${path.dirname(file).split(path.sep).slice(1).join('/')}`.replace(/\[(\w+)\]/g, '{$1}');
+
+describe('the OpenAPI document', () => {
+  let document: ReturnType<typeof JSON.parse>;
+  beforeAll(async () => {
+    const response = await callRoute(openapiRoute);
+    expect(response.status).toBe(200);
+    document = response.body;
+  });
+
+  it('is OpenAPI 3.1 with the three security schemes', () => {
+    expect(document.openapi).toBe('3.1.0');
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['billingSecret', 'leaguesSecret', 'session']);
+    expect(document.components.securitySchemes.leaguesSecret).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-webhook-secret' });
+  });
+
+  it('describes exactly the routes that exist, method by method', async () => {
+    const onDisk: string[] = [];
+    for (const file of routeFiles()) {
+      const routeModule = await import(`../../${file}`);
+      const params = Object.fromEntries([...file.matchAll(/\[(\w+)\]/g)].map(([, name]) => [name!, '00000000-0000-4000-8000-000000000000']));
+      const allow = (await callRoute(routeModule, { method: 'OPTIONS', params })).headers.get('allow')!.split(', ');
+      for (const method of allow.filter((m) => m !== 'HEAD' && m !== 'OPTIONS')) onDisk.push(`${method} ${toPath(file)}`);
+    }
+    const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
+    expect(documented.sort()).toEqual(onDisk.sort());
+  });
+
+  it('resolves every $ref', () => {
+    const text = JSON.stringify(document);
+    for (const [, ref] of text.matchAll(/"\$ref":"([^"]+)"/g)) {
+      const name = ref!.replace('#/components/schemas/', '');
+      expect(document.components.schemas, ref).toHaveProperty(name);
+    }
+  });
+
+  it('lists problem codes, with problem+json bodies, for every operation that can fail', () => {
+    for (const [p, ops] of Object.entries(document.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown>; 'x-problem-codes'?: string[] }> }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (Number(status) < 400) continue;
+          expect(response.content, `${method} ${p} ${status}`).toHaveProperty(['application/problem+json']);
+          expect(response['x-problem-codes']!.length).toBeGreaterThan(0);
+        }
+      }
+    }
+  });
+});
+
+describe('real responses match the documented schemas', () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await useTestDatabase('pglite');
+  });
+  afterAll(async () => {
+    await closeDatabase();
+    await db.close();
+  });
+
+  const operation = (method: string, p: string) => OPERATIONS.find((op) => op.method === method && op.path === p)!;
+  function expectDocumented(method: string, p: string, response: RouteResponse) {
+    const op = operation(method, p);
+    if (response.status >= 400) {
+      expect(op.errors, `${method} ${p} answered ${response.body?.code}`).toContain(response.body.code);
+      expect(() => problemSchema.parse(response.body)).not.toThrow();
+      return;
+    }
+    if (op.success.schema) {
+      const result = (op.success.schema as z.ZodType).safeParse(response.body);
+      expect(result.success, `${method} ${p}: ${JSON.stringify(result.error?.issues)}`).toBe(true);
+    }
+  }
+
+  it('for every operation, success and error', async () => {
+    const user = await testUser();
+    const auth = { authorization: user.authorization };
+    const wallet = evmWallet();
+
+    expectDocumented('get', '/api/health', await callRoute(healthRoute));
+    expectDocumented('get', '/api/me', await callRoute(meRoute, { headers: auth }));
+    expectDocumented('get', '/api/me', await callRoute(meRoute));
+
+    const challenge = await callRoute(challengeRoute, { method: 'POST', headers: auth, body: { chain: 'evm', address: wallet.address, chainId: 1 } });
+    expect(challenge.status).toBe(201);
+    expectDocumented('post', '/api/wallet-link/challenge', challenge);
+    expectDocumented('post', '/api/wallet-link/challenge', await callRoute(challengeRoute, { method: 'POST', headers: auth, body: { chain: 'evm', address: '0x12', chainId: 1 } }));
+
+    const link = await callRoute(walletLinkRoute, {
+      method: 'POST', headers: auth,
+      body: { payload: { chain: 'evm', address: wallet.address, chainId: 1, message: challenge.body.message, signature: await wallet.sign(challenge.body.message) } },
+    });
+    expect(link.status).toBe(201);
+    expectDocumented('post', '/api/wallet-link', link);
+    expectDocumented('get', '/api/wallet-link', await callRoute(walletLinkRoute, { headers: auth }));
+    expectDocumented('get', '/api/me', await callRoute(meRoute, { headers: auth }));
+    expectDocumented('delete', '/api/wallet-link/{linkId}', await callRoute(unlinkRoute, { method: 'DELETE', headers: auth, params: { linkId: link.body.link.id } }));
+    expectDocumented('delete', '/api/wallet-link/{linkId}', await callRoute(unlinkRoute, { method: 'DELETE', headers: auth, params: { linkId: link.body.link.id } }));
+
+    const billing = { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` };
+    expectDocumented('post', '/api/webhooks/subscription-billing', await callRoute(billingRoute, { method: 'POST', headers: billing, body: { event: { id: 'evt-doc-1', type: 'TEST' } } }));
+    expectDocumented('post', '/api/webhooks/subscription-billing', await callRoute(billingRoute, { method: 'POST', headers: billing, body: { event: {} } }));
+
+    const leagues = { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues };
+    expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: leagues, body: delivery(freshSource('doc'), { leagues: [league('L1', '2026-11-21T17:59:00Z')] }) }));
+    expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: { 'x-webhook-secret': 'wrong' }, body: {} }));
+  });
+});
