@@ -1,3 +1,4 @@
+import Link from 'next/link';
 import { cookies } from 'next/headers';
 import { authenticateToken } from '#lib/auth/session.ts';
 import { getAccount } from '#lib/account.ts';
@@ -56,7 +57,7 @@ function Shell({ children, signedIn = false }: { children: React.ReactNode; sign
           <p className="muted">Wallets, subscriptions and leagues linked to your sign-in.</p>
         </div>
         <nav aria-label="Site">
-          <a href="/docs">API reference</a>
+          <Link href="/docs">API reference</Link>
           {signedIn && (
             <form action={signOut} className="inline">
               {' '}<button type="submit">Sign out</button>

@@ -1,3 +1,4 @@
+import Link from 'next/link';
 import { PROBLEM_CATALOG } from '#lib/http/problem.ts';
 import { SwaggerUi } from './swagger-ui.tsx';
 
@@ -7,7 +8,7 @@ export const metadata = { title: 'API reference · Account link service' };
 export default function DocsPage() {
   return (
     <main style={{ maxWidth: '72rem' }}>
-      <p><a href="/">← Your account</a> · <a href="/api/openapi.json">openapi.json</a></p>
+      <p><Link href="/">← Your account</Link> · <a href="/api/openapi.json">openapi.json</a></p>
       <h1>API reference</h1>
       <noscript><p>The interactive reference needs JavaScript; the raw document is at <a href="/api/openapi.json">/api/openapi.json</a>.</p></noscript>
       <SwaggerUi url="/api/openapi.json" />
