@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { getConfig, type Config } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
@@ -14,7 +15,28 @@ export type { DatabaseAdapter } from './adapter.ts';
 export async function callDb<T = unknown>(fn: string, args: Record<string, unknown> = {}): Promise<T> {
   const db = await getDatabase();
   state.calls++;
-  return (await db.call(fn, args)) as T;
+  const stats = requestStats.getStore();
+  if (!stats) return (await db.call(fn, args)) as T;
+  stats.calls++;
+  const started = performance.now();
+  try {
+    return (await db.call(fn, args)) as T;
+  } finally {
+    stats.ms += performance.now() - started;
+  }
+}
+
+/** Database calls made while handling one request (the route wrapper reports them in Server-Timing). */
+export interface DbRequestStats {
+  calls: number;
+  ms: number;
+}
+
+const requestStats = new AsyncLocalStorage<DbRequestStats>();
+
+/** Run `work`, counting the database calls it makes into `stats`. */
+export function countDbCalls<T>(stats: DbRequestStats, work: () => Promise<T>): Promise<T> {
+  return requestStats.run(stats, work);
 }
 
 interface PortState {

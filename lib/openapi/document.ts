@@ -41,6 +41,12 @@ export const OPERATIONS: Operation[] = [
     errors: ['service_misconfigured'],
   },
   {
+    method: 'get', path: '/api/health/live', tags: ['Service'], security: 'none',
+    summary: 'The process answers (no database call)',
+    success: { status: 200, description: 'Alive', schema: responses.liveResponseSchema },
+    errors: [],
+  },
+  {
     method: 'get', path: '/api/openapi.json', tags: ['Service'], security: 'none',
     summary: 'This document',
     success: { status: 200, description: 'OpenAPI 3.1' },

@@ -26,6 +26,8 @@ export const healthResponseSchema = z
   .object({ status: z.enum(['ok', 'degraded']), database: z.enum(['ok', 'unavailable']), mode: z.enum(['embedded', 'postgres', 'supabase']) })
   .meta({ id: 'Health' });
 
+export const liveResponseSchema = z.object({ status: z.literal('ok') }).meta({ id: 'Live' });
+
 export const walletLinkSchema = z
   .discriminatedUnion('chain', [
     z.object({ id: z.uuid(), chain: z.literal('evm'), address: z.string().meta({ description: 'EIP-55 checksummed' }), chainId: z.int(), createdAt: isoTime }),

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { z } from 'zod';
 import * as openapiRoute from '../../app/api/openapi.json/route.ts';
 import * as healthRoute from '../../app/api/health/route.ts';
+import * as liveRoute from '../../app/api/health/live/route.ts';
 import * as meRoute from '../../app/api/me/route.ts';
 import * as walletLinkRoute from '../../app/api/wallet-link/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
@@ -108,6 +109,7 @@ describe('real responses match the documented schemas', () => {
     const wallet = evmWallet();
 
     expectDocumented('get', '/api/health', await callRoute(healthRoute));
+    expectDocumented('get', '/api/health/live', await callRoute(liveRoute));
     expectDocumented('get', '/api/me', await callRoute(meRoute, { headers: auth }));
     expectDocumented('get', '/api/me', await callRoute(meRoute));
 

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import * as healthRoute from '../../app/api/health/route.ts';
+import * as liveRoute from '../../app/api/health/live/route.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { DATABASE_KINDS, useTestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
@@ -19,6 +20,24 @@ describe('GET /api/health', () => {
       await closeDatabase();
       await db.close();
     }
+  });
+
+  it('reports its database calls in Server-Timing', async () => {
+    const db = await useTestDatabase('pglite');
+    try {
+      const response = await callRoute(healthRoute);
+      expect(response.headers.get('server-timing')).toMatch(/^db;desc="1 calls";dur=[\d.]+, total;dur=[\d.]+$/);
+    } finally {
+      await closeDatabase();
+      await db.close();
+    }
+  });
+
+  it('GET /api/health/live answers without touching the database', async () => {
+    const response = await callRoute(liveRoute);
+    expect(response.status).toBe(200);
+    expect(response.body).toEqual({ status: 'ok' });
+    expect(response.headers.get('server-timing')).toMatch(/^db;desc="0 calls"/);
   });
 
   it('answers 503 with Retry-After when the database does not answer, and says the mode', async () => {
