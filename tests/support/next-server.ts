@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from './postgres-server.ts';
 
@@ -26,18 +26,42 @@ export interface NextServer {
 
 const ROOT = process.cwd();
 
-/** Build unless .next holds a build newer than every source file. Returns true when it built. */
+/**
+ * Build unless .next holds a build newer than every source file. Returns true when it built.
+ * Test suites and the bench may ask at the same time; a lock file makes the others wait.
+ */
 export function ensureProductionBuild(): boolean {
-  const buildId = path.join(ROOT, '.next', 'BUILD_ID');
-  if (existsSync(buildId) && newestSourceMtime() < statSync(buildId).mtimeMs) return false;
-  const result = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    encoding: 'utf8',
-    env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
-  });
-  if (result.status !== 0) throw new Error(`next build failed:\n${result.stdout}\n${result.stderr}`);
-  return true;
+  const release = acquireBuildLock();
+  try {
+    const buildId = path.join(ROOT, '.next', 'BUILD_ID');
+    if (existsSync(buildId) && newestSourceMtime() < statSync(buildId).mtimeMs) return false;
+    const result = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      encoding: 'utf8',
+      env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
+    });
+    if (result.status !== 0) throw new Error(`next build failed:\n${result.stdout}\n${result.stderr}`);
+    return true;
+  } finally {
+    release();
+  }
+}
+
+function acquireBuildLock(): () => void {
+  const lock = path.join(ROOT, '.next-build.lock');
+  const deadline = Date.now() + 10 * 60_000;
+  while (Date.now() < deadline) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: 'wx' });
+      return () => rmSync(lock, { force: true });
+    } catch {
+      const owner = Number(readFileSync(lock, 'utf8') || 0);
+      if (!owner || !isAlive(owner)) rmSync(lock, { force: true });
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500); // another build is running
+    }
+  }
+  throw new Error('Timed out waiting for another `next build` to finish');
 }
 
 function newestSourceMtime(): number {
