@@ -2,6 +2,7 @@ import { authenticateWebhook } from '#lib/auth/webhook-secret.ts';
 import { recordBillingEvent } from '#lib/billing/record-event.ts';
 import { billingWebhookBodySchema } from '#lib/billing/webhook-body.ts';
 import { getConfig } from '#lib/config.ts';
+import { crashAfterCommitIfAsked } from '#lib/faults.ts';
 import { readJsonWith } from '#lib/http/body.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
@@ -13,6 +14,7 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     authenticateWebhook(request, 'subscription');
     const body = await readJsonWith(request, billingWebhookBodySchema);
     const { duplicate, outcome, plan } = await recordBillingEvent(body, { now: new Date(), ignoreSandbox: getConfig().billingIgnoreSandbox });
+    crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
     log.info({ eventId: plan.eventId, type: plan.type, ownerId: plan.ownerId, duplicate, outcome, reason: plan.ignoredReason }, 'billing event');
     return json({ received: true });
   },
