@@ -11,6 +11,11 @@ export interface RequestContext {
   requestId: string;
   params: Record<string, string>;
   log: Logger;
+  /**
+   * Add fields (an event id, counts) to every later log line of this request, including the one
+   * request line written at the end: one line per request, with what it was about.
+   */
+  annotate(fields: Record<string, unknown>): void;
 }
 
 export type RouteHandler = (request: Request, context: RequestContext) => Promise<Response> | Response;
@@ -49,14 +54,24 @@ function wrap(handler: RouteHandler): NextHandler {
     const started = performance.now();
     const requestId = acceptRequestId(request.headers.get('x-request-id'));
     const path = new URL(request.url).pathname;
-    const requestLog = log.child({ requestId });
+    let requestLog = log.child({ requestId });
     const db: DbRequestStats = { calls: 0, ms: 0 };
     let response: Response;
     try {
       const params = Object.fromEntries(
         Object.entries((await nextContext?.params) ?? {}).map(([key, value]) => [key, Array.isArray(value) ? value.join('/') : value]),
       );
-      response = await countDbCalls(db, async () => handler(request, { requestId, params, log: requestLog }));
+      const context: RequestContext = {
+        requestId,
+        params,
+        get log() {
+          return requestLog;
+        },
+        annotate: (fields) => {
+          requestLog = requestLog.child(fields);
+        },
+      };
+      response = await countDbCalls(db, async () => handler(request, context));
     } catch (error) {
       response = problemResponse(toApiError(error, requestLog), requestId);
     }
