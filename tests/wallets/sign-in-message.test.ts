@@ -7,8 +7,8 @@ import { createSignInMessage, formatSignInMessage, parseSignInMessage, type Sign
 import { decodeEvmSignature, verifySignIn } from '../../lib/wallets/verify.ts';
 import { solanaWallet } from './wallets.ts';
 
-/** The SIWE reference vectors (../shared/test-vectors/siwe): spruceid/siwe and its successor. */
-const VECTORS = path.resolve('..', 'shared', 'test-vectors', 'siwe');
+/** The SIWE reference vectors (copied from the shared test vectors, with their README and licences noted there): spruceid/siwe and its successor. */
+const VECTORS = path.resolve('tests', 'wallets', 'vectors', 'siwe');
 const SUCCESSOR = path.join(VECTORS, 'signinwithethereum-e9f5b4e');
 const SETS = [
   { name: 'spruceid/siwe', dir: VECTORS },
