@@ -215,6 +215,10 @@ function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    // libpq also takes credentials as query parameters (?password=..., ?sslpassword=...).
+    for (const key of [...parsed.searchParams.keys()]) {
+      if (/pass|secret|token|key/i.test(key)) parsed.searchParams.set(key, '***');
+    }
     return parsed.toString();
   } catch {
     return 'postgres://***';

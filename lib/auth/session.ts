@@ -1,7 +1,7 @@
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { getConfig, type Config } from '../config.ts';
-import { ApiError, type ProblemCode } from '../http/problem.ts';
+import { ApiError, RETRY_AFTER_SECONDS, type ProblemCode } from '../http/problem.ts';
 import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
 
 /** The caller, as proven by a verified session token. */
@@ -55,8 +55,10 @@ export async function authenticateToken(token: string, options: AuthenticateOpti
 }
 
 function unauthorized(code: ProblemCode, detail: string): ApiError {
-  const error = code === 'missing_token' ? undefined : code === 'token_expired' ? 'invalid_token' : 'invalid_token';
-  const challenge = error ? `Bearer realm="${REALM}", error="${error}", error_description="${detail.replace(/"/g, "'")}"` : `Bearer realm="${REALM}"`;
+  // RFC 6750 3.1: no error attribute when no token was sent; every other failure is invalid_token.
+  const challenge = code === 'missing_token'
+    ? `Bearer realm="${REALM}"`
+    : `Bearer realm="${REALM}", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"`;
   return new ApiError(code, { detail, headers: { 'www-authenticate': challenge } });
 }
 
@@ -113,7 +115,7 @@ function classifyVerifyError(error: unknown): ApiError {
 function authUnavailable(): ApiError {
   return new ApiError('auth_unavailable', {
     detail: 'The identity provider could not be reached to verify the session. Retry shortly.',
-    headers: { 'retry-after': '5' },
+    headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
   });
 }
 

@@ -34,7 +34,6 @@ export const PROBLEM_CATALOG = {
   unsupported_signature_type: [422, 'Unsupported signature type'],
   wallet_already_linked: [409, 'Wallet already linked to another account'],
   too_many_wallets: [409, 'Too many wallets'],
-  too_many_challenges: [429, 'Too many open challenges'],
   rate_limited: [429, 'Too many requests'],
   link_not_found: [404, 'Link not found'],
   // Server side
@@ -74,8 +73,11 @@ export class ApiError extends Error {
   }
 }
 
-export function problemStatus(code: ProblemCode): number {
-  return PROBLEM_CATALOG[code][0];
+/** Seconds a sender should wait before retrying after a 429 or 503 (RevenueCat retries on its own schedule). */
+export const RETRY_AFTER_SECONDS = 5;
+
+export function isProblemCode(value: string): value is ProblemCode {
+  return Object.hasOwn(PROBLEM_CATALOG, value);
 }
 
 export function problemResponse(error: ApiError, requestId: string): Response {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ConfigError } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
 import { log, type Logger } from '../log.ts';
-import { ApiError, PROBLEM_CATALOG, problemResponse, type ProblemCode } from './problem.ts';
+import { ApiError, isProblemCode, PROBLEM_CATALOG, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 const ALL_METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -23,8 +23,6 @@ export type RouteHandler = (request: Request, context: RequestContext) => Promis
 type NextRouteContext = { params?: Promise<Record<string, string | string[]>> };
 type NextHandler = (request: Request, context: NextRouteContext) => Promise<Response>;
 
-/** Seconds a sender should wait before retrying after a 503 (RevenueCat retries on its own schedule). */
-export const RETRY_AFTER_SECONDS = 5;
 
 /**
  * Wrap a route's handlers: request id in and out, one log line per request, every error turned into
@@ -92,9 +90,7 @@ function acceptRequestId(value: string | null): string {
 export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof DbError) {
-    if (error.reason in PROBLEM_CATALOG) {
-      return new ApiError(error.reason as ProblemCode, { detail: error.detail, headers: retryAfterFor(error.reason as ProblemCode) });
-    }
+    if (isProblemCode(error.reason)) return new ApiError(error.reason, { detail: error.detail, headers: retryAfterFor(error.reason) });
     if (error.kind === 'unavailable') {
       requestLog.warn({ err: { message: error.message, sqlState: error.sqlState } }, 'database unavailable');
       return new ApiError('database_unavailable', {
@@ -104,7 +100,10 @@ export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
     }
     if (error.kind === 'conflict') return new ApiError('conflict', { detail: error.detail });
     if (error.kind === 'not_found') return new ApiError('not_found', { detail: error.detail });
-    return new ApiError('invalid_request', { detail: error.detail ?? 'The database refused the data as invalid.' });
+    // Input is validated before it reaches the database, so data the database still refuses is a
+    // bug of ours: a 500 (which RevenueCat retries), not a 400 that blames the sender.
+    requestLog.error({ err: { message: error.message, sqlState: error.sqlState } }, 'database refused data that passed validation');
+    return new ApiError('internal_error', { detail: 'Something went wrong on our side.' });
   }
   if (error instanceof ConfigError) {
     requestLog.error({ err: { message: error.message } }, 'configuration error');

@@ -57,22 +57,24 @@ describe('configuration', () => {
 
   it('reports invalid values by name', () => {
     expect(() => loadConfig({ DATABASE_URL: 'mysql://db' })).toThrow(/DATABASE_URL/);
+    expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(/LOG_LEVEL/);
     expect(() => loadConfig({ WALLET_EVM_CHAIN_IDS: '1,abc' })).toThrow(/WALLET_EVM_CHAIN_IDS/);
   });
 
   it('describes itself for the startup log without any secret', () => {
-    const secrets = ['db-password-123', 'sb_secret_456', 'webhook-789', 'webhook-old-000', 'leagues-abc'];
+    const secrets = ['db-password-123', 'query-password-999', 'sb_secret_456', 'webhook-789', 'webhook-old-000', 'leagues-abc'];
     const config = loadConfig({
-      DATABASE_URL: `postgres://user:${secrets[0]}@db:5432/app`,
+      DATABASE_URL: `postgres://user:${secrets[0]}@db:5432/app?password=${secrets[1]}&sslmode=require`,
       SUPABASE_URL: 'https://abc.supabase.co',
-      SUPABASE_SECRET_KEY: secrets[1],
-      SUBSCRIPTION_WEBHOOK_SECRET: secrets[2],
-      SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: secrets[3],
-      LEAGUES_WEBHOOK_SECRET: secrets[4],
+      SUPABASE_SECRET_KEY: secrets[2],
+      SUBSCRIPTION_WEBHOOK_SECRET: secrets[3],
+      SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: secrets[4],
+      LEAGUES_WEBHOOK_SECRET: secrets[5],
     });
     const line = JSON.stringify(describeConfig(config));
     for (const secret of secrets) expect(line).not.toContain(secret);
     expect(line).toContain('postgres');
+    expect(line).toContain('sslmode=require');
     expect(line).toContain('supabase-jwks');
   });
 });
