@@ -74,7 +74,7 @@ function newestSourceMtime(): number {
     }
   };
   for (const dir of ['app', 'lib', 'public', 'supabase']) if (existsSync(path.join(ROOT, dir))) visit(path.join(ROOT, dir));
-  for (const file of ['next.config.mjs', 'package.json', 'instrumentation.ts']) if (existsSync(path.join(ROOT, file))) newest = Math.max(newest, statSync(path.join(ROOT, file)).mtimeMs);
+  for (const file of ['next.config.mjs', 'package.json', 'instrumentation.ts', 'proxy.ts']) if (existsSync(path.join(ROOT, file))) newest = Math.max(newest, statSync(path.join(ROOT, file)).mtimeMs);
   return newest;
 }
 
