@@ -8,8 +8,8 @@ import { linkWallet, listWalletLinks } from '#lib/wallets/service.ts';
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   // POST /api/wallet-link - link the wallet that signed the caller's challenge (201 new, 200 already linked)
   POST: async (request) => {
-    const input = parseLinkRequest(await readJsonBody(request, { maxBytes: WALLET_BODY_MAX_BYTES }), getConfig());
     const user = await authenticate(request, { requireLiveSession: true });
+    const input = parseLinkRequest(await readJsonBody(request, { maxBytes: WALLET_BODY_MAX_BYTES }), getConfig());
     const { status, body } = await linkWallet(user, input);
     return json(body, { status });
   },

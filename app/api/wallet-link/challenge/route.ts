@@ -8,8 +8,8 @@ import { issueChallenge } from '#lib/wallets/service.ts';
 // POST /api/wallet-link/challenge - issue the exact message a wallet signs to prove it is the caller's
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: async (request) => {
-    const input = parseChallengeRequest(await readJsonBody(request, { maxBytes: WALLET_BODY_MAX_BYTES }), getConfig());
     const user = await authenticate(request);
+    const input = parseChallengeRequest(await readJsonBody(request, { maxBytes: WALLET_BODY_MAX_BYTES }), getConfig());
     return json(await issueChallenge(user, input), { status: 201 });
   },
 });
