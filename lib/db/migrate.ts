@@ -20,13 +20,14 @@ const MIGRATION_LOCK_KEY = 7_310_054_311;
  * Apply supabase/migrations/*.sql in file-name order, each once, each in its own transaction,
  * recorded in public.schema_migrations. A migration that `supabase db push` already applied
  * (listed in supabase_migrations.schema_migrations by its version prefix) counts as applied, so
- * pointing DATABASE_URL at a Supabase database never re-runs them. An advisory lock keeps two
- * processes from migrating the same database at once. Returns the names it applied.
+ * pointing DATABASE_URL at a Supabase database never re-runs them. Every transaction takes a
+ * transaction-level advisory lock first, so two processes never migrate at once, and no lock can
+ * outlive its transaction on a pooled connection (Supabase's transaction-mode pooler).
+ * Returns the names it applied.
  */
 export async function runMigrations(session: SqlSession, dir = migrationsDir()): Promise<string[]> {
   const files = (await readdir(dir)).filter((name) => name.endsWith('.sql')).sort();
-  await session.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
-  try {
+  await inTransaction(session, async () => {
     await session.exec(BOOTSTRAP_SQL);
     await session.exec(`
       create table if not exists public.schema_migrations (
@@ -35,26 +36,39 @@ export async function runMigrations(session: SqlSession, dir = migrationsDir()):
       );
       alter table public.schema_migrations enable row level security;
     `);
-    const applied = new Set((await session.query('select name from public.schema_migrations')).rows.map((row) => String(row.name)));
-    const pushedBySupabase = await supabaseVersions(session);
-    const done: string[] = [];
-    for (const name of files) {
-      if (applied.has(name) || pushedBySupabase.has(name.split('_')[0]!)) continue;
+  });
+  const pushedBySupabase = await supabaseVersions(session);
+  const done: string[] = [];
+  for (const name of files) {
+    if (pushedBySupabase.has(name.split('_')[0]!)) continue;
+    const applied = await inTransaction(session, async () => {
+      // Checked under the lock: another process may have applied it a moment ago.
+      const { rows } = await session.query('select 1 from public.schema_migrations where name = $1', [name]);
+      if (rows.length > 0) return false;
       const sql = await readFile(path.join(dir, name), 'utf8');
-      await session.exec('begin');
       try {
         await session.exec(sql);
-        await session.query('insert into public.schema_migrations (name) values ($1)', [name]);
-        await session.exec('commit');
       } catch (error) {
-        await session.exec('rollback');
         throw new Error(`Migration ${name} failed: ${(error as Error).message}`, { cause: error });
       }
-      done.push(name);
-    }
-    return done;
-  } finally {
-    await session.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await session.query('insert into public.schema_migrations (name) values ($1)', [name]);
+      return true;
+    });
+    if (applied) done.push(name);
+  }
+  return done;
+}
+
+async function inTransaction<T>(session: SqlSession, work: () => Promise<T>): Promise<T> {
+  await session.exec('begin');
+  try {
+    await session.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    const result = await work();
+    await session.exec('commit');
+    return result;
+  } catch (error) {
+    await session.exec('rollback').catch(() => undefined);
+    throw error;
   }
 }
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readdirSync } from 'node:fs';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { pgliteSession } from '../../lib/db/pglite.ts';
-import { clientSession } from '../../lib/db/postgres.ts';
+import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import type { PGlite } from '@electric-sql/pglite';
 import type pg from 'pg';
@@ -62,5 +62,59 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
 
   it('answers health_check through the port', async () => {
     expect(await db.adapter.call('health_check', {})).toMatchObject({ ok: true });
+  });
+});
+
+describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
+  it('only reads what Supabase already has: no CREATE right on the auth schema is needed', async () => {
+    const { inject } = await import('vitest');
+    const { createDatabase } = await import('../support/postgres-server.ts');
+    const { default: pgModule } = await import('pg');
+    const { randomBytes } = await import('node:crypto');
+    const serverUrl = inject('postgresServerUrl');
+    const name = `supabase_like_${randomBytes(4).toString('hex')}`;
+    await createDatabase(serverUrl, name);
+    const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
+    const role = `migrator_${randomBytes(4).toString('hex')}`;
+
+    // As the superuser: what Supabase provides, owned by someone else, plus a role like Supabase's
+    // `postgres` (no CREATE on auth, but USAGE and TRIGGER on auth.users).
+    const admin = new pgModule.Client({ connectionString: adminUrl });
+    await admin.connect();
+    try {
+      await admin.query(`
+        do $$ begin
+          if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+          if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+          if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
+        end $$;
+        create schema auth;
+        create table auth.users (id uuid primary key, email text);
+        create function auth.uid() returns uuid language sql stable as 'select null::uuid';
+        create role ${role} login password 'pw' createrole;
+        grant anon, authenticated, service_role to ${role};
+        grant create, usage on schema public to ${role};
+        grant usage on schema auth to ${role};
+        grant select, trigger, references on auth.users to ${role};
+        alter database ${name} owner to ${role};
+      `);
+    } finally {
+      await admin.end();
+    }
+
+    const migratorUrl = adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+    // Two processes starting at once: each migration still runs once.
+    const [first, second] = await Promise.all([
+      openPostgres({ connectionString: migratorUrl, max: 2 }),
+      openPostgres({ connectionString: migratorUrl, max: 2 }),
+    ]);
+    try {
+      const { rows } = await first.pool.query('select name from public.schema_migrations order by name');
+      expect(rows.map((row: { name: string }) => row.name)).toEqual(migrationFiles);
+      expect(await second.call('health_check', {})).toMatchObject({ ok: true });
+    } finally {
+      await first.close();
+      await second.close();
+    }
   });
 });
