@@ -7,7 +7,8 @@ import { callRoute } from '../support/http.ts';
 function routeFiles(dir = 'app/api'): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return routeFiles(full);
+    // The catch-all (app/api/[...path]) answers unknown paths; it is not an endpoint.
+    if (entry.isDirectory()) return entry.name.startsWith('[...') ? [] : routeFiles(full);
     return entry.name === 'route.ts' ? [full] : [];
   });
 }
@@ -35,5 +36,16 @@ describe('unsupported methods answer 405 with Allow, on every route', () => {
       expect(response.headers.get('content-type')).toBe('application/problem+json');
       expect(response.body).toMatchObject({ code: 'method_not_allowed' });
     }
+  });
+});
+
+describe('an /api path that no route matches', () => {
+  it.each(METHODS)('%s answers a problem+json 404', async (method) => {
+    const catchAll = await import('../../app/api/[...path]/route.ts');
+    const response = await callRoute(catchAll, { method, params: { path: 'nope' }, url: '/api/nope' });
+    expect(response.status).toBe(404);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    expect(response.body).toMatchObject({ code: 'not_found' });
+    expect(response.headers.get('x-request-id')).toBeTruthy();
   });
 });
