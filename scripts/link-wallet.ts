@@ -1,6 +1,8 @@
 // npm run link-wallet -- [--base-url http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
 // Links a throwaway EVM wallet to a dev user of the running embedded service, showing each step:
 // mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
+// Reads .env.local like the server (the dev key lives beside EMBEDDED_DB_DIR).
+import './load-env.ts';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';

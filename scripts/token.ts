@@ -1,29 +1,49 @@
 // npm run token -- --user <uuid> --email <email> [--anonymous] [--expires <seconds>]
-// Prints a session token that the embedded (dev-key) service accepts.
+// Prints a session token that the embedded (dev-key) service accepts. Reads .env.local like the server.
+import './load-env.ts';
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { getConfig } from '../lib/config.ts';
+import { z } from 'zod';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { getConfig } from '../lib/config.ts';
 
-const { values } = parseArgs({
-  options: {
-    user: { type: 'string' },
-    email: { type: 'string' },
-    anonymous: { type: 'boolean', default: false },
-    expires: { type: 'string', default: '3600' },
-  },
+const argsSchema = z.object({
+  user: z.uuid('--user must be a UUID (the API identifies users by UUID)').optional(),
+  email: z.email('--email must be an e-mail address').optional(),
+  anonymous: z.boolean(),
+  expires: z.coerce.number({ error: '--expires must be a number of seconds' }).int().positive('--expires must be a positive number of seconds').max(30 * 86_400),
 });
 
-const config = getConfig();
-if (config.auth.mode !== 'dev-key') {
-  console.error(`npm run token works only with the local dev key (auth mode is ${config.auth.mode}); sign in through Supabase Auth instead.`);
+function fail(message: string): never {
+  console.error(message);
   process.exit(1);
 }
-const userId = values.user ?? randomUUID();
-const token = await mintDevToken(config, {
-  userId,
-  email: values.email ?? `${userId.slice(0, 8)}@example.test`,
-  isAnonymous: values.anonymous,
-  expiresInSeconds: Number(values.expires),
-});
-process.stdout.write(`${token}\n`);
+
+try {
+  const { values } = parseArgs({
+    options: {
+      user: { type: 'string' },
+      email: { type: 'string' },
+      anonymous: { type: 'boolean', default: false },
+      expires: { type: 'string', default: '3600' },
+    },
+  });
+  const parsed = argsSchema.safeParse(values);
+  if (!parsed.success) fail(parsed.error.issues.map((issue) => issue.message).join('\n'));
+  const args = parsed.data;
+
+  const config = getConfig();
+  if (config.auth.mode !== 'dev-key') {
+    fail(`npm run token works only with the local dev key (auth mode is ${config.auth.mode}); sign in through Supabase Auth instead.`);
+  }
+  const userId = args.user ?? randomUUID();
+  const token = await mintDevToken(config, {
+    userId,
+    email: args.email ?? `${userId.slice(0, 8)}@example.test`,
+    isAnonymous: args.anonymous,
+    expiresInSeconds: args.expires,
+  });
+  process.stdout.write(`${token}\n`);
+} catch (error) {
+  fail((error as Error).message);
+}
