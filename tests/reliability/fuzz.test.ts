@@ -39,6 +39,8 @@ const TARGETS: Target[] = [
   { route: 'wallet-link/[linkId]', auth: 'session', methods: ['DELETE'] },
   { route: 'webhooks/subscription-billing', auth: 'billing', methods: ['POST'] },
   { route: 'webhooks/leagues-sync', auth: 'leagues', methods: ['POST'] },
+  // Any other /api path: a problem+json 404.
+  { route: '[...path]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
 ];
 
 function routesOnDisk(dir = path.resolve('app/api'), prefix = ''): string[] {
@@ -125,16 +127,21 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     const describe = `${options.method} ${url.replace(stack.server.url, '')} (${what}) -> ${answer.status} ${answer.error ?? answer.text.slice(0, 300)}`;
     if (!ok && before !== after) changedWithout2xx.push(describe);
     // URL normalisation can take a request off its route ("/api/wallet-link/.." is "/api/"): Next's own 404 page then answers.
-    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[linkId]', '[^/]+')}$`).test(new URL(url).pathname);
+    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[linkId]', '[^/]+').replace('[...path]', '.+')}$`).test(new URL(url).pathname);
     if (!ok && reached && answer.status > 0 && !answer.headers.get('content-type')?.startsWith('application/problem+json')) notProblemJson.push(describe);
     if (answer.status === 0 || answer.status >= 500) throw new Error(`5xx or no answer: ${describe}`);
     if (!ok && before !== after) throw new Error(`the database changed without a 2xx: ${describe}`);
     return answer;
   }
 
-  /** The route's URL; the link id percent-encoded, or (raw) sent as written, malformed escapes and all. */
-  const urlOf = (route: string, linkId = '00000000-0000-4000-8000-000000000000', raw = false) =>
-    `${stack.server.url}/api/${route.replace('[linkId]', raw ? linkId.replace(/[/?#]/g, (c) => segment(c)) : segment(linkId))}`;
+  /**
+   * The route's URL. `param` fills [linkId] (one segment) or [...path] (segments split on "/"),
+   * percent-encoded, or (raw) sent as written, malformed escapes and all.
+   */
+  const urlOf = (route: string, param = '00000000-0000-4000-8000-000000000000', raw = false) => {
+    const encode = (value: string) => (raw ? value.replace(/[/?#]/g, (c) => segment(c)) : segment(value));
+    return `${stack.server.url}/api/${route.replace('[linkId]', encode(param)).replace('[...path]', `unknown/${param.split('/').map(encode).join('/')}`)}`;
+  };
 
   function credentials(target: Target, user: User = users[0]!): Record<string, string> {
     switch (target.auth) {
@@ -150,7 +157,11 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
   }
 
   const json = { 'content-type': 'application/json' };
-  const assertRuns = <Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncPropertyWithHooks<Ts>) => fc.assert(property, { numRuns: RUNS, seed: SEED });
+  let properties = 0;
+  const assertRuns = <Ts extends [unknown, ...unknown[]]>(property: fc.IAsyncPropertyWithHooks<Ts>) => {
+    properties++;
+    return fc.assert(property, { numRuns: RUNS, seed: SEED });
+  };
 
   // Valid bodies, built from fast-check values so a failing case replays with its seed.
   const billingBody = fc.record({ name: fc.constantFrom(...FIXTURE_NAMES), key: fc.uuid() })
@@ -283,11 +294,23 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     }));
   });
 
+  it(`any other /api path: ${RUNS} unknown paths (any bytes, malformed escapes), any method, random JSON`, async () => {
+    const target = TARGETS.find((t) => t.route === '[...path]')!;
+    const raw = fc.array(fc.constantFrom('%', '%zz', '%FF', '%C0%AF', '%2F', '%00', 'a', 'é', '..', '/'), { minLength: 1, maxLength: 6 }).map((parts) => ({ path: parts.join(''), raw: true }));
+    const encoded = fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 20 }), { minLength: 1, maxLength: 4 }).map((parts) => ({ path: parts.join('/'), raw: false }));
+    await assertRuns(fc.asyncProperty(fc.oneof(raw, encoded), fc.constantFrom(...target.methods), fc.jsonValue({ maxDepth: 2 }), async ({ path: unknownPath, raw: isRaw }: { path: string; raw: boolean }, method: string, value: unknown) => {
+      const hasBody = !['GET', 'OPTIONS'].includes(method);
+      await probe(target, `${method} ${JSON.stringify(unknownPath)}${isRaw ? ' (raw)' : ''}`, urlOf(target.route, unknownPath, isRaw), {
+        method, headers: hasBody ? json : {}, body: hasBody ? JSON.stringify(value) : undefined,
+      });
+    }));
+  });
+
   it('summary: no 5xx, no change without a 2xx, every error as problem+json', () => {
     const statuses = Object.entries(tally.statuses).sort().map(([status, count]) => `${status}: ${count}`).join(', ');
     recordScenario({
       order: 7,
-      scenario: `Fuzz: ${TARGETS.length} routes, 7 properties x ${RUNS} runs (fast-check)`,
+      scenario: `Fuzz: ${TARGETS.length} routes, ${properties} properties x ${RUNS} runs (fast-check)`,
       requests: tally.requests,
       fiveXx: tally.fiveXx,
       eventsLost: null,
