@@ -36,6 +36,14 @@ export async function adoptSession(accessToken: string): Promise<{ error?: strin
   }
 }
 
+/**
+ * The signed-in page's access token, fetched by the page's scripts at the moment they call the API,
+ * so the token is never written into the HTML (the cookie itself is httpOnly).
+ */
+export async function sessionToken(): Promise<string | null> {
+  return (await cookies()).get(SESSION_COOKIE)?.value ?? null;
+}
+
 export async function signOut(): Promise<void> {
   (await cookies()).delete(SESSION_COOKIE);
   redirect('/');

@@ -43,7 +43,7 @@ export default async function AccountPage({ searchParams }: { searchParams: Prom
   return (
     <Shell signedIn={Boolean(account)}>
       {problem && <p role="alert">{problem}</p>}
-      {account && token ? <AccountView account={account} token={token} config={config} /> : <SignIn config={config} />}
+      {account ? <AccountView account={account} config={config} /> : <SignIn config={config} />}
     </Shell>
   );
 }
@@ -105,7 +105,7 @@ function SignIn({ config }: { config: Config }) {
 
 const formatTime = (iso: string | null | undefined, empty = '—') => (iso ? new Date(iso).toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' }) + ' UTC' : empty);
 
-function AccountView({ account, token, config }: { account: Account; token: string; config: Config }) {
+function AccountView({ account, config }: { account: Account; config: Config }) {
   return (
     <>
       <section className="panel" aria-labelledby="who">
@@ -131,13 +131,13 @@ function AccountView({ account, token, config }: { account: Account; token: stri
                   <td>{wallet.chain === 'evm' ? `Ethereum (chain ${wallet.chainId})` : `Solana (${wallet.cluster})`}</td>
                   <td className="mono" data-testid="wallet-address">{wallet.address}</td>
                   <td>{formatTime(wallet.createdAt)}</td>
-                  <td><UnlinkButton token={token} linkId={wallet.id} address={wallet.address} /></td>
+                  <td><UnlinkButton linkId={wallet.id} address={wallet.address} /></td>
                 </tr>
               ))}
             </tbody>
           </table>
         )}
-        <WalletLinker token={token} evmChainIds={config.wallet.evmChainIds} solanaClusters={config.wallet.solanaClusters} />
+        <WalletLinker evmChainIds={config.wallet.evmChainIds} solanaClusters={config.wallet.solanaClusters} />
       </section>
 
       <section className="panel" aria-labelledby="entitlements">

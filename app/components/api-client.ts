@@ -1,3 +1,5 @@
+import { sessionToken } from '../actions.ts';
+
 /**
  * The page's client for the API: `fetch` with the session token, problem+json errors turned into
  * an Error whose message is the API's `detail` (what to show a person), never a code or a stack.
@@ -12,7 +14,9 @@ export class ApiRequestError extends Error {
   }
 }
 
-export async function callApi<T>(path: string, token: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+export async function callApi<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
+  const token = await sessionToken();
+  if (!token) throw new ApiRequestError('Your session has ended; sign in again.', 401, 'missing_token');
   let response: Response;
   try {
     response = await fetch(path, {

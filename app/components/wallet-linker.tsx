@@ -30,7 +30,7 @@ interface Challenge {
 const toHex = (text: string) => `0x${Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
 /** "Link an Ethereum wallet" / "Link a Solana wallet": challenge -> sign in the wallet -> link. */
-export function WalletLinker({ token, evmChainIds, solanaClusters }: { token: string; evmChainIds: number[]; solanaClusters: string[] }) {
+export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: number[]; solanaClusters: string[] }) {
   const router = useRouter();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -58,9 +58,9 @@ export function WalletLinker({ token, evmChainIds, solanaClusters }: { token: st
       if (!address) throw new Error('The wallet shared no account.');
       const walletChain = Number.parseInt(String(await provider.request({ method: 'eth_chainId' }).catch(() => '0x1')), 16);
       const chainId = evmChainIds.includes(walletChain) ? walletChain : evmChainIds[0];
-      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', token, { method: 'POST', body: { chain: 'evm', address, chainId } });
+      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'evm', address, chainId } });
       const signature = (await provider.request({ method: 'personal_sign', params: [toHex(challenge.message), address] })) as string;
-      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', token, {
+      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', {
         method: 'POST',
         body: { payload: { chain: 'evm', address: challenge.address, chainId, message: challenge.message, signature } },
       });
@@ -75,10 +75,10 @@ export function WalletLinker({ token, evmChainIds, solanaClusters }: { token: st
       const address = (connected && connected.publicKey?.toBase58()) ?? provider.publicKey?.toBase58();
       if (!address) throw new Error('The wallet shared no account.');
       const cluster = solanaClusters[0];
-      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', token, { method: 'POST', body: { chain: 'solana', address, cluster } });
+      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'solana', address, cluster } });
       const signed = await provider.signMessage(new TextEncoder().encode(challenge.message), 'utf8');
       const signature = base58.encode(signed instanceof Uint8Array ? signed : signed.signature);
-      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', token, {
+      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', {
         method: 'POST',
         body: { payload: { chain: 'solana', address: challenge.address, cluster, message: challenge.message, signature } },
       });
@@ -99,7 +99,7 @@ export function WalletLinker({ token, evmChainIds, solanaClusters }: { token: st
 }
 
 /** Unlink one wallet (DELETE /api/wallet-link/{id}). */
-export function UnlinkButton({ token, linkId, address }: { token: string; linkId: string; address: string }) {
+export function UnlinkButton({ linkId, address }: { linkId: string; address: string }) {
   const router = useRouter();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -114,7 +114,7 @@ export function UnlinkButton({ token, linkId, address }: { token: string; linkId
           setBusy(true);
           setError(null);
           try {
-            await callApi(`/api/wallet-link/${encodeURIComponent(linkId)}`, token, { method: 'DELETE' });
+            await callApi(`/api/wallet-link/${encodeURIComponent(linkId)}`, { method: 'DELETE' });
             router.refresh();
           } catch (e) {
             setError(walletErrorMessage(e));

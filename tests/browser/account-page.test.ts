@@ -96,6 +96,13 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
 
     await signInLocally(page, 'ana@example.com');
     expect(await page.getByTestId('email').textContent()).toBe('ana@example.com');
+
+    // The session cookie is httpOnly and its token is not written into the page.
+    const [cookie] = (await context.cookies()).filter((c) => c.name === 'account_session');
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+    const html = await (await fetch(server.url, { headers: { cookie: `account_session=${cookie!.value}` } })).text();
+    expect(html).toContain('ana@example.com');
+    expect(html).not.toContain(cookie!.value);
     await expect.poll(() => page.getByText('No wallet linked yet.').isVisible()).toBe(true);
 
     // Link: the page asks the wallet for its account, gets a challenge, has it signed, links it.
