@@ -2,6 +2,7 @@ import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { getConfig, type Config } from '../config.ts';
 import { ApiError, RETRY_AFTER_SECONDS, type ProblemCode } from '../http/problem.ts';
+import { isUuid } from '../uuid.ts';
 import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
 
 /** The caller, as proven by a verified session token. */
@@ -21,7 +22,6 @@ export interface AuthenticateOptions {
   requireLiveSession?: boolean;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CLOCK_TOLERANCE_SECONDS = 30;
 const REALM = 'account-link';
 
@@ -45,7 +45,7 @@ export async function authenticateToken(token: string, options: AuthenticateOpti
   }
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes('authenticated')) throw unauthorized('invalid_token', 'The token is not meant for this API (aud).');
-  if (typeof claims.sub !== 'string' || !UUID.test(claims.sub)) throw unauthorized('invalid_token', 'The token has no user id (sub).');
+  if (!isUuid(claims.sub)) throw unauthorized('invalid_token', 'The token has no user id (sub).');
   if (claims.is_anonymous === true) {
     throw new ApiError('anonymous_user_not_allowed', { detail: 'Anonymous users cannot do this; sign in with an account first.' });
   }

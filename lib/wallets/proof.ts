@@ -1,10 +1,9 @@
 import { ApiError } from '../http/problem.ts';
+import { isUuid } from '../uuid.ts';
 import { parseWalletAddress } from './address.ts';
 import type { LinkInput } from './schemas.ts';
 import { parseSignInMessage } from './sign-in-message.ts';
 import { checkSignInTimes, verifySignature } from './verify.ts';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export interface VerifiedProof {
   /** The stored challenge this message answers (its Request ID). */
@@ -29,7 +28,8 @@ export async function verifyLinkProof(input: LinkInput, options: { appOrigin: st
     throw invalidMessage(`The message asks to sign in to ${message.domain}, not to ${origin.host}. Sign the challenge exactly as issued.`);
   }
   if (message.uri !== origin.origin) throw invalidMessage(`The message's URI is not ${origin.origin}.`);
-  if (message.requestId === undefined || !UUID.test(message.requestId)) {
+  // Challenge ids are issued in lower case, and the message must be the issued text.
+  if (!isUuid(message.requestId) || message.requestId !== message.requestId.toLowerCase()) {
     throw invalidMessage('The message has no Request ID naming a challenge; request one from POST /api/wallet-link/challenge.');
   }
 

@@ -31,9 +31,6 @@ export const createLinkBodySchema = z.strictObject({
   ]),
 });
 
-/** DELETE /api/wallet-link/{linkId}: any UUID spelling Postgres would accept as a link id. */
-export const linkIdParamSchema = z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/);
-
 export type ChallengeInput =
   | { chain: 'evm'; address: string; addressKey: string; chainId: number }
   | { chain: 'solana'; address: string; addressKey: string; cluster: string };
