@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { callDb, closeDatabase, dbCallCount, DbError } from '../../lib/db/index.ts';
+import { callDb, dbCallCount, DbError } from '../../lib/db/index.ts';
 import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { applyLeaguesSync, toApplyLeaguesSyncArgs } from '../../lib/leagues/sync.ts';
 import { leaguesSyncBodySchema } from '../../lib/leagues/sync-schema.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { at, delivery, freshSource, league, member, members, storedLeagues, tableCounts } from './fixtures.ts';
 
 /** Validate like the route does, then apply through the service's database port. */
@@ -12,14 +12,7 @@ const apply = (body: unknown) => applyLeaguesSync(leaguesSyncBodySchema.parse(bo
 const counts = (upserted: number, unchanged: number, stale: number, deleted: number) => ({ received: true, upserted, unchanged, stale, deleted });
 
 describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   it('applies a repeated delivery once: the same delivery 3 times', async () => {
     const source = freshSource();

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
@@ -12,11 +12,10 @@ import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { closeDatabase } from '../../lib/db/index.ts';
 import { OPERATIONS } from '../../lib/openapi/document.ts';
 import { problemSchema } from '../../lib/openapi/responses.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { suiteDatabase } from '../support/databases.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -81,14 +80,7 @@ describe('the OpenAPI document', () => {
 });
 
 describe('real responses match the documented schemas', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase('pglite');
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  suiteDatabase('pglite');
 
   const operation = (method: string, p: string) => OPERATIONS.find((op) => op.method === method && op.path === p)!;
   function expectDocumented(method: string, p: string, response: RouteResponse) {

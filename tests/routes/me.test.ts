@@ -1,26 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as meRoute from '../../app/api/me/route.ts';
 import * as walletLinkRoute from '../../app/api/wallet-link/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
+import { dbCallCount } from '../../lib/db/index.ts';
 import { deliver } from '../billing/support.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
 describe.each(DATABASE_KINDS)('GET /api/me on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  suiteDatabase(kind);
 
   it('answers a new user with empty lists', async () => {
     const user = await testUser({ email: 'new@example.test' });

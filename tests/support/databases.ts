@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
@@ -62,4 +62,34 @@ export async function useTestDatabase(kind: DatabaseKind): Promise<TestDatabase>
   const db = await openTestDatabase(kind);
   replaceDatabase(db.adapter);
   return db;
+}
+
+/**
+ * For a describe block: a fresh database of this kind, made the service's database before its
+ * tests and closed after them. The returned object stands for it (`db.sql(...)`, `db.url`).
+ */
+export function suiteDatabase(kind: DatabaseKind): TestDatabase {
+  let current: TestDatabase | undefined;
+  beforeAll(async () => {
+    current = await useTestDatabase(kind);
+  });
+  afterAll(async () => {
+    await closeDatabase();
+    await current?.close();
+  });
+  const opened = () => {
+    if (!current) throw new Error('suiteDatabase is used before its beforeAll ran');
+    return current;
+  };
+  return {
+    kind,
+    get adapter() {
+      return opened().adapter;
+    },
+    get url() {
+      return opened().url;
+    },
+    sql: (text, values) => opened().sql(text, values),
+    close: () => opened().close(),
+  };
 }

@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callDb, closeDatabase, dbCallCount } from '../../lib/db/index.ts';
+import { describe, expect, it } from 'vitest';
+import { callDb, dbCallCount } from '../../lib/db/index.ts';
 import { toApiError } from '../../lib/http/route.ts';
 import { CHALLENGE_TTL_MS } from '../../lib/wallets/challenge.ts';
 import { parseChallengeRequest, parseLinkRequest } from '../../lib/wallets/schemas.ts';
 import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet, type ChallengeResponse } from '../../lib/wallets/service.ts';
 import { formatSignInMessage, parseSignInMessage } from '../../lib/wallets/sign-in-message.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { evmWallet, highSTwin, networkOf, solanaWallet, type TestWallet } from './wallets.ts';
 
 /**
@@ -42,14 +42,7 @@ function submit(user: User, body: unknown, now?: Date) {
 }
 
 describe.each(DATABASE_KINDS)('wallet-link SQL functions on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   /** Move a user's challenges out of the rate-limit window (a fixture shortcut for "a minute later"). */
   const age = (user: User) => db.sql(`update public.wallet_challenges set created_at = created_at - interval '2 minutes' where user_id = $1`, [user.userId]);
@@ -264,14 +257,7 @@ describe.each(DATABASE_KINDS)('wallet-link SQL functions on %s', (kind) => {
 
 // Two sessions at once need a real server (PGlite has one connection), so this race runs on Postgres.
 describe('wallet_link insert race on the real Postgres server', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase('postgres');
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase('postgres');
 
   it('answers wallet_already_linked to the loser of an insert race that the pre-check cannot see', async () => {
     // Session A links the wallet in an open transaction; B's call passes the "already linked?"
