@@ -6,11 +6,12 @@ import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '#lib/leagues/sync-sc
 
 // POST /api/webhooks/leagues-sync - apply a league snapshot batch
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
-  POST: async (request, { log }) => {
+  POST: async (request, { annotate }) => {
     authenticateWebhook(request, 'leagues');
     const body = await readJsonWith(request, leaguesSyncBodySchema, { maxBytes: LEAGUES_SYNC_LIMITS.maxBodyBytes });
+    annotate({ source: body.source, deliveryId: body.id ?? null });
     const result = await applyLeaguesSync(body);
-    log.info({ source: body.source, deliveryId: body.id ?? null, ...result }, 'leagues sync applied');
+    annotate({ upserted: result.upserted, unchanged: result.unchanged, stale: result.stale, deleted: result.deleted, duplicate: result.duplicate ?? false });
     return json(result);
   },
 });

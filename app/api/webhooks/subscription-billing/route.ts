@@ -10,12 +10,13 @@ import { defineRoute, json } from '#lib/http/route.ts';
 // RevenueCat counts only a 200 as delivered, so every authenticated, well-formed delivery gets
 // exactly 200 { received: true }: new, duplicate, TEST, unknown type, no app_user_id alike.
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
-  POST: async (request, { log }) => {
+  POST: async (request, { annotate }) => {
     authenticateWebhook(request, 'subscription');
     const body = await readJsonWith(request, billingWebhookBodySchema);
+    annotate({ eventId: body.event.id, type: body.event.type });
     const { duplicate, outcome, plan } = await recordBillingEvent(body, { now: new Date(), ignoreSandbox: getConfig().billingIgnoreSandbox });
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
-    log.info({ eventId: plan.eventId, type: plan.type, ownerId: plan.ownerId, duplicate, outcome, reason: plan.ignoredReason }, 'billing event');
+    annotate({ ownerId: plan.ownerId, duplicate, outcome, reason: plan.ignoredReason });
     return json({ received: true });
   },
 });
