@@ -1,8 +1,9 @@
 import type { EntitlementStatus } from './event-effects.ts';
 
 /**
- * One stored entitlement as `public.account_entitlements(p_user_id)` returns it (a JSON array of
- * these, snake_case, times as timestamptz JSON strings).
+ * One entitlement as `public.account_entitlements(p_user_id)` returns it (a JSON array of these,
+ * snake_case, times as timestamptz JSON strings): of the rows of the products that grant it, the
+ * one that grants longest, so it grants whenever any of them does.
  */
 export interface EntitlementRow {
   entitlement_id: string;
@@ -37,6 +38,7 @@ export interface EntitlementView {
  * EXPIRATION event never arrives: `active`, `cancelled_active`, `temporary` and `billing_issue`
  * grant until `expires_at` (null = forever); `grace` until `grace_expires_at`; the rest
  * (`paused`, `expired`, `refunded`, `transferred`, anything unknown) grant nothing.
+ * `public.account_entitlements` ranks the rows of one entitlement by the same rule: keep both in step.
  */
 export function isEntitlementActive(row: Pick<EntitlementRow, 'status' | 'expires_at' | 'grace_expires_at'>, now: Date): boolean {
   switch (row.status) {

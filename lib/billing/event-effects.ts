@@ -6,12 +6,16 @@ import type { BillingEvent } from './webhook-body.ts';
  * `public.record_billing_event` merges this plan with the stored rows under a lock: the order
  * guards, the max of expiries and the moves between ids live there, once, for every event type.
  *
- * | event                                                     | effect per entitlement id                        |
+ * Products: the effects apply to the row of (owner, entitlement id, `product_id`), never to what
+ * another product grants the same entitlement (a lifetime purchase beside a subscription, two
+ * subscriptions). The API shows, per entitlement, the product row that grants longest.
+ *
+ * | event                                                     | effect per entitlement id (on the product's row) |
  * |-----------------------------------------------------------|--------------------------------------------------|
  * | INITIAL_PURCHASE, RENEWAL, UNCANCELLATION,                | grant: active, will renew, until max(stored,     |
  * |   SUBSCRIPTION_EXTENDED, REFUND_REVERSED                  |   event); clears grace, billing, pending flags   |
  * | NON_RENEWING_PURCHASE                                     | grant: active, will not renew (null = lifetime)  |
- * | TEMPORARY_ENTITLEMENT_GRANT                               | temporary grant: only where nothing grants       |
+ * | TEMPORARY_ENTITLEMENT_GRANT                               | temporary grant: only where no product grants    |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)           | flag: will not renew, active -> cancelled_active |
  * | CANCELLATION BILLING_ERROR                                | flag: will not renew, billing_issue unless grace |
  * | CANCELLATION CUSTOMER_SUPPORT                             | refund: until the event's expiry; refunded when  |
@@ -67,6 +71,7 @@ export interface EntitlementEffect {
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
 export interface PeriodFacts {
+  /** Whose row the effects change: each product has its own row per entitlement (null: the unknown product's). */
   productId: string | null;
   purchasedAt: string | null;
   expiresAt: string | null;
@@ -98,7 +103,8 @@ export interface BillingEventPlan {
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
 /**
  * Ids longer than this are not used as keys: a btree entry holds at most ~2.7 kB, and a key is
- * (app_user_id, entitlement_id) of up to 4 bytes a character. Real ids are far shorter.
+ * (app_user_id, entitlement_id, md5 of product_id) of up to 4 bytes a character. Real ids are far
+ * shorter.
  */
 export const MAX_ID_LENGTH = 256;
 /** At most this many entitlement ids and aliases are used from one event (bounds locks and work). */

@@ -4,7 +4,15 @@
 -- The split: what an event MEANS per entitlement (grant until X, flag, refund, revoke, move) is a
 -- pure TypeScript function (lib/billing/event-effects.ts) whose result arrives here as p_plan.
 -- What needs the STORED row to decide is public.record_billing_event, written once for every
--- event type and run under locks in one transaction:
+-- event type and run under locks in one transaction.
+--
+-- Sources: one entitlement can be granted by several products of one subscriber (a monthly
+-- subscription and a lifetime purchase, or two subscriptions). Each (subscriber, entitlement,
+-- product) is its own row, and an event changes only the row of the product it names
+-- (event.product_id), so one product's renewal, cancellation, refund or expiry never touches what
+-- another product grants. Every rule below is per row. What the API shows per entitlement is
+-- derived when read (public.account_entitlements): the row that grants longest.
+--
 --   * dedupe: the event row is inserted first, unique by event id; a repeat changes nothing;
 --   * order guards: an event is newer when its time >= the row's last_event_at (ties are newer).
 --     Flags, refunds and revocations apply only when newer AND about the row's current period
@@ -15,9 +23,11 @@
 --   * expiries: a grant keeps the later of the stored and the event's expiry (null = forever),
 --     except on a row that no longer grants (expired, refunded, paused, transferred) or a
 --     temporary one, where the event's value replaces it;
---   * moves: anonymous aliases merge into the owner; TRANSFER moves rows to the destination and
---     leaves `transferred` rows behind. A move is remembered (billing_events.moved_ids), so a
---     late event for a moved id, older than the move, is applied to where the rows went.
+--   * temporary grants: only where no row of the entitlement (any product) grants for real;
+--   * moves: anonymous aliases merge into the owner; TRANSFER moves rows (all products) to the
+--     destination and leaves `transferred` rows behind. A move is remembered
+--     (billing_events.moved_ids), so a late event for a moved id, older than the move, is applied
+--     to where the rows went.
 -- Access is not stored: lib/billing/entitlement-view.ts computes it from status and expiries
 -- when the row is read.
 
@@ -40,9 +50,14 @@ create table public.billing_events (
 create index billing_events_moved_ids_idx on public.billing_events using gin (moved_ids);
 create index billing_events_app_user_id_idx on public.billing_events (app_user_id, event_at) where app_user_id is not null;
 
+-- One row per source of an entitlement: (subscriber, entitlement, product).
 create table public.entitlements (
   app_user_id text not null check (char_length(app_user_id) between 1 and 256),
   entitlement_id text not null check (char_length(entitlement_id) between 1 and 256),
+  -- The product that grants it (null: the events named none; they share one row).
+  product_id text,
+  -- product_id as a key of bounded size (product ids are not length-checked; a btree entry must fit).
+  product_key text not null check (product_key = md5(coalesce(product_id, ''))),
   status text not null check (status in (
     'active', 'cancelled_active', 'temporary', 'grace', 'billing_issue', 'paused', 'expired', 'refunded', 'transferred'
   )),
@@ -50,7 +65,6 @@ create table public.entitlements (
   -- null = never expires (lifetime).
   expires_at timestamptz,
   grace_expires_at timestamptz,
-  product_id text,
   pending_product_id text,
   store text,
   environment text,
@@ -62,7 +76,7 @@ create table public.entitlements (
   last_event_id text not null,
   last_event_at timestamptz not null,
   updated_at timestamptz not null default now(),
-  primary key (app_user_id, entitlement_id)
+  primary key (app_user_id, entitlement_id, product_key)
 );
 
 alter table public.billing_events enable row level security;
@@ -94,6 +108,8 @@ declare
   v_event_id text := p_plan->>'eventId';
   v_event_at timestamptz;
   v_period jsonb := coalesce(p_plan->'period', '{}'::jsonb);
+  -- The row an effect changes is the one of the product the event names.
+  v_product_key text := md5(coalesce(p_plan->'period'->>'productId', ''));
   v_environment text := p_plan->>'environment';
   v_owner text := p_plan->>'ownerId';
   v_move text := p_plan->>'move';
@@ -171,13 +187,13 @@ begin
   end loop;
   v_moved := array_remove(v_moved, v_owner);
 
-  -- 4. Moves: the moved ids' rows go to the owner. When the owner has a row for the same
-  -- entitlement, the one that grants longer stays (then the newer).
+  -- 4. Moves: the moved ids' rows (every product) go to the owner. When the owner has a row for
+  -- the same entitlement and product, the one that grants longer stays (then the newer).
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
     for v_src in
       select * from public.entitlements
       where app_user_id = any (v_moved) and status <> 'transferred'
-      order by app_user_id collate "C", entitlement_id collate "C"
+      order by app_user_id collate "C", entitlement_id collate "C", product_key
       for update
     loop
       -- A row with news newer than the transfer was not part of it.
@@ -187,12 +203,12 @@ begin
       end if;
       v_src_id := v_src.app_user_id;
       select * into v_row from public.entitlements
-      where app_user_id = v_owner and entitlement_id = v_src.entitlement_id
+      where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and product_key = v_src.product_key
       for update;
       if not found or (v_src.status <> all (c_revoked), coalesce(v_src.expires_at, 'infinity'), v_src.last_event_at)
                     > (v_row.status <> all (c_revoked), coalesce(v_row.expires_at, 'infinity'), v_row.last_event_at) then
         if found then
-          delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id;
+          delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and product_key = v_src.product_key;
           v_src.last_event_at := greatest(v_src.last_event_at, v_row.last_event_at);
         end if;
         v_src.app_user_id := v_owner;
@@ -203,15 +219,15 @@ begin
         update public.entitlements
         set status = 'transferred', will_renew = false, grace_expires_at = null, last_event_id = v_event_id,
             last_event_at = greatest(last_event_at, v_event_at), updated_at = now()
-        where app_user_id = v_src_id and entitlement_id = v_src.entitlement_id;
+        where app_user_id = v_src_id and entitlement_id = v_src.entitlement_id and product_key = v_src.product_key;
       else
-        delete from public.entitlements where app_user_id = v_src_id and entitlement_id = v_src.entitlement_id;
+        delete from public.entitlements where app_user_id = v_src_id and entitlement_id = v_src.entitlement_id and product_key = v_src.product_key;
       end if;
       v_applied := v_applied + 1;
     end loop;
   end if;
 
-  -- 5. Effects, per entitlement, merged with the stored row.
+  -- 5. Effects, per entitlement, merged with the stored row of the event's product.
   for v_effect in select value from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) loop
     v_action := v_effect->>'action';
     v_status := v_effect->>'status';
@@ -220,8 +236,17 @@ begin
     v_will_renew := (v_effect->>'willRenew')::boolean;
     v_expires := (v_effect->>'expiresAt')::timestamptz;
 
+    -- A provisional grant never stands beside something real: stale while any product grants.
+    if v_action = 'temporary_grant' and exists (
+      select 1 from public.entitlements
+      where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and status <> all (c_revoked || 'temporary'::text)
+    ) then
+      v_stale := v_stale + 1;
+      continue;
+    end if;
+
     select * into v_row from public.entitlements
-    where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId'
+    where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and product_key = v_product_key
     for update;
 
     if not found then
@@ -234,13 +259,13 @@ begin
           v_expires := case when v_effect->>'expiry' = 'set' then v_expires else v_period_expires end;
         end if;
         insert into public.entitlements (
-          app_user_id, entitlement_id, status, will_renew, expires_at, grace_expires_at, product_id, pending_product_id,
+          app_user_id, entitlement_id, product_id, product_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
           store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
           last_event_id, last_event_at
         ) values (
-          v_owner, v_effect->>'entitlementId', v_status, coalesce(v_will_renew, false), v_expires,
+          v_owner, v_effect->>'entitlementId', v_period->>'productId', v_product_key, v_status, coalesce(v_will_renew, false), v_expires,
           case when v_status = 'grace' then (v_effect->>'graceExpiresAt')::timestamptz end,
-          v_period->>'productId', nullif(v_effect->>'pendingProductId', v_period->>'productId'),
+          nullif(v_effect->>'pendingProductId', v_period->>'productId'),
           v_period->>'store', v_environment, v_period->>'periodType', v_period->>'originalTransactionId',
           v_period->>'transactionId', v_period_purchased, (v_effect->>'autoResumeAt')::timestamptz,
           v_event_id, v_event_at
@@ -256,10 +281,7 @@ begin
 
     if v_action in ('grant', 'temporary_grant') then
       v_replaceable := v_row.status = any (c_revoked || 'temporary'::text);
-      if v_action = 'temporary_grant' and not v_replaceable then
-        -- Something real already grants: a provisional grant must not replace it.
-        v_stale := v_stale + 1;
-      elsif v_newer then
+      if v_newer then
         update public.entitlements set
           status = v_status,
           will_renew = coalesce(v_will_renew, false),
@@ -268,7 +290,6 @@ begin
           grace_expires_at = null,
           pending_product_id = null,
           auto_resume_at = null,
-          product_id = coalesce(v_period->>'productId', v_row.product_id),
           store = coalesce(v_period->>'store', v_row.store),
           environment = coalesce(v_environment, v_row.environment),
           period_type = coalesce(v_period->>'periodType', v_row.period_type),
@@ -278,12 +299,12 @@ begin
           last_event_id = v_event_id,
           last_event_at = v_event_at,
           updated_at = now()
-        where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id;
+        where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and product_key = v_row.product_key;
         v_applied := v_applied + 1;
       elsif v_row.status <> all (c_revoked) and coalesce(v_expires, 'infinity') > coalesce(v_row.expires_at, 'infinity') then
         -- A stale grant: the row still grants, and the event shows access lasting longer.
         update public.entitlements set expires_at = v_expires, updated_at = now()
-        where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id;
+        where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and product_key = v_row.product_key;
         v_applied := v_applied + 1;
       else
         v_stale := v_stale + 1;
@@ -314,7 +335,7 @@ begin
       last_event_id = v_event_id,
       last_event_at = v_event_at,
       updated_at = now()
-    where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id;
+    where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and product_key = v_row.product_key;
     v_applied := v_applied + 1;
   end loop;
 
@@ -327,9 +348,15 @@ $$;
 revoke all on function public.record_billing_event(jsonb, jsonb, boolean) from public, anon, authenticated;
 grant execute on function public.record_billing_event(jsonb, jsonb, boolean) to service_role;
 
--- GET /api/me: the caller's entitlements (app_user_id = the caller's user id), as a JSON array of
--- rows ordered by entitlement id. Whether each grants access is computed by the reader at request
--- time (lib/billing/entitlement-view.ts), never stored.
+-- GET /api/me: the caller's entitlements (app_user_id = the caller's user id), as a JSON array
+-- with ONE row per entitlement id, ordered by it. Whether it grants access is computed by the
+-- reader at request time (lib/billing/entitlement-view.ts), never stored.
+--
+-- Of the rows (products) of one entitlement, the one that grants longest is shown: first the
+-- rows whose status grants (the statuses isEntitlementActive counts), by the end of their access
+-- (grace: the grace end; null = forever), latest first. Each of them grants exactly until that
+-- end, so whatever the reader's clock, the row shown grants whenever any row does. When none
+-- grants, the one with the latest news is shown.
 create or replace function public.account_entitlements(p_user_id text)
 returns jsonb
 language sql
@@ -337,6 +364,19 @@ stable
 security definer
 set search_path = ''
 as $$
+  with shown as (
+    select distinct on (e.entitlement_id) e.*
+    from public.entitlements e
+    where e.app_user_id = p_user_id
+    order by e.entitlement_id,
+             -- Until when the row grants ('infinity': forever; null: it grants nothing, so last).
+             case when e.status = 'grace' then coalesce(e.grace_expires_at, e.expires_at, 'infinity')
+                  when e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue') then coalesce(e.expires_at, 'infinity')
+             end desc nulls last,
+             e.last_event_at desc,
+             e.will_renew desc,
+             e.product_key
+  )
   select coalesce(jsonb_agg(jsonb_build_object(
     'entitlement_id', e.entitlement_id,
     'status', e.status,
@@ -350,8 +390,7 @@ as $$
     'period_type', e.period_type,
     'last_event_at', e.last_event_at
   ) order by e.entitlement_id collate "C"), '[]'::jsonb)
-  from public.entitlements e
-  where e.app_user_id = p_user_id
+  from shown e
 $$;
 
 revoke all on function public.account_entitlements(text) from public, anon, authenticated;

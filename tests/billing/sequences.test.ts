@@ -5,6 +5,7 @@ import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
+import { CORPUS_USER, DAY_MS, T0, loadFixture } from './fixtures.ts';
 import { billingEvent, day, deliver, entitlementsOf, eventRow, isoDay } from './support.ts';
 
 /**
@@ -46,6 +47,19 @@ const productChange = (u: string) => billingEvent('product-change', u, { at: 10,
 const upgradeRenewal = (u: string) =>
   renewal(u, 10, 10, 375, { product_id: PRO_YEARLY, transaction_id: '2000000899997777', period_type: 'NORMAL' });
 const upgraded: Partial<EntitlementView> = { status: 'active', active: true, willRenew: true, productId: PRO_YEARLY, expiresAt: isoDay(375) };
+
+// One entitlement granted by two products: a lifetime purchase (its own transaction) beside the
+// monthly subscription, or a second subscription (another product, another original transaction).
+const PRO_LIFETIME = 'com.example.pro.lifetime';
+const lifetimeTx = { transaction_id: '2000000855550001', original_transaction_id: '2000000855550001' };
+const lifetime = (u: string, at: number) => billingEvent('non-renewing-purchase', u, { at, purchased: at, expires: null }, lifetimeTx);
+const lifetimeRefund = (u: string, at: number, purchased: number) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased, expires: null }, { product_id: PRO_LIFETIME, ...lifetimeTx });
+const monthlyRefund = (u: string, at: number, purchased: number) => billingEvent('cancellation-customer-support', u, { at, purchased, expires: at });
+const expiration = (u: string, at: number, purchased: number, expires: number, fields = {}) => billingEvent('expiration', u, { at, purchased, expires }, fields);
+const yearlyTx = { product_id: PRO_YEARLY, transaction_id: '2000000877770001', original_transaction_id: '2000000877770001' };
+const lifetimeAccess: Partial<EntitlementView> = { status: 'active', active: true, willRenew: false, productId: PRO_LIFETIME, expiresAt: null };
+const yearlyAccess: Partial<EntitlementView> = { status: 'active', active: true, willRenew: true, productId: PRO_YEARLY, expiresAt: isoDay(375) };
 
 const scenarios: Scenario[] = [
   {
@@ -132,10 +146,12 @@ const scenarios: Scenario[] = [
           ] satisfies Step[])
         : ([
             { name: 'RENEWAL of the yearly product', body: (u: Users) => upgradeRenewal(u.alice), outcome: 'applied', now: 11, state: { alice: upgraded } },
-            { name: 'PRODUCT_CHANGE of the old period changes nothing', body: (u: Users) => productChange(u.alice), outcome: 'stale', now: 11, state: { alice: upgraded } },
+            // It notes the pending product on the monthly's own row: nothing the yearly grants changes.
+            { name: 'PRODUCT_CHANGE of the old period changes nothing shown', body: (u: Users) => productChange(u.alice), outcome: 'applied', now: 11, state: { alice: upgraded } },
           ] satisfies Step[])),
-      { name: 'EXPIRATION of the old monthly period changes nothing', body: (u: Users) => billingEvent('expiration', u.alice, { at: 30.02, purchased: 0, expires: 30 }),
-        outcome: 'stale', now: 31, state: { alice: upgraded } },
+      // Each product has its own row: the monthly's expires, the yearly's still grants.
+      { name: 'EXPIRATION of the old monthly period changes nothing shown', body: (u: Users) => billingEvent('expiration', u.alice, { at: 30.02, purchased: 0, expires: 30 }),
+        outcome: 'applied', now: 31, state: { alice: upgraded } },
     ],
   })),
   {
@@ -181,6 +197,92 @@ const scenarios: Scenario[] = [
         body: (u) => billingEvent('expiration', u.bob, { at: 0.2, purchased: 0, expires: 0.2 }, { transaction_id: 'tmp_9f8e7d6c5b4a' }) },
       { name: 'a temporary grant never replaces a real one', body: (u) => billingEvent('temporary-entitlement-grant', u.alice, { at: 3, purchased: 3, expires: 4 }), outcome: 'stale', now: 3.5,
         state: { alice: { status: 'active', expiresAt: isoDay(30) } } },
+      { name: 'nor stands beside one, for another product', body: (u) => billingEvent('temporary-entitlement-grant', u.alice, { at: 3, purchased: 3, expires: 400 }, { product_id: PRO_YEARLY }),
+        outcome: 'stale', now: 3.5, state: { alice: { status: 'active', productId: PRO_MONTHLY, expiresAt: isoDay(30) } } },
+    ],
+  },
+  {
+    name: 'lifetime bought while subscribed: the monthly renewing, cancelled and expiring never takes it away',
+    steps: [
+      { name: 'monthly purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', productId: PRO_MONTHLY, willRenew: true, expiresAt: isoDay(30) } } },
+      { name: 'lifetime purchase: shown, as it grants longest', body: (u) => lifetime(u.alice, 2), outcome: 'applied', now: 3, state: { alice: lifetimeAccess } },
+      { name: 'monthly renewal', body: (u) => renewal(u.alice, 30.001, 30, 60), outcome: 'applied', now: 31, state: { alice: lifetimeAccess } },
+      { name: 'monthly cancellation', body: (u) => cancellation(u.alice, 'UNSUBSCRIBE', 40, 30, 60), outcome: 'applied', now: 41, state: { alice: lifetimeAccess } },
+      { name: 'monthly expiration', body: (u) => expiration(u.alice, 60.02, 30, 60), outcome: 'applied', now: 61, state: { alice: lifetimeAccess } },
+      { name: 'years later', resend: 'monthly expiration', outcome: 'duplicate', now: 3000, state: { alice: lifetimeAccess } },
+    ],
+  },
+  {
+    name: 'lifetime refunded while the monthly is paid: access until the monthly ends, then it lapses',
+    steps: [
+      { name: 'monthly purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', expiresAt: isoDay(30) } } },
+      { name: 'monthly renewal until day 60', body: (u) => renewal(u.alice, 30.001, 30, 60), outcome: 'applied', now: 31, state: { alice: { status: 'active', expiresAt: isoDay(60) } } },
+      { name: 'lifetime on day 32', body: (u) => lifetime(u.alice, 32), outcome: 'applied', now: 32.5, state: { alice: lifetimeAccess } },
+      { name: 'lifetime refunded: the monthly still grants', body: (u) => lifetimeRefund(u.alice, 33, 32), outcome: 'applied', now: 34,
+        state: { alice: { status: 'active', active: true, willRenew: true, productId: PRO_MONTHLY, expiresAt: isoDay(60) } } },
+      { name: 'the monthly ends on day 60', resend: 'lifetime on day 32', outcome: 'duplicate', now: 60.0001,
+        state: { alice: { status: 'active', active: false, productId: PRO_MONTHLY, expiresAt: isoDay(60) } } },
+      { name: 'monthly expiration', body: (u) => expiration(u.alice, 60.02, 30, 60), outcome: 'applied', now: 61,
+        state: { alice: { status: 'expired', active: false, productId: PRO_MONTHLY } } },
+      { name: 'a late copy of the lifetime grant cannot undo its refund', body: (u) => lifetime(u.alice, 32), outcome: 'stale', now: 61,
+        state: { alice: { status: 'expired', active: false, productId: PRO_MONTHLY } } },
+    ],
+  },
+  {
+    name: 'monthly refunded while a lifetime is owned: access stays',
+    steps: [
+      { name: 'monthly purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', productId: PRO_MONTHLY } } },
+      { name: 'lifetime purchase', body: (u) => lifetime(u.alice, 5), outcome: 'applied', now: 6, state: { alice: lifetimeAccess } },
+      { name: 'monthly refunded', body: (u) => monthlyRefund(u.alice, 10, 0), outcome: 'applied', now: 11, state: { alice: lifetimeAccess } },
+      { name: 'a refund without a product changes only the unknown product', body: (u) => billingEvent('cancellation-customer-support', u.alice, { at: 12, purchased: 0, expires: null }, { product_id: undefined }),
+        outcome: 'applied', now: 13, state: { alice: lifetimeAccess } },
+    ],
+  },
+  {
+    name: 'lifetime delivered after the monthly expired (any order)',
+    steps: [
+      { name: 'monthly purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', productId: PRO_MONTHLY } } },
+      { name: 'monthly expiration', body: (u) => expiration(u.alice, 30.02, 0, 30), outcome: 'applied', now: 31, state: { alice: { status: 'expired', active: false } } },
+      { name: 'the lifetime bought on day 10 arrives late, and grants', body: (u) => lifetime(u.alice, 10), outcome: 'applied', now: 31, state: { alice: lifetimeAccess } },
+    ],
+  },
+  {
+    name: 'two subscriptions: crossgrade to a yearly product, then the monthly ends',
+    steps: [
+      { name: 'monthly purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', productId: PRO_MONTHLY, expiresAt: isoDay(30) } } },
+      { name: 'PRODUCT_CHANGE to the yearly: pending on the monthly, access unchanged', body: (u) => productChange(u.alice), outcome: 'applied', now: 10,
+        state: { alice: { status: 'active', productId: PRO_MONTHLY, willRenew: true, expiresAt: isoDay(30) } } },
+      { name: 'the yearly, its own purchase, grants longest', body: (u) => billingEvent('initial-purchase', u.alice, { at: 10, purchased: 10, expires: 375 }, yearlyTx),
+        outcome: 'applied', now: 11, state: { alice: yearlyAccess } },
+      { name: 'the monthly cancelled', body: (u) => cancellation(u.alice, 'UNSUBSCRIBE', 10.001, 0, 30), outcome: 'applied', now: 11, state: { alice: yearlyAccess } },
+      { name: 'the monthly refunded', body: (u) => monthlyRefund(u.alice, 12, 0), outcome: 'applied', now: 13, state: { alice: yearlyAccess } },
+      { name: 'the monthly expires', body: (u) => expiration(u.alice, 30.02, 0, 30), outcome: 'applied', now: 31, state: { alice: yearlyAccess } },
+      { name: 'the yearly cancelled: shown, access until its end', body: (u) => billingEvent('cancellation-unsubscribe', u.alice, { at: 40, purchased: 10, expires: 375 }, yearlyTx),
+        outcome: 'applied', now: 41, state: { alice: { ...yearlyAccess, status: 'cancelled_active', willRenew: false } } },
+    ],
+  },
+  {
+    name: 'two subscriptions at once: the one granting longest is shown, the other takes over when it is refunded',
+    steps: [
+      { name: 'yearly purchase', body: (u) => billingEvent('initial-purchase', u.alice, { at: 0, purchased: 0, expires: 365 }, yearlyTx), outcome: 'applied', now: 1,
+        state: { alice: { ...yearlyAccess, expiresAt: isoDay(365) } } },
+      { name: 'monthly purchase', body: (u) => purchase(u.alice, 1, 31), outcome: 'applied', now: 2, state: { alice: { ...yearlyAccess, expiresAt: isoDay(365) } } },
+      { name: 'the yearly refunded: the monthly grants', body: (u) => billingEvent('cancellation-customer-support', u.alice, { at: 5, purchased: 0, expires: 5 }, yearlyTx), outcome: 'applied', now: 6,
+        state: { alice: { status: 'active', active: true, willRenew: true, productId: PRO_MONTHLY, expiresAt: isoDay(31) } } },
+      { name: 'the refund reversed: the yearly again', body: (u) => billingEvent('refund-reversed', u.alice, { at: 7, purchased: 0, expires: 365 }, yearlyTx), outcome: 'applied', now: 8,
+        state: { alice: { ...yearlyAccess, expiresAt: isoDay(365) } } },
+    ],
+  },
+  {
+    name: 'every source moves: anonymous monthly and lifetime merge into the signed-in id; a transfer takes both',
+    steps: [
+      { name: 'anonymous monthly', body: (u) => purchase(u.anon), outcome: 'applied', now: 1, state: { anon: { status: 'active', productId: PRO_MONTHLY } } },
+      { name: 'anonymous lifetime', body: (u) => lifetime(u.anon, 2), outcome: 'applied', now: 3, state: { anon: lifetimeAccess } },
+      { name: 'renewal names alice with the alias: both move', body: (u) => renewal(u.alice, 30.001, 30, 60, { aliases: [u.anon, u.alice], original_app_user_id: u.anon }),
+        outcome: 'applied', now: 31, state: { anon: null, alice: lifetimeAccess } },
+      { name: 'the monthly expires: the lifetime stays', body: (u) => expiration(u.alice, 60.02, 30, 60), outcome: 'applied', now: 61, state: { alice: lifetimeAccess } },
+      { name: 'TRANSFER alice -> bob', body: (u) => billingEvent('transfer', u.bob, { at: 70 }, { app_user_id: undefined, transferred_from: [u.alice], transferred_to: [u.bob] }),
+        outcome: 'applied', now: 71, state: { alice: { status: 'transferred', active: false }, bob: lifetimeAccess } },
     ],
   },
   {
@@ -221,6 +323,14 @@ describe.each(DATABASE_KINDS)('billing sequences on %s', (kind) => {
         else expect({ step: step.name, user: key, view: views.find((view) => view.id === 'pro') }).toMatchObject({ step: step.name, user: key, view: expected });
       }
     }
+  });
+
+  it('replays the README samples: initial-purchase.json then non-renewing-purchase.json show the lifetime, not a mix', async () => {
+    for (const name of ['initial-purchase', 'non-renewing-purchase']) expect((await deliver(loadFixture(name))).status).toBe(200);
+    expect(await entitlementsOf(db, CORPUS_USER, new Date(T0 + 400 * DAY_MS))).toEqual([{
+      id: 'pro', active: true, status: 'active', productId: 'com.example.pro.lifetime', expiresAt: null, willRenew: false,
+      graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL',
+    }]);
   });
 
   it('records sandbox events, and applies them unless BILLING_IGNORE_SANDBOX is on', async () => {
