@@ -37,6 +37,8 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
     { name: 'an app_user_id of 10,000 four-byte characters', event: { app_user_id: wide(10_000), aliases: [], original_app_user_id: null }, outcome: 'ignored' },
     { name: 'an entitlement id of 300 four-byte characters beside "pro"', event: { entitlement_ids: [wide(300), 'pro'] }, outcome: 'applied', pro: true },
     { name: 'an app_user_id and entitlement id of 256 four-byte characters each', event: { app_user_id: wide(256), entitlement_ids: [wide(256)] }, outcome: 'applied' },
+    { name: 'those, and a product id of 10,000 four-byte characters', event: { app_user_id: wide(256), entitlement_ids: [wide(256)], product_id: wide(10_000) }, outcome: 'applied' },
+    { name: 'a product id of 10,000 four-byte characters', event: { product_id: wide(10_000) }, outcome: 'applied', pro: true },
     { name: '1,000 anonymous aliases', event: { aliases: Array.from({ length: 1000 }, (_, i) => `$RCAnonymousID:${i}`) }, outcome: 'applied', pro: true },
     { name: 'a type of 100,000 characters', event: { type: 'X'.repeat(100_000) }, outcome: 'ignored' },
     { name: 'an event id of 256 four-byte characters', event: { id: wide(256) }, outcome: 'applied', pro: true },
