@@ -89,8 +89,7 @@ function SignIn({ config }: { config: Config }) {
       </section>
     );
   }
-  const url = process.env.NEXT_PUBLIC_SUPABASE_URL || config.auth.supabaseUrl;
-  const publishableKey = process.env.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY;
+  const { supabaseUrl: url, publishableKey } = config.frontend;
   return (
     <section className="panel" aria-labelledby="sign-in">
       <h2 id="sign-in">Sign in</h2>

@@ -50,6 +50,8 @@ export const envSchema = z.object({
   APP_ORIGIN: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('http://localhost:3000')),
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
+  NEXT_PUBLIC_SUPABASE_URL: optionalUrl,
+  NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: optionalString,
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
   VERCEL: optionalString,
 });
@@ -86,6 +88,8 @@ export interface Config {
   billingIgnoreSandbox: boolean;
   appOrigin: string;
   wallet: { evmChainIds: number[]; solanaClusters: string[] };
+  /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
+  frontend: { supabaseUrl?: string; publishableKey?: string };
   logLevel: string;
 }
 
@@ -158,6 +162,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
     appOrigin: new URL(e.APP_ORIGIN).origin,
     wallet: { evmChainIds, solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'] },
+    // Read here, at run time, rather than as process.env.NEXT_PUBLIC_* in a page, which Next
+    // would freeze at build time.
+    frontend: {
+      supabaseUrl: e.NEXT_PUBLIC_SUPABASE_URL?.replace(/\/+$/, '') ?? supabaseUrl,
+      publishableKey: e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_PUBLISHABLE_KEY,
+    },
     logLevel: e.LOG_LEVEL,
   };
 

@@ -7,7 +7,10 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from '
  *   GET /auth/v1/.well-known/jwks.json  -> { keys: [...] } (ES256 and RS256 public keys)
  *   GET /auth/v1/user                   -> the user of a live session (needs `apikey` and
  *                                          `Authorization: Bearer <access token>`), else 401/403
- * It also mints access tokens shaped like Supabase's, signed with its private keys.
+ *   POST /auth/v1/token?grant_type=password -> a session for a user added with addUser()
+ *   POST /auth/v1/otp                   -> 200 (a magic link "sent")
+ * with CORS headers, so a browser page can call it as it calls Supabase. It also mints access
+ * tokens shaped like Supabase's, signed with its private keys.
  */
 export interface FakeSupabaseAuth {
   url: string;
@@ -17,6 +20,10 @@ export interface FakeSupabaseAuth {
   mint(options?: { userId?: string; email?: string; claims?: JWTPayload; alg?: 'ES256' | 'RS256'; kid?: string; expiresIn?: number }): Promise<string>;
   /** Sign the user out: /auth/v1/user answers 403 session_not_found for their tokens from now on. */
   revoke(userId: string): void;
+  /** A user who can sign in with e-mail and password; returns the user id. */
+  addUser(email: string, password: string): string;
+  /** E-mails a magic link was requested for. */
+  magicLinks: string[];
   /** Make every request fail with this HTTP status (e.g. 503), or undefined to answer normally. */
   failWith(status: number | undefined): void;
   requests: { path: string; apikey: string | undefined; authorization: string | undefined }[];
@@ -35,16 +42,46 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
   let failStatus: number | undefined;
   const requests: FakeSupabaseAuth['requests'] = [];
   const users = new Map<string, { id: string; email: string }>();
+  const passwords = new Map<string, { id: string; password: string }>();
+  const magicLinks: string[] = [];
+  let mintToken: (options: { userId: string; email: string }) => Promise<string> = async () => '';
 
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer(async (req, res) => {
     const path = (req.url ?? '').split('?')[0]!;
     requests.push({ path, apikey: req.headers.apikey as string | undefined, authorization: req.headers.authorization });
+    const cors = {
+      'access-control-allow-origin': '*',
+      'access-control-allow-methods': 'GET, POST, PUT, DELETE, OPTIONS',
+      'access-control-allow-headers': String(req.headers['access-control-request-headers'] ?? 'authorization, apikey, content-type'),
+    };
     const send = (status: number, body: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
+      res.writeHead(status, { 'content-type': 'application/json', ...cors });
       res.end(JSON.stringify(body));
     };
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, cors);
+      return res.end();
+    }
     if (failStatus) return send(failStatus, { code: failStatus, error_code: 'unexpected_failure', msg: 'Auth server failure' });
     if (path === '/auth/v1/.well-known/jwks.json') return send(200, { keys });
+    if (req.method === 'POST' && (path === '/auth/v1/token' || path === '/auth/v1/otp')) {
+      let raw = '';
+      for await (const chunk of req) raw += chunk;
+      const body = JSON.parse(raw || '{}') as { email?: string; password?: string };
+      if (req.headers.apikey !== apiKey) return send(401, { message: 'Invalid API key' });
+      if (path === '/auth/v1/otp') {
+        magicLinks.push(String(body.email));
+        return send(200, {});
+      }
+      const account = passwords.get(String(body.email));
+      if (!account || account.password !== body.password) return send(400, { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' });
+      const accessToken = await mintToken({ userId: account.id, email: String(body.email) });
+      const now = Math.floor(Date.now() / 1000);
+      return send(200, {
+        access_token: accessToken, token_type: 'bearer', expires_in: 3600, expires_at: now + 3600, refresh_token: randomUUID(),
+        user: { id: account.id, aud: 'authenticated', role: 'authenticated', email: body.email, is_anonymous: false, app_metadata: {}, user_metadata: {}, created_at: new Date().toISOString() },
+      });
+    }
     if (path === '/auth/v1/user') {
       if (req.headers.apikey !== apiKey) return send(401, { message: 'Invalid API key' });
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
@@ -61,11 +98,17 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
   const url = `http://127.0.0.1:${port}`;
   const issuer = `${url}/auth/v1`;
 
-  return {
+  const fake: FakeSupabaseAuth = {
     url,
     issuer,
     apiKey,
     requests,
+    magicLinks,
+    addUser(email, password) {
+      const id = randomUUID();
+      passwords.set(email, { id, password });
+      return id;
+    },
     async mint(options = {}) {
       const userId = options.userId ?? randomUUID();
       const email = options.email ?? `user-${userId.slice(0, 8)}@example.test`;
@@ -85,8 +128,13 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
     failWith: (status) => {
       failStatus = status;
     },
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
   };
+  mintToken = (options) => fake.mint(options);
+  return fake;
 }
 
 function decodeSub(token: string): string | undefined {
