@@ -2,7 +2,7 @@
 // once with a real Postgres server (started here, like the tests do) and once with the embedded
 // database. Prints a table and writes bench-results/latest.json (+ .md). BENCH_DURATION=<seconds>
 // sets each timed scenario's length (default 10).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -30,7 +30,34 @@ interface ScenarioResult {
   errors: number;
   non2xx: number;
   dbCallsPerRequest: number;
+  /** CPU time the Next server process spent per request (user + system), in ms. */
+  serverCpuMsPerRequest: number;
+  /** CPU time all Postgres processes on the machine spent per request (0 in embedded mode). */
+  postgresCpuMsPerRequest: number;
   ratioToBaseline?: number;
+}
+
+// CPU time from /proc (Linux): it says where a request's cost goes, whatever else runs on the cores.
+const TICKS_PER_SECOND = 100;
+function cpuMsOf(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+function postgresCpuMs(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += cpuMsOf(Number(entry));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
 }
 
 interface ModeResult {
@@ -57,6 +84,8 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
   let issued = 0;
   let dbCalls = 0;
   let measured = 0;
+  const serverCpuBefore = cpuMsOf(server.serverPid);
+  const postgresCpuBefore = postgresCpuMs();
   const result = await autocannon({
     url: server.url,
     connections: spec.connections ?? CONNECTIONS,
@@ -87,8 +116,11 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
       },
     ],
   } as autocannon.Options);
+  const perRequest = (ms: number) => Math.round((ms / Math.max(1, result.requests.total)) * 100) / 100;
   return {
     name,
+    serverCpuMsPerRequest: perRequest(cpuMsOf(server.serverPid) - serverCpuBefore),
+    postgresCpuMsPerRequest: perRequest(postgresCpuMs() - postgresCpuBefore),
     requests: result.requests.total,
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -274,12 +306,12 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
 
 function markdownTable(modes: ModeResult[]): string {
   const lines = [
-    '| mode | scenario | req/s | x baseline | p50 ms | p99 ms | errors | non-2xx | db calls/req |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|',
+    '| mode | scenario | req/s | x baseline | p50 ms | p99 ms | errors | non-2xx | db calls/req | server CPU ms/req | Postgres CPU ms/req |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const mode of modes) {
     for (const s of mode.scenarios) {
-      lines.push(`| ${mode.mode} | ${s.name} | ${s.rps} | ${s.ratioToBaseline?.toFixed(2)} | ${s.p50} | ${s.p99} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} |`);
+      lines.push(`| ${mode.mode} | ${s.name} | ${s.rps} | ${s.ratioToBaseline?.toFixed(2)} | ${s.p50} | ${s.p99} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} | ${s.serverCpuMsPerRequest} | ${mode.mode === 'postgres' ? s.postgresCpuMsPerRequest : 'in process'} |`);
     }
   }
   lines.push('', '| mode | cold start (spawn to first 200 from /api/health) | peak RSS of the server |', '|---|---:|---:|');
