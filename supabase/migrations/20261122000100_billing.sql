@@ -47,7 +47,11 @@ create table public.billing_events (
   body jsonb not null
 );
 
-create index billing_events_moved_ids_idx on public.billing_events using gin (moved_ids);
+-- Only events that moved rows are indexed (most move nothing), and without GIN's pending list:
+-- every lookup scans that list, so with it the cost of recording an event grew with the number of
+-- events recorded since the last vacuum (measured: 0.5 -> 2 ms of Postgres CPU per event over 16k).
+create index billing_events_moved_ids_idx on public.billing_events using gin (moved_ids)
+  with (fastupdate = off) where moved_ids <> '{}';
 create index billing_events_app_user_id_idx on public.billing_events (app_user_id, event_at) where app_user_id is not null;
 
 -- One row per source of an entitlement: (subscriber, entitlement, product).
@@ -176,7 +180,7 @@ begin
   for i in 1..8 loop
     select e.owner_id, e.event_at into v_next, v_moved_at
     from public.billing_events e
-    where e.moved_ids @> array[v_owner] and e.event_at >= v_since and e.event_id <> v_event_id
+    where e.moved_ids <> '{}' and e.moved_ids @> array[v_owner] and e.event_at >= v_since and e.event_id <> v_event_id
       and e.owner_id is not null and e.owner_id <> v_owner
     order by e.event_at, e.event_id
     limit 1;
