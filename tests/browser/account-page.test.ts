@@ -3,6 +3,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { ed25519 } from '@noble/curves/ed25519.js';
+import { base58 } from '@scure/base';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { Hex } from 'viem';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
@@ -160,6 +162,35 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     expect(await page.locator('#problem-wallet_already_linked').isVisible()).toBe(true);
     await page.screenshot({ path: path.join(ARTIFACTS, 'docs.png') });
     expect(foreign).toEqual([]);
+    await context.close();
+  });
+
+  it('links and unlinks a Solana wallet through the injected provider (connect + signMessage)', async () => {
+    const { secretKey, publicKey } = ed25519.keygen();
+    const address = base58.encode(publicKey);
+    const context = await browser.newContext();
+    await context.exposeFunction('__testSolanaSign', (bytes: number[]) => Array.from(ed25519.sign(Uint8Array.from(bytes), secretKey)));
+    await context.addInitScript((walletAddress: string) => {
+      const sign = (window as unknown as { __testSolanaSign: (b: number[]) => Promise<number[]> }).__testSolanaSign;
+      const key = { toBase58: () => walletAddress };
+      (window as unknown as { solana: unknown }).solana = {
+        publicKey: null,
+        async connect() {
+          return { publicKey: key };
+        },
+        async signMessage(message: Uint8Array) {
+          return { signature: Uint8Array.from(await sign(Array.from(message))), publicKey: key };
+        },
+      };
+    }, address);
+    const page = await context.newPage();
+    await signInLocally(page, 'sol@example.com');
+    await page.getByRole('button', { name: 'Link a Solana wallet' }).click();
+    await page.getByRole('status').filter({ hasText: `Linked ${address}.` }).waitFor();
+    await expect.poll(() => page.getByTestId('wallet-address').allTextContents()).toEqual([address]);
+    expect(await page.getByText('Solana (mainnet)').isVisible()).toBe(true);
+    await page.getByRole('button', { name: `Unlink ${address}` }).click();
+    await page.getByText('No wallet linked yet.').waitFor();
     await context.close();
   });
 });
