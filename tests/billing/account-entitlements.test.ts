@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ENTITLEMENT_STATUSES } from '../../lib/billing/event-effects.ts';
 import { isEntitlementActive, type EntitlementRow } from '../../lib/billing/entitlement-view.ts';
-import { closeDatabase } from '../../lib/db/index.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { day, entitlementsOf, isoDay } from './support.ts';
 
 /**
@@ -49,14 +48,7 @@ const cases: { name: string; rows: SourceRow[]; shown: string }[] = [
 ];
 
 describe.each(DATABASE_KINDS)('account_entitlements on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   it.each(cases)('$name', async ({ rows, shown }) => {
     const user = `view-${randomUUID()}`;

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
 import type { RouteResponse } from '../support/http.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
@@ -54,14 +54,7 @@ describe('billing when the database fails', () => {
 });
 
 describe.each(DATABASE_KINDS)('billing with a failure between recording and applying, on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   it('leaves no event row and no effect; the redelivery then applies', async () => {
     const user = `fault-${randomUUID()}`;

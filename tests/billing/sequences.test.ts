@@ -1,9 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
-import { closeDatabase } from '../../lib/db/index.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { CORPUS_USER, DAY_MS, T0, loadFixture } from './fixtures.ts';
 import { billingEvent, day, deliver, entitlementsOf, eventRow, isoDay } from './support.ts';
@@ -296,14 +295,7 @@ const scenarios: Scenario[] = [
 ];
 
 describe.each(DATABASE_KINDS)('billing sequences on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   it.each(scenarios)('$name', async ({ steps }) => {
     const users: Users = { alice: `alice-${randomUUID()}`, bob: `bob-${randomUUID()}`, anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` };

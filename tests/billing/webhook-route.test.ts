@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
+import { describe, expect, it } from 'vitest';
+import { dbCallCount } from '../../lib/db/index.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { FIXTURE_NAMES, fixture, loadFixture } from './fixtures.ts';
@@ -11,14 +11,7 @@ const DEV_SECRET = DEV_WEBHOOK_SECRETS.subscription;
 const countEvents = async (db: TestDatabase) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events'))[0]!.n);
 
 describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase(kind);
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase(kind);
 
   it.each(FIXTURE_NAMES)('%s: 200 { received: true }, recorded once, 200 again when repeated', async (name) => {
     const body = loadFixture(name);
@@ -53,14 +46,7 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
 });
 
 describe('the webhook request', () => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await useTestDatabase('pglite');
-  });
-  afterAll(async () => {
-    await closeDatabase();
-    await db.close();
-  });
+  const db = suiteDatabase('pglite');
 
   it.each([
     { name: 'a new event', body: () => billingEvent('initial-purchase', 'calls-user', { at: 0.001 }) },
