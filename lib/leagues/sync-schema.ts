@@ -37,7 +37,8 @@ const systemClock: SchemaClock = { now: () => new Date() };
 const externalKey = (what: string) =>
   z.string().regex(/^[\x21-\x7e]{1,128}$/, `${what} must be 1 to 128 printable ASCII characters without spaces`);
 
-const text = (max: number) => z.string().min(1, 'must not be empty').max(max, `must be at most ${max} characters`);
+// A name of only spaces would show as a blank row in the app: at least one visible character.
+const text = (max: number) => z.string().max(max, `must be at most ${max} characters`).regex(/\S/, 'must not be empty or blank');
 
 const wellFormedTimestamp = z.iso.datetime({ offset: true });
 

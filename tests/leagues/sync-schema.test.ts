@@ -69,6 +69,8 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'externalId a number', body: league({ externalId: 1249067741470539776 }), paths: ['leagues.0.externalId'] },
     { name: 'externalId with whitespace', body: league({ externalId: ' 1' }), paths: ['leagues.0.externalId'] },
     { name: 'name empty', body: league({ name: '' }), paths: ['leagues.0.name'] },
+    { name: 'name blank', body: league({ name: '  \t ' }), paths: ['leagues.0.name'] },
+    { name: 'displayName blank', body: league({ members: [{ externalUserId: '1', displayName: ' ', role: 'member' }] }), paths: ['leagues.0.members.0.displayName'] },
     { name: 'name too long', body: league({ name: 'n'.repeat(201) }), paths: ['leagues.0.name'] },
     { name: 'members missing', body: league({ members: undefined }), paths: ['leagues.0.members'] },
     { name: 'settings an array', body: league({ settings: [] }), paths: ['leagues.0.settings'] },
