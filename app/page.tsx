@@ -104,6 +104,13 @@ function SignIn({ config }: { config: Config }) {
 
 const formatTime = (iso: string | null | undefined, empty = '—') => (iso ? new Date(iso).toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' }) + ' UTC' : empty);
 
+/** Until when access lasts, as a person reads it: in grace, the grace end; no expiry, lifetime. */
+function accessUntil(entitlement: Account['entitlements'][number]): string {
+  if (!entitlement.active) return entitlement.expiresAt ? `ended ${formatTime(entitlement.expiresAt)}` : '—';
+  if (entitlement.status === 'grace' && entitlement.graceExpiresAt) return `${formatTime(entitlement.graceExpiresAt)} (grace period)`;
+  return entitlement.expiresAt ? formatTime(entitlement.expiresAt) : 'lifetime';
+}
+
 function AccountView({ account, config }: { account: Account; config: Config }) {
   return (
     <>
@@ -122,7 +129,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
         {account.wallets.length === 0 ? (
           <p className="muted">No wallet linked yet.</p>
         ) : (
-          <table>
+          <div className="table-scroll"><table>
             <thead><tr><th scope="col">Chain</th><th scope="col">Address</th><th scope="col">Linked</th><th scope="col"><span className="muted">Action</span></th></tr></thead>
             <tbody>
               {account.wallets.map((wallet) => (
@@ -134,7 +141,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
                 </tr>
               ))}
             </tbody>
-          </table>
+          </table></div>
         )}
         <WalletLinker evmChainIds={config.wallet.evmChainIds} solanaClusters={config.wallet.solanaClusters} />
       </section>
@@ -144,7 +151,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
         {account.entitlements.length === 0 ? (
           <p className="muted">No subscription yet.</p>
         ) : (
-          <table>
+          <div className="table-scroll"><table>
             <thead><tr><th scope="col">Entitlement</th><th scope="col">Access</th><th scope="col">Until</th><th scope="col">Renews</th></tr></thead>
             <tbody>
               {account.entitlements.map((entitlement) => (
@@ -154,12 +161,12 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
                     <span className={entitlement.active ? 'badge ok' : 'badge warn'}>{entitlement.active ? 'active' : 'inactive'}</span>{' '}
                     <span className="muted">{entitlement.status.replace(/_/g, ' ')}</span>
                   </td>
-                  <td>{entitlement.expiresAt ? formatTime(entitlement.expiresAt) : 'lifetime'}</td>
-                  <td>{entitlement.willRenew ? 'yes' : 'no'}</td>
+                  <td>{accessUntil(entitlement)}</td>
+                  <td>{entitlement.active && entitlement.willRenew ? 'yes' : 'no'}</td>
                 </tr>
               ))}
             </tbody>
-          </table>
+          </table></div>
         )}
       </section>
 
@@ -168,7 +175,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
         {account.leagues.length === 0 ? (
           <p className="muted">No league yet.</p>
         ) : (
-          <table>
+          <div className="table-scroll"><table>
             <thead><tr><th scope="col">League</th><th scope="col">Season</th><th scope="col">Status</th><th scope="col">Role</th></tr></thead>
             <tbody>
               {account.leagues.map((league) => (
@@ -180,7 +187,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
                 </tr>
               ))}
             </tbody>
-          </table>
+          </table></div>
         )}
       </section>
     </>

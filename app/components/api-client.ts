@@ -42,9 +42,12 @@ export async function callApi<T>(path: string, init: { method?: string; body?: u
   return body as T;
 }
 
-/** Words for a wallet's own errors (EIP-1193 4001 = the person said no). */
+/** A problem the page itself found (no wallet installed, a wrong chain): shown as it is. */
+export class PageError extends Error {}
+
+/** Words for an error: the API's detail, the page's own message, or a wallet's (EIP-1193 4001 = the person said no). */
 export function walletErrorMessage(error: unknown): string {
-  if (error instanceof ApiRequestError) return error.message;
+  if (error instanceof ApiRequestError || error instanceof PageError) return error.message;
   const e = error as { code?: number; message?: string };
   if (e?.code === 4001) return 'You rejected the request in your wallet.';
   if (e?.code === 4100) return 'The wallet has not authorised this site; connect it first.';

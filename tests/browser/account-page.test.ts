@@ -31,6 +31,8 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
   const owner = privateKeyToAccount(generatePrivateKey());
   const stranger = privateKeyToAccount(generatePrivateKey());
   let walletMode: WalletMode = 'sign';
+  let walletChainId = 1;
+  let walletSwitches = true;
 
   beforeAll(async () => {
     ensureProductionBuild();
@@ -59,7 +61,12 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
         case 'eth_accounts':
           return { result: [owner.address] };
         case 'eth_chainId':
-          return { result: '0x1' };
+          return { result: `0x${walletChainId.toString(16)}` };
+        case 'wallet_switchEthereumChain': {
+          if (!walletSwitches) return { error: { code: 4902, message: 'Unrecognized chain ID.' } };
+          walletChainId = Number.parseInt((params[0] as { chainId: string }).chainId, 16);
+          return { result: null };
+        }
         case 'personal_sign': {
           if (walletMode === 'reject') return { error: { code: 4001, message: 'User rejected the request.' } };
           const signer = walletMode === 'wrong-key' ? stranger : owner;
@@ -134,6 +141,25 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
     await page.locator('main [role="alert"]').filter({ hasText: 'You rejected the request in your wallet.' }).waitFor();
 
+    // A wallet on a chain this service does not accept, which will not switch: the page says which chains work.
+    walletMode = 'sign';
+    walletChainId = 137;
+    walletSwitches = false;
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    await page.locator('main [role="alert"]').filter({ hasText: 'Your wallet is on chain 137; switch it to one of these chains and try again: 1, 8453.' }).waitFor();
+    // One that switches when asked: linked on the first accepted chain.
+    walletSwitches = true;
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    await page.getByRole('status').filter({ hasText: `Linked ${owner.address}.` }).waitFor();
+    expect(walletChainId).toBe(1);
+    expect(await page.getByText('Ethereum (chain 1)').isVisible()).toBe(true);
+    await page.getByRole('button', { name: `Unlink ${owner.address}` }).click();
+    await page.getByText('No wallet linked yet.').waitFor();
+
+    // A phone's width: nothing wider than the screen.
+    await page.setViewportSize({ width: 375, height: 800 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+
     expect(pageErrors).toEqual([]);
     await context.close();
   });
@@ -144,8 +170,22 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     await signInLocally(page, 'nojs@example.com');
     expect(await page.getByTestId('email').textContent()).toBe('nojs@example.com');
     expect(await page.getByRole('heading', { name: 'Subscriptions' }).isVisible()).toBe(true);
+    // Linking needs a browser wallet's scripts: no dead buttons, a plain sentence instead.
+    expect(await page.getByRole('button', { name: 'Link an Ethereum wallet' }).count()).toBe(0);
+    expect(await page.getByText('Linking a wallet needs JavaScript and a browser wallet.').isVisible()).toBe(true);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in locally' }).waitFor();
+    await context.close();
+  });
+
+  it('says so plainly when the browser has no wallet', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await signInLocally(page, 'nowallet@example.com');
+    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    const alert = page.locator('main [role="alert"]');
+    await alert.waitFor();
+    expect(await alert.textContent()).toBe('No Ethereum wallet found in this browser. Install one (for example MetaMask) and reload.');
     await context.close();
   });
 
