@@ -31,6 +31,10 @@ import type { BillingEvent } from './webhook-body.ts';
  * | TEST, INVOICE_ISSUANCE, VIRTUAL_CURRENCY_TRANSACTION,     | recorded, no change                              |
  * |   EXPERIMENT_ENROLLMENT, SUBSCRIBER_ALIAS, unknown types  |                                                  |
  *
+ * Lineage: one subscription changing product (PRODUCT_CHANGE, upgrade, crossgrade) leaves a row per
+ * product; the SQL merge lets only the latest-purchased product of one lineage (same original
+ * transaction, or named as the other's pending product) grant, whatever the arrival order.
+ *
  * Identity: the owner of the effects is `app_user_id`, or, when that is anonymous, the first
  * non-anonymous id among `aliases` / `original_app_user_id`; the anonymous ids the event names
  * (other than the owner) have their rows merged into the owner's.
@@ -76,6 +80,7 @@ export interface PeriodFacts {
   purchasedAt: string | null;
   expiresAt: string | null;
   transactionId: string | null;
+  /** The subscription lineage (null for one-time purchases): rows sharing it are one subscription. */
   originalTransactionId: string | null;
   store: string | null;
   periodType: string | null;
@@ -134,7 +139,9 @@ export function describeEventEffects(event: BillingEvent, now: Date): BillingEve
     purchasedAt: validTime(readTime(event.purchased_at_ms)),
     expiresAt: validTime(readTime(event.expiration_at_ms)),
     transactionId: readText(event.transaction_id),
-    originalTransactionId: readText(event.original_transaction_id),
+    // A one-time purchase continues no subscription: its original transaction (stores may reuse a
+    // subscription's) must not tie it to a subscription lineage that could supersede it.
+    originalTransactionId: type === 'NON_RENEWING_PURCHASE' ? null : readText(event.original_transaction_id),
     store: readText(event.store),
     periodType: readText(event.period_type),
   };

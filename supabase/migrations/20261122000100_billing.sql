@@ -24,6 +24,8 @@
 --     except on a row that no longer grants (expired, refunded, paused, transferred) or a
 --     temporary one, where the event's value replaces it;
 --   * temporary grants: only where no row of the entitlement (any product) grants for real;
+--   * lineage: of two rows of one subscription (same original transaction, or one naming the
+--     other's product as pending), the later-purchased supersedes: the older stops granting;
 --   * moves: anonymous aliases merge into the owner; TRANSFER moves rows (all products) to the
 --     destination and leaves `transferred` rows behind. A move is remembered
 --     (billing_events.moved_ids), so a late event for a moved id, older than the move, is applied
@@ -342,6 +344,37 @@ begin
     where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and product_key = v_row.product_key;
     v_applied := v_applied + 1;
   end loop;
+
+  -- 6. Lineage: when a subscription changes product, the new product's row continues the old
+  -- one's subscription (same original transaction, or the product the old row named as pending).
+  -- The later-purchased row supersedes: the older stops granting (expired, not renewing, ending
+  -- when the newer period began), so only the current product of a subscription grants. Checked
+  -- both ways for the row this event touched, so the arrival order does not matter.
+  with touched as (
+    select distinct value->>'entitlementId' as entitlement_id from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb))
+  ), superseded as (
+    select o.entitlement_id, o.product_key, min(n.period_purchased_at) as at, max(n.last_event_at) as news_at
+    from public.entitlements o
+    join public.entitlements n
+      on n.app_user_id = o.app_user_id and n.entitlement_id = o.entitlement_id and n.product_key <> o.product_key
+    where o.app_user_id = v_owner and o.entitlement_id in (select entitlement_id from touched)
+      and v_product_key in (o.product_key, n.product_key)
+      and o.status <> all (c_revoked)
+      and n.period_purchased_at > o.period_purchased_at
+      and coalesce(n.environment, '') = coalesce(o.environment, '')
+      and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id)
+    group by o.entitlement_id, o.product_key
+  )
+  update public.entitlements e set
+    status = 'expired',
+    will_renew = false,
+    expires_at = least(coalesce(e.expires_at, 'infinity'), s.at),
+    grace_expires_at = null,
+    last_event_id = v_event_id,
+    last_event_at = greatest(e.last_event_at, s.news_at),
+    updated_at = now()
+  from superseded s
+  where e.app_user_id = v_owner and e.entitlement_id = s.entitlement_id and e.product_key = s.product_key;
 
   v_outcome := case when v_applied > 0 then 'applied' when v_stale > 0 then 'stale' else 'ignored' end;
   update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id;

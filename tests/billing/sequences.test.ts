@@ -60,7 +60,46 @@ const yearlyTx = { product_id: PRO_YEARLY, transaction_id: '2000000877770001', o
 const lifetimeAccess: Partial<EntitlementView> = { status: 'active', active: true, willRenew: false, productId: PRO_LIFETIME, expiresAt: null };
 const yearlyAccess: Partial<EntitlementView> = { status: 'active', active: true, willRenew: true, productId: PRO_YEARLY, expiresAt: isoDay(375) };
 
+// An upgrade replaces the product of one subscription (same original transaction): the old
+// product's row stops granting once the new one's period is known, whatever the order.
+const BASIC_YEARLY = 'com.example.basic.yearly';
+const PREMIUM_MONTHLY = 'com.example.premium.monthly';
+const lineage = (tx: string, productId = PRO_MONTHLY) => ({ product_id: productId, transaction_id: tx, original_transaction_id: '1000' });
+const upgradeSteps: Record<'productChange' | 'yearlyRenewal', Step> = {
+  productChange: { name: 'PRODUCT_CHANGE monthly -> yearly', body: (u) => billingEvent('product-change', u.alice, { at: 98, purchased: 90, expires: 120 }, { ...lineage('1000'), new_product_id: PRO_YEARLY }),
+    outcome: 'applied', now: 98.5, state: { alice: { active: true } } },
+  yearlyRenewal: { name: 'RENEWAL of the yearly', body: (u) => renewal(u.alice, 98, 98, 463, lineage('1001', PRO_YEARLY)), outcome: 'applied', now: 98.5,
+    state: { alice: { status: 'active', active: true, productId: PRO_YEARLY, expiresAt: isoDay(463) } } },
+};
+const upgradeThenRefund = (order: 'PRODUCT_CHANGE first' | 'RENEWAL first'): Scenario => ({
+  name: `upgrade monthly -> yearly, the yearly refunded: the old monthly does not grant again (${order})`,
+  steps: [
+    { name: 'monthly purchase', body: (u) => billingEvent('initial-purchase', u.alice, { at: 90, purchased: 90, expires: 120 }, lineage('1000')), outcome: 'applied', now: 91,
+      state: { alice: { status: 'active', productId: PRO_MONTHLY } } },
+    ...(order === 'PRODUCT_CHANGE first' ? [upgradeSteps.productChange, upgradeSteps.yearlyRenewal] : [upgradeSteps.yearlyRenewal, upgradeSteps.productChange]),
+    { name: 'the yearly refunded', body: (u) => billingEvent('cancellation-customer-support', u.alice, { at: 99, purchased: 98, expires: 99 }, lineage('1001', PRO_YEARLY)),
+      outcome: 'applied', now: 100, state: { alice: { status: 'refunded', active: false, productId: PRO_YEARLY } } },
+    { name: 'nothing grants later either', resend: 'monthly purchase', outcome: 'duplicate', now: 110, state: { alice: { active: false, productId: PRO_YEARLY } } },
+  ],
+});
+
 const scenarios: Scenario[] = [
+  upgradeThenRefund('PRODUCT_CHANGE first'),
+  upgradeThenRefund('RENEWAL first'),
+  {
+    name: 'basic yearly changed to premium monthly: when the monthly expires, the yearly does not grant',
+    steps: [
+      { name: 'basic yearly', body: (u) => billingEvent('initial-purchase', u.alice, { at: 0, purchased: 0, expires: 365 }, { product_id: BASIC_YEARLY }), outcome: 'applied', now: 1,
+        state: { alice: { status: 'active', productId: BASIC_YEARLY } } },
+      { name: 'PRODUCT_CHANGE to premium monthly', body: (u) => billingEvent('product-change', u.alice, { at: 60, purchased: 0, expires: 365 }, { product_id: BASIC_YEARLY, new_product_id: PREMIUM_MONTHLY }),
+        outcome: 'applied', now: 60.5, state: { alice: { status: 'active', productId: BASIC_YEARLY } } },
+      { name: 'premium monthly renewal', body: (u) => renewal(u.alice, 60, 60, 90, { product_id: PREMIUM_MONTHLY, transaction_id: '2000000899998888' }), outcome: 'applied', now: 61,
+        state: { alice: { status: 'active', active: true, productId: PREMIUM_MONTHLY, expiresAt: isoDay(90) } } },
+      { name: 'premium cancelled', body: (u) => billingEvent('cancellation-unsubscribe', u.alice, { at: 80, purchased: 60, expires: 90 }, { product_id: PREMIUM_MONTHLY }), outcome: 'applied', now: 81, state: { alice: { active: true } } },
+      { name: 'premium expires', body: (u) => expiration(u.alice, 90, 60, 90, { product_id: PREMIUM_MONTHLY }), outcome: 'applied', now: 100,
+        state: { alice: { active: false } } },
+    ],
+  },
   {
     name: 'purchase -> renewal -> cancel -> expire',
     steps: [
