@@ -28,8 +28,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * | PRODUCT_CHANGE                                            | flag: pending product = new_product_id           |
  * | TRANSFER                                                  | move: rows of transferred_from -> the first      |
  * |                                                           |   non-anonymous transferred_to                   |
- * | TEST, INVOICE_ISSUANCE, VIRTUAL_CURRENCY_TRANSACTION,     | recorded, no change                              |
- * |   EXPERIMENT_ENROLLMENT, SUBSCRIBER_ALIAS, unknown types  |                                                  |
+ * | TEST, INVOICE_ISSUANCE, VIRTUAL_CURRENCY_TRANSACTION,     | recorded, no change (but anonymous aliases of a  |
+ * |   EXPERIMENT_ENROLLMENT, SUBSCRIBER_ALIAS, unknown types  |   real id still merge into it, see Identity)     |
  *
  * Lineage: one subscription changing product (PRODUCT_CHANGE, upgrade, crossgrade) leaves a row per
  * product; the SQL merge lets only the latest-purchased product of one lineage (same original
@@ -160,7 +160,13 @@ export function describeEventEffects(event: BillingEvent, now: Date): BillingEve
   };
 
   if (!EFFECT_TYPES.has(type)) {
-    return { ...plan, ownerId: ownerOf(event).ownerId, ignoredReason: (RECORD_ONLY_TYPES as readonly string[]).includes(type) ? 'record_only_type' : 'unknown_type' };
+    const identity = ownerOf(event);
+    const recordOnly = { ...plan, ownerId: identity.ownerId, ignoredReason: (RECORD_ONLY_TYPES as readonly string[]).includes(type) ? 'record_only_type' : 'unknown_type' };
+    // No entitlement changes, but the identity it states still holds (SUBSCRIBER_ALIAS exists for
+    // this): a purchase made before sign-in must reach the real id even if nothing else follows.
+    // An unreadable timestamp moves nothing (the move is remembered at that time).
+    if (identity.movedIds.length === 0 || !identity.ownerId || isAnonymousId(identity.ownerId) || typeof eventTime !== 'string') return recordOnly;
+    return { ...recordOnly, movedIds: identity.movedIds, move: 'merge', ignoredReason: null };
   }
 
   if (type === 'TRANSFER') {

@@ -79,8 +79,14 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   { name: 'TRANSFER without destination: nothing', event: { id: 't3', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user'] },
     plan: { ownerId: null, move: null, ignoredReason: 'nothing_to_transfer' } },
   ...['TEST', 'INVOICE_ISSUANCE', 'VIRTUAL_CURRENCY_TRANSACTION', 'EXPERIMENT_ENROLLMENT', 'SUBSCRIBER_ALIAS'].map((type) => ({
-    name: `${type}: recorded, no change`, event: event(type, { aliases: ['$RCAnonymousID:a'] }), effects: [], plan: { ignoredReason: 'record_only_type', movedIds: [], move: null },
+    name: `${type}: recorded, no change`, event: event(type, { aliases: ['user-1'] }), effects: [], plan: { ignoredReason: 'record_only_type', movedIds: [], move: null },
   })),
+  ...['SUBSCRIBER_ALIAS', 'INVOICE_ISSUANCE', 'SUBSCRIPTION_TELEPORTED'].map((type) => ({
+    name: `${type} naming an anonymous alias of a real id: no change, but the alias merges`,
+    event: event(type, { aliases: ['$RCAnonymousID:a', 'user-1'] }), effects: [], plan: { ownerId: 'user-1', ignoredReason: null, movedIds: ['$RCAnonymousID:a'], move: 'merge' },
+  })),
+  { name: 'a record-only type with only anonymous ids: nothing moves', event: event('SUBSCRIBER_ALIAS', { app_user_id: '$RCAnonymousID:a', aliases: ['$RCAnonymousID:a', '$RCAnonymousID:b'] }),
+    effects: [], plan: { ignoredReason: 'record_only_type', movedIds: [], move: null } },
   { name: 'an unknown type: recorded, no change', event: event('SUBSCRIPTION_TELEPORTED'), effects: [], plan: { ignoredReason: 'unknown_type' } },
   { name: 'anonymous aliases of a real app_user_id merge into it',
     event: event('RENEWAL', { app_user_id: 'user-1', aliases: ['$RCAnonymousID:a', 'user-1'], original_app_user_id: '$RCAnonymousID:b' }),
@@ -143,7 +149,7 @@ const corpus: Record<string, { effects?: string[]; ignoredReason?: string; owner
   'future-unknown-type': { ignoredReason: 'unknown_type' },
   'initial-purchase-trial': { effects: ['grant:active'] },
   'initial-purchase': { effects: ['grant:active'], ownerId: CORPUS_USER, move: 'merge' },
-  'invoice-issuance': { ignoredReason: 'record_only_type' },
+  'invoice-issuance': { ignoredReason: undefined, ownerId: CORPUS_USER, move: 'merge' },
   'large-subscriber-attributes': { effects: ['grant:active'] },
   'non-renewing-no-entitlements': { effects: [], ignoredReason: undefined, move: 'merge' },
   'non-renewing-purchase': { effects: ['grant:active'] },
@@ -152,7 +158,7 @@ const corpus: Record<string, { effects?: string[]; ignoredReason?: string; owner
   'renewal-trial-conversion': { effects: ['grant:active'] },
   renewal: { effects: ['grant:active'] },
   'sandbox-initial-purchase': { effects: ['grant:active'] },
-  'subscriber-alias': { ignoredReason: 'record_only_type' },
+  'subscriber-alias': { ignoredReason: undefined, ownerId: CORPUS_USER, move: 'merge' },
   'subscription-extended': { effects: ['grant:active'] },
   'subscription-paused': { effects: ['flag:null'] },
   'temporary-entitlement-grant': { effects: ['temporary_grant:temporary'], move: null },
@@ -160,7 +166,7 @@ const corpus: Record<string, { effects?: string[]; ignoredReason?: string; owner
   transfer: { effects: [], ownerId: CORPUS_USER, move: 'transfer' },
   'unknown-fields': { effects: ['grant:active'] },
   'uncancellation': { effects: ['grant:active'] },
-  'virtual-currency-transaction': { ignoredReason: 'record_only_type' },
+  'virtual-currency-transaction': { ignoredReason: undefined, ownerId: CORPUS_USER, move: 'merge' },
 };
 
 describe('the corpus', () => {

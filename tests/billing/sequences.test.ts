@@ -214,6 +214,14 @@ const scenarios: Scenario[] = [
         outcome: 'stale', now: 31, state: { anon: null, alice: { status: 'active', active: true, willRenew: true, expiresAt: isoDay(60) } } },
     ],
   },
+  ...(['subscriber-alias', 'invoice-issuance'] as const).map((name): Scenario => ({
+    name: `anonymous lifetime purchase, then only a ${name} naming the signed-in id: the purchase moves`,
+    steps: [
+      { name: 'anonymous lifetime', body: (u: Users) => lifetime(u.anon, 1), outcome: 'applied', now: 2, state: { anon: lifetimeAccess, alice: null } },
+      { name: name, body: (u: Users) => billingEvent(name, u.alice, { at: 3 }, { original_app_user_id: u.anon, aliases: [u.anon, u.alice] }), outcome: 'applied', now: 4,
+        state: { anon: null, alice: lifetimeAccess } },
+    ],
+  })),
   {
     name: 'signed-in renewal first, the anonymous purchase late',
     steps: [
