@@ -6,7 +6,7 @@ import type { BillingEvent } from './webhook-body.ts';
  * `public.record_billing_event` merges this plan with the stored rows under a lock: the order
  * guards, the max of expiries and the moves between ids live there, once, for every event type.
  *
- * Products: the effects apply to the row of (owner, entitlement id, `product_id`), never to what
+ * Products: the effects apply to the row of (owner, entitlement id, `environment`, `product_id`), never to what
  * another product grants the same entitlement (a lifetime purchase beside a subscription, two
  * subscriptions). The API shows, per entitlement, the product row that grants longest.
  *
@@ -108,7 +108,7 @@ export interface BillingEventPlan {
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
 /**
  * Ids longer than this are not used as keys: a btree entry holds at most ~2.7 kB, and a key is
- * (app_user_id, entitlement_id, md5 of product_id) of up to 4 bytes a character. Real ids are far
+ * (app_user_id, entitlement_id, md5 of environment and product_id) of up to 4 bytes a character. Real ids are far
  * shorter.
  */
 export const MAX_ID_LENGTH = 256;

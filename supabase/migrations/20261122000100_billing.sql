@@ -8,7 +8,7 @@
 --
 -- Sources: one entitlement can be granted by several products of one subscriber (a monthly
 -- subscription and a lifetime purchase, or two subscriptions). Each (subscriber, entitlement,
--- product) is its own row, and an event changes only the row of the product it names
+-- environment, product) is its own row, and an event changes only the row of the product it names
 -- (event.product_id), so one product's renewal, cancellation, refund or expiry never touches what
 -- another product grants. Every rule below is per row. What the API shows per entitlement is
 -- derived when read (public.account_entitlements): the row that grants longest.
@@ -62,8 +62,10 @@ create table public.entitlements (
   entitlement_id text not null check (char_length(entitlement_id) between 1 and 256),
   -- The product that grants it (null: the events named none; they share one row).
   product_id text,
-  -- product_id as a key of bounded size (product ids are not length-checked; a btree entry must fit).
-  product_key text not null check (product_key = md5(coalesce(product_id, ''))),
+  -- (environment, product_id) as a key of bounded size (product ids are not length-checked; a btree
+  -- entry must fit). The environment is part of it so a sandbox event never touches a production
+  -- row of the same product (no environment: production, as RevenueCat's default).
+  product_key text not null check (product_key = md5(upper(coalesce(environment, 'PRODUCTION')) || ':' || coalesce(product_id, ''))),
   status text not null check (status in (
     'active', 'cancelled_active', 'temporary', 'grace', 'billing_issue', 'paused', 'expired', 'refunded', 'transferred'
   )),
@@ -115,8 +117,8 @@ declare
   v_event_at timestamptz;
   v_period jsonb := coalesce(p_plan->'period', '{}'::jsonb);
   -- The row an effect changes is the one of the product the event names.
-  v_product_key text := md5(coalesce(p_plan->'period'->>'productId', ''));
   v_environment text := p_plan->>'environment';
+  v_product_key text := md5(upper(coalesce(v_environment, 'PRODUCTION')) || ':' || coalesce(p_plan->'period'->>'productId', ''));
   v_owner text := p_plan->>'ownerId';
   v_move text := p_plan->>'move';
   v_moved text[];
@@ -361,7 +363,7 @@ begin
       and v_product_key in (o.product_key, n.product_key)
       and o.status <> all (c_revoked)
       and n.period_purchased_at > o.period_purchased_at
-      and coalesce(n.environment, '') = coalesce(o.environment, '')
+      and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
       and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id)
     group by o.entitlement_id, o.product_key
   )

@@ -223,6 +223,15 @@ const scenarios: Scenario[] = [
     ],
   })),
   {
+    name: 'a sandbox EXPIRATION of the same product never touches the production subscription',
+    steps: [
+      { name: 'production purchase', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', active: true, environment: 'PRODUCTION' } } },
+      { name: 'sandbox expiration', outcome: 'applied', now: 3,
+        body: (u) => expiration(u.alice, 2, 1, 2, { environment: 'SANDBOX', transaction_id: '2000000700000001', original_transaction_id: '2000000700000001' }),
+        state: { alice: { status: 'active', active: true, willRenew: true, environment: 'PRODUCTION', expiresAt: isoDay(30) } } },
+    ],
+  },
+  {
     name: 'signed-in renewal first, the anonymous purchase late',
     steps: [
       { name: 'renewal for alice naming the anonymous alias', body: (u) => renewal(u.alice, 30.001, 30, 60, { aliases: [u.anon, u.alice] }), outcome: 'applied', now: 31,
