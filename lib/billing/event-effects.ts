@@ -27,7 +27,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                           |   SUBSCRIPTION_PAUSED)                           |
  * | PRODUCT_CHANGE                                            | flag: pending product = new_product_id           |
  * | TRANSFER                                                  | move: rows of transferred_from -> the first      |
- * |                                                           |   non-anonymous transferred_to                   |
+ * |                                                           |   non-anonymous transferred_to (only the rows of |
+ * |                                                           |   `store` when the event names one)              |
  * | TEST, INVOICE_ISSUANCE, VIRTUAL_CURRENCY_TRANSACTION,     | recorded, no change (but anonymous aliases of a  |
  * |   EXPERIMENT_ENROLLMENT, SUBSCRIBER_ALIAS, unknown types  |   real id still merge into it, see Identity)     |
  *

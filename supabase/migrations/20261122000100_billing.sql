@@ -26,10 +26,10 @@
 --   * temporary grants: only where no row of the entitlement (any product) grants for real;
 --   * lineage: of two rows of one subscription (same original transaction, or one naming the
 --     other's product as pending), the later-purchased supersedes: the older stops granting;
---   * moves: anonymous aliases merge into the owner; TRANSFER moves rows (all products) to the
---     destination and leaves `transferred` rows behind. A move is remembered
---     (billing_events.moved_ids), so a late event for a moved id, older than the move, is applied
---     to where the rows went.
+--   * moves: anonymous aliases merge into the owner; TRANSFER moves rows (all products; only the
+--     named store's when it names one) to the destination and leaves `transferred` rows behind.
+--     A move is remembered (billing_events.moved_ids), so a late event for a moved id, older than
+--     the move (and of the transferred store), is applied to where the rows went.
 -- Access is not stored: lib/billing/entitlement-view.ts computes it from status and expiries
 -- when the row is read.
 
@@ -186,6 +186,8 @@ begin
     from public.billing_events e
     where e.moved_ids <> '{}' and e.moved_ids @> array[v_owner] and e.event_at >= v_since and e.event_id <> v_event_id
       and e.owner_id is not null and e.owner_id <> v_owner
+      -- A TRANSFER that named a store moved only that store's rows.
+      and (e.type <> 'TRANSFER' or e.body->'event'->>'store' is null or e.body->'event'->>'store' = v_period->>'store')
     order by e.event_at, e.event_id
     limit 1;
     exit when v_next is null;
@@ -195,12 +197,14 @@ begin
   end loop;
   v_moved := array_remove(v_moved, v_owner);
 
-  -- 4. Moves: the moved ids' rows (every product) go to the owner. When the owner has a row for
-  -- the same entitlement and product, the one that grants longer stays (then the newer).
+  -- 4. Moves: the moved ids' rows (every product; for a TRANSFER that names a store, only that
+  -- store's) go to the owner. When the owner has a row for the same entitlement and product, the
+  -- one that grants longer stays (then the newer).
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
     for v_src in
       select * from public.entitlements
       where app_user_id = any (v_moved) and status <> 'transferred'
+        and (v_move = 'merge' or v_period->>'store' is null or store = v_period->>'store')
       order by app_user_id collate "C", entitlement_id collate "C", product_key
       for update
     loop

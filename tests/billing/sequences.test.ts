@@ -232,6 +232,20 @@ const scenarios: Scenario[] = [
     ],
   },
   {
+    name: 'a TRANSFER naming a store moves only that store\'s rows',
+    steps: [
+      { name: 'App Store monthly', body: (u) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { productId: PRO_MONTHLY, store: 'APP_STORE' } } },
+      { name: 'Play Store yearly', body: (u) => billingEvent('initial-purchase', u.alice, { at: 1, purchased: 1, expires: 366 }, { ...yearlyTx, store: 'PLAY_STORE' }), outcome: 'applied', now: 2,
+        state: { alice: { productId: PRO_YEARLY, store: 'PLAY_STORE', active: true } } },
+      { name: 'TRANSFER of the App Store purchases alice -> bob', outcome: 'applied', now: 6,
+        body: (u) => billingEvent('transfer', u.bob, { at: 5 }, { app_user_id: undefined, store: 'APP_STORE', transferred_from: [u.alice], transferred_to: [u.bob] }),
+        state: { alice: { productId: PRO_YEARLY, store: 'PLAY_STORE', active: true, status: 'active' }, bob: { productId: PRO_MONTHLY, store: 'APP_STORE', active: true } } },
+      { name: "a late Play Store event of alice's stays hers", outcome: 'applied', now: 6,
+        body: (u) => billingEvent('cancellation-unsubscribe', u.alice, { at: 4, purchased: 1, expires: 366 }, { ...yearlyTx, store: 'PLAY_STORE' }),
+        state: { alice: { productId: PRO_YEARLY, status: 'cancelled_active', active: true }, bob: { productId: PRO_MONTHLY, status: 'active', willRenew: true } } },
+    ],
+  },
+  {
     name: 'signed-in renewal first, the anonymous purchase late',
     steps: [
       { name: 'renewal for alice naming the anonymous alias', body: (u) => renewal(u.alice, 30.001, 30, 60, { aliases: [u.anon, u.alice] }), outcome: 'applied', now: 31,
