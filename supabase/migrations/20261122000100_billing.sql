@@ -14,7 +14,8 @@
 -- derived when read (public.account_entitlements): the row that grants longest.
 --
 --   * dedupe: the event row is inserted first, unique by event id; a repeat changes nothing;
---   * order guards: an event is newer when its time >= the row's last_event_at (ties are newer).
+--   * order guards: an event is newer when its time >= the row's last_event_at (ties are newer,
+--     except a grant for the transaction the row holds, tied with a flag: the flag stands).
 --     Flags, refunds and revocations apply only when newer AND about the row's current period
 --     (their expiry >= the row's, or their purchase time >= the period start, or the same
 --     transaction). A newer grant sets the row; a stale grant only raises the expiry of a row
@@ -289,7 +290,13 @@ begin
       continue;
     end if;
 
-    v_newer := v_event_at >= v_row.last_event_at;
+    -- On a timestamp tie, a grant for the transaction the row already holds is not newer: it is
+    -- the same purchase the tied flag spoke of (RevenueCat sends such bundles, e.g. a first
+    -- payment failing: INITIAL_PURCHASE, BILLING_ISSUE, CANCELLATION at one instant, any order),
+    -- so the flag stands whatever the arrival order. A grant for a new transaction still wins.
+    v_newer := v_event_at > v_row.last_event_at
+      or (v_event_at = v_row.last_event_at
+          and not (v_action = 'grant' and v_period->>'transactionId' = v_row.transaction_id));
 
     if v_action in ('grant', 'temporary_grant') then
       v_replaceable := v_row.status = any (c_revoked || 'temporary'::text);

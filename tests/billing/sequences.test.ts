@@ -83,7 +83,34 @@ const upgradeThenRefund = (order: 'PRODUCT_CHANGE first' | 'RENEWAL first'): Sce
   ],
 });
 
+// A Stripe first payment that fails: INITIAL_PURCHASE, BILLING_ISSUE (no grace) and CANCELLATION
+// BILLING_ERROR at one instant, for one transaction, in any arrival order: one end state.
+type BundleEvent = 'INITIAL_PURCHASE' | 'BILLING_ISSUE' | 'CANCELLATION';
+const stripeTx = { store: 'STRIPE', transaction_id: 'in_1Stripe0001', original_transaction_id: 'sub_1Stripe0001' };
+const stripeBundle: Record<BundleEvent, (u: string) => BillingWebhookBody> = {
+  INITIAL_PURCHASE: (u) => billingEvent('initial-purchase', u, { at: 0, purchased: 0, expires: 30 }, stripeTx),
+  BILLING_ISSUE: (u) => billingEvent('billing-issue-grace', u, { at: 0, purchased: 0, expires: 30 }, { ...stripeTx, grace_period_expiration_at_ms: null }),
+  CANCELLATION: (u) => billingEvent('cancellation-billing-error', u, { at: 0, purchased: 0, expires: 30 }, stripeTx),
+};
+const bundleOrders: BundleEvent[][] = [
+  ['INITIAL_PURCHASE', 'BILLING_ISSUE', 'CANCELLATION'], ['INITIAL_PURCHASE', 'CANCELLATION', 'BILLING_ISSUE'],
+  ['BILLING_ISSUE', 'INITIAL_PURCHASE', 'CANCELLATION'], ['BILLING_ISSUE', 'CANCELLATION', 'INITIAL_PURCHASE'],
+  ['CANCELLATION', 'INITIAL_PURCHASE', 'BILLING_ISSUE'], ['CANCELLATION', 'BILLING_ISSUE', 'INITIAL_PURCHASE'],
+];
+const stripeBundleScenario = (order: BundleEvent[]): Scenario => ({
+  name: `Stripe incomplete first payment, same-timestamp bundle: ${order.join(', ')}`,
+  steps: order.map((type, index): Step => ({
+    name: type,
+    body: (u) => stripeBundle[type](u.alice),
+    // The purchase applies only when it comes first; after a flag it is the same purchase.
+    outcome: type === 'INITIAL_PURCHASE' && index > 0 ? 'stale' : 'applied',
+    now: 0.5,
+    state: index === order.length - 1 ? { alice: { status: 'billing_issue', willRenew: false, store: 'STRIPE' } } : {},
+  })),
+});
+
 const scenarios: Scenario[] = [
+  ...bundleOrders.map(stripeBundleScenario),
   upgradeThenRefund('PRODUCT_CHANGE first'),
   upgradeThenRefund('RENEWAL first'),
   {
