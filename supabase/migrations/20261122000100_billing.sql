@@ -24,7 +24,8 @@
 --   * expiries: a grant keeps the later of the stored and the event's expiry (null = forever),
 --     except on a row that no longer grants (expired, refunded, paused, transferred) or a
 --     temporary one, where the event's value replaces it;
---   * temporary grants: only where no row of the entitlement (any product) grants for real;
+--   * temporary grants: only where no row of the entitlement (any product) grants for real; a
+--     real grant ends the entitlement's temporary rows of every product;
 --   * lineage: of two rows of one subscription (same original transaction, or one naming the
 --     other's product as pending), the later-purchased supersedes: the older stops granting;
 --   * moves: anonymous aliases merge into the owner; TRANSFER moves rows (all products; only the
@@ -388,6 +389,23 @@ begin
     updated_at = now()
   from superseded s
   where e.app_user_id = v_owner and e.entitlement_id = s.entitlement_id and e.product_key = s.product_key;
+
+  -- 7. A real grant ends the entitlement's provisional grants of every product (the one of its
+  -- own product was replaced by it above): what stands is the real purchase, so its refund or
+  -- expiry ends access even when the temporary grant named another product.
+  update public.entitlements e set
+    status = 'expired',
+    will_renew = false,
+    expires_at = least(coalesce(e.expires_at, 'infinity'), v_event_at),
+    last_event_id = v_event_id,
+    last_event_at = greatest(e.last_event_at, v_event_at),
+    updated_at = now()
+  where e.app_user_id = v_owner and e.status = 'temporary' and e.product_key <> v_product_key
+    and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_environment, 'PRODUCTION'))
+    and e.entitlement_id in (select value->>'entitlementId' from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) where value->>'action' = 'grant')
+    and exists (select 1 from public.entitlements g
+                where g.app_user_id = v_owner and g.entitlement_id = e.entitlement_id and g.product_key = v_product_key
+                  and g.status <> all (c_revoked || 'temporary'::text));
 
   v_outcome := case when v_applied > 0 then 'applied' when v_stale > 0 then 'stale' else 'ignored' end;
   update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id;

@@ -273,6 +273,15 @@ const scenarios: Scenario[] = [
     ],
   },
   {
+    name: 'a temporary grant for another product ends with the real purchase: its refund ends access',
+    steps: [
+      { name: 'temporary grant (yearly product)', body: (u) => billingEvent('temporary-entitlement-grant', u.alice, { at: 0.01, purchased: 0, expires: 3 }, { product_id: PRO_YEARLY }),
+        outcome: 'applied', now: 0.02, state: { alice: { status: 'temporary', active: true } } },
+      { name: 'the real purchase (monthly)', body: (u) => purchase(u.alice, 0.1, 30), outcome: 'applied', now: 0.2, state: { alice: { status: 'active', productId: PRO_MONTHLY } } },
+      { name: 'the monthly refunded: no access', body: (u) => monthlyRefund(u.alice, 0.5, 0.1), outcome: 'applied', now: 0.6, state: { alice: { active: false } } },
+    ],
+  },
+  {
     name: 'signed-in renewal first, the anonymous purchase late',
     steps: [
       { name: 'renewal for alice naming the anonymous alias', body: (u) => renewal(u.alice, 30.001, 30, 60, { aliases: [u.anon, u.alice] }), outcome: 'applied', now: 31,
