@@ -424,7 +424,8 @@ grant execute on function public.record_billing_event(jsonb, jsonb, boolean) to 
 -- rows whose status grants (the statuses isEntitlementActive counts), by the end of their access
 -- (grace: the grace end; null = forever), latest first. Each of them grants exactly until that
 -- end, so whatever the reader's clock, the row shown grants whenever any row does. When none
--- grants, the one with the latest news is shown.
+-- grants, it is the granting-status row that lapsed last; only without one, the row with the
+-- latest news (statuses that grant nothing rank last, by news).
 create or replace function public.account_entitlements(p_user_id text)
 returns jsonb
 language sql
