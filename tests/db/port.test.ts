@@ -104,6 +104,7 @@ describe('the Supabase adapter speaks the PostgREST RPC wire format', () => {
     expect(request.method).toBe('POST');
     expect(request.path).toBe('/rest/v1/rpc/ok_fn');
     expect(request.headers.apikey).toBe('sb_secret_test');
+    expect(request.headers.authorization).toBe('Bearer sb_secret_test');
     expect(request.headers['content-type']).toMatch(/application\/json/);
     expect(request.body).toEqual({ p_user_id: 'u1', p_event: { id: 'e1' } });
   });
