@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { base58 } from '@scure/base';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import type { Hex } from 'viem';
+import { hasChromium, launchChromium } from '../support/browser.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
 
 /**
@@ -15,12 +16,7 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  * provider injected before the page loads, backed by a viem local account: real keys, real
  * signatures, real API calls.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 const ARTIFACTS = path.resolve('test-results');
-if (!hasChromium) {
-  console.warn(`SKIPPED the real-browser test: no Chromium at ${CHROMIUM} (apt-get install -y chromium; .ci/run installs it).`);
-}
 
 type WalletMode = 'sign' | 'wrong-key' | 'reject';
 
@@ -40,10 +36,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     server = await startNextServer({
       env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' },
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }, 240_000);
 
   afterAll(async () => {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
+import { hasChromium, launchChromium } from '../support/browser.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
 
 /**
@@ -11,8 +12,6 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  * stand-in Auth server speaking Supabase's wire format (password grant, magic link, JWKS), and the
  * server verifies the resulting access token against that JWKS. No local sign-in is offered.
  */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 
 describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium', () => {
   let auth: FakeSupabaseAuth;
@@ -36,10 +35,7 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
         LOG_LEVEL: 'warn',
       },
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   }, 240_000);
 
   afterAll(async () => {

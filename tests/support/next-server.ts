@@ -161,7 +161,7 @@ function killGroup(pid: number, signal: NodeJS.Signals) {
   }
 }
 
-function isAlive(pid: number): boolean {
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
