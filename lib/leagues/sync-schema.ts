@@ -55,6 +55,9 @@ function timestampSchema(clock: SchemaClock) {
       if (!wellFormedTimestamp.safeParse(value).success) return;
       const fraction = /\.(\d+)/.exec(value)?.[1];
       if (fraction && fraction.length > 6) ctx.addIssue({ code: 'custom', message: 'must have at most 6 fractional second digits' });
+      // RFC 3339 allows offsets up to 23:59, Postgres stores at most 15:59 (no real zone is further).
+      const offsetHours = /[+-](\d{2}):\d{2}$/.exec(value)?.[1];
+      if (offsetHours && Number(offsetHours) > 15) ctx.addIssue({ code: 'custom', message: 'must have a time zone offset within ±15:59' });
       const ms = Date.parse(value);
       if (!(ms >= 0)) ctx.addIssue({ code: 'custom', message: 'must not be before 1970-01-01T00:00:00Z' });
       const limit = clock.now().getTime() + LEAGUES_SYNC_LIMITS.maxClockSkewMs;

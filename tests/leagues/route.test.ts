@@ -124,6 +124,20 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     expect(await tableCounts(db)).toEqual(before);
   });
 
+  it('takes time zone offsets up to ±15:59 (what Postgres stores) and refuses larger ones with 400, changing nothing', async () => {
+    const source = freshSource();
+    const accepted = await post({ ...delivery(source, { leagues: [league('far-east', '2026-11-20T10:00:00+15:59'), league('far-west', '2026-11-20T10:00:00-15:59')] }), sentAt: '2026-11-20T10:00:00+15:59' });
+    expect(accepted.status).toBe(200);
+    expect(accepted.body).toMatchObject({ upserted: 2 });
+    const before = await tableCounts(db);
+    for (const offset of ['+16:00', '-16:00', '+23:59']) {
+      const refused = await post({ ...delivery(source, { leagues: [league('beyond', `2026-11-20T10:00:00${offset}`)] }), sentAt: `2026-11-20T10:00:00${offset}` });
+      expect({ offset, status: refused.status, code: refused.body.code }).toEqual({ offset, status: 400, code: 'invalid_request' });
+      expect(refused.body.errors.map((e: { path: string }) => e.path).sort()).toEqual(['leagues.0.updatedAt', 'sentAt']);
+    }
+    expect(await tableCounts(db)).toEqual(before);
+  });
+
   it('answers 413 above 1 MB (declared or streamed) and changes nothing', async () => {
     const before = await tableCounts(db);
     const big = JSON.stringify(delivery(freshSource(), { leagues: [league('a', at(1), { settings: { pad: 'x'.repeat(1024 * 1024) } })] }));

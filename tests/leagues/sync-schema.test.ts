@@ -70,6 +70,8 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'externalId with whitespace', body: league({ externalId: ' 1' }), paths: ['leagues.0.externalId'] },
     { name: 'name empty', body: league({ name: '' }), paths: ['leagues.0.name'] },
     { name: 'name blank', body: league({ name: '  \t ' }), paths: ['leagues.0.name'] },
+    { name: 'sentAt offset beyond what Postgres stores', body: { ...validBody(), sentAt: '2026-11-20T10:00:00+16:00' }, paths: ['sentAt'] },
+    { name: 'updatedAt offset -23:59', body: league({ updatedAt: '2026-11-20T10:00:00-23:59' }), paths: ['leagues.0.updatedAt'] },
     { name: 'displayName blank', body: league({ members: [{ externalUserId: '1', displayName: ' ', role: 'member' }] }), paths: ['leagues.0.members.0.displayName'] },
     { name: 'name too long', body: league({ name: 'n'.repeat(201) }), paths: ['leagues.0.name'] },
     { name: 'members missing', body: league({ members: undefined }), paths: ['leagues.0.members'] },
