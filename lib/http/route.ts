@@ -100,10 +100,11 @@ export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
     }
     if (error.kind === 'conflict') return new ApiError('conflict', { detail: error.detail });
     if (error.kind === 'not_found') return new ApiError('not_found', { detail: error.detail });
-    // Input is validated before it reaches the database, so data the database still refuses is a
-    // bug of ours: a 500 (which RevenueCat retries), not a 400 that blames the sender.
-    requestLog.error({ err: { message: error.message, sqlState: error.sqlState } }, 'database refused data that passed validation');
-    return new ApiError('internal_error', { detail: 'Something went wrong on our side.' });
+    // A value the database cannot store (SQLSTATE 22xxx/23xxx: out of range, too long) comes from
+    // the request, so it is the sender's 400, never a 500 that every retry would repeat. Input is
+    // validated before it gets here, so this is also a gap in that validation: logged to be closed.
+    requestLog.warn({ err: { message: error.message, sqlState: error.sqlState } }, 'database refused data that passed validation');
+    return new ApiError('invalid_request', { detail: `A value in the request cannot be stored: ${error.reason}.` });
   }
   if (error instanceof ConfigError) {
     requestLog.error({ err: { message: error.message } }, 'configuration error');

@@ -40,7 +40,7 @@ describe('the route wrapper', () => {
     { name: 'a domain error raised in SQL', error: new DbError('conflict', 'wallet_already_linked', { sqlState: 'PT409' }), status: 409, code: 'wallet_already_linked' },
     { name: 'a rate limit raised in SQL', error: new DbError('conflict', 'rate_limited', { sqlState: 'PT429' }), status: 429, code: 'rate_limited', retryAfter: true },
     { name: 'an unnamed unique violation', error: new DbError('conflict', 'duplicate key value', { sqlState: '23505' }), status: 409, code: 'conflict' },
-    { name: 'data the database refused after validation (our bug)', error: new DbError('invalid', 'invalid input syntax', { sqlState: '22P02' }), status: 500, code: 'internal_error' },
+    { name: 'a value the database cannot store (a client mistake validation missed)', error: new DbError('invalid', 'time zone displacement out of range', { sqlState: '22009' }), status: 400, code: 'invalid_request' },
     { name: 'a reason that only looks like a catalog key', error: new DbError('conflict', 'toString', { sqlState: 'PT409' }), status: 409, code: 'conflict' },
     { name: 'a configuration error', error: new ConfigError('Set DATABASE_URL'), status: 503, code: 'service_misconfigured' },
     { name: 'a bug', error: new TypeError('x is undefined'), status: 500, code: 'internal_error' },
