@@ -2,43 +2,47 @@ import type { BillingEvent } from './webhook-body.ts';
 
 /**
  * What a RevenueCat event MEANS, per entitlement, decided without the database: a pure function of
- * the event (and of `now`, used only when the event carries no timestamp). The SQL function
- * `public.record_billing_event` merges this plan with the stored rows under a lock: the order
- * guards, the max of expiries and the moves between ids live there, once, for every event type.
+ * the event (and of `now`, used only when the event carries no timestamp). The stored state is the
+ * FOLD of each subscriber's events in event order (supabase/migrations/*_billing_fold.sql):
+ * `public.billing_apply_event` applies one plan to the stored rows, and an event that arrives after
+ * newer ones makes its subscriber's history be folded again with it in its place, so the state never
+ * depends on the order of delivery. What needs the stored rows (whether a row still grants, the
+ * later of two expiries, who owns the effects, lineage, moves) is decided there, once.
  *
- * Products: the effects apply to the row of (owner, entitlement id, `environment`, `product_id`), never to what
- * another product grants the same entitlement (a lifetime purchase beside a subscription, two
- * subscriptions). The API shows, per entitlement, the product row that grants longest.
+ * Rows: one per (owner, entitlement id, source), a source being the environment and `product_id`
+ * (or, for an event without a product, its original transaction). An event changes only its own
+ * source's rows, never what another product grants the same entitlement.
  *
- * | event                                                     | effect per entitlement id (on the product's row) |
- * |-----------------------------------------------------------|--------------------------------------------------|
- * | INITIAL_PURCHASE, RENEWAL, UNCANCELLATION,                | grant: active, will renew, until max(stored,     |
- * |   SUBSCRIPTION_EXTENDED, REFUND_REVERSED                  |   event); clears grace, billing, pending flags   |
- * | NON_RENEWING_PURCHASE                                     | grant: active, will not renew (null = lifetime)  |
- * | TEMPORARY_ENTITLEMENT_GRANT                               | temporary grant: only where no product grants    |
- * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)           | flag: will not renew, active -> cancelled_active |
- * | CANCELLATION BILLING_ERROR                                | flag: will not renew, billing_issue unless grace |
- * | CANCELLATION CUSTOMER_SUPPORT                             | refund: until the event's expiry; refunded when  |
- * |                                                           |   that is not after the event                    |
- * | BILLING_ISSUE                                             | flag: grace until the grace expiry, else         |
- * |                                                           |   billing_issue; never revokes                   |
- * | SUBSCRIPTION_PAUSED                                       | flag: will not renew, auto-resume time kept      |
- * | EXPIRATION                                                | revoke: expired (paused when the reason is       |
- * |                                                           |   SUBSCRIPTION_PAUSED)                           |
- * | PRODUCT_CHANGE                                            | flag: pending product = new_product_id           |
- * | TRANSFER                                                  | move: rows of transferred_from -> the first      |
- * |                                                           |   non-anonymous transferred_to (only the rows of |
- * |                                                           |   `store` when the event names one)              |
- * | TEST, INVOICE_ISSUANCE, VIRTUAL_CURRENCY_TRANSACTION,     | recorded, no change (but anonymous aliases of a  |
- * |   EXPERIMENT_ENROLLMENT, SUBSCRIBER_ALIAS, unknown types  |   real id still merge into it, see Identity)     |
+ * | event                                                 | effect on the source's row of each entitlement id                       |
+ * |-------------------------------------------------------|--------------------------------------------------------------------------|
+ * | INITIAL_PURCHASE, UNCANCELLATION                      | grant, renewing: active until the later expiry of the two (the event's   |
+ * |                                                       |   own when the row no longer grants as the new period begins)            |
+ * | RENEWAL, SUBSCRIPTION_EXTENDED, REFUND_REVERSED       | grant, renewal as it was (on again after a lapse or a billing issue); a  |
+ * |                                                       |   cancelled subscription stays cancelled_active                          |
+ * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
+ * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless a real row grants when it begins      |
+ * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
+ * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
+ * | CANCELLATION CUSTOMER_SUPPORT                         | refund: until the event's expiry; refunded when that is not after it     |
+ * | BILLING_ISSUE                                         | flag: grace until the later grace expiry, else billing_issue; never      |
+ * |                                                       |   revokes                                                                |
+ * | SUBSCRIPTION_PAUSED                                   | flag: will not renew, auto-resume time kept                              |
+ * | PRODUCT_CHANGE                                        | flag: pending product = new_product_id                                   |
+ * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED)          |
+ * | TRANSFER                                              | move: the rows of transferred_from (of the event's environment, and      |
+ * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
+ * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
  *
- * Lineage: one subscription changing product (PRODUCT_CHANGE, upgrade, crossgrade) leaves a row per
- * product; the SQL merge lets only the latest-purchased product of one lineage (same original
- * transaction, or named as the other's pending product) grant, whatever the arrival order.
+ * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
+ * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
+ * on its way). One with `entitlement_ids` null (the dashboard mapping changed) applies to every
+ * row its source already has.
  *
- * Identity: the owner of the effects is `app_user_id`, or, when that is anonymous, the first
- * non-anonymous id among `aliases` / `original_app_user_id`; the anonymous ids the event names
- * (other than the owner) have their rows merged into the owner's.
+ * Identity: the event names one RevenueCat customer (app_user_id, original_app_user_id, aliases).
+ * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database takes the
+ * first that already holds rows, else the first, and merges the rows of every other named id into
+ * it. Only anonymous ids named: app_user_id owns. A TRANSFER names two customers: it moves, never
+ * merges.
  */
 
 export const ENTITLEMENT_STATUSES = [
@@ -47,27 +51,36 @@ export const ENTITLEMENT_STATUSES = [
 export type EntitlementStatus = (typeof ENTITLEMENT_STATUSES)[number];
 
 /**
- * grant / temporary_grant: the merge takes the event when newer, the max of expiries, and lets a
- * stale grant only raise the expiry of a row that still grants. flag / refund / revoke: applied
- * only when newer than the row AND about its current period.
+ * grant / temporary_grant: sets the row (continuing the stored period when that still grants as
+ * this one begins). flag / refund / revoke: applied only to the row's current period or a later one.
  */
 export type EffectAction = 'grant' | 'temporary_grant' | 'flag' | 'refund' | 'revoke';
 
+/**
+ * What the event says of auto-renewal. on / off: set it. keep: leave it. continue (a grant that
+ * continues a period: RENEWAL, SUBSCRIPTION_EXTENDED, REFUND_REVERSED): leave it, unless the period
+ * it continues had lapsed or was failing to charge, where it is on again.
+ */
+export type Renewal = 'on' | 'off' | 'keep' | 'continue';
+
 export interface EntitlementEffect {
-  entitlementId: string;
+  /** null: every row the event's source already has (its entitlement_ids were null); never for grants. */
+  entitlementId: string | null;
   action: EffectAction;
   /** The status to set (null: unchanged); for flags only when the stored status is in `statusFrom`. */
   status: EntitlementStatus | null;
   /** The stored statuses `status` may replace (null: any). */
   statusFrom: EntitlementStatus[] | null;
-  /** null: unchanged. */
-  willRenew: boolean | null;
-  /** How `expiresAt` merges with the stored expiry: the later of both (null = forever), or exactly this. */
-  expiry: 'max' | 'set' | null;
+  renewal: Renewal;
+  /**
+   * How `expiresAt` merges with the stored expiry. max (grants): the later of both, null = forever.
+   * extend (flags): the later of both; an event without one leaves it. set: exactly this.
+   */
+  expiry: 'max' | 'extend' | 'set' | null;
   /** ISO 8601, null = never expires (only meaningful with `expiry`). */
   expiresAt: string | null;
   graceExpiresAt: string | null;
-  /** Set when not null (cleared by a grant; dropped when it equals the current product). */
+  /** Set when not null (cleared by a grant that starts a new period; dropped when it equals the row's product). */
   pendingProductId: string | null;
   autoResumeAt: string | null;
   /** Whether a flag/refund/revoke for an entitlement with no stored row creates it from the event. */
@@ -76,7 +89,7 @@ export interface EntitlementEffect {
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
 export interface PeriodFacts {
-  /** Whose row the effects change: each product has its own row per entitlement (null: the unknown product's). */
+  /** Whose row the effects change: each product has its own row per entitlement (null: keyed by the original transaction). */
   productId: string | null;
   purchasedAt: string | null;
   expiresAt: string | null;
@@ -94,31 +107,40 @@ export interface BillingEventPlan {
   appUserId: string | null;
   /** `event_timestamp_ms` (ISO 8601): the order of events. The receive time when it is missing. */
   eventAt: string;
+  /** Order among events of one instant: grants 0, flags and moves 1, refunds and revocations 2. */
+  rank: 0 | 1 | 2;
   environment: string | null;
-  /** Whose entitlements change (for TRANSFER: the destination). */
-  ownerId: string | null;
-  /** Ids whose rows move to `ownerId`: anonymous aliases (merge) or transferred_from (transfer). */
+  /** The id the event is filed under (app_user_id, or a TRANSFER's destination); null: it takes no part in folds. */
+  subjectId: string | null;
+  /** Every id the event names; their histories are folded together (one customer, or a TRANSFER's two sides). */
+  linkedIds: string[];
+  /** Who may own the effects, best first: the database takes the first that already holds rows, else the first. */
+  ownerCandidates: string[];
+  /** The ids whose rows move to the owner (the owner itself, when among them, stays): named ids (merge) or transferred_from. */
   movedIds: string[];
   move: 'merge' | 'transfer' | null;
   period: PeriodFacts;
   effects: EntitlementEffect[];
-  /** Why the event is record-only (null when it has effects or moves). */
+  /** Why the event changes nothing (null when it has effects or moves). */
   ignoredReason: string | null;
+}
+
+export interface DescribeOptions {
+  /** BILLING_IGNORE_SANDBOX: sandbox events are recorded but change nothing. */
+  ignoreSandbox?: boolean;
 }
 
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
 /**
  * Ids longer than this are not used as keys: a btree entry holds at most ~2.7 kB, and a key is
- * (app_user_id, entitlement_id, md5 of environment and product_id) of up to 4 bytes a character. Real ids are far
- * shorter.
+ * (app_user_id, entitlement_id, md5 of the source) of up to 4 bytes a character. Real ids are far shorter.
  */
 export const MAX_ID_LENGTH = 256;
 /** At most this many entitlement ids and aliases are used from one event (bounds locks and work). */
 export const MAX_IDS_PER_EVENT = 100;
 
-const GRANT_TYPES = new Set(['INITIAL_PURCHASE', 'RENEWAL', 'UNCANCELLATION', 'SUBSCRIPTION_EXTENDED', 'REFUND_REVERSED']);
 const EFFECT_TYPES = new Set([
-  ...GRANT_TYPES, 'NON_RENEWING_PURCHASE', 'TEMPORARY_ENTITLEMENT_GRANT', 'CANCELLATION', 'BILLING_ISSUE',
+  'INITIAL_PURCHASE', 'RENEWAL', 'UNCANCELLATION', 'SUBSCRIPTION_EXTENDED', 'REFUND_REVERSED', 'NON_RENEWING_PURCHASE', 'TEMPORARY_ENTITLEMENT_GRANT', 'CANCELLATION', 'BILLING_ISSUE',
   'SUBSCRIPTION_PAUSED', 'EXPIRATION', 'PRODUCT_CHANGE', 'TRANSFER',
 ]);
 /** Known types that change nothing (anything unknown is treated the same way). */
@@ -131,10 +153,11 @@ export function isAnonymousId(id: string): boolean {
 }
 
 /** Describe one event's effects. `now` is used only when the event has no usable timestamp. */
-export function describeEventEffects(event: BillingEvent, now: Date): BillingEventPlan {
+export function describeEventEffects(event: BillingEvent, now: Date, options: DescribeOptions = {}): BillingEventPlan {
   const type = event.type;
   const eventTime = readTime(event.event_timestamp_ms);
   const eventAt = typeof eventTime === 'string' ? eventTime : now.toISOString();
+  const environment = readText(event.environment);
   const period: PeriodFacts = {
     productId: readText(event.product_id),
     purchasedAt: validTime(readTime(event.purchased_at_ms)),
@@ -151,120 +174,133 @@ export function describeEventEffects(event: BillingEvent, now: Date): BillingEve
     type,
     appUserId: readId(event.app_user_id),
     eventAt,
-    environment: readText(event.environment),
-    ownerId: null,
+    rank: 1,
+    environment,
+    subjectId: null,
+    linkedIds: [],
+    ownerCandidates: [],
     movedIds: [],
     move: null,
     period,
     effects: [],
     ignoredReason: null,
   };
+  const ignored = (reason: string): BillingEventPlan => ({ ...plan, ignoredReason: reason });
 
-  if (!EFFECT_TYPES.has(type)) {
-    const identity = ownerOf(event);
-    const recordOnly = { ...plan, ownerId: identity.ownerId, ignoredReason: (RECORD_ONLY_TYPES as readonly string[]).includes(type) ? 'record_only_type' : 'unknown_type' };
-    // No entitlement changes, but the identity it states still holds (SUBSCRIBER_ALIAS exists for
-    // this): a purchase made before sign-in must reach the real id even if nothing else follows.
-    // An unreadable timestamp moves nothing (the move is remembered at that time).
-    if (identity.movedIds.length === 0 || !identity.ownerId || isAnonymousId(identity.ownerId) || typeof eventTime !== 'string') return recordOnly;
-    return { ...recordOnly, movedIds: identity.movedIds, move: 'merge', ignoredReason: null };
-  }
+  if (options.ignoreSandbox && environment?.toUpperCase() === 'SANDBOX') return ignored('sandbox_ignored');
 
   if (type === 'TRANSFER') {
     const from = readIds(event.transferred_from);
     const to = readIds(event.transferred_to);
     const target = to.find((id) => !isAnonymousId(id)) ?? to[0] ?? null;
     const movedIds = from.filter((id) => id !== target);
-    if (!target || movedIds.length === 0) return { ...plan, ownerId: target, ignoredReason: 'nothing_to_transfer' };
-    return { ...plan, ownerId: target, movedIds, move: 'transfer' };
+    if (!target || movedIds.length === 0) return { ...ignored('nothing_to_transfer'), ownerCandidates: target ? [target] : [] };
+    return { ...plan, subjectId: target, linkedIds: unique([target, ...movedIds]), ownerCandidates: [target], movedIds, move: 'transfer' };
   }
 
-  const identity = ownerOf(event);
-  if (!identity.ownerId) return { ...plan, ignoredReason: 'no_app_user_id' };
-  const withIdentity: BillingEventPlan = { ...plan, ...identity, move: identity.movedIds.length > 0 ? 'merge' : null };
+  const identity = identityOf(event);
+  const changes = EFFECT_TYPES.has(type);
+  // The ids it names merge into the owner, even from a record-only type (SUBSCRIBER_ALIAS exists for
+  // this) when a real id owns them. An unreadable timestamp moves nothing.
+  const merges = identity.named.length > 1 && typeof eventTime === 'string' && (changes || identity.candidates.some((id) => !isAnonymousId(id)));
+  const withIdentity: BillingEventPlan = {
+    ...plan,
+    subjectId: identity.candidates[0] ?? null,
+    linkedIds: identity.named,
+    ownerCandidates: identity.candidates,
+    movedIds: merges ? identity.named : [],
+    move: merges ? 'merge' : null,
+  };
+  const recordOnly = (reason: string): BillingEventPlan =>
+    (merges ? withIdentity : { ...withIdentity, subjectId: null, linkedIds: [], movedIds: [], move: null, ignoredReason: reason });
+
+  if (!changes) return recordOnly((RECORD_ONLY_TYPES as readonly string[]).includes(type) ? 'record_only_type' : 'unknown_type');
+  if (identity.candidates.length === 0) return ignored('no_app_user_id');
 
   const invalid = (['event_timestamp_ms', 'purchased_at_ms', 'expiration_at_ms', 'grace_period_expiration_at_ms', 'auto_resume_at_ms'] as const)
     .find((field) => readTime(event[field]) === INVALID);
   // A time we cannot read must not become "never expires": record the event, change nothing.
-  if (invalid) return { ...withIdentity, movedIds: [], move: null, ignoredReason: `invalid_${invalid}` };
+  if (invalid) return { ...withIdentity, subjectId: null, linkedIds: [], movedIds: [], move: null, ignoredReason: `invalid_${invalid}` };
 
-  const entitlementIds = readEntitlementIds(event);
   const effect = effectFor(event, type, eventAt, period);
-  if (!effect) return { ...withIdentity, ignoredReason: withIdentity.move ? null : 'no_effect' };
-  if (entitlementIds.length === 0) return { ...withIdentity, ignoredReason: withIdentity.move ? null : 'no_entitlements' };
-  return { ...withIdentity, effects: entitlementIds.map((entitlementId) => ({ entitlementId, ...effect })) };
+  if (!effect) return recordOnly('no_effect');
+  const entitlementIds = readEntitlementIds(event);
+  // No entitlements named (null when the dashboard mapping changed): a grant gives nothing, but a
+  // flag, refund or revocation still applies to the rows the event's source already has.
+  const targets: (string | null)[] = entitlementIds.length > 0 ? entitlementIds : effect.action === 'grant' || effect.action === 'temporary_grant' ? [] : [null];
+  if (targets.length === 0) return recordOnly('no_entitlements');
+  return { ...withIdentity, rank: RANKS[effect.action], effects: targets.map((entitlementId) => ({ entitlementId, ...effect })) };
 }
 
 type Effect = Omit<EntitlementEffect, 'entitlementId'>;
 
-const NO_CHANGE: Effect = {
-  action: 'flag', status: null, statusFrom: null, willRenew: null, expiry: null, expiresAt: null,
+const RANKS: Record<EffectAction, BillingEventPlan['rank']> = { grant: 0, temporary_grant: 0, flag: 1, refund: 2, revoke: 2 };
+
+const FLAG: Effect = {
+  action: 'flag', status: null, statusFrom: null, renewal: 'keep', expiry: 'extend', expiresAt: null,
   graceExpiresAt: null, pendingProductId: null, autoResumeAt: null, createsRow: false,
 };
 
 function effectFor(event: BillingEvent, type: string, eventAt: string, period: PeriodFacts): Effect | null {
   // A flag on an entitlement we have no row for creates one from the event only when the event
   // says how long access lasts (RevenueCat sends these for live subscriptions).
-  const createsRow = period.expiresAt !== null;
-  if (GRANT_TYPES.has(type)) {
-    return { ...NO_CHANGE, action: 'grant', status: 'active', willRenew: true, expiry: 'max', expiresAt: period.expiresAt };
-  }
+  const flag: Effect = { ...FLAG, expiresAt: period.expiresAt, createsRow: period.expiresAt !== null };
+  const grant: Effect = { ...FLAG, action: 'grant', status: 'active', expiry: 'max', expiresAt: period.expiresAt };
   switch (type) {
+    case 'INITIAL_PURCHASE':
+    case 'UNCANCELLATION':
+      return { ...grant, renewal: 'on' };
+    case 'RENEWAL':
+    case 'SUBSCRIPTION_EXTENDED':
+    case 'REFUND_REVERSED':
+      return { ...grant, renewal: 'continue' };
     case 'NON_RENEWING_PURCHASE':
-      return { ...NO_CHANGE, action: 'grant', status: 'active', willRenew: false, expiry: 'max', expiresAt: period.expiresAt };
+      return { ...grant, renewal: 'off' };
     case 'TEMPORARY_ENTITLEMENT_GRANT':
-      return { ...NO_CHANGE, action: 'temporary_grant', status: 'temporary', willRenew: false, expiry: 'set', expiresAt: period.expiresAt };
+      return { ...grant, action: 'temporary_grant', status: 'temporary', renewal: 'off', expiry: 'set' };
     case 'CANCELLATION': {
       const reason = readText(event.cancel_reason)?.toUpperCase();
       if (reason === 'CUSTOMER_SUPPORT') {
         // A refund ends access at the event's expiry (the refund time); without one, at the event.
         const expiresAt = period.expiresAt ?? eventAt;
         const refunded = Date.parse(expiresAt) <= Date.parse(eventAt);
-        return { ...NO_CHANGE, action: 'refund', status: refunded ? 'refunded' : null, expiry: 'set', expiresAt, createsRow: true };
+        return { ...FLAG, action: 'refund', status: refunded ? 'refunded' : null, expiry: 'set', expiresAt, createsRow: true };
       }
-      if (reason === 'BILLING_ERROR') {
-        return { ...NO_CHANGE, status: 'billing_issue', statusFrom: STILL_GRANTING, willRenew: false, createsRow };
-      }
-      return { ...NO_CHANGE, status: 'cancelled_active', statusFrom: ['active'], willRenew: false, createsRow };
+      if (reason === 'BILLING_ERROR') return { ...flag, status: 'billing_issue', statusFrom: STILL_GRANTING, renewal: 'off' };
+      return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
     }
     case 'BILLING_ISSUE': {
       const graceExpiresAt = validTime(readTime(event.grace_period_expiration_at_ms));
-      return {
-        ...NO_CHANGE,
-        status: graceExpiresAt ? 'grace' : 'billing_issue',
-        statusFrom: [...STILL_GRANTING, 'grace'],
-        graceExpiresAt,
-        createsRow,
-      };
+      return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], graceExpiresAt };
     }
     case 'SUBSCRIPTION_PAUSED':
-      return { ...NO_CHANGE, willRenew: false, autoResumeAt: validTime(readTime(event.auto_resume_at_ms)), createsRow };
+      return { ...flag, renewal: 'off', autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
     case 'EXPIRATION': {
       const paused = readText(event.expiration_reason)?.toUpperCase() === 'SUBSCRIPTION_PAUSED';
       return {
-        ...NO_CHANGE,
-        action: 'revoke',
-        status: paused ? 'paused' : 'expired',
-        willRenew: false,
-        expiry: period.expiresAt ? 'set' : null,
-        expiresAt: period.expiresAt,
-        createsRow: true,
+        ...FLAG, action: 'revoke', status: paused ? 'paused' : 'expired', renewal: 'off',
+        expiry: period.expiresAt ? 'set' : null, expiresAt: period.expiresAt, createsRow: true,
       };
     }
     case 'PRODUCT_CHANGE': {
       const pendingProductId = readText(event.new_product_id);
-      return pendingProductId ? { ...NO_CHANGE, pendingProductId } : null;
+      return pendingProductId ? { ...flag, pendingProductId, createsRow: false } : null;
     }
   }
   return null;
 }
 
-/** The owner of an event's effects and the anonymous ids whose rows merge into the owner's. */
-function ownerOf(event: BillingEvent): { ownerId: string | null; movedIds: string[] } {
+/**
+ * The customer the event names: every id (app_user_id, original_app_user_id, aliases), and the
+ * owner candidates: its real ids, app_user_id first; only anonymous ones: app_user_id (or the first).
+ */
+function identityOf(event: BillingEvent): { named: string[]; candidates: string[] } {
   const appUserId = readId(event.app_user_id);
-  const named = unique([appUserId, readId(event.original_app_user_id), ...readIds(event.aliases)].filter((id): id is string => id !== null));
-  const ownerId = appUserId && !isAnonymousId(appUserId) ? appUserId : (named.find((id) => !isAnonymousId(id)) ?? appUserId);
-  return { ownerId, movedIds: named.filter((id) => isAnonymousId(id) && id !== ownerId).slice(0, MAX_IDS_PER_EVENT) };
+  const named = unique([appUserId, readId(event.original_app_user_id), ...readIds(event.aliases)].filter((id): id is string => id !== null))
+    .slice(0, MAX_IDS_PER_EVENT);
+  const real = named.filter((id) => !isAnonymousId(id));
+  const candidates = real.length > 0 ? real : appUserId ? [appUserId] : [];
+  return { named: appUserId || real.length > 0 ? named : [], candidates };
 }
 
 function readEntitlementIds(event: BillingEvent): string[] {

@@ -1,14 +1,16 @@
-import { callDb } from '../db/index.ts';
+import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
-import type { BillingWebhookBody } from './webhook-body.ts';
+import type { BillingEvent, BillingWebhookBody } from './webhook-body.ts';
 
 export type BillingEventOutcome = 'applied' | 'stale' | 'ignored';
 
 export interface RecordBillingEventResult {
   /** The event id was already recorded: nothing was done again; `outcome` is the first delivery's. */
   duplicate: boolean;
-  /** applied: some entitlement changed; stale: every effect was older than the stored state; ignored: record-only. */
+  /** applied: some entitlement changed; stale: nothing changed (newer events already say more); ignored: nothing to apply. */
   outcome: BillingEventOutcome;
+  /** Whose entitlements it changed (the database picks among the plan's candidates). */
+  ownerId: string | null;
   plan: BillingEventPlan;
 }
 
@@ -23,13 +25,45 @@ export interface RecordBillingEventOptions {
  * the event row and the entitlement changes commit together or not at all, and a repeated event id
  * changes nothing. Safe to call again after any failure (RevenueCat retries with the same id); a
  * DbError from an unavailable database becomes 503 + Retry-After in the route.
+ *
+ * Once per subscriber after an upgrade, an out-of-order event meets stored events that have no plan
+ * yet (recorded before plans were stored): their plans are computed here and the call is repeated.
  */
 export async function recordBillingEvent(body: BillingWebhookBody, options: RecordBillingEventOptions): Promise<RecordBillingEventResult> {
-  const plan = describeEventEffects(body.event, options.now);
-  const result = await callDb<{ duplicate: boolean; outcome: BillingEventOutcome }>('record_billing_event', {
-    p_body: body,
-    p_plan: plan,
-    p_ignore_sandbox: options.ignoreSandbox,
-  });
-  return { duplicate: result.duplicate, outcome: result.outcome, plan };
+  const plan = describeEventEffects(body.event, options.now, { ignoreSandbox: options.ignoreSandbox });
+  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', { p_body: body, p_plan: plan });
+  let result;
+  try {
+    result = await record();
+  } catch (error) {
+    const ids = plansMissingFor(error);
+    if (!ids) throw error;
+    await planStoredEvents(ids, options);
+    result = await record();
+  }
+  return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, plan };
+}
+
+/** The subscriber ids whose stored events lack plans, when that is why the database refused. */
+function plansMissingFor(error: unknown): string[] | null {
+  if (!(error instanceof DbError) || error.reason !== 'billing_plans_missing' || !error.detail) return null;
+  const ids: unknown = JSON.parse(error.detail);
+  return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : null;
+}
+
+/** Compute and store the plans of the stored events of these subscribers that have none. */
+export async function planStoredEvents(subscriberIds: string[], options: Pick<RecordBillingEventOptions, 'ignoreSandbox'>): Promise<number> {
+  let stored = 0;
+  for (;;) {
+    const events = await callDb<{ event_id: string; event_at: string; body: { event: BillingEvent } }[]>('billing_events_without_plan', { p_ids: subscriberIds });
+    if (events.length === 0) return stored;
+    const plans = events.map((row) => ({
+      eventId: row.event_id,
+      // An event stored without a usable timestamp was ordered at its receive time, kept in event_at.
+      plan: describeEventEffects(row.body.event, new Date(row.event_at), options),
+    }));
+    const updated = await callDb<number>('billing_store_plans', { p_plans: plans });
+    stored += updated;
+    if (updated < events.length) throw new Error(`billing_store_plans stored ${updated} of ${events.length} plans`);
+  }
 }

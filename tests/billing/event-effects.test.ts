@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeEventEffects, type BillingEventPlan, type EntitlementEffect } from '../../lib/billing/event-effects.ts';
+import { describeEventEffects, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
 import { billingWebhookBodySchema, type BillingEvent } from '../../lib/billing/webhook-body.ts';
 import { CORPUS_ANON, CORPUS_ANON2, CORPUS_USER, FIXTURE_NAMES, loadFixture } from './fixtures.ts';
 
@@ -25,90 +25,113 @@ function event(type: string, fields: Record<string, unknown> = {}): BillingEvent
   };
 }
 
-const NONE = { status: null, statusFrom: null, willRenew: null, expiry: null, expiresAt: null, graceExpiresAt: null, pendingProductId: null, autoResumeAt: null };
-const grant = (willRenew: boolean, expiresAt: string | null = iso(EXPIRES)): Partial<EntitlementEffect> =>
-  ({ ...NONE, action: 'grant', status: 'active', willRenew, expiry: 'max', expiresAt, createsRow: false });
-const cancel: Partial<EntitlementEffect> = { ...NONE, action: 'flag', status: 'cancelled_active', statusFrom: ['active'], willRenew: false, createsRow: true };
+const NONE = { status: null, statusFrom: null, renewal: 'keep', expiry: null, expiresAt: null, graceExpiresAt: null, pendingProductId: null, autoResumeAt: null } as const;
+const grant = (renewal: Renewal, expiresAt: string | null = iso(EXPIRES)): Partial<EntitlementEffect> =>
+  ({ ...NONE, action: 'grant', status: 'active', renewal, expiry: 'max', expiresAt, createsRow: false });
+// Flags carry the event's expiry: the stored one extends to the later of the two.
+const flag: Partial<EntitlementEffect> = { ...NONE, action: 'flag', expiry: 'extend', expiresAt: iso(EXPIRES), createsRow: true };
+const cancel: Partial<EntitlementEffect> = { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
 
 const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementEffect>[]; plan?: Partial<BillingEventPlan> }[] = [
-  ...['INITIAL_PURCHASE', 'RENEWAL', 'UNCANCELLATION', 'SUBSCRIPTION_EXTENDED', 'REFUND_REVERSED'].map((type) => ({
-    name: `${type}: active, will renew, until the max of expiries`, event: event(type), effects: [grant(true)],
+  ...['INITIAL_PURCHASE', 'UNCANCELLATION'].map((type) => ({
+    name: `${type}: active, renewing, until the max of expiries`, event: event(type), effects: [grant('on')], plan: { rank: 0 as const },
+  })),
+  // A renewal keeps what the subscriber chose (the trial cancelled less than 24 h before it converts).
+  ...['RENEWAL', 'SUBSCRIPTION_EXTENDED', 'REFUND_REVERSED'].map((type) => ({
+    name: `${type}: active, renewal as it was, until the max of expiries`, event: event(type), effects: [grant('continue')], plan: { rank: 0 as const },
   })),
   { name: 'a grant for two entitlements: one effect each', event: event('RENEWAL', { entitlement_ids: ['pro', 'ads_free'] }),
-    effects: [{ ...grant(true), entitlementId: 'pro' }, { ...grant(true), entitlementId: 'ads_free' }] },
-  { name: 'INITIAL_PURCHASE without expiry: lifetime', event: event('INITIAL_PURCHASE', { expiration_at_ms: null }), effects: [grant(true, null)] },
-  { name: 'NON_RENEWING_PURCHASE: active, will not renew, until its expiry', event: event('NON_RENEWING_PURCHASE'), effects: [grant(false)] },
-  { name: 'NON_RENEWING_PURCHASE with null expiry: lifetime', event: event('NON_RENEWING_PURCHASE', { expiration_at_ms: null }), effects: [grant(false, null)] },
+    effects: [{ ...grant('continue'), entitlementId: 'pro' }, { ...grant('continue'), entitlementId: 'ads_free' }] },
+  { name: 'INITIAL_PURCHASE without expiry: lifetime', event: event('INITIAL_PURCHASE', { expiration_at_ms: null }), effects: [grant('on', null)] },
+  { name: 'NON_RENEWING_PURCHASE: active, will not renew, until its expiry', event: event('NON_RENEWING_PURCHASE'), effects: [grant('off')] },
+  { name: 'NON_RENEWING_PURCHASE with null expiry: lifetime', event: event('NON_RENEWING_PURCHASE', { expiration_at_ms: null }), effects: [grant('off', null)] },
   { name: 'NON_RENEWING_PURCHASE with null entitlement_ids: nothing', event: event('NON_RENEWING_PURCHASE', { entitlement_ids: null }),
     effects: [], plan: { ignoredReason: 'no_entitlements' } },
   { name: 'TEMPORARY_ENTITLEMENT_GRANT: temporary until its expiry', event: event('TEMPORARY_ENTITLEMENT_GRANT'),
-    effects: [{ ...NONE, action: 'temporary_grant', status: 'temporary', willRenew: false, expiry: 'set', expiresAt: iso(EXPIRES) }] },
+    effects: [{ ...NONE, action: 'temporary_grant', status: 'temporary', renewal: 'off', expiry: 'set', expiresAt: iso(EXPIRES) }], plan: { rank: 0 } },
   ...['UNSUBSCRIBE', 'PRICE_INCREASE', 'DEVELOPER_INITIATED', 'UNKNOWN', undefined].map((reason) => ({
     name: `CANCELLATION ${reason ?? 'without a reason'}: will not renew, active -> cancelled_active`,
-    event: event('CANCELLATION', { cancel_reason: reason }), effects: [cancel],
+    event: event('CANCELLATION', { cancel_reason: reason }), effects: [cancel], plan: { rank: 1 as const },
   })),
   { name: 'CANCELLATION BILLING_ERROR: will not renew, billing_issue unless in grace', event: event('CANCELLATION', { cancel_reason: 'BILLING_ERROR' }),
-    effects: [{ ...NONE, action: 'flag', status: 'billing_issue', statusFrom: ['active', 'cancelled_active', 'billing_issue'], willRenew: false, createsRow: true }] },
+    effects: [{ ...flag, status: 'billing_issue', statusFrom: ['active', 'cancelled_active', 'billing_issue'], renewal: 'off' }] },
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending before the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT - 1000 }),
-    effects: [{ ...NONE, action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT - 1000), createsRow: true }] },
+    effects: [{ ...NONE, action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT - 1000), createsRow: true }], plan: { rank: 2 } },
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending at the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT }),
-    effects: [{ action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT), willRenew: null }] },
+    effects: [{ action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT), renewal: 'keep' }] },
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending later: new expiry, status and will_renew unchanged', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT' }),
-    effects: [{ action: 'refund', status: null, expiry: 'set', expiresAt: iso(EXPIRES), willRenew: null }] },
+    effects: [{ action: 'refund', status: null, expiry: 'set', expiresAt: iso(EXPIRES), renewal: 'keep' }] },
   { name: 'CANCELLATION CUSTOMER_SUPPORT without expiry (one-time purchase): refunded at the event', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: null }),
     effects: [{ action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT) }] },
   { name: 'BILLING_ISSUE with a grace period: grace until it ends', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: EXPIRES + 16 * 86_400_000 }),
-    effects: [{ ...NONE, action: 'flag', status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace'], graceExpiresAt: iso(EXPIRES + 16 * 86_400_000), createsRow: true }] },
+    effects: [{ ...flag, status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace'], graceExpiresAt: iso(EXPIRES + 16 * 86_400_000) }] },
+  // Stripe keeps retrying inside the new expiration it reports (grace null): the flag extends access to it.
+  { name: 'BILLING_ISSUE carrying a later expiration (Stripe): extends to it', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null, expiration_at_ms: EXPIRES + 7 * 86_400_000 }),
+    effects: [{ action: 'flag', status: 'billing_issue', expiry: 'extend', expiresAt: iso(EXPIRES + 7 * 86_400_000) }] },
   { name: 'BILLING_ISSUE without a grace period: billing_issue, never revoked', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null }),
-    effects: [{ action: 'flag', status: 'billing_issue', graceExpiresAt: null, willRenew: null, expiry: null }] },
+    effects: [{ action: 'flag', status: 'billing_issue', graceExpiresAt: null, renewal: 'keep', expiry: 'extend' }] },
   { name: 'SUBSCRIPTION_PAUSED: will not renew, auto-resume kept, access unchanged', event: event('SUBSCRIPTION_PAUSED', { auto_resume_at_ms: EXPIRES + 86_400_000 }),
-    effects: [{ ...NONE, action: 'flag', willRenew: false, autoResumeAt: iso(EXPIRES + 86_400_000), createsRow: true }] },
+    effects: [{ ...flag, renewal: 'off', autoResumeAt: iso(EXPIRES + 86_400_000) }] },
   { name: 'EXPIRATION: expired', event: event('EXPIRATION', { expiration_reason: 'UNSUBSCRIBE' }),
-    effects: [{ ...NONE, action: 'revoke', status: 'expired', willRenew: false, expiry: 'set', expiresAt: iso(EXPIRES), createsRow: true }] },
+    effects: [{ ...NONE, action: 'revoke', status: 'expired', renewal: 'off', expiry: 'set', expiresAt: iso(EXPIRES), createsRow: true }], plan: { rank: 2 } },
   { name: 'EXPIRATION SUBSCRIPTION_PAUSED: paused', event: event('EXPIRATION', { expiration_reason: 'SUBSCRIPTION_PAUSED' }),
-    effects: [{ action: 'revoke', status: 'paused', willRenew: false }] },
+    effects: [{ action: 'revoke', status: 'paused', renewal: 'off' }] },
+  // entitlement_ids null (the dashboard mapping changed): still applied to the rows its product has.
+  ...[['EXPIRATION', 'revoke'], ['CANCELLATION', 'flag']].map(([type, action]) => ({
+    name: `${type} with entitlement_ids null: applies to every row of its product`, event: event(type!, { entitlement_ids: null }),
+    effects: [{ entitlementId: null, action: action as EntitlementEffect['action'] }], plan: { ignoredReason: null },
+  })),
+  { name: 'a refund with entitlement_ids null: every row of its product', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', entitlement_ids: null }),
+    effects: [{ entitlementId: null, action: 'refund' }] },
+  { name: 'a grant with entitlement_ids null: nothing', event: event('RENEWAL', { entitlement_ids: null }), effects: [], plan: { ignoredReason: 'no_entitlements' } },
   { name: 'PRODUCT_CHANGE: pending product, no access change', event: event('PRODUCT_CHANGE', { new_product_id: 'pro_yearly' }),
-    effects: [{ ...NONE, action: 'flag', pendingProductId: 'pro_yearly', createsRow: false }] },
+    effects: [{ ...flag, pendingProductId: 'pro_yearly', createsRow: false }] },
   { name: 'PRODUCT_CHANGE without new_product_id: nothing', event: event('PRODUCT_CHANGE'), effects: [], plan: { ignoredReason: 'no_effect' } },
   { name: 'TRANSFER: rows move to the first non-anonymous destination',
     event: { id: 't1', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user', '$RCAnonymousID:a'], transferred_to: ['$RCAnonymousID:b', 'new-user', 'other'] },
-    effects: [], plan: { ownerId: 'new-user', movedIds: ['old-user', '$RCAnonymousID:a'], move: 'transfer', appUserId: null, ignoredReason: null } },
+    effects: [], plan: { ownerCandidates: ['new-user'], subjectId: 'new-user', linkedIds: ['new-user', 'old-user', '$RCAnonymousID:a'], movedIds: ['old-user', '$RCAnonymousID:a'],
+      move: 'transfer', appUserId: null, ignoredReason: null, rank: 1 } },
   { name: 'TRANSFER to anonymous ids only: the first of them',
     event: { id: 't2', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user'], transferred_to: ['$RCAnonymousID:b'] },
-    plan: { ownerId: '$RCAnonymousID:b', movedIds: ['old-user'], move: 'transfer' } },
+    plan: { ownerCandidates: ['$RCAnonymousID:b'], movedIds: ['old-user'], move: 'transfer' } },
   { name: 'TRANSFER without destination: nothing', event: { id: 't3', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user'] },
-    plan: { ownerId: null, move: null, ignoredReason: 'nothing_to_transfer' } },
+    plan: { ownerCandidates: [], subjectId: null, move: null, ignoredReason: 'nothing_to_transfer' } },
   ...['TEST', 'INVOICE_ISSUANCE', 'VIRTUAL_CURRENCY_TRANSACTION', 'EXPERIMENT_ENROLLMENT', 'SUBSCRIBER_ALIAS'].map((type) => ({
-    name: `${type}: recorded, no change`, event: event(type, { aliases: ['user-1'] }), effects: [], plan: { ignoredReason: 'record_only_type', movedIds: [], move: null },
+    name: `${type}: recorded, no change`, event: event(type, { aliases: ['user-1'] }), effects: [], plan: { ignoredReason: 'record_only_type', subjectId: null, movedIds: [], move: null },
   })),
   ...['SUBSCRIBER_ALIAS', 'INVOICE_ISSUANCE', 'SUBSCRIPTION_TELEPORTED'].map((type) => ({
     name: `${type} naming an anonymous alias of a real id: no change, but the alias merges`,
-    event: event(type, { aliases: ['$RCAnonymousID:a', 'user-1'] }), effects: [], plan: { ownerId: 'user-1', ignoredReason: null, movedIds: ['$RCAnonymousID:a'], move: 'merge' },
+    event: event(type, { aliases: ['$RCAnonymousID:a', 'user-1'] }), effects: [],
+    plan: { ownerCandidates: ['user-1'], subjectId: 'user-1', ignoredReason: null, movedIds: ['user-1', '$RCAnonymousID:a'], move: 'merge' },
   })),
   { name: 'a record-only type with only anonymous ids: nothing moves', event: event('SUBSCRIBER_ALIAS', { app_user_id: '$RCAnonymousID:a', aliases: ['$RCAnonymousID:a', '$RCAnonymousID:b'] }),
     effects: [], plan: { ignoredReason: 'record_only_type', movedIds: [], move: null } },
   { name: 'an unknown type: recorded, no change', event: event('SUBSCRIPTION_TELEPORTED'), effects: [], plan: { ignoredReason: 'unknown_type' } },
   { name: 'anonymous aliases of a real app_user_id merge into it',
     event: event('RENEWAL', { app_user_id: 'user-1', aliases: ['$RCAnonymousID:a', 'user-1'], original_app_user_id: '$RCAnonymousID:b' }),
-    plan: { ownerId: 'user-1', movedIds: ['$RCAnonymousID:b', '$RCAnonymousID:a'], move: 'merge' } },
+    plan: { ownerCandidates: ['user-1'], linkedIds: ['user-1', '$RCAnonymousID:b', '$RCAnonymousID:a'], movedIds: ['user-1', '$RCAnonymousID:b', '$RCAnonymousID:a'], move: 'merge' } },
+  // One customer seen under two real ids: both may own; the database takes the one holding rows.
+  { name: 'a real original_app_user_id other than app_user_id: both are candidates, app_user_id first, and merge',
+    event: event('RENEWAL', { app_user_id: 'user-2', original_app_user_id: 'user-1', aliases: ['user-1', 'user-2', '$RCAnonymousID:a'] }),
+    plan: { ownerCandidates: ['user-2', 'user-1'], subjectId: 'user-2', movedIds: ['user-2', 'user-1', '$RCAnonymousID:a'], move: 'merge' } },
   { name: 'an anonymous app_user_id with a real alias: the real id owns the effects',
     event: event('CANCELLATION', { app_user_id: '$RCAnonymousID:a', aliases: ['$RCAnonymousID:a', 'user_1234'] }),
-    plan: { ownerId: 'user_1234', movedIds: ['$RCAnonymousID:a'], move: 'merge', appUserId: '$RCAnonymousID:a' } },
+    plan: { ownerCandidates: ['user_1234'], subjectId: 'user_1234', movedIds: ['$RCAnonymousID:a', 'user_1234'], move: 'merge', appUserId: '$RCAnonymousID:a' } },
   { name: 'an anonymous app_user_id alone owns its effects', event: event('INITIAL_PURCHASE', { app_user_id: '$RCAnonymousID:a', aliases: ['$RCAnonymousID:a'] }),
-    plan: { ownerId: '$RCAnonymousID:a', movedIds: [], move: null } },
-  { name: 'no app_user_id: recorded, no change', event: event('RENEWAL', { app_user_id: undefined }), plan: { ownerId: null, ignoredReason: 'no_app_user_id' } },
+    plan: { ownerCandidates: ['$RCAnonymousID:a'], movedIds: [], move: null } },
+  { name: 'no app_user_id: recorded, no change', event: event('RENEWAL', { app_user_id: undefined }), plan: { ownerCandidates: [], subjectId: null, ignoredReason: 'no_app_user_id' } },
   { name: 'an app_user_id over 256 characters is not a key', event: event('RENEWAL', { app_user_id: 'u'.repeat(257) }), plan: { appUserId: null, ignoredReason: 'no_app_user_id' } },
-  { name: 'an app_user_id of 256 characters is', event: event('RENEWAL', { app_user_id: 'u'.repeat(256) }), plan: { ownerId: 'u'.repeat(256), ignoredReason: null } },
-  { name: 'an entitlement id over 256 characters is dropped', event: event('RENEWAL', { entitlement_ids: ['e'.repeat(257), 'pro'] }), effects: [grant(true)] },
+  { name: 'an app_user_id of 256 characters is', event: event('RENEWAL', { app_user_id: 'u'.repeat(256) }), plan: { ownerCandidates: ['u'.repeat(256)], ignoredReason: null } },
+  { name: 'an entitlement id over 256 characters is dropped', event: event('RENEWAL', { entitlement_ids: ['e'.repeat(257), 'pro'] }), effects: [grant('continue')] },
   { name: 'an unreadable expiry never becomes "forever": recorded, no change', event: event('INITIAL_PURCHASE', { expiration_at_ms: 'next month' }),
-    effects: [], plan: { ignoredReason: 'invalid_expiration_at_ms', move: null } },
+    effects: [], plan: { ignoredReason: 'invalid_expiration_at_ms', subjectId: null, move: null } },
   { name: 'an expiry past year 9999: recorded, no change', event: event('INITIAL_PURCHASE', { expiration_at_ms: 1e20 }), plan: { ignoredReason: 'invalid_expiration_at_ms' } },
   { name: 'times as digit strings are read', event: event('RENEWAL', { event_timestamp_ms: String(AT), expiration_at_ms: String(EXPIRES) }),
-    effects: [grant(true)], plan: { eventAt: iso(AT) } },
+    effects: [grant('continue')], plan: { eventAt: iso(AT) } },
   { name: 'no event_timestamp_ms: ordered at the receive time', event: event('RENEWAL', { event_timestamp_ms: undefined }), plan: { eventAt: NOW.toISOString() } },
   { name: 'only the deprecated entitlement_id: used', event: event('RENEWAL', { entitlement_ids: undefined, entitlement_id: 'legacy_pro' }),
-    effects: [{ ...grant(true), entitlementId: 'legacy_pro' }] },
-  { name: 'duplicate and non-string entitlement ids are dropped', event: event('RENEWAL', { entitlement_ids: ['pro', 'pro', 7, '', null] }), effects: [grant(true)] },
+    effects: [{ ...grant('continue'), entitlementId: 'legacy_pro' }] },
+  { name: 'duplicate and non-string entitlement ids are dropped', event: event('RENEWAL', { entitlement_ids: ['pro', 'pro', 7, '', null] }), effects: [grant('continue')] },
 ];
 
 describe('describeEventEffects: what an event means per entitlement', () => {
@@ -117,6 +140,10 @@ describe('describeEventEffects: what an event means per entitlement', () => {
     if (effects) {
       expect(plan.effects).toHaveLength(effects.length);
       effects.forEach((expected, i) => expect(plan.effects[i]).toMatchObject({ entitlementId: 'pro', ...expected }));
+    }
+    // Every id a plan files, merges or may give to an owner is one of the ids it links.
+    for (const id of [plan.subjectId, ...plan.ownerCandidates.filter(() => plan.subjectId !== null), ...plan.movedIds]) {
+      if (id !== null) expect(plan.linkedIds).toContain(id);
     }
     if (expectedPlan) expect(plan).toMatchObject(expectedPlan);
   });
@@ -127,6 +154,12 @@ describe('describeEventEffects: what an event means per entitlement', () => {
       productId: 'pro_monthly', purchasedAt: iso(PURCHASED), expiresAt: iso(EXPIRES), transactionId: 't-2', originalTransactionId: 't-1', store: 'PLAY_STORE', periodType: 'TRIAL',
     });
     expect(plan).toMatchObject({ eventId: 'evt-RENEWAL', type: 'RENEWAL', appUserId: 'user-1', environment: 'PRODUCTION', eventAt: iso(AT) });
+  });
+
+  it('ignores sandbox events when asked (BILLING_IGNORE_SANDBOX), and only them', () => {
+    expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: 'sandbox_ignored', effects: [], subjectId: null });
+    expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW)).toMatchObject({ ignoredReason: null, subjectId: 'user-1' });
+    expect(describeEventEffects(event('RENEWAL'), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: null });
   });
 });
 
@@ -191,7 +224,7 @@ describe('the corpus', () => {
     expect({
       effects: plan.effects.map((effect) => `${effect.action}:${effect.status}`),
       ...('ignoredReason' in expected ? { ignoredReason: plan.ignoredReason ?? undefined } : {}),
-      ...('ownerId' in expected ? { ownerId: plan.ownerId } : {}),
+      ...('ownerId' in expected ? { ownerId: plan.ownerCandidates[0] ?? null } : {}),
       ...('move' in expected ? { move: plan.move } : {}),
     }).toEqual({ effects: [], ...expected });
   });

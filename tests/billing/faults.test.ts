@@ -47,7 +47,7 @@ describe('billing when the database fails', () => {
 
     const rows = await adapter.pool.query('select outcome from public.billing_events where event_id = $1', [renewal.event.id]);
     expect(rows.rows).toEqual([{ outcome: 'applied' }]);
-    const state = await adapter.call('account_entitlements', { p_user_id: user });
+    const state = await adapter.call('account_entitlements', { p_user_id: user, p_now: new Date(day(31)) });
     expect(state).toMatchObject([{ entitlement_id: 'pro', status: 'active', last_event_at: expect.any(String) }]);
     expect(new Date((state as { expires_at: string }[])[0]!.expires_at).toISOString()).toBe(isoDay(60));
   });

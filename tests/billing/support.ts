@@ -48,7 +48,7 @@ export function billingEvent(name: string, user: string, times: EventTimes, fiel
 
 /** What GET /api/me would show for the user at `now`. */
 export async function entitlementsOf(db: TestDatabase, userId: string, now: Date): Promise<EntitlementView[]> {
-  return toEntitlementViews((await db.adapter.call('account_entitlements', { p_user_id: userId })) as EntitlementRow[], now);
+  return toEntitlementViews((await db.adapter.call('account_entitlements', { p_user_id: userId, p_now: now })) as EntitlementRow[]);
 }
 
 export async function eventRow(db: TestDatabase, eventId: string) {

@@ -66,6 +66,8 @@ describe.each(DATABASE_KINDS)('GET /api/me on %s', (kind) => {
       entitlements: [{
         id: 'pro', active: true, status: 'active', productId: 'pro_monthly', expiresAt: new Date(now + 30 * 86_400_000).toISOString(),
         willRenew: true, graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL',
+        sources: [{ productId: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', status: 'active', active: true,
+          expiresAt: new Date(now + 30 * 86_400_000).toISOString(), graceExpiresAt: null, willRenew: true }],
       }],
       leagues: [{ source, externalId: 'L1', name: 'Sunday Funday', sport: 'nfl', season: '2026', status: 'in_season', role: 'commissioner', updatedAt }],
     });

@@ -14,9 +14,9 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     authenticateWebhook(request, 'subscription');
     const body = await readJsonWith(request, billingWebhookBodySchema);
     annotate({ eventId: body.event.id, type: body.event.type });
-    const { duplicate, outcome, plan } = await recordBillingEvent(body, { now: new Date(), ignoreSandbox: getConfig().billingIgnoreSandbox });
+    const { duplicate, outcome, ownerId, plan } = await recordBillingEvent(body, { now: new Date(), ignoreSandbox: getConfig().billingIgnoreSandbox });
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
-    annotate({ ownerId: plan.ownerId, duplicate, outcome, reason: plan.ignoredReason });
+    annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason });
     return json({ received: true });
   },
 });
