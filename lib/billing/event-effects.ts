@@ -17,8 +17,9 @@ import type { BillingEvent } from './webhook-body.ts';
  * |-------------------------------------------------------|--------------------------------------------------------------------------|
  * | INITIAL_PURCHASE, UNCANCELLATION                      | grant, renewing: active until the later expiry of the two (the event's   |
  * |                                                       |   own when the row no longer grants as the new period begins)            |
- * | RENEWAL, SUBSCRIPTION_EXTENDED, REFUND_REVERSED       | grant, renewal as it was (on again after a lapse or a billing issue); a  |
+ * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
  * |                                                       |   cancelled subscription stays cancelled_active                          |
+ * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless a real row grants when it begins      |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
@@ -58,8 +59,8 @@ export type EffectAction = 'grant' | 'temporary_grant' | 'flag' | 'refund' | 're
 
 /**
  * What the event says of auto-renewal. on / off: set it. keep: leave it. continue (a grant that
- * continues a period: RENEWAL, SUBSCRIPTION_EXTENDED, REFUND_REVERSED): leave it, unless the period
- * it continues had lapsed or was failing to charge, where it is on again.
+ * continues a period: RENEWAL, SUBSCRIPTION_EXTENDED): leave it, unless the period it continues had
+ * lapsed or was failing to charge, where it is on again. A new row starts renewing unless `off`.
  */
 export type Renewal = 'on' | 'off' | 'keep' | 'continue';
 
@@ -252,8 +253,10 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       return { ...grant, renewal: 'on' };
     case 'RENEWAL':
     case 'SUBSCRIPTION_EXTENDED':
-    case 'REFUND_REVERSED':
       return { ...grant, renewal: 'continue' };
+    case 'REFUND_REVERSED':
+      // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it.
+      return { ...grant, renewal: 'keep' };
     case 'NON_RENEWING_PURCHASE':
       return { ...grant, renewal: 'off' };
     case 'TEMPORARY_ENTITLEMENT_GRANT':

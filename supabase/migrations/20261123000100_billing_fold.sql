@@ -314,7 +314,7 @@ begin
         -- (lapsed, expired, refunded, temporary) it starts afresh.
         v_continues := v_row.grants_until >= v_start and v_row.status <> 'temporary' and v_action = 'grant';
         v_new_period := v_purchased is not null and (v_row.period_purchased_at is null or v_purchased > v_row.period_purchased_at);
-        -- 'continue' (a renewal, an extension, a reversed refund) keeps what the subscriber chose,
+        -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
         -- unless the period it continues had lapsed or was failing to charge (a billing error turned
         -- renewal off; the payment that recovers it turns it back on).
         v_will_renew := case v_renewal when 'on' then true when 'off' then false
@@ -596,8 +596,8 @@ end;
 $$;
 
 -- Events recorded before plans were stored, for the service to compute their plans
--- (lib/billing/record-event.ts). At most 1000 per call.
-create or replace function public.billing_events_without_plan(p_ids text[])
+-- (lib/billing/record-event.ts): p_ids a JSON array of subscriber ids. At most 1000 per call.
+create or replace function public.billing_events_without_plan(p_ids jsonb)
 returns jsonb
 language sql
 stable
@@ -607,7 +607,7 @@ as $$
   select coalesce(jsonb_agg(jsonb_build_object('event_id', e.event_id, 'event_at', e.event_at, 'body', e.body)), '[]'::jsonb)
   from (
     select event_id, event_at, body from public.billing_events
-    where subject_id = any (p_ids) and plan is null
+    where subject_id in (select jsonb_array_elements_text(p_ids)) and plan is null
     order by event_at, event_id
     limit 1000
   ) e
@@ -711,7 +711,7 @@ begin
     'public.billing_source_key(text, text, text, text)', 'public.billing_sort_key(timestamptz, smallint, text)',
     'public.billing_lock_group(text[])', 'public.billing_apply_event(jsonb, text, timestamptz)',
     'public.billing_group_state(text)', 'public.billing_refold_group(text, text)',
-    'public.record_billing_event(jsonb, jsonb)', 'public.billing_events_without_plan(text[])',
+    'public.record_billing_event(jsonb, jsonb)', 'public.billing_events_without_plan(jsonb)',
     'public.billing_store_plans(jsonb)', 'public.account_entitlements(text, timestamptz)',
     'public.get_account(uuid, timestamptz)'
   ] loop

@@ -62,4 +62,35 @@ describe('billing under concurrent deliveries on the real Postgres server', () =
       });
     }
   });
+
+  it('a customer\'s events and a TRANSFER joining two groups, all at once, 20 times: the state of event order', async () => {
+    const history = (alice: string, bob: string) => [
+      billingEvent('initial-purchase', alice, { at: 0, purchased: 0, expires: 30 }),
+      billingEvent('initial-purchase', bob, { at: 1, purchased: 1, expires: 31 }, { product_id: 'com.example.pro.yearly', transaction_id: 'b-1', original_transaction_id: 'b-1' }),
+      billingEvent('cancellation-unsubscribe', alice, { at: 4, purchased: 0, expires: 30 }),
+      billingEvent('transfer', bob, { at: 5 }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: [alice], transferred_to: [bob] }),
+      billingEvent('uncancellation', bob, { at: 6, purchased: 0, expires: 30 }),
+      billingEvent('renewal', bob, { at: 30.001, purchased: 30, expires: 60 }),
+    ];
+    // RevenueCat retries what was not answered 200 (a lock wait that ended in a deadlock is a 503).
+    const deliverUntil200 = async (body: ReturnType<typeof billingEvent>) => {
+      for (let attempt = 0; ; attempt++) {
+        const response = await deliver(body);
+        if (response.status === 200 || attempt === 5) return response.status;
+      }
+    };
+    const view = async (user: string) => (await entitlementsOf(db, user, new Date(day(31)))).map(({ sources, ...rest }) => ({ ...rest, sources }));
+
+    const [refAlice, refBob] = [`ref-a-${randomUUID()}`, `ref-b-${randomUUID()}`];
+    for (const body of history(refAlice, refBob)) expect(await deliverUntil200(body)).toBe(200);
+    const expected = { alice: await view(refAlice), bob: await view(refBob) };
+    expect(expected.bob[0]).toMatchObject({ active: true, willRenew: true, expiresAt: isoDay(60) });
+
+    for (let round = 0; round < 20; round++) {
+      const [alice, bob] = [`par-a-${round}-${randomUUID()}`, `par-b-${round}-${randomUUID()}`];
+      const statuses = await Promise.all(history(alice, bob).map(deliverUntil200));
+      expect(statuses).toEqual(Array(6).fill(200));
+      expect({ round, alice: await view(alice), bob: await view(bob) }).toEqual({ round, ...expected });
+    }
+  });
 });

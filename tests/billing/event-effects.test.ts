@@ -37,9 +37,10 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
     name: `${type}: active, renewing, until the max of expiries`, event: event(type), effects: [grant('on')], plan: { rank: 0 as const },
   })),
   // A renewal keeps what the subscriber chose (the trial cancelled less than 24 h before it converts).
-  ...['RENEWAL', 'SUBSCRIPTION_EXTENDED', 'REFUND_REVERSED'].map((type) => ({
-    name: `${type}: active, renewal as it was, until the max of expiries`, event: event(type), effects: [grant('continue')], plan: { rank: 0 as const },
+  ...['RENEWAL', 'SUBSCRIPTION_EXTENDED'].map((type) => ({
+    name: `${type}: active, renewal as it was (on after a lapse), until the max of expiries`, event: event(type), effects: [grant('continue')], plan: { rank: 0 as const },
   })),
+  { name: 'REFUND_REVERSED: active, renewal as it was', event: event('REFUND_REVERSED'), effects: [grant('keep')], plan: { rank: 0 } },
   { name: 'a grant for two entitlements: one effect each', event: event('RENEWAL', { entitlement_ids: ['pro', 'ads_free'] }),
     effects: [{ ...grant('continue'), entitlementId: 'pro' }, { ...grant('continue'), entitlementId: 'ads_free' }] },
   { name: 'INITIAL_PURCHASE without expiry: lifetime', event: event('INITIAL_PURCHASE', { expiration_at_ms: null }), effects: [grant('on', null)] },
