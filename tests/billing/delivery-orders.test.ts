@@ -335,7 +335,8 @@ const history = fc
     let ended = false;
     for (const step of steps) {
       if (ended) break;
-      const [s, e, who, facts] = [start, end, owner, lineage()];
+      const [s, e, facts] = [start, end, lineage()];
+      const who: Role = owner;
       const next = () => {
         tx += 1;
         start = end;
