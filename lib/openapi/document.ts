@@ -55,7 +55,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/api/me', tags: ['Account'], security: 'session',
     summary: "The caller's account: identity, wallets, entitlements and leagues",
-    description: 'Entitlement `active` is computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
+    description: 'Entitlement `active` and `status` are computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
     success: { status: 200, description: 'The account', schema: responses.accountResponseSchema },
     errors: [...SESSION_ERRORS, ...ALWAYS],
   },

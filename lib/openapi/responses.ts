@@ -35,18 +35,36 @@ export const walletLinkSchema = z
   ])
   .meta({ id: 'WalletLink' });
 
+const effectiveStatus = z.enum(ENTITLEMENT_STATUSES).meta({
+  description: 'The state at the time of the request: a period that lapsed (even without its EXPIRATION event) reads `expired`',
+});
+
+export const entitlementSourceSchema = z
+  .object({
+    productId: z.string().nullable(),
+    store: z.string().nullable(),
+    environment: z.string().nullable(),
+    status: effectiveStatus,
+    active: z.boolean().meta({ description: 'This product grants the entitlement at the time of the request' }),
+    expiresAt: isoTime.nullable().meta({ description: 'null = never expires (lifetime)' }),
+    graceExpiresAt: isoTime.nullable(),
+    willRenew: z.boolean().meta({ description: 'It grants now and will renew' }),
+  })
+  .meta({ id: 'EntitlementSource', description: 'One product that grants (or granted) the entitlement' });
+
 export const entitlementSchema = z
   .object({
     id: z.string().meta({ description: 'RevenueCat entitlement identifier' }),
     active: z.boolean().meta({ description: 'Grants access at the time of the request' }),
-    status: z.enum(ENTITLEMENT_STATUSES),
-    productId: z.string().nullable(),
+    status: effectiveStatus,
+    productId: z.string().nullable().meta({ description: 'The product that grants longest (the fields below are its own)' }),
     expiresAt: isoTime.nullable().meta({ description: 'null = never expires (lifetime)' }),
-    willRenew: z.boolean(),
+    willRenew: z.boolean().meta({ description: 'Some product that grants now will renew' }),
     graceExpiresAt: isoTime.nullable(),
     store: z.string().nullable(),
     environment: z.string().nullable(),
     periodType: z.string().nullable(),
+    sources: z.array(entitlementSourceSchema).meta({ description: 'Every product that grants or granted it, the one shown first' }),
   })
   .meta({ id: 'Entitlement' });
 
