@@ -1,7 +1,7 @@
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { getConfig, type Config } from '../config.ts';
-import { ApiError, RETRY_AFTER_SECONDS, type ProblemCode } from '../http/problem.ts';
+import { DomainError, type DomainErrorCode } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
 import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
 
@@ -41,25 +41,22 @@ export async function authenticateToken(token: string, options: AuthenticateOpti
   const claims = await verifySessionToken(token, config);
 
   if (claims.role !== 'authenticated') {
-    throw new ApiError('forbidden_role', { detail: `Tokens with role "${String(claims.role)}" cannot call this API; sign in as a user.` });
+    throw new DomainError('forbidden_role', `Tokens with role "${String(claims.role)}" cannot call this API; sign in as a user.`);
   }
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes('authenticated')) throw unauthorized('invalid_token', 'The token is not meant for this API (aud).');
   if (!isUuid(claims.sub)) throw unauthorized('invalid_token', 'The token has no user id (sub).');
   if (claims.is_anonymous === true) {
-    throw new ApiError('anonymous_user_not_allowed', { detail: 'Anonymous users cannot do this; sign in with an account first.' });
+    throw new DomainError('anonymous_user_not_allowed', 'Anonymous users cannot do this; sign in with an account first.');
   }
 
   if (options.requireLiveSession && config.auth.verifySession) await assertSessionAlive(token, claims.sub, config);
   return { userId: claims.sub.toLowerCase(), email: typeof claims.email === 'string' && claims.email !== '' ? claims.email : null, token, claims };
 }
 
-function unauthorized(code: ProblemCode, detail: string): ApiError {
-  // RFC 6750 3.1: no error attribute when no token was sent; every other failure is invalid_token.
-  const challenge = code === 'missing_token'
-    ? `Bearer realm="${REALM}"`
-    : `Bearer realm="${REALM}", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"`;
-  return new ApiError(code, { detail, headers: { 'www-authenticate': challenge } });
+function unauthorized(code: DomainErrorCode, detail: string): DomainError {
+  // lib/http writes the RFC 6750 challenge (with error="invalid_token" when a token was refused).
+  return new DomainError(code, detail, { challenge: { scheme: 'Bearer', realm: REALM } });
 }
 
 function readBearerToken(header: string | null): string {
@@ -99,8 +96,8 @@ async function verifySessionToken(token: string, config: Config): Promise<JWTPay
   }
 }
 
-function classifyVerifyError(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
+function classifyVerifyError(error: unknown): DomainError {
+  if (error instanceof DomainError) return error;
   if (error instanceof joseErrors.JWTExpired) return unauthorized('token_expired', 'The session token has expired; refresh the session.');
   if (error instanceof joseErrors.JWKSTimeout || error instanceof joseErrors.JWKSInvalid) return authUnavailable();
   if (error instanceof joseErrors.JWTClaimValidationFailed) return unauthorized('invalid_token', `The token's "${error.claim}" claim is not valid.`);
@@ -112,11 +109,8 @@ function classifyVerifyError(error: unknown): ApiError {
   return authUnavailable(); // fetch failed: the JWKS could not be reached
 }
 
-function authUnavailable(): ApiError {
-  return new ApiError('auth_unavailable', {
-    detail: 'The identity provider could not be reached to verify the session. Retry shortly.',
-    headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
-  });
+function authUnavailable(): DomainError {
+  return new DomainError('auth_unavailable', 'The identity provider could not be reached to verify the session. Retry shortly.');
 }
 
 const textEncoder = new TextEncoder();

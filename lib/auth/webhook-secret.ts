@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { getConfig } from '../config.ts';
-import { ApiError } from '../http/problem.ts';
+import { DomainError } from '../errors.ts';
 
 export type WebhookName = 'subscription' | 'leagues';
 
@@ -15,17 +15,13 @@ export function authenticateWebhook(request: Request, webhook: WebhookName): voi
   const secrets = getConfig().webhookSecrets[webhook];
   if (secrets.length === 0) {
     const variable = webhook === 'subscription' ? 'SUBSCRIPTION_WEBHOOK_SECRET' : 'LEAGUES_WEBHOOK_SECRET';
-    throw new ApiError('webhook_not_configured', {
-      detail: `This webhook is not configured: set ${variable} on the server.`,
-      headers: { 'retry-after': '60' },
-    });
+    throw new DomainError('webhook_not_configured', `This webhook is not configured: set ${variable} on the server.`, { retryAfterSeconds: 60 });
   }
   const presented = webhook === 'subscription' ? bearerValue(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
   if (presented === null || !matchesAny(presented, secrets)) {
     const where = webhook === 'subscription' ? 'the "Authorization: Bearer <secret>" header' : 'the "x-webhook-secret" header';
-    throw new ApiError('invalid_webhook_secret', {
-      detail: `Missing or wrong webhook secret in ${where}.`,
-      headers: { 'www-authenticate': webhook === 'subscription' ? 'Bearer realm="subscription-billing"' : 'WebhookSecret realm="leagues-sync"' },
+    throw new DomainError('invalid_webhook_secret', `Missing or wrong webhook secret in ${where}.`, {
+      challenge: webhook === 'subscription' ? { scheme: 'Bearer', realm: 'subscription-billing' } : { scheme: 'WebhookSecret', realm: 'leagues-sync' },
     });
   }
 }

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
-import { ApiError, fieldErrors } from './problem.ts';
+import { parseWithSchema } from '../errors.ts';
+import { ApiError } from './problem.ts';
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 /** Deeper than any real payload; keeps recursive code downstream (zod, JSON.stringify, drivers) safe. */
@@ -148,14 +149,7 @@ function assertStorableString(value: string, path: string): void {
 
 const joinPath = (path: string, key: string) => (path ? `${path}.${key}` : key);
 
-/** Validate with a zod schema; failures become 400 `invalid_request` listing every failing path. */
-export function parseWithSchema<S extends z.ZodType>(schema: S, value: unknown, detail = 'The request body is invalid.'): z.output<S> {
-  const result = schema.safeParse(value);
-  if (!result.success) throw new ApiError('invalid_request', { detail, errors: fieldErrors(result.error.issues) });
-  return result.data;
-}
-
-/** Read a JSON body and validate it in one step. */
+/** Read a JSON body and validate it in one step (400 `invalid_request` listing every failing path). */
 export async function readJsonWith<S extends z.ZodType>(request: Request, schema: S, options?: ReadJsonOptions): Promise<z.output<S>> {
   return parseWithSchema(schema, await readJsonBody(request, options));
 }

@@ -1,6 +1,11 @@
+import type { DomainError, DomainErrorCode, FieldError } from '../errors.ts';
+
+export { fieldErrors, type FieldError } from '../errors.ts';
+
 /**
  * application/problem+json (RFC 9457) errors. Every error the API answers has a stable snake_case
  * `code`; its HTTP status and title live in this one table, so a code means the same everywhere.
+ * The domain raises DomainError with a code (lib/errors.ts); this layer alone knows statuses.
  */
 
 export const PROBLEM_CATALOG = {
@@ -44,11 +49,6 @@ export const PROBLEM_CATALOG = {
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ProblemCode = keyof typeof PROBLEM_CATALOG;
-
-export interface FieldError {
-  path: string;
-  message: string;
-}
 
 export interface ProblemOptions {
   detail?: string;
@@ -102,10 +102,28 @@ export function problemResponse(error: ApiError, requestId: string): Response {
   });
 }
 
-/** Turn zod issues into `errors: [{ path, message }]` with JSON-pointer-ish dotted paths. */
-export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string }[]): FieldError[] {
-  return issues.map((issue) => ({
-    path: issue.path.length === 0 ? '(body)' : issue.path.map(String).join('.'),
-    message: issue.message,
-  }));
+// RFC 6750 3.1: a bearer token that was sent and refused is `invalid_token`, with a description;
+// when none was sent, the challenge carries no error attribute.
+const REFUSED_BEARER_TOKEN: ReadonlySet<DomainErrorCode> = new Set(['invalid_token', 'token_expired', 'session_revoked']);
+
+/**
+ * A domain error as the API answers it: the catalog's status, `WWW-Authenticate` for a 401 that
+ * names the credential it wanted, `Retry-After` (and `retryAfter` for 429) when waiting helps.
+ */
+export function problemFromDomainError(error: DomainError): ApiError {
+  const status = PROBLEM_CATALOG[error.code][0];
+  const headers: Record<string, string> = {};
+  let extra: Record<string, unknown> | undefined;
+  if (status === 401 && error.challenge) {
+    const { scheme, realm } = error.challenge;
+    headers['www-authenticate'] = REFUSED_BEARER_TOKEN.has(error.code)
+      ? `${scheme} realm="${realm}", error="invalid_token", error_description="${error.detail.replace(/["\\]/g, "'")}"`
+      : `${scheme} realm="${realm}"`;
+  }
+  if (status === 429 || status === 503) {
+    const seconds = Math.max(1, Math.ceil(error.retryAfterSeconds ?? RETRY_AFTER_SECONDS));
+    headers['retry-after'] = String(seconds);
+    if (status === 429) extra = { retryAfter: seconds };
+  }
+  return new ApiError(error.code, { detail: error.detail, errors: error.errors, headers, extra });
 }

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { ConfigError } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
+import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
-import { ApiError, isProblemCode, PROBLEM_CATALOG, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
+import { ApiError, isProblemCode, PROBLEM_CATALOG, problemFromDomainError, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 const ALL_METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -89,6 +90,7 @@ function acceptRequestId(value: string | null): string {
 
 export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
   if (error instanceof ApiError) return error;
+  if (error instanceof DomainError) return problemFromDomainError(error);
   if (error instanceof DbError) {
     if (isProblemCode(error.reason)) return new ApiError(error.reason, { detail: error.detail, headers: retryAfterFor(error.reason) });
     if (error.kind === 'unavailable') {

@@ -1,4 +1,4 @@
-import { ApiError } from '../http/problem.ts';
+import { DomainError } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
 import { parseWalletAddress } from './address.ts';
 import type { LinkInput } from './schemas.ts';
@@ -35,7 +35,7 @@ export async function verifyLinkProof(input: LinkInput, options: { appOrigin: st
 
   const inMessage = parseWalletAddress(input.chain, message.address);
   if (!inMessage.ok || inMessage.addressKey !== input.addressKey) {
-    throw new ApiError('address_mismatch', { detail: `The payload's address ${input.address} is not the address in the message (${message.address}).` });
+    throw new DomainError('address_mismatch', `The payload's address ${input.address} is not the address in the message (${message.address}).`);
   }
   const network = input.chain === 'evm' ? input.chainId : input.cluster;
   if (message.chainId !== network) {
@@ -44,18 +44,16 @@ export async function verifyLinkProof(input: LinkInput, options: { appOrigin: st
 
   const times = checkSignInTimes(message, options.now);
   if (!times.ok && times.code === 'expired') {
-    throw new ApiError('challenge_expired', { detail: `${times.reason} Request a new challenge and sign it within 10 minutes.` });
+    throw new DomainError('challenge_expired', `${times.reason} Request a new challenge and sign it within 10 minutes.`);
   }
   if (!times.ok) throw invalidMessage(times.reason);
 
   if (!(await verifySignature(input.chain, input.message, input.signature, message.address))) {
-    throw new ApiError('invalid_signature', {
-      detail: `The signature was not made by the key of ${message.address} over this exact message.`,
-    });
+    throw new DomainError('invalid_signature', `The signature was not made by the key of ${message.address} over this exact message.`);
   }
   return { challengeId: message.requestId };
 }
 
-function invalidMessage(detail: string): ApiError {
-  return new ApiError('invalid_message', { detail });
+function invalidMessage(detail: string): DomainError {
+  return new DomainError('invalid_message', detail);
 }

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
-import { parseWithSchema } from '../http/body.ts';
-import { ApiError } from '../http/problem.ts';
+import { DomainError, parseWithSchema } from '../errors.ts';
 import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
 import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
 import { decodeEvmSignature, decodeSolanaSignature } from './verify.ts';
@@ -56,7 +55,7 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
   const wallet = checkWallet(payload, config, 'payload.');
   const decoded = payload.chain === 'evm' ? decodeEvmSignature(payload.signature) : decodeSolanaSignature(payload.signature);
   if (!decoded.ok) {
-    throw new ApiError(decoded.code, { detail: decoded.reason, errors: [{ path: 'payload.signature', message: decoded.reason }] });
+    throw new DomainError(decoded.code, decoded.reason, { errors: [{ path: 'payload.signature', message: decoded.reason }] });
   }
   return { ...wallet, message: payload.message, signature: decoded.bytes };
 }
@@ -66,14 +65,14 @@ type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain
 function checkWallet(request: WalletFields, config: WalletConfig, prefix: string): ChallengeInput {
   if (request.chain === 'evm' && !config.wallet.evmChainIds.includes(request.chainId)) {
     const detail = `EVM chain ${request.chainId} is not accepted here; use one of: ${config.wallet.evmChainIds.join(', ')}.`;
-    throw new ApiError('unsupported_chain', { detail, errors: [{ path: `${prefix}chainId`, message: detail }] });
+    throw new DomainError('unsupported_chain', detail, { errors: [{ path: `${prefix}chainId`, message: detail }] });
   }
   if (request.chain === 'solana' && !config.wallet.solanaClusters.includes(request.cluster)) {
     const detail = `Solana cluster "${request.cluster}" is not accepted here; use one of: ${config.wallet.solanaClusters.join(', ')}.`;
-    throw new ApiError('unsupported_chain', { detail, errors: [{ path: `${prefix}cluster`, message: detail }] });
+    throw new DomainError('unsupported_chain', detail, { errors: [{ path: `${prefix}cluster`, message: detail }] });
   }
   const parsed = parseWalletAddress(request.chain, request.address);
-  if (!parsed.ok) throw new ApiError('invalid_address', { detail: parsed.reason, errors: [{ path: `${prefix}address`, message: parsed.reason }] });
+  if (!parsed.ok) throw new DomainError('invalid_address', parsed.reason, { errors: [{ path: `${prefix}address`, message: parsed.reason }] });
   return request.chain === 'evm'
     ? { chain: 'evm', address: parsed.address, addressKey: parsed.addressKey, chainId: request.chainId }
     : { chain: 'solana', address: parsed.address, addressKey: parsed.addressKey, cluster: request.cluster };
@@ -84,7 +83,7 @@ function assertKnownChainFamily(value: unknown, path: string): void {
   if (!isRecord(value) || typeof value.chain !== 'string') return;
   if (!CHAIN_FAMILIES.includes(value.chain as ChainFamily)) {
     const detail = `Chain "${value.chain.slice(0, 40)}" is not supported; use "evm" or "solana".`;
-    throw new ApiError('unsupported_chain', { detail, errors: [{ path, message: detail }] });
+    throw new DomainError('unsupported_chain', detail, { errors: [{ path, message: detail }] });
   }
 }
 

@@ -1,7 +1,7 @@
 import type { SessionUser } from '../auth/session.ts';
 import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
-import { ApiError } from '../http/problem.ts';
+import { DomainError } from '../errors.ts';
 import { buildChallenge } from './challenge.ts';
 import { toWalletLink, toWalletLinks, type WalletLink, type WalletLinkRow } from './links.ts';
 import { verifyLinkProof } from './proof.ts';
@@ -38,11 +38,7 @@ export async function issueChallenge(user: User, input: ChallengeInput, now = ne
   });
   if (!result.issued) {
     const seconds = Math.max(1, Math.ceil(result.retryAfterSeconds));
-    throw new ApiError('rate_limited', {
-      detail: `At most 10 challenges a minute per account; retry in ${seconds} s.`,
-      headers: { 'retry-after': String(seconds) },
-      extra: { retryAfter: seconds },
-    });
+    throw new DomainError('rate_limited', `At most 10 challenges a minute per account; retry in ${seconds} s.`, { retryAfterSeconds: seconds });
   }
   const { addressKey: _key, ...response } = challenge;
   void _key;
@@ -80,7 +76,7 @@ export async function listWalletLinks(user: User): Promise<{ links: WalletLink[]
 export async function unlinkWallet(user: User, linkId: string | undefined): Promise<void> {
   // Any UUID spelling Postgres would accept as a link id; anything else cannot be one.
   if (!isUuid(linkId)) {
-    throw new ApiError('link_not_found', { detail: 'There is no link with this id among your wallets.' });
+    throw new DomainError('link_not_found', 'There is no link with this id among your wallets.');
   }
   await callDb('wallet_unlink', { p_user_id: user.userId, p_link_id: linkId.toLowerCase() });
 }

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import * as meRoute from '../../app/api/me/route.ts';
 import { authenticate } from '../../lib/auth/session.ts';
-import { ApiError } from '../../lib/http/problem.ts';
+import { DomainError } from '../../lib/errors.ts';
 import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
@@ -147,7 +147,7 @@ describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () =>
     afterAll(() => restore());
 
     const writeRequest = (token: string) => new Request('http://localhost/api/wallet-link', { method: 'POST', headers: { authorization: `Bearer ${token}` } });
-    const codeOf = async (promise: Promise<unknown>) => promise.then(() => 'ok', (error) => (error instanceof ApiError ? error.code : String(error)));
+    const codeOf = async (promise: Promise<unknown>) => promise.then(() => 'ok', (error) => (error instanceof DomainError ? error.code : String(error)));
 
     it('passes a live session and sends the apikey and the token to the Auth server', async () => {
       const token = await auth.mint();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { authenticateWebhook, matchesAny } from '../../lib/auth/webhook-secret.ts';
-import { ApiError } from '../../lib/http/problem.ts';
+import { DomainError } from '../../lib/errors.ts';
 import { setEnv } from '../support/env.ts';
 
 const SECRET = 'whsec_current_3f9a8b7c6d5e4f3a2b1c';
@@ -12,7 +12,7 @@ function codeFor(headers: [string, string][], webhook: 'subscription' | 'leagues
     authenticateWebhook(request, webhook);
     return 'ok';
   } catch (error) {
-    return error instanceof ApiError ? error.code : String(error);
+    return error instanceof DomainError ? error.code : String(error);
   }
 }
 

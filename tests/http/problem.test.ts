@@ -3,6 +3,7 @@ import { ApiError, PROBLEM_CATALOG, problemResponse } from '../../lib/http/probl
 import { defineRoute } from '../../lib/http/route.ts';
 import { DbError } from '../../lib/db/errors.ts';
 import { ConfigError } from '../../lib/config.ts';
+import { DomainError } from '../../lib/errors.ts';
 import { callRoute } from '../support/http.ts';
 
 describe('problem+json bodies (RFC 9457)', () => {
@@ -36,6 +37,8 @@ describe('the route wrapper', () => {
 
   const cases: { name: string; error: unknown; status: number; code: string; retryAfter?: boolean }[] = [
     { name: 'an ApiError', error: new ApiError('link_not_found'), status: 404, code: 'link_not_found' },
+    { name: 'a domain error', error: new DomainError('link_not_found', 'No such link.'), status: 404, code: 'link_not_found' },
+    { name: 'a domain error that says when to retry', error: new DomainError('auth_unavailable', 'Auth is down.'), status: 503, code: 'auth_unavailable', retryAfter: true },
     { name: 'a database outage', error: new DbError('unavailable', 'connect ECONNREFUSED'), status: 503, code: 'database_unavailable', retryAfter: true },
     { name: 'a domain error raised in SQL', error: new DbError('conflict', 'wallet_already_linked', { sqlState: 'PT409' }), status: 409, code: 'wallet_already_linked' },
     { name: 'a rate limit raised in SQL', error: new DbError('conflict', 'rate_limited', { sqlState: 'PT429' }), status: 429, code: 'rate_limited', retryAfter: true },
@@ -52,6 +55,52 @@ describe('the route wrapper', () => {
     expect(response.headers.get('content-type')).toBe('application/problem+json');
     expect(response.body).toMatchObject({ status, code, requestId: response.headers.get('x-request-id') });
     if (retryAfter) expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  // The domain says what happened (code, detail, which credential, how long to wait); this table
+  // says how HTTP answers it.
+  const domainCases: { name: string; error: DomainError; status: number; headers: Record<string, string | null>; body: Record<string, unknown> }[] = [
+    {
+      name: 'a refused bearer token (RFC 6750 error attribute)',
+      error: new DomainError('token_expired', 'The "session" token has expired.', { challenge: { scheme: 'Bearer', realm: 'account-link' } }),
+      status: 401,
+      headers: { 'www-authenticate': `Bearer realm="account-link", error="invalid_token", error_description="The 'session' token has expired."`, 'retry-after': null },
+      body: { detail: 'The "session" token has expired.' },
+    },
+    {
+      name: 'no token sent (no error attribute)',
+      error: new DomainError('missing_token', 'Send a token.', { challenge: { scheme: 'Bearer', realm: 'account-link' } }),
+      status: 401,
+      headers: { 'www-authenticate': 'Bearer realm="account-link"' },
+      body: {},
+    },
+    {
+      name: 'a wrong webhook secret',
+      error: new DomainError('invalid_webhook_secret', 'Wrong secret.', { challenge: { scheme: 'WebhookSecret', realm: 'leagues-sync' } }),
+      status: 401,
+      headers: { 'www-authenticate': 'WebhookSecret realm="leagues-sync"' },
+      body: {},
+    },
+    {
+      name: 'a rate limit with its own wait',
+      error: new DomainError('rate_limited', 'Slow down.', { retryAfterSeconds: 42.2 }),
+      status: 429,
+      headers: { 'retry-after': '43' },
+      body: { retryAfter: 43 },
+    },
+    {
+      name: 'a field error',
+      error: new DomainError('invalid_address', 'Bad address.', { errors: [{ path: 'address', message: 'Bad address.' }] }),
+      status: 400,
+      headers: { 'retry-after': null, 'www-authenticate': null },
+      body: { errors: [{ path: 'address', message: 'Bad address.' }] },
+    },
+  ];
+  it.each(domainCases)('maps $name to $status and its headers', async ({ error, status, headers, body }) => {
+    const response = await callRoute(throwing(error));
+    expect(response.status).toBe(status);
+    for (const [name, value] of Object.entries(headers)) expect(response.headers.get(name)).toBe(value);
+    expect(response.body).toMatchObject({ code: error.code, detail: error.detail, ...body });
   });
 
   it('never shows a bug\'s message or stack to the client', async () => {

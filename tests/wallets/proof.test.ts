@@ -1,7 +1,8 @@
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { base58 } from '@scure/base';
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../../lib/http/problem.ts';
+import { DomainError } from '../../lib/errors.ts';
+import { problemFromDomainError, type ApiError } from '../../lib/http/problem.ts';
 import { parseEvmAddress, parseSolanaAddress } from '../../lib/wallets/address.ts';
 import { buildChallenge, CHALLENGE_TTL_MS, maskEmail } from '../../lib/wallets/challenge.ts';
 import { toWalletLink, toWalletLinks } from '../../lib/wallets/links.ts';
@@ -16,14 +17,15 @@ const APP_ORIGIN = 'https://app.example.com';
 const NOW = new Date('2026-11-22T10:00:00.000Z');
 const USER = { userId: '6f1d3c1e-4b0a-4d53-9f55-1f0f6d2b8c11', email: 'jane.doe@example.com' };
 
+/** The domain error a call ends in, as the API would answer it (status from lib/http's table). */
 async function apiError(promise: Promise<unknown> | (() => unknown)): Promise<ApiError> {
   try {
     await (typeof promise === 'function' ? promise() : promise);
   } catch (error) {
-    if (error instanceof ApiError) return error;
+    if (error instanceof DomainError) return problemFromDomainError(error);
     throw error;
   }
-  throw new Error('expected an ApiError');
+  throw new Error('expected a DomainError');
 }
 
 const network = (wallet: TestWallet) => (wallet.chain === 'evm' ? { chainId: 1 } : { cluster: 'mainnet' });
