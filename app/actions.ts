@@ -5,7 +5,7 @@ import { redirect } from 'next/navigation';
 import { z } from 'zod';
 import { mintDevToken } from '#lib/auth/dev-key.ts';
 import { authenticateToken } from '#lib/auth/session.ts';
-import { getConfig } from '#lib/config.ts';
+import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
 
@@ -13,16 +13,30 @@ const LOCAL_SESSION_SECONDS = 8 * 3600;
 // What a browser's e-mail field accepts (dev@localhost too), within the length an address can have.
 const localSignInSchema = z.object({ email: z.string().trim().max(254).regex(/^[^@\s]+@[^@\s]+$/) });
 
-/** Embedded mode only: sign in as any e-mail with a dev token (there is no Auth server locally). */
+/**
+ * Local mode only: sign in as any e-mail with a dev token (there is no Auth server locally). The
+ * action exists in every build, so it checks for itself that local sign-in is on: a refused
+ * configuration (getConfig throws) or any real auth setting means no.
+ */
 export async function signInLocally(formData: FormData): Promise<void> {
-  const config = getConfig();
-  if (config.auth.mode !== 'dev-key' || config.deployed) redirect('/?error=local-sign-in-unavailable');
+  const config = localSignInConfig();
+  if (!config) redirect('/?error=local-sign-in-unavailable');
   const parsed = localSignInSchema.safeParse({ email: formData.get('email') });
   if (!parsed.success) redirect('/?error=invalid-email');
   const email = parsed.data.email.toLowerCase();
   const token = await mintDevToken(config, { userId: localUserIdFor(email), email, expiresInSeconds: LOCAL_SESSION_SECONDS });
-  (await cookies()).set(SESSION_COOKIE, token, sessionCookieOptions(config.appOrigin, new Date(Date.now() + LOCAL_SESSION_SECONDS * 1000)));
+  (await cookies()).set(SESSION_COOKIE, token, sessionCookieOptions(config, new Date(Date.now() + LOCAL_SESSION_SECONDS * 1000)));
   redirect('/');
+}
+
+/** The configuration when local sign-in is on (local mode, dev-key auth), else undefined. */
+function localSignInConfig(): Config | undefined {
+  try {
+    const config = getConfig();
+    return config.local && config.auth.mode === 'dev-key' ? config : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** After a Supabase Auth sign-in (or token refresh) in the browser: keep the access token for the page. */
@@ -30,7 +44,7 @@ export async function adoptSession(accessToken: string): Promise<{ error?: strin
   try {
     const user = await authenticateToken(accessToken);
     const expiresAt = new Date(Number(user.claims.exp) * 1000);
-    (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig().appOrigin, expiresAt));
+    (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig(), expiresAt));
     return {};
   } catch (error) {
     return { error: toApiError(error).message };

@@ -141,9 +141,9 @@ describe('the webhook request', () => {
     { name: 'the dev secret once a real one is set', authorization: `Bearer ${DEV_SECRET}`, env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new' }, status: 401, code: 'invalid_webhook_secret' },
     { name: 'the leagues secret', authorization: `Bearer ${DEV_WEBHOOK_SECRETS.leagues}`, status: 401, code: 'invalid_webhook_secret' },
     {
-      name: 'any secret when none is set outside embedded mode', authorization: `Bearer ${DEV_SECRET}`,
+      name: 'any secret when none is set outside local mode', authorization: `Bearer ${DEV_SECRET}`,
       env: { DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app', SUBSCRIPTION_WEBHOOK_SECRET: undefined, SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: undefined },
-      status: 503, code: 'webhook_not_configured',
+      status: 503, code: 'service_misconfigured',
     },
   ];
   it.each(secretCases)('$name: $status', async ({ authorization, env, status, code }) => {
