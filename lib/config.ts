@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { isToken68 } from './auth/authorization-header.ts';
 
 /**
  * The service's configuration: one zod schema over process.env, read lazily (first use, or after
@@ -193,6 +194,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     logLevel: e.LOG_LEVEL,
   };
 
+  // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
+  for (const [name, value] of [['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET], ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS]] as const) {
+    if (value !== undefined && !isToken68(value)) {
+      throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
+    }
+  }
   if (!local) assertDeployable(config, e.APP_ORIGIN);
   if (config.auth.verifySession && !config.auth.supabaseUrl) {
     throw new ConfigError('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');

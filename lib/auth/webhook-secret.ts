@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { getConfig } from '../config.ts';
+import { bearerCredentials } from './authorization-header.ts';
 import { ApiError } from '../http/problem.ts';
 
 export type WebhookName = 'subscription' | 'leagues';
@@ -20,7 +21,7 @@ export function authenticateWebhook(request: Request, webhook: WebhookName): voi
       headers: { 'retry-after': '60' },
     });
   }
-  const presented = webhook === 'subscription' ? bearerValue(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
+  const presented = webhook === 'subscription' ? bearerCredentials(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
   if (presented === null || !matchesAny(presented, secrets)) {
     const where = webhook === 'subscription' ? 'the "Authorization: Bearer <secret>" header' : 'the "x-webhook-secret" header';
     throw new ApiError('invalid_webhook_secret', {
@@ -28,12 +29,6 @@ export function authenticateWebhook(request: Request, webhook: WebhookName): voi
       headers: { 'www-authenticate': webhook === 'subscription' ? 'Bearer realm="subscription-billing"' : 'WebhookSecret realm="leagues-sync"' },
     });
   }
-}
-
-function bearerValue(header: string | null): string | null {
-  if (header === null) return null;
-  const match = /^Bearer (.+)$/i.exec(header);
-  return match ? match[1]! : null;
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();

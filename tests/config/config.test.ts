@@ -107,6 +107,12 @@ describe('configuration', () => {
     expect(sessionCookieOptions(loadConfig({ APP_ORIGIN: 'https://dev.example.test' }), expires).secure).toBe(true);
   });
 
+  it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
+    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
+  });
+
   it('reports invalid values by name', () => {
     expect(() => loadConfig({ DATABASE_URL: 'mysql://db' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(/LOG_LEVEL/);
