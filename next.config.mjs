@@ -9,6 +9,7 @@ const nextConfig = {
   // the build need not do it again.
   typescript: { ignoreBuildErrors: true },
   poweredByHeader: false,
+  skipTrailingSlashRedirect: true,
   reactStrictMode: true,
 };
 

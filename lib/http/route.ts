@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { ConfigError } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
 import { log, type Logger } from '../log.ts';
+import { acceptRequestId } from './request-id.ts';
 import { ApiError, isProblemCode, PROBLEM_CATALOG, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -80,11 +80,6 @@ function wrap(handler: RouteHandler): NextHandler {
     requestLog.info({ method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
     return response;
   };
-}
-
-/** Keep a caller's request id when it is sane (so logs correlate across services); else make one. */
-function acceptRequestId(value: string | null): string {
-  return value && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : randomUUID();
 }
 
 /** All a caller learns of a refused configuration; the server log names what to set. */
