@@ -74,7 +74,7 @@ describe.each([
   it.each(apiPaths())('%s: with a trailing slash it answers as without, for every method, with no redirect', async (pathname) => {
     for (const method of METHODS) {
       const body = ['GET', 'HEAD'].includes(method) ? undefined : '{}';
-      const headers = body ? { 'content-type': 'application/json' } : {};
+      const headers: Record<string, string> = body ? { 'content-type': 'application/json' } : {};
       const plain = await request(method, pathname, headers, body);
       const slashed = await request(method, `${pathname}/`, headers, body);
       expect({ method, status: slashed.status, type: slashed.type, allow: slashed.allow, code: slashed.code, location: slashed.location })
