@@ -1,26 +1,42 @@
 import { NextResponse, type NextRequest } from 'next/server';
+import { getConfig } from './lib/config.ts';
+import { malformedPathResponse } from './lib/http/malformed-path.ts';
+import { contentSecurityPolicy, newNonce } from './lib/web/content-security-policy.ts';
 
 /**
- * Next decodes dynamic route segments before a route runs, and when the percent-encoding is
- * malformed (`/api/wallet-link/%zz`, `/api/nope/%FF`) it answers a bare `500 Internal Server Error`
- * (text/plain, nothing logged): a client mistake turned into a server error. Such a path cannot
- * name anything, so it is re-encoded as the literal text it is (`%` -> `%25`) and the routes answer
- * it as problem+json like any other unknown id or path (404 link_not_found, 404 not_found).
- * Only paths with a `%` reach this function (see the matcher), so ordinary requests skip it.
+ * Runs before routing, for the requests the matcher below selects:
+ *   - /api paths with a `%`: a malformed percent-encoding gets a problem+json 404 here, because
+ *     Next would answer it with a bare 500 before any route runs (lib/http/malformed-path.ts);
+ *   - pages: a fresh nonce and the Content-Security-Policy built on it. Next reads the policy from
+ *     the request headers and puts the nonce on the scripts it renders, so pages are rendered per
+ *     request (they are anyway: the account page is per user).
  */
 export function proxy(request: NextRequest) {
-  const pathname = new URL(request.url).pathname;
+  if (request.nextUrl.pathname.startsWith('/api/')) return malformedPathResponse(request) ?? NextResponse.next();
+
+  const policy = contentSecurityPolicy({ nonce: newNonce(), connectTo: supabaseOrigin(), development: process.env.NODE_ENV === 'development' });
+  const headers = new Headers(request.headers);
+  headers.set('content-security-policy', policy);
+  const response = NextResponse.next({ request: { headers } });
+  response.headers.set('content-security-policy', policy);
+  return response;
+}
+
+/** Where the sign-in form's supabase-js calls go, when Supabase Auth is set up. */
+function supabaseOrigin(): string[] {
   try {
-    decodeURIComponent(pathname);
-    return NextResponse.next();
+    const url = getConfig().frontend.supabaseUrl;
+    return url ? [new URL(url).origin] : [];
   } catch {
-    const url = request.nextUrl.clone();
-    url.pathname = pathname.replaceAll('%', '%25');
-    return NextResponse.rewrite(url);
+    return []; // a refused configuration: the page says so and signs no one in
   }
 }
 
 export const config = {
-  // /api paths that contain a percent sign.
-  matcher: '/api/:path(.*%.*)',
+  matcher: [
+    // /api paths that contain a percent sign (ordinary API requests skip the proxy).
+    '/api/:path(.*%.*)',
+    // Pages; not the API, Next's static files or the icon.
+    '/((?!api/|_next/static|_next/image|favicon.ico).*)',
+  ],
 };

@@ -5,24 +5,42 @@ import { redirect } from 'next/navigation';
 import { z } from 'zod';
 import { mintDevToken } from '#lib/auth/dev-key.ts';
 import { authenticateToken } from '#lib/auth/session.ts';
-import { getConfig } from '#lib/config.ts';
+import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
+import * as catchAllRoute from './api/[...path]/route.ts';
+import * as walletLinkIdRoute from './api/wallet-link/[linkId]/route.ts';
+import * as challengeRoute from './api/wallet-link/challenge/route.ts';
+import * as walletLinkRoute from './api/wallet-link/route.ts';
 
 const LOCAL_SESSION_SECONDS = 8 * 3600;
 // What a browser's e-mail field accepts (dev@localhost too), within the length an address can have.
 const localSignInSchema = z.object({ email: z.string().trim().max(254).regex(/^[^@\s]+@[^@\s]+$/) });
 
-/** Embedded mode only: sign in as any e-mail with a dev token (there is no Auth server locally). */
+/**
+ * Local mode only: sign in as any e-mail with a dev token (there is no Auth server locally). The
+ * action exists in every build, so it checks for itself that local sign-in is on: a refused
+ * configuration (getConfig throws) or any real auth setting means no.
+ */
 export async function signInLocally(formData: FormData): Promise<void> {
-  const config = getConfig();
-  if (config.auth.mode !== 'dev-key' || config.deployed) redirect('/?error=local-sign-in-unavailable');
+  const config = localSignInConfig();
+  if (!config) redirect('/?error=local-sign-in-unavailable');
   const parsed = localSignInSchema.safeParse({ email: formData.get('email') });
   if (!parsed.success) redirect('/?error=invalid-email');
   const email = parsed.data.email.toLowerCase();
   const token = await mintDevToken(config, { userId: localUserIdFor(email), email, expiresInSeconds: LOCAL_SESSION_SECONDS });
-  (await cookies()).set(SESSION_COOKIE, token, sessionCookieOptions(config.appOrigin, new Date(Date.now() + LOCAL_SESSION_SECONDS * 1000)));
+  (await cookies()).set(SESSION_COOKIE, token, sessionCookieOptions(config, new Date(Date.now() + LOCAL_SESSION_SECONDS * 1000)));
   redirect('/');
+}
+
+/** The configuration when local sign-in is on (local mode, dev-key auth), else undefined. */
+function localSignInConfig(): Config | undefined {
+  try {
+    const config = getConfig();
+    return config.local && config.auth.mode === 'dev-key' ? config : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** After a Supabase Auth sign-in (or token refresh) in the browser: keep the access token for the page. */
@@ -30,19 +48,48 @@ export async function adoptSession(accessToken: string): Promise<{ error?: strin
   try {
     const user = await authenticateToken(accessToken);
     const expiresAt = new Date(Number(user.claims.exp) * 1000);
-    (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig().appOrigin, expiresAt));
+    (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig(), expiresAt));
     return {};
   } catch (error) {
     return { error: toApiError(error).message };
   }
 }
 
+/** What the account page's scripts ask the API for, on behalf of the signed-in user. */
+export interface PageApiRequest {
+  method: 'POST' | 'DELETE';
+  path: string;
+  body?: unknown;
+}
+
 /**
- * The signed-in page's access token, fetched by the page's scripts at the moment they call the API,
- * so the token is never written into the HTML (the cookie itself is httpOnly).
+ * The account page's API calls, made here on the server with the httpOnly cookie's token, so the
+ * token never reaches page JavaScript (an injected script could otherwise read it and use the API
+ * as the user). Each call goes through the same route handler as an API client's request:
+ * authentication, validation, problem+json. Only the calls the page makes are routed; a server
+ * action is same-origin POST only (Next checks Origin), so another site cannot make them.
  */
-export async function sessionToken(): Promise<string | null> {
-  return (await cookies()).get(SESSION_COOKIE)?.value ?? null;
+export async function callApiAsSignedInUser(request: PageApiRequest): Promise<{ status: number; body: unknown }> {
+  const token = (await cookies()).get(SESSION_COOKIE)?.value;
+  const { handler, params } = pageRoute(request.method, request.path);
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await handler(
+    new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) }),
+    { params: Promise.resolve(params) },
+  );
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined };
+}
+
+type RouteHandler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
+
+function pageRoute(method: PageApiRequest['method'], path: string): { handler: RouteHandler; params: Record<string, string> } {
+  if (method === 'POST' && path === '/api/wallet-link/challenge') return { handler: challengeRoute.POST, params: {} };
+  if (method === 'POST' && path === '/api/wallet-link') return { handler: walletLinkRoute.POST, params: {} };
+  const unlink = /^\/api\/wallet-link\/([^/]+)$/.exec(path);
+  if (method === 'DELETE' && unlink) return { handler: walletLinkIdRoute.DELETE, params: { linkId: decodeURIComponent(unlink[1]!) } };
+  return { handler: catchAllRoute.POST, params: {} }; // a problem+json 404, like any unknown /api path
 }
 
 export async function signOut(): Promise<void> {

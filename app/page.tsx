@@ -14,7 +14,7 @@ export const dynamic = 'force-dynamic';
 
 const SIGN_IN_ERRORS: Record<string, string> = {
   'invalid-email': 'Enter a valid e-mail address.',
-  'local-sign-in-unavailable': 'Local sign-in is only available in embedded development mode.',
+  'local-sign-in-unavailable': 'Local sign-in is only available in local development mode.',
 };
 
 type Account = Awaited<ReturnType<typeof getAccount>>;
@@ -26,7 +26,8 @@ export default async function AccountPage({ searchParams }: { searchParams: Prom
   try {
     config = getConfig();
   } catch (error) {
-    return <Shell><p role="alert">{(error as Error).message}</p></Shell>;
+    // The reason (what to set) is in the server log; a visitor learns only that it is refused.
+    return <Shell><p role="alert">{toApiError(error).message}</p></Shell>;
   }
 
   const token = (await cookies()).get(SESSION_COOKIE)?.value;
@@ -76,7 +77,7 @@ function SignIn({ config }: { config: Config }) {
       <section className="panel" aria-labelledby="local-sign-in">
         <h2 id="local-sign-in">Local sign-in <span className="badge warn">development only</span></h2>
         <p className="muted">
-          This service runs in embedded mode, without an Auth server. Sign in as any e-mail to get a dev token
+          This service runs in local development mode, without an Auth server. Sign in as any e-mail to get a dev token
           (the same e-mail is always the same user). This form does not exist when Supabase is configured or deployed.
         </p>
         <form action={signInLocally}>

@@ -1,14 +1,23 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { isToken68 } from './auth/authorization-header.ts';
 
 /**
  * The service's configuration: one zod schema over process.env, read lazily (first use, or after
  * `resetConfig()` in tests). Empty strings count as unset, so `FOO=` in a .env file means "not set".
  *
  * Which database:  DATABASE_URL -> postgres; else SUPABASE_URL + SUPABASE_SECRET_KEY -> supabase;
- *                  else embedded (PGlite in a local folder, for development only).
+ *                  else embedded (PGlite in a local folder, local mode only).
  * Which auth:      SUPABASE_URL -> the project's JWKS (plus HS256 when SUPABASE_JWT_SECRET is set);
- *                  SUPABASE_JWT_SECRET alone -> HS256; nothing -> a local dev key (never when deployed).
+ *                  SUPABASE_JWT_SECRET alone -> HS256; nothing -> a local dev key (local mode only).
+ *
+ * Local mode is the one place development conveniences exist (the embedded database, the dev
+ * signing key and `npm run token`, the dev webhook secrets, local sign-in on the account page):
+ * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, not on Vercel:
+ * a newcomer's `npm run dev`), or LOCAL_DEV=1 asks for it (tests and benches on a real Postgres
+ * with dev tokens; refused on Vercel). Anywhere else a configuration that lacks something a
+ * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
+ * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
  */
 
 const emptyAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
@@ -47,26 +56,36 @@ export const envSchema = z.object({
   LEAGUES_WEBHOOK_SECRET: optionalString,
   LEAGUES_WEBHOOK_SECRET_PREVIOUS: optionalString,
   BILLING_IGNORE_SANDBOX: booleanFlag(false),
-  APP_ORIGIN: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('http://localhost:3000')),
+  APP_ORIGIN: optionalUrl,
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
   NEXT_PUBLIC_SUPABASE_URL: optionalUrl,
   NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: optionalString,
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
+  LOCAL_DEV: booleanFlag(false),
   VERCEL: optionalString,
 });
+
+/** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start`). */
+export const LOCAL_APP_ORIGIN = 'http://localhost:3000';
 
 export type DatabaseMode = 'embedded' | 'postgres' | 'supabase';
 export type AuthMode = 'supabase-jwks' | 'hs256' | 'dev-key';
 
-/** Secrets documented in the README for local development; only ever used in embedded mode. */
+/** Secrets documented in the README for local development; only ever used in local mode. */
 export const DEV_WEBHOOK_SECRETS = {
   subscription: 'dev-subscription-webhook-secret',
   leagues: 'dev-leagues-webhook-secret',
 } as const;
 
 export interface Config {
+  /** On Vercel (VERCEL=1). */
   deployed: boolean;
+  /**
+   * Development conveniences are on (see the top of this file). Never true on Vercel; false
+   * whenever anything production-like is configured, unless LOCAL_DEV=1.
+   */
+  local: boolean;
   databaseMode: DatabaseMode;
   databaseUrl?: string;
   databasePoolMax: number;
@@ -117,6 +136,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const e = parsed.data;
   const deployed = e.VERCEL === '1';
+  if (deployed && e.LOCAL_DEV) {
+    throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL=1): it turns on dev keys and dev secrets. Remove it.');
+  }
+  const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
   const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
 
   const databaseMode: DatabaseMode = e.DATABASE_URL
@@ -134,13 +157,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     return n;
   });
 
-  // The documented dev secrets exist only for local embedded runs, never on a deployment.
-  const embedded = databaseMode === 'embedded' && !deployed;
+  // The documented dev secrets exist only in local mode.
   const secretsFor = (current: string | undefined, previous: string | undefined, devSecret: string) =>
-    current ? [current, ...(previous ? [previous] : [])] : embedded ? [devSecret] : [];
+    current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
   const config: Config = {
     deployed,
+    local,
     databaseMode,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
@@ -160,7 +183,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
     billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
-    appOrigin: new URL(e.APP_ORIGIN).origin,
+    appOrigin: new URL(e.APP_ORIGIN ?? LOCAL_APP_ORIGIN).origin,
     wallet: { evmChainIds, solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'] },
     // Read here, at run time, rather than as process.env.NEXT_PUBLIC_* in a page, which Next
     // would freeze at build time.
@@ -171,7 +194,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     logLevel: e.LOG_LEVEL,
   };
 
-  if (deployed) assertDeployable(config);
+  // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
+  for (const [name, value] of [['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET], ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS]] as const) {
+    if (value !== undefined && !isToken68(value)) {
+      throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
+    }
+  }
+  if (!local) assertDeployable(config, e.APP_ORIGIN);
   if (config.auth.verifySession && !config.auth.supabaseUrl) {
     throw new ConfigError('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');
   }
@@ -181,22 +210,38 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   return config;
 }
 
-/** On Vercel the dev defaults would be a hole: refuse to run with them, and say what to set. */
-function assertDeployable(config: Config): void {
+/**
+ * Anything that says "this is a real deployment": on Vercel, a database URL, or any Supabase
+ * setting (server or browser side). Raw env, so an empty value still counts as unset.
+ */
+function productionLike(env: Record<string, string | undefined>): boolean {
+  return Object.entries(env).some(([name, value]) =>
+    emptyAsUnset(value) !== undefined && (name === 'VERCEL' || name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)));
+}
+
+/**
+ * Outside local mode nothing falls back to a dev default: every gap is named, and the whole
+ * configuration is refused until it is filled.
+ */
+function assertDeployable(config: Config, appOrigin: string | undefined): void {
   const missing: string[] = [];
-  if (config.databaseMode === 'embedded') missing.push('DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY');
+  if (config.databaseMode === 'embedded') missing.push('DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY (the database)');
   if (config.auth.mode === 'dev-key') missing.push('SUPABASE_URL or SUPABASE_JWT_SECRET (to verify session tokens)');
   if (config.webhookSecrets.subscription.length === 0) missing.push('SUBSCRIPTION_WEBHOOK_SECRET');
   if (config.webhookSecrets.leagues.length === 0) missing.push('LEAGUES_WEBHOOK_SECRET');
+  // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
+  if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {
-    throw new ConfigError(`Deployed (VERCEL=1) without the settings a deployment needs: ${missing.join('; ')}. ` +
-      'The embedded database and the dev keys are for local development only.');
+    throw new ConfigError(`${config.deployed ? 'Deployed (VERCEL=1)' : 'Not in local mode (DATABASE_URL or SUPABASE_* is set)'} without the settings a deployment needs: ` +
+      `${missing.join('; ')}. The embedded database, dev keys, dev webhook secrets and local sign-in exist only in local mode ` +
+      '(nothing production-like set, or LOCAL_DEV=1 off Vercel).');
   }
 }
 
 /** One line for the startup log: which database and which auth, never a secret. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {
+    local: config.local,
     databaseMode: config.databaseMode,
     database:
       config.databaseMode === 'embedded'
@@ -217,7 +262,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
 function describeSecrets(config: Config, which: 'subscription' | 'leagues'): string {
   const secrets = config.webhookSecrets[which];
   if (secrets.length === 0) return 'not configured (503 webhook_not_configured)';
-  if (secrets[0] === DEV_WEBHOOK_SECRETS[which]) return `embedded dev secret "${DEV_WEBHOOK_SECRETS[which]}"`;
+  if (secrets[0] === DEV_WEBHOOK_SECRETS[which]) return `local dev secret "${DEV_WEBHOOK_SECRETS[which]}"`;
   return secrets.length > 1 ? 'current + previous' : 'current';
 }
 

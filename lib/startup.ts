@@ -5,8 +5,8 @@ export function logStartup(): void {
   try {
     const config = getConfig();
     log.info(describeConfig(config), `account-link-service: ${config.databaseMode} database, ${config.auth.mode} auth`);
-    if (config.databaseMode === 'embedded') {
-      log.info('embedded mode is for local development: dev webhook secrets as listed above; `npm run token` mints session tokens');
+    if (config.local) {
+      log.info('local mode (development only): dev defaults fill what is not set (embedded database, dev webhook secrets as listed above, `npm run token` and local sign-in with the dev key)');
     }
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;

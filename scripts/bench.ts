@@ -200,6 +200,9 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
     LEAGUES_WEBHOOK_SECRET: LEAGUES_SECRET,
     SUPABASE_URL: undefined,
     DATABASE_URL: undefined,
+    // Postgres mode with dev-key session tokens: local mode, asked for explicitly.
+    LOCAL_DEV: '1',
+    VERCEL: undefined,
     LOG_LEVEL: 'info',
   };
   if (mode === 'postgres') {

@@ -1,4 +1,4 @@
-import { sessionToken } from '../actions.ts';
+import { callApiAsSignedInUser, type PageApiRequest } from '../actions.ts';
 
 /**
  * The page's client for the API: `fetch` with the session token, problem+json errors turned into
@@ -14,32 +14,24 @@ export class ApiRequestError extends Error {
   }
 }
 
-export async function callApi<T>(path: string, init: { method?: string; body?: unknown } = {}): Promise<T> {
-  const token = await sessionToken();
-  if (!token) throw new ApiRequestError('Your session has ended; sign in again.', 401, 'missing_token');
-  let response: Response;
+/**
+ * Call the API as the signed-in user. The request runs on the server (a server action holding the
+ * httpOnly session cookie), so the session token never reaches this page's JavaScript.
+ */
+export async function callApi<T>(path: string, init: { method?: PageApiRequest['method']; body?: unknown } = {}): Promise<T> {
+  let response: { status: number; body: unknown };
   try {
-    response = await fetch(path, {
-      method: init.method ?? 'GET',
-      headers: { authorization: `Bearer ${token}`, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: init.body === undefined ? undefined : JSON.stringify(init.body),
-    });
+    response = await callApiAsSignedInUser({ method: init.method ?? 'POST', path, body: init.body });
   } catch {
     throw new ApiRequestError('Could not reach the service. Check your connection and try again.', 0);
   }
   if (response.status === 204) return undefined as T;
-  const text = await response.text();
-  let body: unknown;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    body = undefined;
-  }
-  if (!response.ok) {
-    const problem = (body ?? {}) as { detail?: string; title?: string; code?: string };
+  if (response.status < 200 || response.status >= 300) {
+    const problem = (response.body ?? {}) as { detail?: string; title?: string; code?: string };
+    if (problem.code === 'missing_token') throw new ApiRequestError('Your session has ended; sign in again.', 401, 'missing_token');
     throw new ApiRequestError(problem.detail ?? problem.title ?? `The service answered ${response.status}.`, response.status, problem.code);
   }
-  return body as T;
+  return response.body as T;
 }
 
 /** A problem the page itself found (no wallet installed, a wrong chain): shown as it is. */

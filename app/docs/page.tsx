@@ -1,13 +1,17 @@
 import Link from 'next/link';
+import { connection } from 'next/server';
 import { PROBLEM_CATALOG } from '#lib/http/problem.ts';
 import { SwaggerUi } from './swagger-ui.tsx';
 
 export const metadata = { title: 'API reference · Account link service' };
 
 // GET /docs - the API reference for people: the OpenAPI document rendered, and every problem code
-export default function DocsPage() {
+export default async function DocsPage() {
+  // Rendered per request, so Next can put the proxy's CSP nonce on its scripts (a prerendered
+  // page would carry none, and the policy would block them).
+  await connection();
   return (
-    <main style={{ maxWidth: '72rem' }}>
+    <main className="wide">
       <p><Link href="/">← Your account</Link> · <a href="/api/openapi.json">openapi.json</a></p>
       <h1>API reference</h1>
       <noscript><p>The interactive reference needs JavaScript; the raw document is at <a href="/api/openapi.json">/api/openapi.json</a>.</p></noscript>

@@ -4,7 +4,7 @@ import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import type { Config } from '../config.ts';
 
 /**
- * The local dev signing key for embedded mode (never used when deployed): an ES256 key pair kept in
+ * The local dev signing key for local mode (never outside it): an ES256 key pair kept in
  * a git-ignored file beside the embedded database, made on first use, so `npm run token` and the
  * running service agree without any configuration.
  */

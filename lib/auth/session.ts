@@ -3,6 +3,7 @@ import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVer
 import { getConfig, type Config } from '../config.ts';
 import { DomainError, type DomainErrorCode } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
+import { bearerCredentials } from './authorization-header.ts';
 import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
 
 /** The caller, as proven by a verified session token. */
@@ -63,9 +64,9 @@ function readBearerToken(header: string | null): string {
   if (header === null || header.trim() === '') {
     throw unauthorized('missing_token', 'Send the session token as "Authorization: Bearer <token>".');
   }
-  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header.trim());
-  if (!match) throw unauthorized('invalid_token', 'The Authorization header must be exactly "Bearer <token>".');
-  return match[1]!;
+  const token = bearerCredentials(header);
+  if (token === null) throw unauthorized('invalid_token', 'The Authorization header must be "Bearer <token>".');
+  return token;
 }
 
 async function verifySessionToken(token: string, config: Config): Promise<JWTPayload> {

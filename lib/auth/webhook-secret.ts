@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { getConfig } from '../config.ts';
 import { DomainError } from '../errors.ts';
+import { bearerCredentials } from './authorization-header.ts';
 
 export type WebhookName = 'subscription' | 'leagues';
 
@@ -17,19 +18,13 @@ export function authenticateWebhook(request: Request, webhook: WebhookName): voi
     const variable = webhook === 'subscription' ? 'SUBSCRIPTION_WEBHOOK_SECRET' : 'LEAGUES_WEBHOOK_SECRET';
     throw new DomainError('webhook_not_configured', `This webhook is not configured: set ${variable} on the server.`, { retryAfterSeconds: 60 });
   }
-  const presented = webhook === 'subscription' ? bearerValue(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
+  const presented = webhook === 'subscription' ? bearerCredentials(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
   if (presented === null || !matchesAny(presented, secrets)) {
     const where = webhook === 'subscription' ? 'the "Authorization: Bearer <secret>" header' : 'the "x-webhook-secret" header';
     throw new DomainError('invalid_webhook_secret', `Missing or wrong webhook secret in ${where}.`, {
       challenge: webhook === 'subscription' ? { scheme: 'Bearer', realm: 'subscription-billing' } : { scheme: 'WebhookSecret', realm: 'leagues-sync' },
     });
   }
-}
-
-function bearerValue(header: string | null): string | null {
-  if (header === null) return null;
-  const match = /^Bearer (.+)$/i.exec(header);
-  return match ? match[1]! : null;
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();

@@ -35,6 +35,8 @@ export async function runMigrations(session: SqlSession, dir = migrationsDir()):
         applied_at timestamptz not null default now()
       );
       alter table public.schema_migrations enable row level security;
+      -- Supabase's default privileges would hand it to the API roles (see the hardening migration).
+      revoke all on table public.schema_migrations from public, anon, authenticated;
     `);
   });
   const pushedBySupabase = await supabaseVersions(session);

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { ConfigError } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
+import { acceptRequestId } from './request-id.ts';
 import { ApiError, isProblemCode, PROBLEM_CATALOG, problemFromDomainError, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -83,10 +83,8 @@ function wrap(handler: RouteHandler): NextHandler {
   };
 }
 
-/** Keep a caller's request id when it is sane (so logs correlate across services); else make one. */
-function acceptRequestId(value: string | null): string {
-  return value && /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? value : randomUUID();
-}
+/** All a caller learns of a refused configuration; the server log names what to set. */
+export const MISCONFIGURED_DETAIL = 'The service is misconfigured.';
 
 export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
   if (error instanceof ApiError) return error;
@@ -109,8 +107,9 @@ export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
     return new ApiError('invalid_request', { detail: `A value in the request cannot be stored: ${error.reason}.` });
   }
   if (error instanceof ConfigError) {
+    // What to set is for the operator (here, and in the startup log), not for every caller.
     requestLog.error({ err: { message: error.message } }, 'configuration error');
-    return new ApiError('service_misconfigured', { detail: error.message });
+    return new ApiError('service_misconfigured', { detail: MISCONFIGURED_DETAIL, headers: { 'retry-after': '60' } });
   }
   requestLog.error({ err: error }, 'unhandled error');
   return new ApiError('internal_error', { detail: 'Something went wrong on our side.' });

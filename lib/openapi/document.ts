@@ -107,7 +107,7 @@ export const OPERATIONS: Operation[] = [
 ];
 
 const SECURITY_SCHEMES = {
-  session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A Supabase session access token (embedded mode: `npm run token`).' },
+  session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A Supabase session access token (local mode: `npm run token`).' },
   billingSecret: { type: 'http', scheme: 'bearer', description: 'SUBSCRIPTION_WEBHOOK_SECRET, as RevenueCat sends it: `Authorization: Bearer <secret>`.' },
   leaguesSecret: { type: 'apiKey', in: 'header', name: 'x-webhook-secret', description: 'LEAGUES_WEBHOOK_SECRET.' },
 } as const;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Config } from '../config.ts';
 
 /**
  * The account page keeps the signed-in user's access token in an httpOnly cookie, so the page can
@@ -7,18 +8,19 @@ import { createHash } from 'node:crypto';
  */
 export const SESSION_COOKIE = 'account_session';
 
-export function sessionCookieOptions(appOrigin: string, expiresAt: Date) {
+/** Secure whenever not in local mode (where APP_ORIGIN must be https anyway), and on any https origin. */
+export function sessionCookieOptions(config: Pick<Config, 'local' | 'appOrigin'>, expiresAt: Date) {
   return {
     httpOnly: true,
     sameSite: 'lax' as const,
-    secure: appOrigin.startsWith('https://'),
+    secure: !config.local || config.appOrigin.startsWith('https://'),
     path: '/',
     expires: expiresAt,
   };
 }
 
 /**
- * Local sign-in (embedded mode only) names the user by e-mail; the same e-mail always maps to the
+ * Local sign-in (local mode only) names the user by e-mail; the same e-mail always maps to the
  * same user id, so wallets linked yesterday are still there today.
  */
 export function localUserIdFor(email: string): string {

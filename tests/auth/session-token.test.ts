@@ -30,7 +30,8 @@ describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () =>
 
   beforeAll(async () => {
     auth = await startFakeSupabaseAuth();
-    restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'false' });
+    // LOCAL_DEV: an Auth server but no database or webhook secrets, which only local mode allows.
+    restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'false', LOCAL_DEV: '1' });
     db = await useTestDatabase('pglite');
   });
   afterAll(async () => {

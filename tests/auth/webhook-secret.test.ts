@@ -34,7 +34,7 @@ describe.each([
   { webhook: 'leagues' as const, header: 'x-webhook-secret', wrap: (v: string) => v, env: 'LEAGUES_WEBHOOK_SECRET' },
 ])('the $webhook webhook secret ($header)', ({ webhook, header, wrap, env }) => {
   it.each(matrix)('$name -> $expected', ({ value, expected }) => {
-    const restore = setEnv({ DATABASE_URL: 'postgres://db/app', [env]: SECRET, [`${env}_PREVIOUS`]: PREVIOUS });
+    const restore = setEnv({ [env]: SECRET, [`${env}_PREVIOUS`]: PREVIOUS });
     try {
       expect(codeFor(value(SECRET).map((v) => [header, wrap(v)]), webhook)).toBe(expected);
     } finally {
@@ -42,10 +42,10 @@ describe.each([
     }
   });
 
-  it('fails closed with 503 webhook_not_configured when unset outside embedded mode', () => {
+  it('fails closed when unset outside local mode: the whole configuration is refused (503 service_misconfigured)', () => {
     const restore = setEnv({ DATABASE_URL: 'postgres://db/app', [env]: undefined, [`${env}_PREVIOUS`]: undefined });
     try {
-      expect(codeFor([[header, wrap('')], [header, wrap('anything')]], webhook)).toBe('webhook_not_configured');
+      expect(codeFor([[header, wrap('')], [header, wrap('anything')]], webhook)).toMatch(new RegExp(`^ConfigError: .*${env}`));
     } finally {
       restore();
     }
@@ -54,7 +54,7 @@ describe.each([
 
 describe('the billing webhook reads only the Bearer scheme', () => {
   it('refuses the secret under Basic or bare', () => {
-    const restore = setEnv({ DATABASE_URL: 'postgres://db/app', SUBSCRIPTION_WEBHOOK_SECRET: SECRET });
+    const restore = setEnv({ SUBSCRIPTION_WEBHOOK_SECRET: SECRET });
     try {
       expect(codeFor([['authorization', `Basic ${SECRET}`]], 'subscription')).toBe('invalid_webhook_secret');
       expect(codeFor([['authorization', SECRET]], 'subscription')).toBe('invalid_webhook_secret');

@@ -31,6 +31,8 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
         NEXT_PUBLIC_SUPABASE_URL: auth.url,
         NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: auth.apiKey,
         AUTH_VERIFY_SESSION: 'true',
+        // Supabase Auth without a database or webhook secrets: only local mode allows that.
+        LOCAL_DEV: '1',
         DATABASE_URL: undefined,
         LOG_LEVEL: 'warn',
       },

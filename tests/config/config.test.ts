@@ -1,15 +1,28 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, loadConfig } from '../../lib/config.ts';
+import { sessionCookieOptions } from '../../lib/web/session-cookie.ts';
+
+/** Everything a deployment needs, on Supabase. */
+const COMPLETE: Record<string, string> = {
+  SUPABASE_URL: 'https://abc.supabase.co',
+  SUPABASE_SECRET_KEY: 'sb_secret_x',
+  SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x',
+  SUBSCRIPTION_WEBHOOK_SECRET: 's',
+  LEAGUES_WEBHOOK_SECRET: 'l',
+  APP_ORIGIN: 'https://app.example.com',
+};
 
 describe('configuration', () => {
+  // Which database and which auth follow from the settings alone; LOCAL_DEV=1 lets the incomplete
+  // ones load (outside local mode they are refused, see below).
   const modes: { name: string; env: Record<string, string>; database: string; auth: string }[] = [
     { name: 'nothing set', env: {}, database: 'embedded', auth: 'dev-key' },
     { name: 'empty strings count as unset', env: { DATABASE_URL: '', SUPABASE_URL: '  ', SUPABASE_SECRET_KEY: '' }, database: 'embedded', auth: 'dev-key' },
-    { name: 'DATABASE_URL', env: { DATABASE_URL: 'postgres://u:p@db:5432/app' }, database: 'postgres', auth: 'dev-key' },
-    { name: 'Supabase URL + secret key', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x' }, database: 'supabase', auth: 'supabase-jwks' },
-    { name: 'legacy service_role key name', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SERVICE_ROLE_KEY: 'eyJ...' }, database: 'supabase', auth: 'supabase-jwks' },
-    { name: 'DATABASE_URL wins over the Data API (pooler + Supabase Auth)', env: { DATABASE_URL: 'postgresql://u:p@pooler:6543/postgres', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x' }, database: 'postgres', auth: 'supabase-jwks' },
-    { name: 'HS256 secret alone', env: { SUPABASE_JWT_SECRET: 'x'.repeat(40) }, database: 'embedded', auth: 'hs256' },
+    { name: 'DATABASE_URL', env: { DATABASE_URL: 'postgres://u:p@db:5432/app', LOCAL_DEV: '1' }, database: 'postgres', auth: 'dev-key' },
+    { name: 'Supabase URL + secret key', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
+    { name: 'legacy service_role key name', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SERVICE_ROLE_KEY: 'eyJ...', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
+    { name: 'DATABASE_URL wins over the Data API (pooler + Supabase Auth)', env: { DATABASE_URL: 'postgresql://u:p@pooler:6543/postgres', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'postgres', auth: 'supabase-jwks' },
+    { name: 'HS256 secret alone', env: { SUPABASE_JWT_SECRET: 'x'.repeat(40), LOCAL_DEV: '1' }, database: 'embedded', auth: 'hs256' },
   ];
 
   it.each(modes)('$name -> $database database, $auth auth', ({ env, database, auth }) => {
@@ -19,14 +32,16 @@ describe('configuration', () => {
   });
 
   it('turns the liveness check on by default only where there is an Auth server', () => {
-    expect(loadConfig({ SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'k' }).auth.verifySession).toBe(true);
+    expect(loadConfig({ SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'k', LOCAL_DEV: '1' }).auth.verifySession).toBe(true);
     expect(loadConfig({}).auth.verifySession).toBe(false);
     expect(() => loadConfig({ AUTH_VERIFY_SESSION: 'true' })).toThrow(ConfigError);
   });
 
-  it('uses the documented dev webhook secrets in embedded mode only', () => {
-    expect(loadConfig({}).webhookSecrets).toEqual({ subscription: [DEV_WEBHOOK_SECRETS.subscription], leagues: [DEV_WEBHOOK_SECRETS.leagues] });
-    expect(loadConfig({ DATABASE_URL: 'postgres://db/app' }).webhookSecrets).toEqual({ subscription: [], leagues: [] });
+  it('uses the documented dev webhook secrets in local mode only', () => {
+    const dev = { subscription: [DEV_WEBHOOK_SECRETS.subscription], leagues: [DEV_WEBHOOK_SECRETS.leagues] };
+    expect(loadConfig({}).webhookSecrets).toEqual(dev);
+    expect(loadConfig({ DATABASE_URL: 'postgres://db/app', LOCAL_DEV: '1' }).webhookSecrets).toEqual(dev);
+    expect(loadConfig(COMPLETE).webhookSecrets).toEqual({ subscription: ['s'], leagues: ['l'] });
   });
 
   it('accepts the current and the previous secret during a rotation', () => {
@@ -34,25 +49,68 @@ describe('configuration', () => {
     expect(config.webhookSecrets).toEqual({ subscription: ['new', 'old'], leagues: ['l'] });
   });
 
-  const deployedCases: { name: string; env: Record<string, string>; mentions: string[] }[] = [
-    { name: 'nothing configured', env: {}, mentions: ['DATABASE_URL', 'SUPABASE_URL', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
-    { name: 'database but no webhook secrets', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'k' }, mentions: ['SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
-    { name: 'Postgres but no token verification', env: { DATABASE_URL: 'postgres://db/app', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' }, mentions: ['SUPABASE_URL or SUPABASE_JWT_SECRET'] },
-  ];
-  it.each(deployedCases)('refuses to run deployed (VERCEL=1) with $name, saying what to set', ({ env, mentions }) => {
-    let message = '';
-    try {
-      loadConfig({ ...env, VERCEL: '1' });
-    } catch (error) {
-      expect(error).toBeInstanceOf(ConfigError);
-      message = (error as Error).message;
-    }
-    for (const name of mentions) expect(message).toContain(name);
+  it('is in local mode with nothing production-like set, or with LOCAL_DEV=1, and nowhere else', () => {
+    expect(loadConfig({}).local).toBe(true);
+    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 's', APP_ORIGIN: 'http://localhost:4000' }).local).toBe(true);
+    expect(loadConfig({ DATABASE_URL: 'postgres://db/app', LOCAL_DEV: '1' }).local).toBe(true);
+    expect(loadConfig({ ...COMPLETE, LOCAL_DEV: 'true' }).local).toBe(true);
+    expect(loadConfig(COMPLETE).local).toBe(false);
+    expect(loadConfig({ ...COMPLETE, VERCEL: '1' }).local).toBe(false);
   });
 
-  it('runs deployed with a complete configuration', () => {
-    const config = loadConfig({ VERCEL: '1', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'k', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' });
-    expect(config.deployed).toBe(true);
+  // The gaps an outside review found: a deployment that is not on Vercel, or not completely set up,
+  // silently got the dev key, the dev webhook secrets, local sign-in or the embedded database.
+  const incomplete: { name: string; env: Record<string, string>; mentions: string[] }[] = [
+    { name: 'only DATABASE_URL (self-hosting)', env: { DATABASE_URL: 'postgres://db/app' }, mentions: ['SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'APP_ORIGIN'] },
+    { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x' }, mentions: ['DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
+    { name: 'only the browser-side Supabase settings', env: { NEXT_PUBLIC_SUPABASE_URL: 'https://abc.supabase.co' }, mentions: ['DATABASE_URL', 'SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
+    { name: 'the HS256 secret alone', env: { SUPABASE_JWT_SECRET: 'x'.repeat(40) }, mentions: ['DATABASE_URL', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
+    { name: 'everything but the webhook secrets', env: { ...COMPLETE, SUBSCRIPTION_WEBHOOK_SECRET: '', LEAGUES_WEBHOOK_SECRET: '' }, mentions: ['SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
+    { name: 'everything but APP_ORIGIN', env: { ...COMPLETE, APP_ORIGIN: '' }, mentions: ['APP_ORIGIN'] },
+    { name: 'an http:// APP_ORIGIN', env: { ...COMPLETE, APP_ORIGIN: 'http://app.example.com' }, mentions: ['APP_ORIGIN'] },
+  ];
+  it.each(incomplete)('refuses $name, off Vercel too, naming what to set', ({ env, mentions }) => {
+    for (const where of [{}, { VERCEL: '1' }]) {
+      let message = '';
+      try {
+        loadConfig({ ...env, ...where });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        message = (error as Error).message;
+      }
+      for (const name of mentions) expect(message).toContain(name);
+    }
+  });
+
+  it.each(incomplete)('loads $name with LOCAL_DEV=1 off Vercel (tests and benches), and refuses LOCAL_DEV=1 on Vercel', ({ env }) => {
+    expect(loadConfig({ ...env, LOCAL_DEV: '1', AUTH_VERIFY_SESSION: 'false' }).local).toBe(true);
+    expect(() => loadConfig({ ...env, LOCAL_DEV: '1', VERCEL: '1' })).toThrow(/LOCAL_DEV/);
+  });
+
+  it('refuses to run on Vercel with nothing configured, saying what to set', () => {
+    expect(() => loadConfig({ VERCEL: '1' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET.*SUBSCRIPTION_WEBHOOK_SECRET.*LEAGUES_WEBHOOK_SECRET.*APP_ORIGIN/);
+  });
+
+  it('runs with a complete configuration, on Vercel or elsewhere, with no dev default in it', () => {
+    for (const where of [{}, { VERCEL: '1' }]) {
+      const config = loadConfig({ ...COMPLETE, ...where });
+      expect({ local: config.local, database: config.databaseMode, auth: config.auth.mode, appOrigin: config.appOrigin })
+        .toEqual({ local: false, database: 'supabase', auth: 'supabase-jwks', appOrigin: 'https://app.example.com' });
+    }
+    expect(loadConfig({ ...COMPLETE, VERCEL: '1' }).deployed).toBe(true);
+  });
+
+  it('makes the session cookie Secure whenever not in local mode', () => {
+    const expires = new Date();
+    expect(sessionCookieOptions(loadConfig(COMPLETE), expires).secure).toBe(true);
+    expect(sessionCookieOptions(loadConfig({}), expires).secure).toBe(false);
+    expect(sessionCookieOptions(loadConfig({ APP_ORIGIN: 'https://dev.example.test' }), expires).secure).toBe(true);
+  });
+
+  it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
+    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
   });
 
   it('reports invalid values by name', () => {
@@ -70,6 +128,7 @@ describe('configuration', () => {
       SUBSCRIPTION_WEBHOOK_SECRET: secrets[3],
       SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: secrets[4],
       LEAGUES_WEBHOOK_SECRET: secrets[5],
+      APP_ORIGIN: 'https://app.example.com',
     });
     const line = JSON.stringify(describeConfig(config));
     for (const secret of secrets) expect(line).not.toContain(secret);

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { pgliteSession } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
@@ -8,6 +11,38 @@ import type { PGlite } from '@electric-sql/pglite';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
+
+type Sql = <T = Record<string, unknown>>(text: string, values?: unknown[]) => Promise<T[]>;
+
+/**
+ * Every right anon or authenticated holds on a table, view or sequence of the public schema, and
+ * every public function they may execute (or service_role may not): none is expected. The
+ * service reaches its data only through its functions, as service_role.
+ */
+async function apiRoleGrants(sql: Sql): Promise<string[]> {
+  const relations = await sql<{ grant: string }>(`
+    select format('%s on %s %s', r.role, case c.relkind when 'S' then 'sequence' else 'table' end, c.relname) || ': ' || p.privilege as grant
+    from pg_class c
+    join pg_namespace n on n.oid = c.relnamespace
+    cross join (values ('anon'), ('authenticated')) r(role)
+    cross join lateral unnest(case when c.relkind = 'S' then array['USAGE', 'SELECT', 'UPDATE']
+                                   else array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] end) p(privilege)
+    where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
+      and case when c.relkind = 'S' then has_sequence_privilege(r.role, c.oid, p.privilege)
+               else has_table_privilege(r.role, c.oid, p.privilege) end
+    order by 1`);
+  const functions = await sql<{ grant: string }>(`
+    select p.proname || ': ' || concat_ws(', ',
+             case when has_function_privilege('anon', p.oid, 'execute') then 'anon may execute' end,
+             case when has_function_privilege('authenticated', p.oid, 'execute') then 'authenticated may execute' end,
+             case when not has_function_privilege('service_role', p.oid, 'execute') then 'service_role may not execute' end) as grant
+    from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+    where n.nspname = 'public' and p.prokind = 'f'
+      and (has_function_privilege('anon', p.oid, 'execute') or has_function_privilege('authenticated', p.oid, 'execute')
+           or not has_function_privilege('service_role', p.oid, 'execute'))
+    order by 1`);
+  return [...relations, ...functions].map((row) => row.grant);
+}
 
 describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   let db: TestDatabase;
@@ -41,16 +76,10 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
     expect(uid!.uid).toBeNull();
   });
 
-  it('lets only service_role execute the service functions', async () => {
-    const rows = await db.sql<{ proname: string; anon: boolean; authenticated: boolean; service: boolean }>(`
-      select p.proname,
-             has_function_privilege('anon', p.oid, 'execute') as anon,
-             has_function_privilege('authenticated', p.oid, 'execute') as authenticated,
-             has_function_privilege('service_role', p.oid, 'execute') as service
-      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-      where n.nspname = 'public' and p.prokind = 'f'`);
-    expect(rows.length).toBeGreaterThan(0);
-    for (const row of rows) expect({ fn: row.proname, anon: row.anon, authenticated: row.authenticated, service: row.service }).toEqual({ fn: row.proname, anon: false, authenticated: false, service: true });
+  it('gives anon and authenticated nothing in public (tables, sequences, functions); only service_role executes the functions', async () => {
+    const [{ n }] = await db.sql<{ n: number }>(`select count(*)::int as n from pg_proc p join pg_namespace ns on ns.oid = p.pronamespace where ns.nspname = 'public'`) as [{ n: number }];
+    expect(n).toBeGreaterThan(0);
+    expect(await apiRoleGrants(db.sql)).toEqual([]);
   });
 
   it('enables row level security on every public table', async () => {
@@ -70,8 +99,16 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   });
 });
 
+/**
+ * A database shaped like a Supabase project, on the real Postgres server: the API roles, an auth
+ * schema owned by someone else, a migrating role like Supabase's `postgres` (no CREATE on auth; USAGE
+ * and TRIGGER on auth.users), and Supabase's default privileges, which hand every new table,
+ * function and sequence of that role in public to anon and authenticated. Grant tests on the
+ * project's own bootstrap alone would pass a new table or function that forgets its revoke.
+ */
 describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
-  it('only reads what Supabase already has: no CREATE right on the auth schema is needed', async () => {
+  let migratorUrl: string;
+  beforeAll(async () => {
     const { inject } = await import('vitest');
     const { createDatabase } = await import('../support/postgres-server.ts');
     const { default: pgModule } = await import('pg');
@@ -82,8 +119,6 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
     const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
     const role = `migrator_${randomBytes(4).toString('hex')}`;
 
-    // As the superuser: what Supabase provides, owned by someone else, plus a role like Supabase's
-    // `postgres` (no CREATE on auth, but USAGE and TRIGGER on auth.users).
     const admin = new pgModule.Client({ connectionString: adminUrl });
     await admin.connect();
     try {
@@ -99,15 +134,21 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
         create role ${role} login password 'pw' createrole;
         grant anon, authenticated, service_role to ${role};
         grant create, usage on schema public to ${role};
+        grant usage on schema public to anon, authenticated, service_role;
         grant usage on schema auth to ${role};
         grant select, trigger, references on auth.users to ${role};
+        alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
+        alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
+        alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
         alter database ${name} owner to ${role};
       `);
     } finally {
       await admin.end();
     }
+    migratorUrl = adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+  });
 
-    const migratorUrl = adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+  it('only reads what Supabase already has (no CREATE right on the auth schema), and two processes migrate once', async () => {
     // Two processes starting at once: each migration still runs once.
     const [first, second] = await Promise.all([
       openPostgres({ connectionString: migratorUrl, max: 2 }),
@@ -120,6 +161,40 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
     } finally {
       await first.close();
       await second.close();
+    }
+  });
+
+  /** Supabase's splinter lints (postgres-language-server dblint) on the migrated database. */
+  function dblint(configPath?: string): { category: string; message: string }[] {
+    const result = spawnSync('node_modules/.bin/postgres-language-server', [
+      'dblint', `--connection-string=${migratorUrl}`, '--reporter=json', '--max-diagnostics=none', '--colors=off', ...(configPath ? [`--config-path=${configPath}`] : []),
+    ], { encoding: 'utf8', timeout: 60_000 });
+    if (result.status !== 0) throw new Error(`dblint failed (${result.status}): ${result.stderr}${result.stdout}`);
+    return (JSON.parse(result.stdout) as { diagnostics: { category: string; message: string }[] }).diagnostics.map(({ category, message }) => ({ category, message }));
+  }
+
+  it('passes Supabase\'s database lints as configured in postgres-language-server.jsonc', () => {
+    expect(dblint()).toEqual([]);
+  });
+
+  it('with every lint on, finds only the two the configuration explains (deny-all RLS; index use on a fresh database)', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'dblint-all-'));
+    try {
+      writeFileSync(path.join(dir, 'postgres-language-server.jsonc'), JSON.stringify({ splinter: { enabled: true, rules: { all: true } } }));
+      const findings = dblint(dir);
+      expect(findings.filter(({ category }) => category === 'splinter/security/rlsEnabledNoPolicy').length).toBeGreaterThan(5);
+      expect(findings.filter(({ category }) => !['splinter/security/rlsEnabledNoPolicy', 'splinter/performance/unusedIndex'].includes(category))).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('gives anon and authenticated nothing in public despite Supabase\'s default privileges', async () => {
+    const db = await openPostgres({ connectionString: migratorUrl, max: 1 });
+    try {
+      expect(await apiRoleGrants(async (text, values) => (await db.pool.query(text, values)).rows)).toEqual([]);
+    } finally {
+      await db.close();
     }
   });
 });

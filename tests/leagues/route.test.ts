@@ -184,19 +184,20 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
     while (restores.length > 0) restores.pop()!();
   });
 
-  it('answers 503 webhook_not_configured when no secret is set outside embedded mode', async () => {
+  it('answers 503 service_misconfigured when no secret is set outside local mode (the dev secret included)', async () => {
     restores.push(setEnv({ DATABASE_URL: 'postgres://app:secret@127.0.0.1:1/app', LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
     const calls = dbCallCount();
     for (const headers of [{ 'x-webhook-secret': 'dev-leagues-webhook-secret' }, { 'x-webhook-secret': 'anything' }, {}] as Record<string, string>[]) {
       const response = await post(delivery('s', {}), headers);
       expect({ status: response.status, code: response.body?.code, retryAfter: response.headers.get('retry-after') })
-        .toEqual({ status: 503, code: 'webhook_not_configured', retryAfter: expect.stringMatching(/^\d+$/) });
-      expect(response.body.detail).toContain('LEAGUES_WEBHOOK_SECRET');
+        .toEqual({ status: 503, code: 'service_misconfigured', retryAfter: expect.stringMatching(/^\d+$/) });
+      // The server log names what to set; the caller is told only that the service is misconfigured.
+      expect(response.body.detail).not.toContain('LEAGUES_WEBHOOK_SECRET');
     }
     expect(dbCallCount()).toBe(calls);
   });
 
-  it('accepts the documented dev secret in embedded mode when none is set, and the README curl line works', async () => {
+  it('accepts the documented dev secret in local mode when none is set, and the README curl line works', async () => {
     restores.push(setEnv({ DATABASE_URL: undefined, SUPABASE_URL: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
     const db = await useTestDatabase('pglite');
     try {
@@ -223,7 +224,7 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
 
   it('answers 503 database_unavailable with Retry-After when the database does not answer', async () => {
     // The configured database is a real Postgres address where nothing listens.
-    restores.push(setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, LEAGUES_WEBHOOK_SECRET: SECRET }));
+    restores.push(setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, LEAGUES_WEBHOOK_SECRET: SECRET, LOCAL_DEV: '1' }));
     await closeDatabase();
     try {
       const response = await post(delivery(freshSource(), { id: 'retry-me', leagues: [league('a', at(1))] }));

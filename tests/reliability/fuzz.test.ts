@@ -211,22 +211,23 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     }));
   });
 
-  // Found by the property below: Next answered these with a bare 500 before the route ran (fixed in proxy.ts).
-  const malformedIds: { method: string; id: string; status: number; code: string }[] = [
-    { method: 'DELETE', id: '%', status: 404, code: 'link_not_found' },
-    { method: 'DELETE', id: '%zz', status: 404, code: 'link_not_found' },
-    { method: 'DELETE', id: '%FF', status: 404, code: 'link_not_found' },
-    { method: 'DELETE', id: '%C0%AF', status: 404, code: 'link_not_found' },
-    { method: 'DELETE', id: '%E0%A4%A', status: 404, code: 'link_not_found' },
-    { method: 'DELETE', id: '00000000-0000-4000-8000-00000000000%', status: 404, code: 'link_not_found' },
-    { method: 'GET', id: '%zz', status: 405, code: 'method_not_allowed' },
-    { method: 'POST', id: '%FF', status: 405, code: 'method_not_allowed' },
+  // Found by the property below: Next answered these with a bare 500 before the route ran. The
+  // proxy answers them itself (lib/http/malformed-path.ts): the path names nothing, whatever the method.
+  const malformedIds: { method: string; id: string }[] = [
+    { method: 'DELETE', id: '%' },
+    { method: 'DELETE', id: '%zz' },
+    { method: 'DELETE', id: '%FF' },
+    { method: 'DELETE', id: '%C0%AF' },
+    { method: 'DELETE', id: '%E0%A4%A' },
+    { method: 'DELETE', id: '00000000-0000-4000-8000-00000000000%' },
+    { method: 'GET', id: '%zz' },
+    { method: 'POST', id: '%FF' },
   ];
-  it.each(malformedIds)('$method /api/wallet-link/$id (malformed percent-encoding) -> $status $code as problem+json, nothing changed', async ({ method, id, status, code }) => {
+  it.each(malformedIds)('$method /api/wallet-link/$id (malformed percent-encoding) -> 404 not_found as problem+json, nothing changed', async ({ method, id }) => {
     const target = TARGETS.find((t) => t.route === 'wallet-link/[linkId]')!;
     const answer = await probe(target, 'malformed escape', urlOf(target.route, id, true), { method, headers: credentials(target, owner) });
     expect({ status: answer.status, type: answer.headers.get('content-type'), code: answer.body?.code, requestId: answer.body?.requestId })
-      .toEqual({ status, type: 'application/problem+json', code, requestId: answer.headers.get('x-request-id') });
+      .toEqual({ status: 404, type: 'application/problem+json', code: 'not_found', requestId: answer.headers.get('x-request-id') });
   });
 
   it('a well-formed link id still reaches the route untouched (the owner unlinks: 204)', async () => {

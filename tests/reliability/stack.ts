@@ -105,6 +105,8 @@ export async function startStack(): Promise<ReliabilityStack> {
     LEAGUES_WEBHOOK_SECRET: secrets.leagues,
     LEAGUES_WEBHOOK_SECRET_PREVIOUS: secrets.leaguesPrevious,
     APP_ORIGIN,
+    // Postgres with dev-key session tokens: local mode, asked for explicitly.
+    LOCAL_DEV: '1',
     // Nothing from the caller's shell may change the mode under test.
     SUPABASE_URL: undefined,
     SUPABASE_SECRET_KEY: undefined,

@@ -41,7 +41,7 @@ describe('GET /api/health', () => {
   });
 
   it('answers 503 with Retry-After when the database does not answer, and says the mode', async () => {
-    const restore = setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none` });
+    const restore = setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, LOCAL_DEV: '1' });
     try {
       await closeDatabase();
       const response = await callRoute(healthRoute);

@@ -78,13 +78,25 @@ function newestSourceMtime(): number {
   return newest;
 }
 
-export async function startNextServer(options: { env?: Record<string, string | undefined>; timeoutMs?: number } = {}): Promise<NextServer> {
+export interface StartOptions {
+  env?: Record<string, string | undefined>;
+  timeoutMs?: number;
+  /**
+   * Start it the way users do, `next start` without `-H` (bound to every interface), instead of
+   * bound to 127.0.0.1. Next behaves differently between the two (a proxy rewrite that works on
+   * one failed on the other), so the HTTP-contract tests run on both. Requests still go to 127.0.0.1.
+   */
+  everyInterface?: boolean;
+}
+
+export async function startNextServer(options: StartOptions = {}): Promise<NextServer> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries({ ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...options.env })) if (value !== undefined) env[key] = value;
   const started = performance.now();
-  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port), '-H', '127.0.0.1'], {
+  const bind = options.everyInterface ? [] : ['-H', '127.0.0.1'];
+  const child: ChildProcess = spawn(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'start', '-p', String(port), ...bind], {
     cwd: ROOT,
     env: env as NodeJS.ProcessEnv,
     detached: true, // its own process group, so stop() ends the launcher and next-server together

@@ -78,7 +78,7 @@ describe('session liveness (AUTH_VERIFY_SESSION) against a Supabase Auth stand-i
   let restoreEnv: () => void;
   beforeAll(async () => {
     auth = await startFakeSupabaseAuth();
-    restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'true' });
+    restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'true', LOCAL_DEV: '1' });
     db = await useTestDatabase('postgres');
   });
   afterAll(async () => {

@@ -1,0 +1,91 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import * as meRoute from '../../app/api/me/route.ts';
+import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
+import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
+import { signInLocally } from '../../app/actions.ts';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { delivery, freshSource, league } from '../leagues/fixtures.ts';
+import { suiteDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { callRoute } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
+
+/**
+ * Development conveniences exist only in local mode. The configurations an outside review found
+ * them in (a self-hosted DATABASE_URL; a half-set Supabase project) are refused as a whole: a dev
+ * token, a dev webhook secret and local sign-in get nothing, and the database stays untouched.
+ */
+const MIXED: { name: string; env: Record<string, string> }[] = [
+  { name: 'only DATABASE_URL (self-hosting)', env: { DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app' } },
+  { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', AUTH_VERIFY_SESSION: 'false' } },
+  { name: 'a Supabase database but no webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false', APP_ORIGIN: 'https://app.example.com' } },
+];
+/** Everything a test process may have set, cleared, so each case is exactly its own settings. */
+const CLEAR = Object.fromEntries(['DATABASE_URL', 'SUPABASE_URL', 'SUPABASE_SECRET_KEY', 'SUPABASE_PUBLISHABLE_KEY', 'SUPABASE_JWT_SECRET', 'AUTH_VERIFY_SESSION', 'APP_ORIGIN', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'LOCAL_DEV', 'VERCEL'].map((name) => [name, undefined]));
+
+const count = async (db: { sql: (text: string) => Promise<unknown[]> }, table: string) => ((await db.sql(`select count(*)::int as n from public.${table}`))[0] as { n: number }).n;
+
+/** What signInLocally did: the redirect it answered with, or the first thing it tried that needs a request. */
+async function trySignInLocally(email: string): Promise<string> {
+  const form = new FormData();
+  form.set('email', email);
+  try {
+    await signInLocally(form);
+    return 'returned';
+  } catch (error) {
+    const digest = (error as { digest?: string }).digest;
+    // redirect() throws NEXT_REDIRECT;<type>;<url>;...; cookies() outside a request throws plainly.
+    return digest?.startsWith('NEXT_REDIRECT') ? `redirect ${digest.split(';')[2]}` : `reached: ${(error as Error).message.slice(0, 60)}`;
+  }
+}
+
+describe('development conveniences outside local mode', () => {
+  const db = suiteDatabase('pglite');
+  const restores: (() => void)[] = [];
+  afterEach(() => {
+    while (restores.length > 0) restores.pop()!();
+  });
+
+  it.each(MIXED)('$name: a dev token, the dev webhook secrets and local sign-in are all refused', async ({ env }) => {
+    // Minted in local mode, with the same dev key a confused deployment would have used.
+    const user = await testUser();
+    restores.push(setEnv({ ...CLEAR, ...env }));
+    const [events, leagues] = [await count(db, 'billing_events'), await count(db, 'leagues')];
+
+    const me = await callRoute(meRoute, { headers: { authorization: user.authorization } });
+    const billing = await callRoute(billingRoute, {
+      method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` }, body: fixture('initial-purchase', { id: `evt-local-${user.userId}`, app_user_id: user.userId }),
+    });
+    const sync = await callRoute(leaguesRoute, {
+      method: 'POST', headers: { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues }, body: delivery(freshSource('local'), { leagues: [league('L1', '2026-11-21T17:59:00Z')] }),
+    });
+    for (const response of [me, billing, sync]) {
+      expect({ status: response.status, type: response.headers.get('content-type'), code: response.body?.code, detail: response.body?.detail })
+        .toEqual({ status: 503, type: 'application/problem+json', code: 'service_misconfigured', detail: 'The service is misconfigured.' });
+      // What to set goes to the log, never to a caller.
+      expect(response.text).not.toMatch(/DATABASE_URL|SUPABASE|WEBHOOK_SECRET|APP_ORIGIN|LOCAL_DEV/);
+    }
+    expect([await count(db, 'billing_events'), await count(db, 'leagues')]).toEqual([events, leagues]);
+    expect(await trySignInLocally('mallory@example.com')).toBe('redirect /?error=local-sign-in-unavailable');
+  });
+
+  it('with LOCAL_DEV=1 the same self-hosting settings are local mode: dev tokens, dev secrets and local sign-in work', async () => {
+    const user = await testUser({ email: 'dev@example.test' });
+    restores.push(setEnv({ ...CLEAR, ...MIXED[0]!.env, LOCAL_DEV: '1' }));
+    const me = await callRoute(meRoute, { headers: { authorization: user.authorization } });
+    expect({ status: me.status, userId: me.body?.userId }).toEqual({ status: 200, userId: user.userId });
+    const billing = await callRoute(billingRoute, {
+      method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` }, body: fixture('initial-purchase', { id: `evt-local-${user.userId}`, app_user_id: user.userId }),
+    });
+    expect(billing.status).toBe(200);
+    // Past the gate, local sign-in goes on to set the cookie (which needs a real request here).
+    expect(await trySignInLocally('dev@example.test')).toMatch(/^reached: /);
+  });
+
+  it('with nothing set (a newcomer\'s npm run dev) local sign-in is on, and refuses a malformed e-mail', async () => {
+    restores.push(setEnv(CLEAR));
+    expect(await trySignInLocally('dev@localhost')).toMatch(/^reached: /);
+    expect(await trySignInLocally('not an e-mail')).toBe('redirect /?error=invalid-email');
+  });
+});

@@ -1,0 +1,119 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mintDevToken } from '../../lib/auth/dev-key.ts';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+
+/**
+ * The HTTP contract as a client meets it on the production server (`next build` + `next start`),
+ * once bound to 127.0.0.1 and once started the way users start it (no `-H`, every interface),
+ * because Next's request handling differs between the two:
+ *   - a path with a trailing slash is answered by the same route as without (no redirect: a
+ *     billing provider counts a 308 as a failed delivery), for every route and method;
+ *   - a malformed percent-encoding anywhere under /api is a problem+json 404, never a bare 500;
+ *   - the Authorization grammar holds over real HTTP too;
+ *   - the page's icon exists.
+ */
+
+const UUID = '00000000-0000-4000-8000-000000000000';
+const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/** Every route under app/api as a concrete path (the catch-all as an unknown path). */
+function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    if (entry.isFile()) return entry.name === 'route.ts' ? [prefix] : [];
+    const segment = entry.name.startsWith('[...') ? 'no/such/path' : entry.name.startsWith('[') ? UUID : entry.name;
+    return apiPaths(path.join(dir, entry.name), `${prefix}/${segment}`);
+  });
+}
+
+const MALFORMED_PATHS = ['/api/wallet-link/%zz', '/api/nope/%FF', '/api/%', '/api/wallet-link/%C0%AF', '/api/webhooks/subscription-billing/%E0%A4%A', '/api/me%', '/api/health/%00%zz/'];
+
+describe.each([
+  { binding: 'bound to 127.0.0.1 (-H)', everyInterface: false },
+  { binding: 'started without -H (every interface)', everyInterface: true },
+])('the production server $binding', ({ everyInterface }) => {
+  let server: NextServer;
+  let dataDir: string;
+  let token: string;
+
+  beforeAll(async () => {
+    ensureProductionBuild();
+    dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-contract-'));
+    const embeddedDbDir = path.join(dataDir, 'pglite');
+    token = await mintDevToken({ embeddedDbDir }, { userId: UUID, email: 'contract@example.test' });
+    server = await startNextServer({
+      everyInterface,
+      env: {
+        EMBEDDED_DB_DIR: embeddedDbDir, DATABASE_URL: undefined, SUPABASE_URL: undefined, SUPABASE_JWT_SECRET: undefined, APP_ORIGIN: undefined,
+        SUBSCRIPTION_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LOCAL_DEV: undefined, VERCEL: undefined, LOG_LEVEL: 'warn',
+      },
+    });
+  }, 240_000);
+  afterAll(async () => {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const request = async (method: string, pathname: string, headers: Record<string, string> = {}, body?: string) => {
+    const response = await fetch(`${server.url}${pathname}`, { method, headers, body, redirect: 'manual' });
+    const text = await response.text();
+    let json: { code?: string; requestId?: string } | undefined;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, type: response.headers.get('content-type'), allow: response.headers.get('allow'), location: response.headers.get('location'), requestId: response.headers.get('x-request-id'), code: json?.code, bodyRequestId: json?.requestId };
+  };
+
+  it.each(apiPaths())('%s: with a trailing slash it answers as without, for every method, with no redirect', async (pathname) => {
+    for (const method of METHODS) {
+      const body = ['GET', 'HEAD'].includes(method) ? undefined : '{}';
+      const headers: Record<string, string> = body ? { 'content-type': 'application/json' } : {};
+      const plain = await request(method, pathname, headers, body);
+      const slashed = await request(method, `${pathname}/`, headers, body);
+      expect({ method, status: slashed.status, type: slashed.type, allow: slashed.allow, code: slashed.code, location: slashed.location })
+        .toEqual({ method, status: plain.status, type: plain.type, allow: plain.allow, code: plain.code, location: null });
+    }
+  });
+
+  it('delivers a billing webhook to the URL pasted with a trailing slash (200, stored once)', async () => {
+    const body = JSON.stringify(fixture('initial-purchase', { id: `evt-slash-${Date.now()}` }));
+    const headers = { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`, 'content-type': 'application/json' };
+    expect((await request('POST', '/api/webhooks/subscription-billing/', headers, body)).status).toBe(200);
+    expect((await request('GET', '/api/me/', { authorization: `Bearer ${token}` })).status).toBe(200);
+  });
+
+  it.each(MALFORMED_PATHS)('%s (malformed percent-encoding) is a problem+json 404 for every method', async (pathname) => {
+    for (const method of METHODS) {
+      const answer = await request(method, pathname);
+      expect({ method, status: answer.status, type: answer.type, code: answer.code })
+        .toEqual({ method, status: 404, type: 'application/problem+json', code: method === 'HEAD' ? undefined : 'not_found' });
+      expect(answer.requestId).toMatch(/^[0-9a-f-]{36}$/);
+      if (method !== 'HEAD') expect(answer.bodyRequestId).toBe(answer.requestId);
+    }
+  });
+
+  it('reads the Authorization header by its grammar on a session route and the billing webhook', async () => {
+    const results: string[] = [];
+    for (const { name, header, accepted } of authorizationGrammarCases('CREDENTIAL')) {
+      const me = await request('GET', '/api/me', { authorization: header.replaceAll('CREDENTIAL', token) });
+      const billing = await request('POST', '/api/webhooks/subscription-billing', { authorization: header.replaceAll('CREDENTIAL', DEV_WEBHOOK_SECRETS.subscription), 'content-type': 'application/json' },
+        JSON.stringify(fixture('initial-purchase', { id: `evt-grammar-${everyInterface}-${results.length}` })));
+      results.push(`${name}: me ${me.status}, billing ${billing.status}`);
+      const expected = accepted ? 200 : 401;
+      expect(`${name}: me ${me.status}, billing ${billing.status}`).toBe(`${name}: me ${expected}, billing ${expected}`);
+    }
+  });
+
+  it('serves the page icon', async () => {
+    const response = await fetch(`${server.url}/favicon.ico`);
+    expect({ status: response.status, type: response.headers.get('content-type') }).toEqual({ status: 200, type: 'image/x-icon' });
+    expect((await response.arrayBuffer()).byteLength).toBeGreaterThan(0);
+  });
+});
