@@ -56,6 +56,13 @@ export const envSchema = z.object({
   LEAGUES_WEBHOOK_SECRET: optionalString,
   LEAGUES_WEBHOOK_SECRET_PREVIOUS: optionalString,
   BILLING_IGNORE_SANDBOX: booleanFlag(false),
+  REVENUECAT_SECRET_API_KEY: optionalString,
+  REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
+  REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
+  REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
+  BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all']).default('gaps')),
+  CRON_SECRET: optionalString,
+  ADMIN_API_SECRET: optionalString,
   APP_ORIGIN: optionalUrl,
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
@@ -105,6 +112,14 @@ export interface Config {
     leagues: string[];
   };
   billingIgnoreSandbox: boolean;
+  /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
+  revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
+  /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER). */
+  billingSyncAfter: 'gaps' | 'all';
+  /** Vercel Cron's Bearer secret for /api/cron/* (absent: those routes answer 503). */
+  cronSecret?: string;
+  /** The operator's Bearer secret for /api/admin/* (absent: those routes answer 503). */
+  adminSecret?: string;
   appOrigin: string;
   wallet: { evmChainIds: number[]; solanaClusters: string[] };
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
@@ -183,6 +198,17 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
     billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
+    revenuecat: e.REVENUECAT_SECRET_API_KEY
+      ? {
+          apiKey: e.REVENUECAT_SECRET_API_KEY,
+          apiUrl: e.REVENUECAT_API_URL.replace(/\/+$/, ''),
+          timeoutMs: e.REVENUECAT_TIMEOUT_MS,
+          requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
+        }
+      : undefined,
+    billingSyncAfter: e.BILLING_SYNC_AFTER,
+    cronSecret: e.CRON_SECRET,
+    adminSecret: e.ADMIN_API_SECRET,
     appOrigin: new URL(e.APP_ORIGIN ?? LOCAL_APP_ORIGIN).origin,
     wallet: { evmChainIds, solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'] },
     // Read here, at run time, rather than as process.env.NEXT_PUBLIC_* in a page, which Next
@@ -256,6 +282,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
       subscription: describeSecrets(config, 'subscription'),
       leagues: describeSecrets(config, 'leagues'),
     },
+    revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
+    cron: config.cronSecret ? 'configured' : 'not configured',
+    admin: config.adminSecret ? 'configured' : 'not configured',
   };
 }
 

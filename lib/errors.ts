@@ -35,7 +35,17 @@ export type DomainErrorCode =
   | 'wallet_already_linked'
   | 'too_many_wallets'
   | 'rate_limited'
-  | 'link_not_found';
+  | 'link_not_found'
+  // Billing sync with RevenueCat's REST API, and the routes that run it
+  | 'sync_not_configured'
+  | 'upstream_unavailable'
+  | 'upstream_rejected'
+  | 'upstream_invalid'
+  | 'subscriber_unknown'
+  | 'invalid_cron_secret'
+  | 'cron_not_configured'
+  | 'invalid_admin_secret'
+  | 'admin_not_configured';
 
 export interface FieldError {
   path: string;

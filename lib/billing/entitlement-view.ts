@@ -30,6 +30,8 @@ export interface EntitlementRow {
   store: string | null;
   environment: string | null;
   period_type: string | null;
+  /** When a snapshot of RevenueCat's record last confirmed the row shown (null: never). */
+  synced_at: string | null;
   sources: EntitlementSourceRow[];
 }
 
@@ -62,6 +64,8 @@ export interface EntitlementView {
   store: string | null;
   environment: string | null;
   periodType: string | null;
+  /** When RevenueCat's own record last confirmed it (a sync); null: known from webhooks only. */
+  syncedAt: string | null;
   /** Every product that grants or granted it, the one shown first. */
   sources: EntitlementSourceView[];
 }
@@ -79,6 +83,7 @@ export function toEntitlementView(row: EntitlementRow): EntitlementView {
     store: row.store,
     environment: row.environment,
     periodType: row.period_type,
+    syncedAt: toIso(row.synced_at ?? null),
     sources: (row.sources ?? []).map((source) => ({
       productId: source.product_id,
       store: source.store,

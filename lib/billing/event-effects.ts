@@ -108,8 +108,8 @@ export interface BillingEventPlan {
   appUserId: string | null;
   /** `event_timestamp_ms` (ISO 8601): the order of events. The receive time when it is missing. */
   eventAt: string;
-  /** Order among events of one instant: grants 0, flags and moves 1, refunds and revocations 2. */
-  rank: 0 | 1 | 2;
+  /** Order among events of one instant: grants 0, flags and moves 1, refunds and revocations 2, a snapshot of RevenueCat's record 3. */
+  rank: 0 | 1 | 2 | 3;
   environment: string | null;
   /** The id the event is filed under (app_user_id, or a TRANSFER's destination); null: it takes no part in folds. */
   subjectId: string | null;
@@ -124,6 +124,11 @@ export interface BillingEventPlan {
   effects: EntitlementEffect[];
   /** Why the event changes nothing (null when it has effects or moves). */
   ignoredReason: string | null;
+  /**
+   * Why the subscriber should be fetched from RevenueCat after this event, which cannot say
+   * everything: a TRANSFER names ids but no products; a refund may change more than one period.
+   */
+  syncReason: 'transfer' | 'refund' | null;
 }
 
 export interface DescribeOptions {
@@ -185,6 +190,7 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
     period,
     effects: [],
     ignoredReason: null,
+    syncReason: null,
   };
   const ignored = (reason: string): BillingEventPlan => ({ ...plan, ignoredReason: reason });
 
@@ -196,7 +202,7 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
     const target = to.find((id) => !isAnonymousId(id)) ?? to[0] ?? null;
     const movedIds = from.filter((id) => id !== target);
     if (!target || movedIds.length === 0) return { ...ignored('nothing_to_transfer'), ownerCandidates: target ? [target] : [] };
-    return { ...plan, subjectId: target, linkedIds: unique([target, ...movedIds]), ownerCandidates: [target], movedIds, move: 'transfer' };
+    return { ...plan, subjectId: target, linkedIds: unique([target, ...movedIds]), ownerCandidates: [target], movedIds, move: 'transfer', syncReason: 'transfer' };
   }
 
   const identity = identityOf(event);
@@ -230,7 +236,12 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   // flag, refund or revocation still applies to the rows the event's source already has.
   const targets: (string | null)[] = entitlementIds.length > 0 ? entitlementIds : effect.action === 'grant' || effect.action === 'temporary_grant' ? [] : [null];
   if (targets.length === 0) return recordOnly('no_entitlements');
-  return { ...withIdentity, rank: RANKS[effect.action], effects: targets.map((entitlementId) => ({ entitlementId, ...effect })) };
+  return {
+    ...withIdentity,
+    rank: RANKS[effect.action],
+    effects: targets.map((entitlementId) => ({ entitlementId, ...effect })),
+    syncReason: effect.action === 'refund' ? 'refund' : null,
+  };
 }
 
 type Effect = Omit<EntitlementEffect, 'entitlementId'>;

@@ -1,3 +1,4 @@
+import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import type { BillingEvent, BillingWebhookBody } from './webhook-body.ts';
@@ -11,6 +12,8 @@ export interface RecordBillingEventResult {
   outcome: BillingEventOutcome;
   /** Whose entitlements it changed (the database picks among the plan's candidates). */
   ownerId: string | null;
+  /** Subscribers it marked for a sync from RevenueCat (to run after the response). */
+  syncIds: string[];
   plan: BillingEventPlan;
 }
 
@@ -18,6 +21,14 @@ export interface RecordBillingEventOptions {
   now: Date;
   /** BILLING_IGNORE_SANDBOX: record sandbox events without applying them. */
   ignoreSandbox: boolean;
+  /** Which events mark their subscribers for a sync (BILLING_SYNC_AFTER); 'none' without a RevenueCat key. */
+  syncAfter: 'gaps' | 'all' | 'none';
+}
+
+/** The options the configuration gives: sandbox handling, and syncs only with a RevenueCat key. */
+export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
+  const config = getConfig();
+  return { now, ignoreSandbox: config.billingIgnoreSandbox, syncAfter: config.revenuecat ? config.billingSyncAfter : 'none' };
 }
 
 /**
@@ -31,7 +42,7 @@ export interface RecordBillingEventOptions {
  */
 export async function recordBillingEvent(body: BillingWebhookBody, options: RecordBillingEventOptions): Promise<RecordBillingEventResult> {
   const plan = describeEventEffects(body.event, options.now, { ignoreSandbox: options.ignoreSandbox });
-  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', { p_body: body, p_plan: plan });
+  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', { p_body: body, p_plan: plan, p_sync_after: options.syncAfter });
   let result;
   try {
     result = await record();
@@ -41,7 +52,7 @@ export async function recordBillingEvent(body: BillingWebhookBody, options: Reco
     await planStoredEvents(ids, options);
     result = await record();
   }
-  return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, plan };
+  return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [], plan };
 }
 
 /** The subscriber ids whose stored events lack plans, when that is why the database refused. */

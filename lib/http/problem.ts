@@ -41,6 +41,16 @@ export const PROBLEM_CATALOG = {
   too_many_wallets: [409, 'Too many wallets'],
   rate_limited: [429, 'Too many requests'],
   link_not_found: [404, 'Link not found'],
+  // Billing sync (RevenueCat's REST API) and the operator routes
+  sync_not_configured: [503, 'RevenueCat sync not configured'],
+  upstream_unavailable: [503, 'RevenueCat unavailable'],
+  upstream_rejected: [502, 'RevenueCat refused the request'],
+  upstream_invalid: [502, 'RevenueCat answered with something else'],
+  subscriber_unknown: [404, 'Unknown subscriber'],
+  invalid_cron_secret: [401, 'Invalid cron secret'],
+  cron_not_configured: [503, 'Cron not configured'],
+  invalid_admin_secret: [401, 'Invalid admin secret'],
+  admin_not_configured: [503, 'Admin API not configured'],
   // Server side
   conflict: [409, 'Conflict'],
   database_unavailable: [503, 'Database unavailable'],

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
 import { leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
@@ -14,7 +15,7 @@ void responses; // registers the response schemas (their .meta ids) before the d
  * match it.
  */
 
-type Security = 'session' | 'billingSecret' | 'leaguesSecret' | 'none';
+type Security = 'session' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
 
 export interface Operation {
   method: 'get' | 'post' | 'delete';
@@ -97,6 +98,28 @@ export const OPERATIONS: Operation[] = [
     errors: [...BODY_ERRORS, 'invalid_webhook_secret', 'webhook_not_configured', ...ALWAYS],
   },
   {
+    method: 'post', path: '/api/me/billing/sync', tags: ['Account'], security: 'session',
+    summary: "Refresh the caller's purchases from RevenueCat",
+    description: "Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing.",
+    success: { status: 200, description: 'Refreshed', schema: responses.billingSyncResponseSchema },
+    errors: [...WRITE_SESSION_ERRORS, 'rate_limited', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/cron/billing-sync', tags: ['Operations'], security: 'cronSecret',
+    summary: 'Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)',
+    description: 'Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat\'s rate budget and about 20 s; safe to run twice at once.',
+    success: { status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema },
+    errors: ['invalid_cron_secret', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
+  },
+  {
+    method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Sync one subscriber from RevenueCat (operator)',
+    description: 'Only for app user ids RevenueCat has sent events about (404 `subscriber_unknown` otherwise: v1 would create the customer).',
+    request: adminSyncBodySchema,
+    success: { status: 200, description: 'Synced', schema: responses.adminBillingSyncResponseSchema },
+    errors: [...BODY_ERRORS, 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
+  },
+  {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',
     summary: 'Apply a batch of league snapshots',
     description: 'All or nothing, idempotent by delivery `id`. Newest `updatedAt` wins; deletions are tombstones. Unknown fields are rejected.',
@@ -110,6 +133,8 @@ const SECURITY_SCHEMES = {
   session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A Supabase session access token (local mode: `npm run token`).' },
   billingSecret: { type: 'http', scheme: 'bearer', description: 'SUBSCRIPTION_WEBHOOK_SECRET, as RevenueCat sends it: `Authorization: Bearer <secret>`.' },
   leaguesSecret: { type: 'apiKey', in: 'header', name: 'x-webhook-secret', description: 'LEAGUES_WEBHOOK_SECRET.' },
+  cronSecret: { type: 'http', scheme: 'bearer', description: 'CRON_SECRET, as Vercel Cron sends it: `Authorization: Bearer <secret>`.' },
+  adminSecret: { type: 'http', scheme: 'bearer', description: 'ADMIN_API_SECRET: `Authorization: Bearer <secret>`.' },
 } as const;
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {

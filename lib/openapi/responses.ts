@@ -64,6 +64,7 @@ export const entitlementSchema = z
     store: z.string().nullable(),
     environment: z.string().nullable(),
     periodType: z.string().nullable(),
+    syncedAt: isoTime.nullable().meta({ description: "When a sync with RevenueCat's own record last confirmed it (null: known from webhooks only)" }),
     sources: z.array(entitlementSourceSchema).meta({ description: 'Every product that grants or granted it, the one shown first' }),
   })
   .meta({ id: 'Entitlement' });
@@ -123,3 +124,20 @@ export const leaguesSyncResultSchema = z
     duplicate: z.literal(true).optional().meta({ description: "A repeated delivery id: the first delivery's counts, nothing applied" }),
   })
   .meta({ id: 'LeaguesSyncResult' });
+
+export const billingSyncResponseSchema = z
+  .object({ userId: z.uuid(), entitlements: z.array(entitlementSchema) })
+  .meta({ id: 'BillingSync', description: "The caller's entitlements after the refresh (as in GET /api/me)" });
+
+export const adminBillingSyncResponseSchema = z
+  .object({ appUserId: z.string(), entitlements: z.array(entitlementSchema) })
+  .meta({ id: 'AdminBillingSync', description: "The subscriber's entitlements after the sync" });
+
+export const billingSweepResponseSchema = z
+  .object({
+    claimed: z.int().meta({ description: 'Subscribers taken from the queue this run' }),
+    synced: z.int(),
+    failed: z.int().meta({ description: 'Left marked, due again after a backoff' }),
+    due: z.int().meta({ description: 'Still due when the run ended (the next run takes them)' }),
+  })
+  .meta({ id: 'BillingSweep' });

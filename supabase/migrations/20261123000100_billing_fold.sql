@@ -66,6 +66,23 @@ create index billing_subscribers_group_idx on public.billing_subscribers (group_
 alter table public.billing_subscribers enable row level security;
 revoke all on table public.billing_subscribers from public, anon, authenticated;
 
+-- Subscribers to fetch from RevenueCat's REST API (lib/billing/sync.ts): marked by the webhook in
+-- the same transaction as an event that cannot say everything (a TRANSFER, a refund, a product or
+-- entitlement not seen before; every event with BILLING_SYNC_AFTER=all), cleared by the snapshot
+-- that answers it. The sweep (GET /api/cron/billing-sync) works through what is due.
+create table public.billing_sync_queue (
+  app_user_id text primary key check (char_length(app_user_id) between 1 and 256),
+  reason text not null,
+  requested_at timestamptz not null default now(),
+  attempts integer not null default 0,
+  -- Not before this (a failure's backoff, or a sweep's lease while it works on it).
+  next_attempt_at timestamptz not null default now(),
+  last_error text
+);
+create index billing_sync_queue_due_idx on public.billing_sync_queue (next_attempt_at);
+alter table public.billing_sync_queue enable row level security;
+revoke all on table public.billing_sync_queue from public, anon, authenticated;
+
 -- 3. Entitlement rows: keyed by source, with the grants rule as a column.
 -- The old key's check (an md5 of environment and product): the key is public.billing_source_key now.
 do $$
@@ -84,6 +101,10 @@ alter table public.entitlements rename column product_key to source_key;
 -- When the last grant of the row's current period was applied: orders two products of one
 -- lineage that share a purchase time (Stripe reports a product change with the original start).
 alter table public.entitlements add column granted_at timestamptz;
+-- Where the row's state came from: a webhook event, or a snapshot of RevenueCat's own record
+-- (lib/billing/sync.ts); and when a snapshot last confirmed it.
+alter table public.entitlements add column origin text not null default 'webhook' check (origin in ('webhook', 'sync'));
+alter table public.entitlements add column synced_at timestamptz;
 -- Until when the row grants access ('infinity': forever; '-infinity': not at all). THE rule for
 -- "grants": the API's `active` and effective status, the row shown, and every guard below read it.
 alter table public.entitlements add column grants_until timestamptz generated always as (
@@ -223,6 +244,9 @@ declare
   v_applied integer := 0;
   v_stale integer := 0;
   v_granted text[] := '{}';
+  v_source jsonb;
+  v_key text;
+  v_keys text[] := '{}';
 begin
   -- Owner: the first candidate that already holds rows (one subscriber seen under two real ids
   -- keeps one state), else the first.
@@ -259,17 +283,17 @@ begin
         insert into public.entitlements (
           app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
           store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-          last_event_id, last_event_at
+          origin, synced_at, last_event_id, last_event_at
         ) values (
           v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
           v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
           v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
-          v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
+          v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
         );
       end if;
       if v_move = 'transfer' then
         update public.entitlements
-        set status = 'transferred', will_renew = false, grace_expires_at = null, last_event_id = p_event_id,
+        set status = 'transferred', will_renew = false, grace_expires_at = null, origin = 'webhook', last_event_id = p_event_id,
             last_event_at = greatest(last_event_at, p_event_at), updated_at = now()
         where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
       else
@@ -278,6 +302,60 @@ begin
       end if;
       v_applied := v_applied + 1;
     end loop;
+  end if;
+
+  -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
+  -- time: each product it shows is written as it says, for the entitlements it maps to it and for
+  -- the owner's other rows of that product; rows of products it no longer shows stop granting.
+  -- Events after it in the fold still apply on top of it.
+  for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
+    v_key := public.billing_source_key(v_source->>'environment', v_source->>'productId', null, v_source->>'transactionId');
+    v_keys := v_keys || v_key;
+    insert into public.entitlements (
+      app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
+      store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+      origin, synced_at, last_event_id, last_event_at
+    )
+    select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
+           (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
+           v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
+           (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
+           'sync', p_event_at, p_event_id, p_event_at
+    from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
+    on conflict (app_user_id, entitlement_id, source_key) do nothing;
+    update public.entitlements set
+      status = v_source->>'status',
+      will_renew = (v_source->>'willRenew')::boolean,
+      expires_at = (v_source->>'expiresAt')::timestamptz,
+      grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
+      store = coalesce(v_source->>'store', store),
+      environment = coalesce(v_source->>'environment', environment),
+      period_type = coalesce(v_source->>'periodType', period_type),
+      transaction_id = coalesce(v_source->>'transactionId', transaction_id),
+      period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
+      auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
+      granted_at = p_event_at,
+      origin = 'sync',
+      synced_at = p_event_at,
+      last_event_id = p_event_id,
+      last_event_at = greatest(last_event_at, p_event_at),
+      updated_at = now()
+    where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
+    v_applied := v_applied + 1;
+  end loop;
+  if p_plan ? 'snapshot' then
+    update public.entitlements set
+      status = 'expired',
+      will_renew = false,
+      expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
+      grace_expires_at = null,
+      origin = 'sync',
+      synced_at = p_event_at,
+      last_event_id = p_event_id,
+      last_event_at = greatest(last_event_at, p_event_at),
+      updated_at = now()
+    where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at;
+    v_applied := v_applied + 1;
   end if;
 
   -- Effects, per entitlement, on the owner's row of the event's source.
@@ -339,6 +417,7 @@ begin
           transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
           period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, v_row.period_purchased_at) else v_row.period_purchased_at end,
           granted_at = p_event_at,
+          origin = 'webhook',
           last_event_id = p_event_id,
           last_event_at = greatest(v_row.last_event_at, p_event_at),
           updated_at = now()
@@ -378,6 +457,7 @@ begin
         period_type = case when v_new_period then coalesce(v_period->>'periodType', v_row.period_type) else v_row.period_type end,
         transaction_id = case when v_new_period then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
         period_purchased_at = case when v_new_period then v_purchased else v_row.period_purchased_at end,
+        origin = 'webhook',
         last_event_id = p_event_id,
         last_event_at = greatest(v_row.last_event_at, p_event_at),
         updated_at = now()
@@ -440,6 +520,7 @@ begin
     will_renew = false,
     expires_at = least(coalesce(e.expires_at, 'infinity'), s.at),
     grace_expires_at = null,
+    origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(e.last_event_at, s.news_at),
     updated_at = now()
@@ -454,6 +535,7 @@ begin
       status = 'expired',
       will_renew = false,
       expires_at = least(coalesce(e.expires_at, 'infinity'), p_event_at),
+      origin = 'webhook',
       last_event_id = p_event_id,
       last_event_at = greatest(e.last_event_at, p_event_at),
       updated_at = now()
@@ -516,27 +598,27 @@ begin
 end;
 $$;
 
--- POST /api/webhooks/subscription-billing: record one event and bring its group's entitlements to
--- the fold of its history. p_body is the request body (stored as is), p_plan what
--- describeEventEffects() said the event means. Returns {duplicate, outcome, ownerId}: outcome
--- applied (some entitlement changed), stale (nothing changed: the newer history already says
--- more), ignored (nothing to apply). A second delivery of the same id waits on the unique key and
--- then changes nothing.
-drop function if exists public.record_billing_event(jsonb, jsonb, boolean);
-create or replace function public.record_billing_event(p_body jsonb, p_plan jsonb)
+-- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
+-- group's entitlements to the fold of its history: on top when it is the newest, else the whole
+-- history again. Returns {duplicate, outcome, ownerId, groupId, newSource}: outcome applied (some
+-- entitlement changed), stale (nothing changed: the newer history already says more), ignored
+-- (nothing to apply); newSource: the event is about a product none of its owner's ids had a row of.
+-- A second delivery of the same id waits on the unique key and then changes nothing.
+create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
 returns jsonb
 language plpgsql
 volatile
-security definer
 set search_path = ''
 as $$
 declare
   v_event_id text := p_plan->>'eventId';
-  v_event_at timestamptz;
-  v_rank smallint;
+  v_event_at timestamptz := (p_plan->>'eventAt')::timestamptz;
+  v_rank smallint := coalesce((p_plan->>'rank')::smallint, 1);
   v_subject text := p_plan->>'subjectId';
-  v_linked text[];
+  v_linked text[] := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)));
+  v_candidates text[] := array(select value from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)));
   v_ignored boolean;
+  v_new_source boolean := false;
   v_group text;
   v_folded text;
   v_key text;
@@ -545,25 +627,12 @@ declare
   v_outcome text;
   v_result jsonb;
 begin
-  if v_event_id is null or char_length(v_event_id) not between 1 and 256
-     or jsonb_typeof(p_body->'event') is distinct from 'object'
-     or p_body->'event'->>'id' is distinct from v_event_id
-     or p_plan->>'eventAt' is null
-     or jsonb_typeof(coalesce(p_plan->'effects', '[]'::jsonb)) <> 'array'
-     or jsonb_typeof(coalesce(p_plan->'movedIds', '[]'::jsonb)) <> 'array'
-     or jsonb_typeof(coalesce(p_plan->'linkedIds', '[]'::jsonb)) <> 'array'
-     or jsonb_typeof(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) <> 'array' then
-    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
-  end if;
-  v_event_at := (p_plan->>'eventAt')::timestamptz;
-  v_rank := coalesce((p_plan->>'rank')::smallint, 1);
-  v_linked := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)));
   v_ignored := p_plan->>'ignoredReason' is not null or v_subject is null or not v_subject = any (v_linked);
 
   -- 1. Record, exactly once. A concurrent delivery of the same id waits here for this one to commit.
   insert into public.billing_events (event_id, type, app_user_id, event_at, outcome, environment, owner_id, moved_ids, body, plan, subject_id, sort_rank)
   values (v_event_id, coalesce(p_plan->>'type', ''), p_plan->>'appUserId', v_event_at,
-          case when v_ignored then 'ignored' else 'stale' end, p_plan->>'environment', p_plan->'ownerCandidates'->>0,
+          case when v_ignored then 'ignored' else 'stale' end, p_plan->>'environment', v_candidates[1],
           case when v_ignored then '{}'::text[] else array(select jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb))) end,
           p_body, p_plan, case when not v_ignored then v_subject end, v_rank)
   on conflict (event_id) do nothing;
@@ -571,11 +640,16 @@ begin
     return (select jsonb_build_object('duplicate', true, 'outcome', outcome, 'ownerId', owner_id) from public.billing_events where event_id = v_event_id);
   end if;
   if v_ignored then
-    return jsonb_build_object('duplicate', false, 'outcome', 'ignored', 'ownerId', p_plan->'ownerCandidates'->>0);
+    return jsonb_build_object('duplicate', false, 'outcome', 'ignored', 'ownerId', v_candidates[1]);
   end if;
 
-  -- 2. Lock the group, then fold: on top when the event is the newest, else the whole history again.
+  -- 2. Lock the group, then fold.
   v_group := public.billing_lock_group(v_linked);
+  v_new_source := jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) > 0 and not exists (
+    select 1 from public.entitlements
+    where app_user_id = any (v_candidates)
+      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'productId',
+                                                 p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
   v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
   select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted this event, filed under it just above.)
@@ -591,7 +665,71 @@ begin
   end if;
 
   update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id;
-  return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner);
+  return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner, 'groupId', v_group, 'newSource', v_new_source);
+end;
+$$;
+
+-- Mark subscribers to be fetched from RevenueCat (billing_sync_queue); an existing mark becomes due now.
+create or replace function public.billing_mark_sync(p_ids text[], p_reason text)
+returns text[]
+language sql
+volatile
+set search_path = ''
+as $$
+  with marked as (
+    insert into public.billing_sync_queue (app_user_id, reason)
+    select distinct id, p_reason from unnest(p_ids) as ids(id)
+    where id is not null and char_length(id) between 1 and 256
+    on conflict (app_user_id) do update set reason = excluded.reason, requested_at = now(), next_attempt_at = now()
+    returning app_user_id
+  )
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from marked
+$$;
+
+-- POST /api/webhooks/subscription-billing: record one event and apply it (billing_log_and_fold).
+-- p_body is the request body (stored as is), p_plan what describeEventEffects() said it means,
+-- p_sync_after which events mark their subscribers for a sync from RevenueCat in the same
+-- transaction: 'gaps' (a TRANSFER's both sides, a refund, a product or entitlement the owner had no
+-- row of), 'all', or 'none' (no RevenueCat key configured). Returns {duplicate, outcome, ownerId,
+-- syncIds}: the ids to sync after the response.
+drop function if exists public.record_billing_event(jsonb, jsonb, boolean);
+create or replace function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text default 'none')
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_event_id text := p_plan->>'eventId';
+  v_result jsonb;
+  v_owner text;
+  v_sync text[] := '{}';
+begin
+  if v_event_id is null or char_length(v_event_id) not between 1 and 256
+     or jsonb_typeof(p_body->'event') is distinct from 'object'
+     or p_body->'event'->>'id' is distinct from v_event_id
+     or p_plan->>'eventAt' is null
+     or p_plan ? 'snapshot'
+     or jsonb_typeof(coalesce(p_plan->'effects', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'movedIds', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'linkedIds', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) <> 'array' then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
+  end if;
+  v_result := public.billing_log_and_fold(p_body, p_plan);
+  if (v_result->>'duplicate')::boolean or p_plan->>'ignoredReason' is not null then
+    return v_result || jsonb_build_object('syncIds', '[]'::jsonb);
+  end if;
+  v_owner := v_result->>'ownerId';
+  if p_sync_after = 'all' or (p_sync_after = 'gaps' and (p_plan->>'syncReason' is not null or (v_result->>'newSource')::boolean)) then
+    v_sync := public.billing_mark_sync(
+      case when p_plan->>'syncReason' = 'transfer'
+           then array(select jsonb_array_elements_text(p_plan->'movedIds')) || v_owner
+           else array[v_owner] end,
+      coalesce(p_plan->>'syncReason', case when p_sync_after = 'all' then 'event' else 'new_source' end));
+  end if;
+  return v_result - 'groupId' - 'newSource' || jsonb_build_object('syncIds', to_jsonb(v_sync));
 end;
 $$;
 
@@ -671,6 +809,7 @@ as $$
     'environment', s.environment,
     'period_type', s.period_type,
     'last_event_at', s.last_event_at,
+    'synced_at', s.synced_at,
     'sources', (
       select jsonb_agg(jsonb_build_object(
         'product_id', r.product_id,
@@ -711,7 +850,8 @@ begin
     'public.billing_source_key(text, text, text, text)', 'public.billing_sort_key(timestamptz, smallint, text)',
     'public.billing_lock_group(text[])', 'public.billing_apply_event(jsonb, text, timestamptz)',
     'public.billing_group_state(text)', 'public.billing_refold_group(text, text)',
-    'public.record_billing_event(jsonb, jsonb)', 'public.billing_events_without_plan(jsonb)',
+    'public.billing_log_and_fold(jsonb, jsonb)', 'public.billing_mark_sync(text[], text)',
+    'public.record_billing_event(jsonb, jsonb, text)', 'public.billing_events_without_plan(jsonb)',
     'public.billing_store_plans(jsonb)', 'public.account_entitlements(text, timestamptz)',
     'public.get_account(uuid, timestamptz)'
   ] loop

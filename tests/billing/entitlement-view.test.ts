@@ -5,7 +5,7 @@ import { toEntitlementView, toEntitlementViews, type EntitlementRow } from '../.
 // status, are decided in SQL (the `grants_until` column): tests/billing/account-entitlements.test.ts.
 const row: EntitlementRow = {
   entitlement_id: 'pro', active: true, status: 'grace', will_renew: false, expires_at: '2026-04-30T10:00:00+00:00', grace_expires_at: '2026-05-16T10:00:00+00:00',
-  product_id: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', period_type: 'NORMAL',
+  product_id: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', period_type: 'NORMAL', synced_at: '2026-04-29T00:00:00+00:00',
   sources: [
     { product_id: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', status: 'grace', active: true, expires_at: '2026-04-30T10:00:00+00:00',
       grace_expires_at: '2026-05-16T10:00:00+00:00', will_renew: false },
@@ -18,7 +18,7 @@ describe('toEntitlementView', () => {
   it('maps a row and its sources to the API shape, times in ISO 8601', () => {
     expect(toEntitlementView(row)).toEqual({
       id: 'pro', active: true, status: 'grace', productId: 'pro_monthly', expiresAt: '2026-04-30T10:00:00.000Z', willRenew: false,
-      graceExpiresAt: '2026-05-16T10:00:00.000Z', store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL',
+      graceExpiresAt: '2026-05-16T10:00:00.000Z', store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL', syncedAt: '2026-04-29T00:00:00.000Z',
       sources: [
         { productId: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', status: 'grace', active: true, expiresAt: '2026-04-30T10:00:00.000Z',
           graceExpiresAt: '2026-05-16T10:00:00.000Z', willRenew: false },

@@ -439,7 +439,7 @@ describe.each(DATABASE_KINDS)('billing sequences on %s', (kind) => {
     const monthlySource = { productId: 'com.example.pro.monthly', store: 'APP_STORE', environment: 'PRODUCTION', status: 'expired', active: false, expiresAt: '2026-03-31T10:00:00.000Z', graceExpiresAt: null, willRenew: false };
     expect(await entitlementsOf(db, CORPUS_USER, new Date(T0 + 400 * DAY_MS))).toEqual([{
       id: 'pro', active: true, status: 'active', productId: 'com.example.pro.lifetime', expiresAt: null, willRenew: false,
-      graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL', sources: [lifetimeSource, monthlySource],
+      graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL', syncedAt: null, sources: [lifetimeSource, monthlySource],
     }]);
   });
 

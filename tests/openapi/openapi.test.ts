@@ -40,9 +40,9 @@ describe('the OpenAPI document', () => {
     document = response.body;
   });
 
-  it('is OpenAPI 3.1 with the three security schemes', () => {
+  it('is OpenAPI 3.1 with its five security schemes', () => {
     expect(document.openapi).toBe('3.1.0');
-    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['billingSecret', 'leaguesSecret', 'session']);
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['adminSecret', 'billingSecret', 'cronSecret', 'leaguesSecret', 'session']);
     expect(document.components.securitySchemes.leaguesSecret).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-webhook-secret' });
   });
 

@@ -65,7 +65,7 @@ describe.each(DATABASE_KINDS)('GET /api/me on %s', (kind) => {
       wallets: [{ id: link.body.link.id, chain: 'evm', address: wallet.address, chainId: 8453, createdAt: expect.any(String) }],
       entitlements: [{
         id: 'pro', active: true, status: 'active', productId: 'pro_monthly', expiresAt: new Date(now + 30 * 86_400_000).toISOString(),
-        willRenew: true, graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL',
+        willRenew: true, graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL', syncedAt: null,
         sources: [{ productId: 'pro_monthly', store: 'APP_STORE', environment: 'PRODUCTION', status: 'active', active: true,
           expiresAt: new Date(now + 30 * 86_400_000).toISOString(), graceExpiresAt: null, willRenew: true }],
       }],

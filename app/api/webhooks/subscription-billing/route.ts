@@ -1,22 +1,26 @@
 import { authenticateWebhook } from '#lib/auth/webhook-secret.ts';
-import { recordBillingEvent } from '#lib/billing/record-event.ts';
+import { after } from 'next/server';
+import { configuredRecordOptions, recordBillingEvent } from '#lib/billing/record-event.ts';
+import { syncMarkedAfterWebhook } from '#lib/billing/sync.ts';
 import { billingWebhookBodySchema } from '#lib/billing/webhook-body.ts';
-import { getConfig } from '#lib/config.ts';
 import { crashAfterCommitIfAsked } from '#lib/faults.ts';
 import { readJsonWith } from '#lib/http/body.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
 // POST /api/webhooks/subscription-billing - record a RevenueCat event and apply it to entitlements
 // RevenueCat counts only a 200 as delivered, so every authenticated, well-formed delivery gets
-// exactly 200 { received: true }: new, duplicate, TEST, unknown type, no app_user_id alike.
+// exactly 200 { received: true }: new, duplicate, TEST, unknown type, no app_user_id alike. An event
+// that cannot say everything (a TRANSFER, a refund, a new product) marks its subscribers in the
+// same transaction; the sync from RevenueCat runs after the response, so it never delays the 200.
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: async (request, { annotate }) => {
     authenticateWebhook(request, 'subscription');
     const body = await readJsonWith(request, billingWebhookBodySchema);
     annotate({ eventId: body.event.id, type: body.event.type });
-    const { duplicate, outcome, ownerId, plan } = await recordBillingEvent(body, { now: new Date(), ignoreSandbox: getConfig().billingIgnoreSandbox });
+    const { duplicate, outcome, ownerId, syncIds, plan } = await recordBillingEvent(body, configuredRecordOptions(new Date()));
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
-    annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason });
+    annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason, syncIds: syncIds.length });
+    if (syncIds.length > 0) after(() => syncMarkedAfterWebhook(syncIds, plan.eventId));
     return json({ received: true });
   },
 });

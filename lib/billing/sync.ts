@@ -1,0 +1,161 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { getConfig } from '../config.ts';
+import { callDb } from '../db/index.ts';
+import { DomainError } from '../errors.ts';
+import { log } from '../log.ts';
+import { fetchSubscriber } from '../revenuecat/client.ts';
+import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
+import { describeSnapshot, trimSnapshot } from './snapshot.ts';
+
+/**
+ * Bring a subscriber's entitlements to RevenueCat's own record: fetch the customer from the REST
+ * API and fold the snapshot into their log like an event (record_billing_snapshot), so a lost
+ * delivery, a purchase made before this service existed, a refund or a grant only RevenueCat saw
+ * all converge. The paths that run it: the user's "Refresh purchases" (POST /api/me/billing/sync),
+ * after a webhook that cannot say everything (run after the response), the sweep
+ * (GET /api/cron/billing-sync), and an operator (POST /api/admin/billing/sync, npm run billing:sync).
+ *
+ * Every call takes a slot of one budget shared by every instance (REVENUECAT_REQUESTS_PER_SECOND),
+ * so no path can exceed RevenueCat's rate limit. A sync that fails changes no entitlement and
+ * leaves the subscriber marked, so the sweep tries again with a backoff.
+ */
+export type SyncReason = 'user' | 'admin' | 'webhook' | 'sweep' | 'cli';
+
+export interface SyncOptions {
+  reason: SyncReason;
+  /** The longest wait for a slot of RevenueCat's budget; beyond it: 503 and the subscriber stays marked. */
+  maxSlotWaitMs: number;
+}
+
+export interface SyncResult {
+  appUserId: string;
+  outcome: 'applied' | 'stale' | 'ignored';
+  /** The subscriber's entitlements after the sync, as GET /api/me shows them. */
+  entitlements: EntitlementView[];
+  /** RevenueCat had no such customer and created it (v1 does): only the user's own refresh may do that. */
+  created: boolean;
+}
+
+/** A user may refresh their purchases once per this many seconds. */
+export const USER_SYNC_INTERVAL_SECONDS = 5;
+
+export function requireRevenueCat() {
+  const revenuecat = getConfig().revenuecat;
+  if (!revenuecat) {
+    throw new DomainError('sync_not_configured', 'Syncing with RevenueCat needs REVENUECAT_SECRET_API_KEY (a secret API key) on the server.', { retryAfterSeconds: 3600 });
+  }
+  return revenuecat;
+}
+
+export async function syncSubscriber(appUserId: string, options: SyncOptions): Promise<SyncResult> {
+  const revenuecat = requireRevenueCat();
+  const begin = await callDb<{ waitMs?: number; retryAfterSeconds?: number }>('billing_sync_begin', {
+    p_user_id: options.reason === 'user' ? appUserId : null,
+    p_user_interval_seconds: USER_SYNC_INTERVAL_SECONDS,
+    p_slot_ms: Math.ceil(1000 / revenuecat.requestsPerSecond),
+    p_max_wait_ms: options.maxSlotWaitMs,
+  });
+  if (begin.waitMs === undefined) {
+    const retryAfterSeconds = begin.retryAfterSeconds ?? USER_SYNC_INTERVAL_SECONDS;
+    if (options.reason === 'user') {
+      throw new DomainError('rate_limited', `Purchases were refreshed a moment ago; try again in ${retryAfterSeconds} s.`, { retryAfterSeconds });
+    }
+    await markFailed(appUserId, options.reason, 'no slot in the RevenueCat budget in time', retryAfterSeconds);
+    throw new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; the subscriber stays marked for the sweep.', { retryAfterSeconds });
+  }
+  if (begin.waitMs > 0) await sleep(begin.waitMs);
+
+  const fetchStartedAt = new Date();
+  let fetched;
+  try {
+    fetched = await fetchSubscriber(appUserId, revenuecat);
+  } catch (error) {
+    if (error instanceof DomainError) await markFailed(appUserId, options.reason, error.detail, error.retryAfterSeconds);
+    throw error;
+  }
+  const plan = describeSnapshot(fetched.response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox });
+  const result = await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
+    p_body: trimSnapshot(fetched.response, appUserId),
+    p_plan: plan,
+    p_fetch_started_at: fetchStartedAt,
+  });
+  return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
+}
+
+/** POST /api/admin/billing/sync: `{ "app_user_id": "..." }`. */
+export const adminSyncBodySchema = z.object({
+  app_user_id: z.string().min(1).max(256).meta({ description: 'The RevenueCat app user id to sync (one this service has received events for)' }),
+});
+
+/**
+ * Sync a subscriber RevenueCat told this service about (an event named the id). v1 creates any
+ * customer it is asked for, so an operator's sync of an unknown id is refused (404) rather than
+ * made: only the user's own refresh may create one.
+ */
+export async function syncKnownSubscriber(appUserId: string, reason: 'admin' | 'cli'): Promise<SyncResult> {
+  requireRevenueCat();
+  if (!(await callDb<boolean>('billing_subscriber_known', { p_app_user_id: appUserId }))) {
+    throw new DomainError('subscriber_unknown', 'No RevenueCat event has named this app user id; the user can refresh their own purchases instead.');
+  }
+  return syncSubscriber(appUserId, { reason, maxSlotWaitMs: 10_000 });
+}
+
+async function markFailed(appUserId: string, reason: SyncReason, error: string, retryAfterSeconds: number | undefined): Promise<void> {
+  await callDb('billing_sync_failed', { p_app_user_id: appUserId, p_reason: reason, p_error: error, p_retry_after_seconds: retryAfterSeconds ?? null });
+}
+
+/**
+ * After a webhook's 200 (Next's `after()`): sync the subscribers it marked, one after another.
+ * Never throws: a failure leaves the mark for the sweep, and the webhook already answered.
+ */
+export async function syncMarkedAfterWebhook(appUserIds: string[], eventId: string): Promise<void> {
+  for (const appUserId of appUserIds) {
+    try {
+      const result = await syncSubscriber(appUserId, { reason: 'webhook', maxSlotWaitMs: 10_000 });
+      log.info({ eventId, appUserId, outcome: result.outcome }, 'billing sync after webhook');
+    } catch (error) {
+      log.warn({ eventId, appUserId, err: { message: (error as Error).message } }, 'billing sync after webhook failed; left for the sweep');
+    }
+  }
+}
+
+export interface SweepResult {
+  /** Subscribers taken from the queue this run. */
+  claimed: number;
+  synced: number;
+  failed: number;
+  /** Marks still due when the run ended (the next run takes them). */
+  due: number;
+}
+
+/**
+ * GET /api/cron/billing-sync: work through due marks (and known subscribers whose access ends soon,
+ * or that no snapshot confirmed for 30 days), as many as RevenueCat's budget allows in `budgetMs`,
+ * claimed with a lease so two sweeps at once never take the same one. Idempotent; bounded in time.
+ */
+export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
+  const revenuecat = requireRevenueCat();
+  const started = Date.now();
+  const limit = Math.max(1, Math.floor((budgetMs / 1000) * revenuecat.requestsPerSecond));
+  const { claimed, due } = await callDb<{ claimed: { appUserId: string }[]; due: number }>('billing_sync_claim', {
+    p_limit: limit,
+    p_lease_seconds: Math.ceil(budgetMs / 1000) + 60,
+  });
+  let synced = 0;
+  let failed = 0;
+  for (const { appUserId } of claimed) {
+    const left = budgetMs - (Date.now() - started);
+    // Out of time: the rest keep their lease and become due again when it ends.
+    if (left <= revenuecat.timeoutMs) break;
+    try {
+      await syncSubscriber(appUserId, { reason: 'sweep', maxSlotWaitMs: left - revenuecat.timeoutMs });
+      synced++;
+    } catch (error) {
+      failed++;
+      log.warn({ appUserId, err: { message: (error as Error).message } }, 'billing sweep: sync failed');
+    }
+  }
+  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
+}
