@@ -60,7 +60,7 @@ export const envSchema = z.object({
   REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
   REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
-  BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all']).default('gaps')),
+  BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
   CRON_SECRET: optionalString,
   ADMIN_API_SECRET: optionalString,
   APP_ORIGIN: optionalUrl,
@@ -114,8 +114,8 @@ export interface Config {
   billingIgnoreSandbox: boolean;
   /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
   revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
-  /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER). */
-  billingSyncAfter: 'gaps' | 'all';
+  /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER; none: only the sweep and explicit syncs). */
+  billingSyncAfter: 'gaps' | 'all' | 'none';
   /** Vercel Cron's Bearer secret for /api/cron/* (absent: those routes answer 503). */
   cronSecret?: string;
   /** The operator's Bearer secret for /api/admin/* (absent: those routes answer 503). */

@@ -105,7 +105,8 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
 
 /** The snapshot as stored beside the events: customer attributes (personal, and unbounded) left out. */
 export function trimSnapshot(response: SubscriberResponse, appUserId: string): Record<string, unknown> {
-  const { subscriber_attributes: _attributes, ...subscriber } = response.subscriber as Record<string, unknown>;
+  const subscriber: Record<string, unknown> = { ...response.subscriber };
+  delete subscriber.subscriber_attributes;
   return { app_user_id: appUserId, request_date: response.request_date ?? null, request_date_ms: response.request_date_ms, subscriber };
 }
 

@@ -75,6 +75,12 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     if (error instanceof DomainError) await markFailed(appUserId, options.reason, error.detail, error.retryAfterSeconds);
     throw error;
   }
+  if (fetched.created) {
+    // RevenueCat had no record of this id (it made an empty one just now): that says nothing about
+    // purchases made under it, so nothing is written; the answer is what is stored.
+    const entitlements = await callDb<EntitlementRow[]>('billing_sync_found_nothing', { p_app_user_id: appUserId, p_fetch_started_at: fetchStartedAt });
+    return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: true };
+  }
   const plan = describeSnapshot(fetched.response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox });
   const result = await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
     p_body: trimSnapshot(fetched.response, appUserId),

@@ -118,6 +118,22 @@ begin
 end;
 $$;
 
+-- A sync that found RevenueCat has no record of the id (v1 answered 201: it created an empty
+-- customer just now): nothing to fold, but the marks it answers are done. Returns the id's
+-- entitlements as GET /api/me shows them.
+create or replace function public.billing_sync_found_nothing(p_app_user_id text, p_fetch_started_at timestamptz)
+returns jsonb
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with cleared as (
+    delete from public.billing_sync_queue where app_user_id = p_app_user_id and requested_at <= p_fetch_started_at
+  )
+  select public.account_entitlements(p_app_user_id, now())
+$$;
+
 -- Whether RevenueCat told this service about the id (an event named it), so a sync may ask for it
 -- without creating a customer (v1 creates unknown ones).
 create or replace function public.billing_subscriber_known(p_app_user_id text)
@@ -248,7 +264,8 @@ declare
 begin
   foreach v_fn in array array[
     'public.billing_sync_begin(text, integer, integer, integer)', 'public.billing_sync_failed(text, text, text, integer)',
-    'public.record_billing_snapshot(jsonb, jsonb, timestamptz)', 'public.billing_subscriber_known(text)',
+    'public.record_billing_snapshot(jsonb, jsonb, timestamptz)', 'public.billing_sync_found_nothing(text, timestamptz)',
+    'public.billing_subscriber_known(text)',
     'public.billing_sync_claim(integer, integer)', 'public.billing_rebuild_group(jsonb, jsonb, boolean)',
     'public.billing_group_rows(text)', 'public.billing_events_page(text, integer)'
   ] loop

@@ -1,9 +1,9 @@
 import { authenticateWebhook } from '#lib/auth/webhook-secret.ts';
-import { after } from 'next/server';
 import { configuredRecordOptions, recordBillingEvent } from '#lib/billing/record-event.ts';
 import { syncMarkedAfterWebhook } from '#lib/billing/sync.ts';
 import { billingWebhookBodySchema } from '#lib/billing/webhook-body.ts';
 import { crashAfterCommitIfAsked } from '#lib/faults.ts';
+import { afterResponse } from '#lib/http/after-response.ts';
 import { readJsonWith } from '#lib/http/body.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
@@ -20,7 +20,7 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     const { duplicate, outcome, ownerId, syncIds, plan } = await recordBillingEvent(body, configuredRecordOptions(new Date()));
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
     annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason, syncIds: syncIds.length });
-    if (syncIds.length > 0) after(() => syncMarkedAfterWebhook(syncIds, plan.eventId));
+    if (syncIds.length > 0) afterResponse(() => syncMarkedAfterWebhook(syncIds, plan.eventId));
     return json({ received: true });
   },
 });

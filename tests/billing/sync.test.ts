@@ -1,0 +1,291 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
+import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
+import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
+import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { callRoute } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
+import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
+
+/**
+ * Entitlements converge on RevenueCat's own record: a local stand-in of its REST API v1 (real HTTP)
+ * holds what RevenueCat knows; each path that syncs (the user's refresh, after a webhook, the
+ * sweep, an operator) heals what the webhooks alone got wrong, and every failure of RevenueCat
+ * leaves the stored state as it was.
+ */
+const CRON_SECRET = 'cron-secret-for-tests';
+const ADMIN_SECRET = 'admin-secret-for-tests';
+const MONTHLY = 'com.example.pro.monthly';
+
+let revenuecat: FakeRevenueCat;
+let restoreEnv: () => void;
+beforeAll(async () => {
+  revenuecat = await startFakeRevenueCat();
+  restoreEnv = setEnv({
+    REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
+    REVENUECAT_API_URL: revenuecat.url,
+    REVENUECAT_TIMEOUT_MS: '400',
+    REVENUECAT_REQUESTS_PER_SECOND: '100',
+    CRON_SECRET,
+    ADMIN_API_SECRET: ADMIN_SECRET,
+    // Each test says when a webhook syncs (the after-response tests turn it on).
+    BILLING_SYNC_AFTER: 'none',
+  });
+});
+afterAll(async () => {
+  restoreEnv();
+  await revenuecat.close();
+});
+
+/** RevenueCat's record of a monthly subscription renewed for a second period (days 30 to 60). */
+function renewedRecord(user: string, fields: Parameters<typeof v1Subscription>[0] = { purchased: day(30), expires: day(60) }) {
+  revenuecat.setCustomer(user, {
+    entitlements: { pro: v1Entitlement(MONTHLY, { purchased: fields.purchased, expires: fields.expires }) },
+    subscriptions: { [MONTHLY]: v1Subscription(fields) },
+    subscriber_attributes: { $email: { value: 'private@example.test', updated_at_ms: day(0) } },
+  });
+}
+
+/** The purchase arrived; the renewal was lost (RevenueCat gave up): the webhooks alone say it lapsed at day 30. */
+async function lostRenewal(db: TestDatabase, user: string) {
+  expect((await deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+  expect((await entitlementsOf(db, user, new Date(day(40))))[0]).toMatchObject({ active: false, status: 'expired' });
+  renewedRecord(user);
+  revenuecat.setClock(day(40));
+}
+
+const healed = { active: true, status: 'active', willRenew: true, expiresAt: isoDay(60), productId: MONTHLY, syncedAt: isoDay(40) };
+
+async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() - started > timeoutMs) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
+  const db = suiteDatabase(kind);
+
+  it('heals a lost renewal when the user refreshes their purchases', async () => {
+    const user = await testUser();
+    await lostRenewal(db, user.userId);
+    const response = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+    expect(response.status).toBe(200);
+    // (The answer is computed at the real clock, long after day 60: the row, not its access.)
+    expect(response.body).toMatchObject({ userId: user.userId, entitlements: [{ id: 'pro', productId: MONTHLY, expiresAt: isoDay(60), syncedAt: isoDay(40) }] });
+    expect((await entitlementsOf(db, user.userId, new Date(day(41))))[0]).toMatchObject(healed);
+    // The snapshot is kept beside the events, without the customer's attributes.
+    const [stored] = await db.sql<{ type: string; body: { subscriber: Record<string, unknown> } }>(
+      `select type, body from public.billing_events where event_id like 'sync:%' and app_user_id = $1`, [user.userId]);
+    expect(stored!.type).toBe('SYNC');
+    expect(stored!.body.subscriber).toHaveProperty('subscriptions');
+    expect(stored!.body.subscriber).not.toHaveProperty('subscriber_attributes');
+  });
+
+  it('heals it after a webhook that cannot say everything, after the response (BILLING_SYNC_AFTER=all)', async () => {
+    const user = `after-${randomUUID()}`;
+    await lostRenewal(db, user);
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'all' });
+    try {
+      const seen = revenuecat.requests.length;
+      expect((await deliver(billingEvent('cancellation-unsubscribe', user, { at: 20, purchased: 0, expires: 30 }))).status).toBe(200);
+      const state = await until(() => entitlementsOf(db, user, new Date(day(41))), (views) => views[0]?.syncedAt === isoDay(40));
+      expect(state[0]).toMatchObject({ ...healed, status: 'active' });
+      expect(revenuecat.requests.slice(seen).map((request) => request.appUserId)).toEqual([user]);
+      expect(await db.sql('select app_user_id from public.billing_sync_queue where app_user_id = $1', [user])).toEqual([]);
+    } finally {
+      restore();
+    }
+  });
+
+  it('heals it in the sweep, which works through what is marked (and only with the cron secret)', async () => {
+    const user = `sweep-${randomUUID()}`;
+    await lostRenewal(db, user);
+    await db.sql(`insert into public.billing_sync_queue (app_user_id, reason) values ($1, 'test')`, [user]);
+    const response = await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } });
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ claimed: expect.any(Number), synced: expect.any(Number), failed: 0 });
+    expect(response.body.synced).toBeGreaterThanOrEqual(1);
+    expect((await entitlementsOf(db, user, new Date(day(41))))[0]).toMatchObject(healed);
+    expect(await db.sql('select app_user_id from public.billing_sync_queue where app_user_id = $1', [user])).toEqual([]);
+  });
+
+  it('heals it when an operator syncs the subscriber; an id RevenueCat never named is refused, not created', async () => {
+    const user = `admin-${randomUUID()}`;
+    await lostRenewal(db, user);
+    const response = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user } });
+    expect(response.status).toBe(200);
+    expect(response.body).toMatchObject({ appUserId: user, entitlements: [{ id: 'pro', expiresAt: isoDay(60) }] });
+    expect((await entitlementsOf(db, user, new Date(day(41))))[0]).toMatchObject(healed);
+
+    const seen = revenuecat.requests.length;
+    const unknown = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: `never-${randomUUID()}` } });
+    expect(unknown).toMatchObject({ status: 404, body: { code: 'subscriber_unknown' } });
+    expect(revenuecat.requests.length).toBe(seen);
+  });
+
+  it('ends access RevenueCat refunded though no webhook said so', async () => {
+    const user = await testUser();
+    expect((await deliver(billingEvent('initial-purchase', user.userId, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+    renewedRecord(user.userId, { purchased: day(0), expires: day(30), refunded: day(5) });
+    revenuecat.setClock(day(6));
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    expect((await entitlementsOf(db, user.userId, new Date(day(7))))[0]).toMatchObject({ active: false, status: 'refunded', expiresAt: isoDay(5), willRenew: false });
+  });
+
+  it('fetches both sides of a TRANSFER after it (BILLING_SYNC_AFTER=gaps, the default)', async () => {
+    const [from, to] = [`from-${randomUUID()}`, `to-${randomUUID()}`];
+    expect((await deliver(billingEvent('initial-purchase', from, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+    onTestFinished(setEnv({ BILLING_SYNC_AFTER: undefined }));
+    revenuecat.setCustomer(from, {});
+    renewedRecord(to);
+    revenuecat.setClock(day(40));
+    const seen = revenuecat.requests.length;
+    const transfer = billingEvent('transfer', to, { at: 35 }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: [from], transferred_to: [to] });
+    expect((await deliver(transfer)).status).toBe(200);
+    await until(async () => revenuecat.requests.length - seen, (count) => count >= 2);
+    expect(revenuecat.requests.slice(seen).map((request) => request.appUserId).sort()).toEqual([from, to].sort());
+    const views = await until(() => entitlementsOf(db, to, new Date(day(41))), (v) => v[0]?.syncedAt === isoDay(40));
+    expect(views[0]).toMatchObject(healed);
+    expect((await entitlementsOf(db, from, new Date(day(41))))[0]).toMatchObject({ active: false });
+  });
+
+  it('keeps an event newer than a snapshot: the snapshot is folded at its own time', async () => {
+    const user = await testUser();
+    renewedRecord(user.userId, { purchased: day(0), expires: day(30) });
+    revenuecat.setClock(day(10));
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    expect((await entitlementsOf(db, user.userId, new Date(day(11))))[0]).toMatchObject({ active: true, willRenew: true });
+    // A cancellation at day 12 (after the snapshot), then a snapshot taken at day 11 that arrives late.
+    expect((await deliver(billingEvent('cancellation-unsubscribe', user.userId, { at: 12, purchased: 0, expires: 30 }))).status).toBe(200);
+    revenuecat.setClock(day(11));
+    await new Promise((resolve) => setTimeout(resolve, 5_100)); // the user's refresh limit
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    expect((await entitlementsOf(db, user.userId, new Date(day(13))))[0]).toMatchObject({ status: 'cancelled_active', willRenew: false, active: true });
+  });
+
+  it('a sync racing a webhook of the same subscriber, 20 times: the state of event order', async () => {
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'gaps' });
+    try {
+      for (let round = 0; round < 20; round++) {
+        const user = `race-${round}-${randomUUID()}`;
+        expect((await deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+        // RevenueCat's record at day 40: renewed to day 60. The webhook: a cancellation at day 41.
+        renewedRecord(user);
+        revenuecat.setClock(day(40));
+        const [synced, cancelled] = await Promise.all([
+          callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user } }),
+          deliver(billingEvent('cancellation-unsubscribe', user, { at: 41, purchased: 30, expires: 60 })),
+        ]);
+        expect([synced.status, cancelled.status]).toEqual([200, 200]);
+        expect({ round, view: (await entitlementsOf(db, user, new Date(day(42))))[0] })
+          .toMatchObject({ round, view: { status: 'cancelled_active', willRenew: false, active: true, expiresAt: isoDay(60) } });
+      }
+    } finally {
+      restore();
+    }
+  });
+
+  it('limits a user to one refresh per 5 s (429 with Retry-After), counted in the database', async () => {
+    const user = await testUser();
+    revenuecat.setCustomer(user.userId, {});
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    const again = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+    expect(again).toMatchObject({ status: 429, body: { code: 'rate_limited' } });
+    expect(Number(again.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe.each(DATABASE_KINDS)('when RevenueCat fails, nothing changes, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+
+  const cases = [
+    { name: 'a 429 with a short Retry-After is waited out', answers: [{ status: 429, headers: { 'retry-after': '1' } }], status: 200 },
+    { name: 'a 429 with a long Retry-After: 503 with it', answers: [{ status: 429, headers: { 'retry-after': '120' } }], status: 503, code: 'upstream_unavailable', retryAfter: '120' },
+    { name: 'a 429 without any header: 503', answers: [{ status: 429 }], status: 503, code: 'upstream_unavailable' },
+    { name: 'two 500s are retried', answers: [{ status: 500 }, { status: 502 }], status: 200 },
+    { name: 'three 500s: 503', answers: [{ status: 500 }, { status: 500 }, { status: 503 }], status: 503, code: 'upstream_unavailable' },
+    { name: 'a timeout, three times: 503', answers: ['hang', 'hang', 'hang'] as const, status: 503, code: 'upstream_unavailable' },
+    { name: 'a 401 (a bad key): 502', answers: [{ status: 401, body: '{"code":7225,"message":"Invalid API key."}' }], status: 502, code: 'upstream_rejected' },
+    { name: 'an HTML 200: 502', answers: [{ status: 200, headers: { 'content-type': 'text/html' }, body: '<html>maintenance</html>' }], status: 502, code: 'upstream_invalid' },
+    { name: 'a JSON 200 that is not a subscriber: 502', answers: [{ status: 200, body: '{"subscriber":"nope"}' }], status: 502, code: 'upstream_invalid' },
+  ];
+
+  it.each(cases)('$name', async ({ answers, status, code, retryAfter }) => {
+    const user = await testUser();
+    expect((await deliver(billingEvent('initial-purchase', user.userId, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+    renewedRecord(user.userId);
+    revenuecat.setClock(day(40));
+    const before = await db.sql('select * from public.entitlements where app_user_id = $1', [user.userId]);
+
+    revenuecat.script(...answers);
+    const response = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+    expect({ status: response.status, code: response.body?.code }).toEqual({ status, code });
+    if (status === 200) return;
+    expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    if (status === 503) expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    if (retryAfter) expect(response.headers.get('retry-after')).toBe(retryAfter);
+    expect(await db.sql('select * from public.entitlements where app_user_id = $1', [user.userId])).toEqual(before);
+    expect(await db.sql(`select event_id from public.billing_events where app_user_id = $1 and type = 'SYNC'`, [user.userId])).toEqual([]);
+    // Left marked for the sweep, due after a backoff.
+    expect(await db.sql<{ attempts: number }>('select attempts from public.billing_sync_queue where app_user_id = $1', [user.userId])).toEqual([{ attempts: 1 }]);
+  });
+});
+
+describe('the sync routes without configuration, and their credentials', () => {
+  suiteDatabase('pglite');
+
+  it('answers 503 naming REVENUECAT_SECRET_API_KEY on every sync path without it; webhooks work as before', async () => {
+    const restore = setEnv({ REVENUECAT_SECRET_API_KEY: undefined });
+    try {
+      const user = await testUser();
+      const refresh = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+      const sweep = await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } });
+      const admin = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user.userId } });
+      for (const response of [refresh, sweep, admin]) {
+        expect(response).toMatchObject({ status: 503, body: { code: 'sync_not_configured' } });
+        expect(response.body.detail).toContain('REVENUECAT_SECRET_API_KEY');
+      }
+      expect((await deliver(billingEvent('transfer', user.userId, { at: 5 }, { app_user_id: undefined, transferred_from: ['someone-else'], transferred_to: [user.userId] }))).status).toBe(200);
+    } finally {
+      restore();
+    }
+  });
+
+  const matrix: { route: 'cron' | 'admin'; name: string; headers: Record<string, string>; status: number; code?: string }[] = [
+    { route: 'cron', name: 'no Authorization', headers: {}, status: 401, code: 'invalid_cron_secret' },
+    { route: 'cron', name: 'the wrong secret', headers: { authorization: 'Bearer nope' }, status: 401, code: 'invalid_cron_secret' },
+    { route: 'cron', name: 'the admin secret', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, status: 401, code: 'invalid_cron_secret' },
+    { route: 'cron', name: 'the secret with another scheme', headers: { authorization: `Basic ${CRON_SECRET}` }, status: 401, code: 'invalid_cron_secret' },
+    { route: 'cron', name: 'a lowercase scheme and two spaces', headers: { authorization: `bearer  ${CRON_SECRET}` }, status: 200 },
+    { route: 'admin', name: 'no Authorization', headers: {}, status: 401, code: 'invalid_admin_secret' },
+    { route: 'admin', name: 'the cron secret', headers: { authorization: `Bearer ${CRON_SECRET}` }, status: 401, code: 'invalid_admin_secret' },
+    { route: 'admin', name: 'the secret with a character changed', headers: { authorization: `Bearer ${ADMIN_SECRET.slice(0, -1)}X` }, status: 401, code: 'invalid_admin_secret' },
+    { route: 'admin', name: 'the admin secret', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, status: 404, code: 'subscriber_unknown' },
+  ];
+  it.each(matrix)('$route with $name: $status', async ({ route, headers, status, code }) => {
+    const response = route === 'cron'
+      ? await callRoute(cronSyncRoute, { headers })
+      : await callRoute(adminSyncRoute, { method: 'POST', headers, body: { app_user_id: `nobody-${randomUUID()}` } });
+    expect({ status: response.status, code: response.body?.code }).toEqual({ status, code });
+    if (status === 401) expect(response.headers.get('www-authenticate')).toBe(`Bearer realm="${route}"`);
+  });
+
+  it.each([['cron', 'CRON_SECRET'], ['admin', 'ADMIN_API_SECRET']] as const)('%s without its secret configured: 503 naming %s, whatever is sent', async (route, variable) => {
+    const restore = setEnv({ [variable]: undefined });
+    try {
+      const response = route === 'cron'
+        ? await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } })
+        : await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: 'x' } });
+      expect(response).toMatchObject({ status: 503, body: { code: `${route}_not_configured` } });
+      expect(response.body.detail).toContain(variable);
+    } finally {
+      restore();
+    }
+  });
+});
