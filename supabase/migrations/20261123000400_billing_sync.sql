@@ -241,7 +241,7 @@ as $$
   where e.app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = p_group)
 $$;
 
--- The ids the rebuild walks: every event's linked ids, a page at a time after p_after_event_id.
+-- The log the rebuild walks: every entry, a page at a time after p_after_event_id (event id order).
 create or replace function public.billing_events_page(p_after_event_id text, p_limit integer)
 returns jsonb
 language sql
@@ -249,13 +249,89 @@ stable
 security definer
 set search_path = ''
 as $$
-  select coalesce(jsonb_agg(jsonb_build_object('eventId', e.event_id, 'eventAt', e.event_at, 'type', e.type, 'body', e.body) order by e.event_id collate "C"), '[]'::jsonb)
+  select coalesce(jsonb_agg(jsonb_build_object('eventId', e.event_id, 'eventAt', e.event_at, 'type', e.type, 'appUserId', e.app_user_id,
+                                               'subjectId', e.subject_id, 'body', e.body) order by e.event_id collate "C"), '[]'::jsonb)
   from (
-    select event_id, event_at, type, body from public.billing_events
+    select event_id, event_at, type, app_user_id, subject_id, body from public.billing_events
     where event_id collate "C" > coalesce(p_after_event_id, '') collate "C"
     order by event_id collate "C"
     limit p_limit
   ) e
+$$;
+
+-- The entries of the log with these ids (the rebuild reads one customer's at a time).
+create or replace function public.billing_events_by_id(p_event_ids jsonb)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(jsonb_agg(jsonb_build_object('eventId', e.event_id, 'eventAt', e.event_at, 'type', e.type, 'appUserId', e.app_user_id,
+                                               'subjectId', e.subject_id, 'body', e.body)), '[]'::jsonb)
+  from public.billing_events e
+  where e.event_id in (select jsonb_array_elements_text(p_event_ids))
+$$;
+
+-- npm run billing:sync -- --all: the subscribers that hold rows or are marked, a page at a time in
+-- id order after p_after (the run's saved place, so it can resume).
+create or replace function public.billing_subscribers_page(p_after text, p_limit integer)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(jsonb_agg(id order by id collate "C"), '[]'::jsonb)
+  from (
+    select id from (
+      select app_user_id as id from public.entitlements where status <> 'transferred'
+      union
+      select app_user_id from public.billing_sync_queue
+    ) ids
+    where id collate "C" > coalesce(p_after, '') collate "C"
+    order by id collate "C"
+    limit p_limit
+  ) page
+$$;
+
+create or replace function public.billing_subscribers_count()
+returns integer
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select count(*)::integer from (
+    select app_user_id from public.entitlements where status <> 'transferred'
+    union
+    select app_user_id from public.billing_sync_queue
+  ) ids
+$$;
+
+-- Where a resumable run (npm run billing:sync -- --all) got to.
+create table public.billing_sync_runs (
+  name text primary key,
+  last_id text,
+  updated_at timestamptz not null default now()
+);
+alter table public.billing_sync_runs enable row level security;
+revoke all on table public.billing_sync_runs from public, anon, authenticated;
+
+create or replace function public.billing_sync_run_place(p_name text, p_last_id text, p_save boolean)
+returns text
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  if p_save then
+    insert into public.billing_sync_runs (name, last_id) values (p_name, p_last_id)
+    on conflict (name) do update set last_id = excluded.last_id, updated_at = now();
+  end if;
+  return (select last_id from public.billing_sync_runs where name = p_name);
+end;
 $$;
 
 do $$
@@ -267,7 +343,8 @@ begin
     'public.record_billing_snapshot(jsonb, jsonb, timestamptz)', 'public.billing_sync_found_nothing(text, timestamptz)',
     'public.billing_subscriber_known(text)',
     'public.billing_sync_claim(integer, integer)', 'public.billing_rebuild_group(jsonb, jsonb, boolean)',
-    'public.billing_group_rows(text)', 'public.billing_events_page(text, integer)'
+    'public.billing_group_rows(text)', 'public.billing_events_page(text, integer)', 'public.billing_events_by_id(jsonb)',
+    'public.billing_subscribers_page(text, integer)', 'public.billing_subscribers_count()', 'public.billing_sync_run_place(text, text, boolean)'
   ] loop
     execute format('revoke all on function %s from public, anon, authenticated', v_fn);
     execute format('grant execute on function %s to service_role', v_fn);

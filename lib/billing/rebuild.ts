@@ -1,0 +1,150 @@
+import { callDb, DbError } from '../db/index.ts';
+import { subscriberResponseSchema } from '../revenuecat/subscriber.ts';
+import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
+import { describeSnapshot } from './snapshot.ts';
+import type { BillingEvent } from './webhook-body.ts';
+
+/**
+ * npm run billing:rebuild: every customer's entitlements folded again from the stored log with the
+ * CURRENT decision code (describeEventEffects / describeSnapshot recomputed from the stored bodies),
+ * in event order, by the same SQL step as live delivery. A dry run reports what would change and
+ * writes nothing (each customer's fold runs in a transaction that is rolled back); `apply` writes,
+ * one short transaction per customer under the same lock as a webhook, so it is safe while
+ * deliveries keep arriving. Use it after a fix to the decision code, or after upgrading a database
+ * recorded by an older version (whose events have no stored plans).
+ */
+export interface StoredEntry {
+  eventId: string;
+  eventAt: string;
+  type: string;
+  appUserId: string | null;
+  subjectId: string | null;
+  body: unknown;
+}
+
+export interface RebuildRow {
+  appUserId: string;
+  entitlementId: string;
+  productId: string | null;
+  environment: string | null;
+  status: string;
+  willRenew: boolean;
+  expiresAt: string | null;
+  graceExpiresAt: string | null;
+}
+
+export interface CustomerChange {
+  ids: string[];
+  before: RebuildRow[];
+  after: RebuildRow[];
+}
+
+export interface RebuildOptions {
+  apply: boolean;
+  ignoreSandbox: boolean;
+  /** Entries read per page while finding the customers (default 1000). */
+  pageSize?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface RebuildReport {
+  customers: number;
+  events: number;
+  changed: CustomerChange[];
+}
+
+/** What the current code says a stored entry means. */
+export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }): BillingEventPlan {
+  if (entry.type === 'SYNC') {
+    const body = entry.body as { app_user_id: string } & Record<string, unknown>;
+    return describeSnapshot(subscriberResponseSchema.parse(body), body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
+  }
+  // An event stored without a usable timestamp was ordered at its receive time, kept in event_at.
+  return describeEventEffects((entry.body as { event: BillingEvent }).event, new Date(entry.eventAt), options);
+}
+
+export async function rebuildBilling(options: RebuildOptions): Promise<RebuildReport> {
+  const { customers, events } = await findCustomers(options);
+  const changed: CustomerChange[] = [];
+  let done = 0;
+  for (const customer of customers) {
+    const entries = await callDb<StoredEntry[]>('billing_events_by_id', { p_event_ids: customer.eventIds });
+    const plans = entries.map((entry) => ({ eventId: entry.eventId, plan: planOf(entry, options) }));
+    let result: { before: RebuildRow[]; after: RebuildRow[] };
+    try {
+      result = await callDb('billing_rebuild_group', { p_ids: customer.ids, p_plans: plans, p_apply: options.apply });
+    } catch (error) {
+      // The database joined these ids with others whose old events this run did not read (recorded
+      // without plans, by a version older than the fold): a second run sees them together.
+      if (!(error instanceof DbError) || error.reason !== 'billing_plans_missing') throw error;
+      throw new Error(`Customer ${customer.ids[0]} shares a history with events this run did not read; run it again.`, { cause: error });
+    }
+    if (JSON.stringify(result.before) !== JSON.stringify(result.after)) changed.push({ ids: customer.ids, ...result });
+    options.onProgress?.(++done, customers.length);
+  }
+  return { customers: customers.length, events, changed };
+}
+
+/**
+ * The customers of the log: ids joined by every entry that names them together (one customer's
+ * aliases, a TRANSFER's two sides), with the entries filed under them. One pass over the log.
+ */
+async function findCustomers(options: RebuildOptions): Promise<{ customers: { ids: string[]; eventIds: string[] }[]; events: number }> {
+  const parent = new Map<string, string>();
+  const find = (id: string): string => {
+    let root = id;
+    while (parent.get(root) !== root) {
+      if (!parent.has(root)) parent.set(root, root);
+      else root = parent.get(root)!;
+    }
+    for (let at = id; at !== root; ) {
+      const next = parent.get(at)!;
+      parent.set(at, root);
+      at = next;
+    }
+    return root;
+  };
+  const union = (a: string, b: string) => {
+    const [ra, rb] = [find(a), find(b)];
+    if (ra !== rb) parent.set(rb, ra);
+  };
+  const filed = new Map<string, string[]>();
+  let after: string | null = null;
+  let events = 0;
+  for (;;) {
+    const page: StoredEntry[] = await callDb<StoredEntry[]>('billing_events_page', { p_after_event_id: after, p_limit: options.pageSize ?? 1000 });
+    if (page.length === 0) break;
+    for (const entry of page) {
+      events++;
+      const plan = planOf(entry, options);
+      const linked = plan.ignoredReason === null ? plan.linkedIds : [];
+      // An entry the current code ignores still belongs to whoever it was filed under (its stored plan must be replaced).
+      const subject = plan.ignoredReason === null ? plan.subjectId : entry.subjectId;
+      if (!subject) continue;
+      for (const id of [subject, ...linked]) union(subject, id);
+      filed.set(subject, [...(filed.get(subject) ?? []), entry.eventId]);
+    }
+    after = page[page.length - 1]!.eventId;
+  }
+  const byRoot = new Map<string, { ids: string[]; eventIds: string[] }>();
+  for (const id of parent.keys()) {
+    const customer = byRoot.get(find(id)) ?? { ids: [], eventIds: [] };
+    customer.ids.push(id);
+    customer.eventIds.push(...(filed.get(id) ?? []));
+    byRoot.set(find(id), customer);
+  }
+  return { customers: [...byRoot.values()].filter((customer) => customer.eventIds.length > 0), events };
+}
+
+/** One line per row that differs, for people: `user pro (product, env): before -> after`. */
+export function describeChange(change: CustomerChange): string[] {
+  const key = (row: RebuildRow) => `${row.appUserId} ${row.entitlementId} (${row.productId ?? 'no product'}, ${row.environment ?? 'PRODUCTION'})`;
+  const show = (row: RebuildRow | undefined) => (row
+    ? `${row.status}${row.expiresAt ? ` until ${row.expiresAt}` : ' forever'}${row.graceExpiresAt ? ` (grace ${row.graceExpiresAt})` : ''}${row.willRenew ? ', renewing' : ''}`
+    : 'no row');
+  const before = new Map(change.before.map((row) => [key(row), row]));
+  const after = new Map(change.after.map((row) => [key(row), row]));
+  return [...new Set([...before.keys(), ...after.keys()])]
+    .filter((k) => JSON.stringify(before.get(k)) !== JSON.stringify(after.get(k)))
+    .map((k) => `${k}: ${show(before.get(k))} -> ${show(after.get(k))}`);
+}

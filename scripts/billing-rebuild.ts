@@ -1,0 +1,29 @@
+// npm run billing:rebuild [-- --apply] - fold every customer's stored billing history again with
+// the current decision code and show what changes; --apply writes it (one short transaction per
+// customer, safe while webhooks keep arriving). Reads .env.local like the server.
+import './load-env.ts';
+import { describeChange, rebuildBilling } from '../lib/billing/rebuild.ts';
+import { getConfig } from '../lib/config.ts';
+import { closeDatabase } from '../lib/db/index.ts';
+import { progressLine } from './progress.ts';
+
+const args = process.argv.slice(2);
+const unknown = args.filter((arg) => !['--apply', '--help'].includes(arg));
+if (args.includes('--help') || unknown.length > 0) {
+  console.error(`${unknown.length ? `Unknown argument: ${unknown.join(' ')}\n` : ''}Usage: npm run billing:rebuild [-- --apply]`);
+  process.exit(unknown.length ? 2 : 0);
+}
+const apply = args.includes('--apply');
+
+try {
+  const report = await rebuildBilling({ apply, ignoreSandbox: getConfig().billingIgnoreSandbox, onProgress: progressLine('customers') });
+  console.log(`${report.events} stored entries, ${report.customers} customers; ${report.changed.length} ${apply ? 'changed' : 'would change'}.`);
+  for (const change of report.changed.slice(0, 50)) for (const line of describeChange(change)) console.log(`  ${line}`);
+  if (report.changed.length > 50) console.log(`  ... and ${report.changed.length - 50} more customers.`);
+  if (!apply && report.changed.length > 0) console.log('Nothing was written. Run `npm run billing:rebuild -- --apply` to write it.');
+} catch (error) {
+  console.error(`Rebuild failed: ${(error as Error).message}`);
+  process.exitCode = 1;
+} finally {
+  await closeDatabase();
+}
