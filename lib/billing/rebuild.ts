@@ -56,8 +56,11 @@ export interface RebuildReport {
 /** What the current code says a stored entry means. */
 export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }): BillingEventPlan {
   if (entry.type === 'SYNC') {
-    const body = entry.body as { app_user_id: string } & Record<string, unknown>;
-    return describeSnapshot(subscriberResponseSchema.parse(body), body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
+    const body = entry.body as { app_user_id?: string } & Record<string, unknown>;
+    const response = subscriberResponseSchema.safeParse(body);
+    // A snapshot of a deleted user keeps only its id: it means nothing any more.
+    if (!response.success || !body.app_user_id) return describeEventEffects({ id: entry.eventId, type: 'SYNC' }, new Date(entry.eventAt));
+    return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
   }
   // An event stored without a usable timestamp was ordered at its receive time, kept in event_at.
   return describeEventEffects((entry.body as { event: BillingEvent }).event, new Date(entry.eventAt), options);

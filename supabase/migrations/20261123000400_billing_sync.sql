@@ -334,6 +334,41 @@ begin
 end;
 $$;
 
+-- Deleting a user (public.forget_user, called when an auth.users row goes): their entitlements and
+-- sync marks are deleted; their billing events and snapshots stay only as what deduplication needs
+-- (the event id and type, so a RevenueCat retry of one never applies again) and leave every fold:
+-- bodies (subscriber attributes, e-mail, aliases, products, prices) and plans are erased, and the
+-- ids they were filed under are cleared. RevenueCat keeps its own record: delete the customer there
+-- too (DELETE /v1/subscribers/{id}), or a later event about them starts a new history here.
+create or replace function public.billing_forget_user(p_user_id uuid)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_id text := p_user_id::text;
+  v_rows integer;
+  v_events integer;
+begin
+  delete from public.entitlements where app_user_id = v_id;
+  get diagnostics v_rows = row_count;
+  delete from public.billing_sync_queue where app_user_id = v_id;
+  delete from public.billing_sync_requests where app_user_id = v_id;
+  update public.billing_events set
+    body = jsonb_build_object('event', jsonb_build_object('id', event_id, 'type', type)),
+    plan = null,
+    subject_id = null,
+    app_user_id = null,
+    owner_id = null,
+    moved_ids = '{}'
+  where subject_id = v_id or app_user_id = v_id or owner_id = v_id;
+  get diagnostics v_events = row_count;
+  return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
+end;
+$$;
+
 do $$
 declare
   v_fn text;
@@ -344,7 +379,7 @@ begin
     'public.billing_subscriber_known(text)',
     'public.billing_sync_claim(integer, integer)', 'public.billing_rebuild_group(jsonb, jsonb, boolean)',
     'public.billing_group_rows(text)', 'public.billing_events_page(text, integer)', 'public.billing_events_by_id(jsonb)',
-    'public.billing_subscribers_page(text, integer)', 'public.billing_subscribers_count()', 'public.billing_sync_run_place(text, text, boolean)'
+    'public.billing_subscribers_page(text, integer)', 'public.billing_subscribers_count()', 'public.billing_forget_user(uuid)', 'public.billing_sync_run_place(text, text, boolean)'
   ] loop
     execute format('revoke all on function %s from public, anon, authenticated', v_fn);
     execute format('grant execute on function %s to service_role', v_fn);

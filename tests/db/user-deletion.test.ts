@@ -6,7 +6,7 @@ import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/
  * Deleting a user (a row leaving auth.users, as Supabase Auth's account deletion does) makes the
  * service forget them in one transaction: their wallet links and challenges are deleted, their
  * league memberships are unlinked (the roster row stays, app_user_id becomes null), and the
- * billing module's public.billing_forget_user(uuid) runs when it exists. Other users are untouched.
+ * billing module's public.billing_forget_user(uuid) runs (tests/billing/forget-user.test.ts). Other users are untouched.
  */
 describe.each(DATABASE_KINDS)('deleting a user on %s', (kind) => {
   let db: TestDatabase;
@@ -60,25 +60,12 @@ describe.each(DATABASE_KINDS)('deleting a user on %s', (kind) => {
     await db.sql('delete from auth.users where id = $1', [user.id]);
     const other = await userWithData('L-solo');
     await db.sql('delete from auth.users where id = $1', [other.id]); // the trigger forgot them already
-    expect(await db.adapter.call('forget_user', { p_user_id: other.id })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 0 });
+    expect(await db.adapter.call('forget_user', { p_user_id: other.id })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 0, billing: true });
 
     // Rows that arrived without any auth.users row (dev tokens, a sync after the deletion).
     const lateId = randomUUID();
     await db.sql(`insert into public.league_members (league_id, external_user_id, display_name, role, app_user_id) values ($1, 'late', 'Late', 'member', $2)`, [user.leagueId, lateId]);
-    expect(await db.adapter.call('forget_user', { p_user_id: lateId })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 1 });
-    expect(await db.adapter.call('forget_user', { p_user_id: lateId })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 0 });
-  });
-
-  it('runs the billing module\'s public.billing_forget_user(uuid) in the same transaction when it exists', async () => {
-    await db.sql(`create table public.test_forgotten (user_id uuid)`);
-    await db.sql(`create function public.billing_forget_user(p_user_id uuid) returns void language sql as 'insert into public.test_forgotten values (p_user_id)'`);
-    try {
-      const user = await userWithData('L-billing');
-      await db.sql('delete from auth.users where id = $1', [user.id]);
-      expect(await db.sql('select user_id from public.test_forgotten')).toEqual([{ user_id: user.id }]);
-    } finally {
-      await db.sql('drop function public.billing_forget_user(uuid)');
-      await db.sql('drop table public.test_forgotten');
-    }
+    expect(await db.adapter.call('forget_user', { p_user_id: lateId })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 1, billing: true });
+    expect(await db.adapter.call('forget_user', { p_user_id: lateId })).toEqual({ walletLinks: 0, walletChallenges: 0, leagueMembersUnlinked: 0, billing: true });
   });
 });
