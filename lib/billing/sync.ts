@@ -127,6 +127,12 @@ export async function syncMarkedAfterWebhook(appUserIds: string[], eventId: stri
   }
 }
 
+/**
+ * How long one sweep may work: well inside the function's time limit (vercel.json maxDuration 30 s),
+ * so it answers before Vercel cuts it off; what is left is due in the next run.
+ */
+export const SWEEP_BUDGET_MS = 20_000;
+
 export interface SweepResult {
   /** Subscribers taken from the queue this run. */
   claimed: number;
