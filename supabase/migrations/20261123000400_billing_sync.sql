@@ -30,9 +30,10 @@ alter table public.billing_sync_requests enable row level security;
 revoke all on table public.billing_sync_rate, public.billing_sync_requests from public, anon, authenticated;
 
 -- Before a call to RevenueCat: for a user's own refresh, at most one per p_user_interval_seconds
--- (else {retryAfterSeconds}); then a slot in the shared budget, p_slot_ms apart. Returns {waitMs}:
--- how long to wait for the slot, or {retryAfterSeconds} when that would be more than p_max_wait_ms
--- (nothing reserved). One call, so a refresh costs one round trip before RevenueCat.
+-- (else {retryAfterSeconds, limitedBy: 'user'}); then a slot in the shared budget, p_slot_ms apart.
+-- Returns {waitMs}: how long to wait for the slot, or {retryAfterSeconds, limitedBy: 'budget'} when
+-- that would be more than p_max_wait_ms (nothing reserved). One call, so a refresh costs one round
+-- trip before RevenueCat.
 create or replace function public.billing_sync_begin(
   p_user_id text,
   p_user_interval_seconds integer,
@@ -53,7 +54,7 @@ begin
   if p_user_id is not null then
     select requested_at into v_last from public.billing_sync_requests where app_user_id = p_user_id for update;
     if v_last is not null and v_last > now() - make_interval(secs => p_user_interval_seconds) then
-      return jsonb_build_object('retryAfterSeconds',
+      return jsonb_build_object('limitedBy', 'user', 'retryAfterSeconds',
         greatest(1, ceil(extract(epoch from v_last + make_interval(secs => p_user_interval_seconds) - now()))::integer));
     end if;
     insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, now())
@@ -67,7 +68,7 @@ begin
       update public.billing_sync_requests set requested_at = v_last where app_user_id = p_user_id and v_last is not null;
       delete from public.billing_sync_requests where app_user_id = p_user_id and v_last is null;
     end if;
-    return jsonb_build_object('retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
+    return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
   end if;
   update public.billing_sync_rate set next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0);
   return jsonb_build_object('waitMs', v_wait_ms);
