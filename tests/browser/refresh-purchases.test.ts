@@ -97,5 +97,5 @@ describe.skipIf(!hasChromium)('Refresh purchases on the account page, in Chromiu
       await plain.stop();
       rmSync(plainDir, { recursive: true, force: true });
     }
-  });
+  }, 120_000); // it starts a server of its own
 });
