@@ -201,7 +201,7 @@ const COMMON_HEADERS = {
   RequestId: {
     description: 'The request id: yours from `x-request-id` when it is sane (1 to 128 of `A-Z a-z 0-9 . _ : -`), else a new one. Also in problem bodies as `requestId`.',
     required: true,
-    schema: { type: 'string', minLength: 1, maxLength: 128 },
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
   },
   ServerTiming: {
     description: 'Database calls and time spent (`db;desc="N calls";dur=…, total;dur=…`)',
@@ -229,7 +229,7 @@ const JSON_VALUE_SCHEMA = {
 };
 
 function bodyRules(maxBytes: number): string {
-  return `JSON (\`Content-Type: application/json\`, 415 otherwise), at most ${maxBytes} bytes (413 beyond). In every body: no NUL (U+0000) or unpaired surrogate in a string or key, no key \`__proto__\`, nesting at most ${MAX_JSON_DEPTH} levels, numbers within a double's range (400 \`invalid_json\` otherwise).`;
+  return `JSON: \`Content-Type: application/json\` or another \`application/*+json\` type (415 otherwise), at most ${maxBytes} bytes (413 beyond). In every body: no NUL (U+0000) or unpaired surrogate in a string or key, no key \`__proto__\`, nesting at most ${MAX_JSON_DEPTH} levels, numbers within a double's range (400 \`invalid_json\` otherwise).`;
 }
 
 /** Add the body reader's rules to a request schema: every string and key storable, every free value a JsonValue. */

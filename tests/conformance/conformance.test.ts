@@ -3,6 +3,7 @@ import { base58 } from '@scure/base';
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
 import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 import { evmWallet, solanaWallet, type TestWallet } from '../wallets/wallets.ts';
 import { buildContract, HTTP_METHODS, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
@@ -351,6 +352,47 @@ describe('the production server and the OpenAPI document it serves', () => {
         expect(observed.status, `${path} ${contentType} ${raw.slice(0, 20)}`).toBe(status);
       }
     }
+  });
+
+  it('takes the content types the document names and answers any other with 415 (fast-check)', async () => {
+    const paths = operationsWithBodies().map(({ path }) => path);
+    for (const path of paths) expect(contract.operation('post', path)!.requestBody!.description).toContain('application/json` or another `application/*+json` type (415 otherwise)');
+    const mediaTypes = fc.oneof(
+      fc.constantFrom('application/json', 'APPLICATION/JSON', 'application/problem+json', 'application/vnd.api+json', 'text/json', 'application/jsonx', 'application/json-seq', 'application/x-json', 'text/plain', 'multipart/form-data', 'application/+json'),
+      fc.stringMatching(/^[a-z]{1,12}\/[a-z0-9.+-]{1,20}$/),
+    );
+    const parameters = fc.constantFrom('', '; charset=utf-8', ';charset=UTF-8', '; boundary=x');
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...paths), mediaTypes, parameters, async (path, mediaType, parameter) => {
+        const example = contract.operation('post', path)!.requestBody!.content['application/json']!.example;
+        const observed = await sendDocumented({ method: 'post', template: path, headers: await credentialsFor('post', path), json: example, contentType: `${mediaType}${parameter}` });
+        // The documented rule: application/json, or an application/ type with the +json suffix (RFC 6839).
+        const [type, subtype = ''] = mediaType.toLowerCase().split('/');
+        const json = type === 'application' && (subtype === 'json' || (subtype.endsWith('+json') && subtype.length > '+json'.length));
+        expect(observed.status === 415, `${mediaType}${parameter}: ${observed.status} ${observed.text.slice(0, 120)}`).toBe(!json);
+      }),
+      { numRuns: RUNS, seed: SEED, endOnFailure: true },
+    );
+  });
+
+  it('reads Authorization by one grammar on every Bearer route: a right credential spelled any allowed way is accepted, anything else is a documented 401 (fast-check)', async () => {
+    const bearerRoutes = contract.operations.filter(({ operation }) => {
+      const scheme = Object.keys(operation.security[0] ?? {})[0];
+      return scheme !== undefined && (served as unknown as { components: { securitySchemes: Record<string, { scheme?: string }> } }).components.securitySchemes[scheme]!.scheme === 'bearer';
+    });
+    expect(bearerRoutes.length).toBe(9); // six with a session token, the billing webhook, cron and admin
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...bearerRoutes), fc.nat(), fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: undefined }), async ({ path, method, operation }, pick, random) => {
+        const valid = (await credentialsFor(method, path)).authorization!.replace(/^Bearer /, '');
+        const cases = authorizationGrammarCases(valid);
+        const chosen = random === undefined ? cases[pick % cases.length]! : { name: 'random text', header: random, accepted: false };
+        const example = operation.requestBody?.content['application/json']?.example;
+        const observed = await sendDocumented({ method, template: path, path: fillPath(path), headers: { authorization: chosen.header }, json: path === '/api/admin/billing/sync' ? { app_user_id: randomUUID() } : example });
+        const refused = observed.status === 401 || observed.status === 403;
+        expect(refused, `${method} ${path}, ${chosen.name} (${JSON.stringify(chosen.header.slice(0, 40))}): ${observed.status} ${observed.text.slice(0, 120)}`).toBe(!chosen.accepted);
+      }),
+      { numRuns: RUNS * 2, seed: SEED, endOnFailure: true },
+    );
   });
 
   it('answers no, wrong or expired credentials with a documented 401 or 403 (WWW-Authenticate on every 401), for every operation that needs them', async () => {
