@@ -313,7 +313,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
       name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
     }));
     const item: Record<string, unknown> = {
-      description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other method answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`.`,
+      description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other of GET, POST, PUT, PATCH and DELETE answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`; a method outside that set gets a 400 before the app (from Node or Next).`,
       ...(parameters.length ? { parameters } : {}),
     };
     for (const op of ops) {
