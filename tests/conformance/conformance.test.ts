@@ -166,7 +166,7 @@ describe('the production server and the OpenAPI document it serves', () => {
   it('states in words every rule it cannot say in JSON Schema (the ones a schema-valid body may still be refused for)', () => {
     for (const rule of DESCRIBED_RULES) {
       const requestBody = contract.operation('post', rule.path)!.requestBody!;
-      expect(JSON.stringify(requestBody), `${rule.path}: "${rule.phrase}"`).toContain(rule.phrase.replace(/`/g, '`'));
+      expect(JSON.stringify(requestBody), `${rule.path}: "${rule.phrase}"`).toContain(rule.phrase);
     }
   });
 
