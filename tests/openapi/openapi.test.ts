@@ -11,12 +11,16 @@ import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
-import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { OPERATIONS } from '../../lib/openapi/document.ts';
+import { DEV_WEBHOOK_SECRETS, getConfig } from '../../lib/config.ts';
+import { closeDatabase } from '../../lib/db/index.ts';
+import { buildOpenApiDocument, OPERATIONS } from '../../lib/openapi/document.ts';
 import { problemSchema } from '../../lib/openapi/responses.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { suiteDatabase } from '../support/databases.ts';
+import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
+import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
+import { freePort } from '../support/postgres-server.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
@@ -133,5 +137,33 @@ describe('real responses match the documented schemas', () => {
     const leagues = { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues };
     expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: leagues, body: delivery(freshSource('doc'), { leagues: [league('L1', '2026-11-21T17:59:00Z')] }) }));
     expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: { 'x-webhook-secret': 'wrong' }, body: {} }));
+  });
+});
+
+describe('answers when the database is down, as documented', () => {
+  // tests/conformance checks the production server with everything up; these answers need a
+  // dependency down, so they are checked here, through the routes, against the same document.
+  it('GET /api/health 503 is application/json with the Health body; other routes a problem+json 503 database_unavailable, with Retry-After', async () => {
+    const auth = { authorization: (await testUser()).authorization };
+    const contract = buildContract(buildOpenApiDocument(getConfig()) as unknown as OpenApiDocument);
+    const restore = setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, LOCAL_DEV: '1' });
+    try {
+      await closeDatabase();
+      const answers = [
+        { method: 'get', path: '/api/health', response: await callRoute(healthRoute), type: 'application/json' },
+        { method: 'get', path: '/api/me', response: await callRoute(meRoute, { headers: auth }), type: 'application/problem+json' },
+        {
+          method: 'post', path: '/api/webhooks/subscription-billing', type: 'application/problem+json',
+          response: await callRoute(billingRoute, { method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` }, body: { event: { id: 'evt-db-down', type: 'TEST' } } }),
+        },
+      ];
+      for (const { method, path, response, type } of answers) {
+        expect({ path, status: response.status, type: response.headers.get('content-type') }).toEqual({ path, status: 503, type });
+        expect(contract.checkResponse(method, path, response, { dependencyDown: true })).toEqual([]);
+      }
+    } finally {
+      restore();
+      await closeDatabase();
+    }
   });
 });
