@@ -242,7 +242,10 @@ function withBodyRules(node: unknown): unknown {
     if (isFree(schema[key])) schema[key] = { $ref: '#/components/schemas/JsonValue' };
   }
   if (schema.type === 'string' && !('enum' in schema) && !('const' in schema)) Object.assign(schema, STORABLE_STRING);
-  if (schema.type === 'object' && schema.additionalProperties !== false) schema.propertyNames = STORABLE_KEY;
+  if (schema.type === 'object' && schema.additionalProperties !== false) {
+    schema.additionalProperties ??= { $ref: '#/components/schemas/JsonValue' }; // members the schema ignores are still read
+    schema.propertyNames = STORABLE_KEY;
+  }
   return schema;
 }
 

@@ -171,8 +171,9 @@ export function mutationOf(schema: Schema, value: unknown, resolve: Resolve): fc
       for (const key of (s.required ?? []) as string[]) {
         options.push(fc.constant({ value: dropUndefined(setAt(value, [...site.path, key], () => REMOVE)), mutation: `${at}: required ${key} removed` }));
       }
-      options.push(fc.string({ minLength: 1, maxLength: 10 }).filter((key) => !(key in ((s.properties ?? {}) as object)) && key !== '__proto__')
-        .map((key) => ({ value: setAt(value, site.path, (current) => ({ ...(current as object), [key]: 'extra' })), mutation: `${at}: extra member ${JSON.stringify(key)}` })));
+      const extraValues = fc.constantFrom<unknown>('extra', 7, null, ['a', { b: true }], 'nul \u0000', ['lone \uD800'], { 'key \u0000': 1 });
+      options.push(fc.tuple(fc.string({ minLength: 1, maxLength: 10 }).filter((key) => !(key in ((s.properties ?? {}) as object)) && key !== '__proto__'), extraValues)
+        .map(([key, extra]) => ({ value: setAt(value, site.path, (current) => ({ ...(current as object), [key]: extra })), mutation: `${at}: extra member ${JSON.stringify(key)}: ${JSON.stringify(extra)}` })));
       options.push(fc.constant({ value: setAt(value, site.path, (current) => JSON.parse(`{"__proto__": 1, ${JSON.stringify(current).slice(1)}`.replace(', }', '}'))), mutation: `${at}: key __proto__` }));
     }
     if (s.type === 'array' && Array.isArray(site.value)) {
