@@ -45,21 +45,23 @@ const wellFormedTimestamp = z.iso.datetime({ offset: true });
 /**
  * An RFC 3339 timestamp with `Z` or an offset. At most 6 fractional digits: Postgres keeps
  * microseconds, and two times that differ only below that would compare equal ("unchanged").
+ * The rules a pattern can say are patterns (so the OpenAPI document states them); each fails only on
+ * its own excess, so a malformed timestamp gets the one format message.
  */
 function timestampSchema(clock: SchemaClock) {
   return z.iso
     .datetime({ offset: true, error: 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z' })
+    .regex(/^(?!.*\.\d{7})/, 'must have at most 6 fractional second digits')
+    // RFC 3339 allows offsets up to 23:59, Postgres stores at most 15:59 (no real zone is further).
+    .regex(/^(?!.*[+-](?:1[6-9]|2\d):\d\d$)/, 'must have a time zone offset within ±15:59')
+    .regex(/^(?!(?:0\d{3}|1[0-8]\d\d|19[0-6]\d)-)/, 'must not be before 1970-01-01T00:00:00Z')
     .superRefine((value, ctx) => {
       // A bad format is reported above; these checks only make sense on a well-formed timestamp.
       // (Not `abort: true`: an aborting issue would also stop the body-wide duplicate check.)
       if (!wellFormedTimestamp.safeParse(value).success) return;
-      const fraction = /\.(\d+)/.exec(value)?.[1];
-      if (fraction && fraction.length > 6) ctx.addIssue({ code: 'custom', message: 'must have at most 6 fractional second digits' });
-      // RFC 3339 allows offsets up to 23:59, Postgres stores at most 15:59 (no real zone is further).
-      const offsetHours = /[+-](\d{2}):\d{2}$/.exec(value)?.[1];
-      if (offsetHours && Number(offsetHours) > 15) ctx.addIssue({ code: 'custom', message: 'must have a time zone offset within ±15:59' });
       const ms = Date.parse(value);
-      if (!(ms >= 0)) ctx.addIssue({ code: 'custom', message: 'must not be before 1970-01-01T00:00:00Z' });
+      // The year pattern cannot see an offset that puts 1970-01-01 before the epoch.
+      if (!(ms >= 0) && !/^19[0-6]\d-/.test(value)) ctx.addIssue({ code: 'custom', message: 'must not be before 1970-01-01T00:00:00Z' });
       const limit = clock.now().getTime() + LEAGUES_SYNC_LIMITS.maxClockSkewMs;
       if (ms > limit) {
         ctx.addIssue({
@@ -67,6 +69,9 @@ function timestampSchema(clock: SchemaClock) {
           message: `is in the future (more than ${LEAGUES_SYNC_LIMITS.maxClockSkewMs / 60_000} minutes ahead of the server clock)`,
         });
       }
+    })
+    .meta({
+      description: `RFC 3339 with \`Z\` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most ${LEAGUES_SYNC_LIMITS.maxClockSkewMs / 60_000} minutes ahead of the server clock`,
     });
 }
 
@@ -79,7 +84,8 @@ const settingsSchema = z
     if (bytes > LEAGUES_SYNC_LIMITS.maxSettingsBytes) {
       ctx.addIssue({ code: 'custom', message: `must be at most ${LEAGUES_SYNC_LIMITS.maxSettingsBytes} bytes as JSON (got ${bytes})` });
     }
-  });
+  })
+  .meta({ description: `Free-form league settings, kept as sent: at most ${LEAGUES_SYNC_LIMITS.maxSettingsBytes} bytes as JSON (UTF-8)` });
 
 const memberSchema = z.strictObject({
   externalUserId: externalKey('externalUserId'),
@@ -107,7 +113,8 @@ function leagueSchema(clock: SchemaClock) {
       .max(LEAGUES_SYNC_LIMITS.maxMembersPerLeague, `at most ${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members per league`)
       .superRefine((members, ctx) => reportDuplicates(Array.isArray(members) ? members : [], 'externalUserId', [], ctx, 'this league'), {
         when: () => true,
-      }),
+      })
+      .meta({ description: 'The whole membership (members not listed are removed); each `externalUserId` at most once' }),
   });
 }
 
@@ -128,11 +135,13 @@ export function createLeaguesSyncBodySchema(clock: SchemaClock = systemClock) {
       leagues: z
         .array(leagueSchema(clock))
         .max(LEAGUES_SYNC_LIMITS.maxLeagues, `at most ${LEAGUES_SYNC_LIMITS.maxLeagues} leagues per delivery`)
-        .default([]),
+        .default([])
+        .meta({ description: 'Snapshots to apply; each `externalId` at most once in the delivery (in `leagues` or `deleted`)' }),
       deleted: z
         .array(deletionSchema(clock))
         .max(LEAGUES_SYNC_LIMITS.maxDeleted, `at most ${LEAGUES_SYNC_LIMITS.maxDeleted} deletions per delivery`)
-        .default([]),
+        .default([])
+        .meta({ description: 'Leagues to delete (tombstones); each `externalId` at most once in the delivery (in `leagues` or `deleted`)' }),
     })
     .superRefine(
       // A league appears once per delivery (in `leagues` or in `deleted`): with two entries the

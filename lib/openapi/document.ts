@@ -1,21 +1,36 @@
 import { z } from 'zod';
 import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
+import type { Config } from '../config.ts';
+import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../http/body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
-import { leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
-import { createChallengeBodySchema, createLinkBodySchema } from '../wallets/schemas.ts';
+import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
+import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
 import * as responses from './responses.ts';
 
 void responses; // registers the response schemas (their .meta ids) before the document is built
 
 /**
  * The API's OpenAPI 3.1 document, generated from the zod schemas the routes validate with (request
- * bodies) and the response schemas in ./responses.ts. GET /api/openapi.json serves it; /docs
- * renders it. tests/openapi checks it lists exactly the routes that exist, and that real responses
- * match it.
+ * bodies) and the response schemas in ./responses.ts, with what the configuration decides (the
+ * accepted networks) filled in. GET /api/openapi.json serves it; /docs renders it; `npm run lint`
+ * lints it with Redocly's recommended rules; tests/conformance sends requests built from it to the
+ * production server and checks every answer against it.
  */
 
 type Security = 'session' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
+
+/** A documented answer other than a problem: a status, and a JSON body schema (none: no body). */
+export interface Answer {
+  status: number;
+  description: string;
+  schema?: z.ZodType;
+  /** Headers this answer always carries (besides the ones every answer carries). */
+  headers?: Record<string, { description: string; schema: Record<string, unknown> }>;
+}
+
+/** What the configuration contributes to the document (the networks a wallet may be on). */
+export type DocumentConfig = Pick<Config, 'wallet'>;
 
 export interface Operation {
   method: 'get' | 'post' | 'delete';
@@ -23,8 +38,8 @@ export interface Operation {
   summary: string;
   description?: string;
   security: Security;
-  request?: z.ZodType;
-  success: { status: number; description: string; schema?: z.ZodType };
+  request?: { schema: (config: DocumentConfig) => z.ZodType; maxBytes: number; example: unknown };
+  answers: Answer[];
   errors: ProblemCode[];
   tags: string[];
 }
@@ -34,97 +49,141 @@ const SESSION_ERRORS: ProblemCode[] = ['missing_token', 'invalid_token', 'token_
 const WRITE_SESSION_ERRORS: ProblemCode[] = [...SESSION_ERRORS, 'session_revoked'];
 const ALWAYS: ProblemCode[] = ['database_unavailable', 'service_misconfigured', 'internal_error'];
 
+const RETRY_AFTER = { description: 'Seconds to wait before retrying', schema: { type: 'string', pattern: '^[0-9]+$' } };
+
+const EXAMPLE_USER_ID = '6f1c2b9e-3d4a-4b5c-8d7e-9f0a1b2c3d4e';
+const EXAMPLE_EVM_ADDRESS = '0x52908400098527886E0F7030069857D2E4169EE7';
+
 export const OPERATIONS: Operation[] = [
   {
     method: 'get', path: '/api/health', tags: ['Service'], security: 'none',
     summary: 'Liveness and database reachability',
-    success: { status: 200, description: 'The service and its database answer', schema: responses.healthResponseSchema },
+    answers: [
+      { status: 200, description: 'The service and its database answer', schema: responses.healthResponseSchema },
+      { status: 503, description: 'The database does not answer (`status: degraded`)', schema: responses.healthResponseSchema, headers: { 'Retry-After': RETRY_AFTER } },
+    ],
     errors: ['service_misconfigured'],
   },
   {
     method: 'get', path: '/api/health/live', tags: ['Service'], security: 'none',
     summary: 'The process answers (no database call)',
-    success: { status: 200, description: 'Alive', schema: responses.liveResponseSchema },
+    answers: [{ status: 200, description: 'Alive', schema: responses.liveResponseSchema }],
     errors: [],
   },
   {
     method: 'get', path: '/api/openapi.json', tags: ['Service'], security: 'none',
     summary: 'This document',
-    success: { status: 200, description: 'OpenAPI 3.1' },
+    answers: [{ status: 200, description: 'The OpenAPI 3.1 document of this API', schema: responses.openApiDocumentSchema }],
     errors: [],
   },
   {
     method: 'get', path: '/api/me', tags: ['Account'], security: 'session',
     summary: "The caller's account: identity, wallets, entitlements and leagues",
     description: 'Entitlement `active` and `status` are computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
-    success: { status: 200, description: 'The account', schema: responses.accountResponseSchema },
+    answers: [{ status: 200, description: 'The account', schema: responses.accountResponseSchema }],
     errors: [...SESSION_ERRORS, ...ALWAYS],
   },
   {
     method: 'post', path: '/api/wallet-link/challenge', tags: ['Wallet links'], security: 'session',
     summary: 'Issue the exact message a wallet signs to prove it is the caller’s',
     description: 'At most 10 challenges a minute per user (429 with Retry-After); at most 5 open at once (a 6th retires the oldest). A challenge expires after 10 minutes and can be used once.',
-    request: createChallengeBodySchema,
-    success: { status: 201, description: 'The challenge', schema: responses.challengeResponseSchema },
+    request: { schema: ({ wallet }) => walletBodySchemas(wallet).challenge, maxBytes: WALLET_BODY_MAX_BYTES, example: { chain: 'evm', address: EXAMPLE_EVM_ADDRESS, chainId: 1 } },
+    answers: [{ status: 201, description: 'The challenge', schema: responses.challengeResponseSchema }],
     errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...SESSION_ERRORS, 'rate_limited', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',
     summary: 'Link the wallet that signed the caller’s challenge',
-    description: '201 for a new link; 200 with `alreadyLinked: true` when this wallet is already linked to the caller. A wallet is linked to at most one user.',
-    request: createLinkBodySchema,
-    success: { status: 201, description: 'Linked (200 when it already was)', schema: responses.linkResponseSchema },
+    description: 'A wallet is linked to at most one user.',
+    request: {
+      schema: ({ wallet }) => walletBodySchemas(wallet).link,
+      maxBytes: WALLET_BODY_MAX_BYTES,
+      example: {
+        payload: {
+          chain: 'evm', address: EXAMPLE_EVM_ADDRESS, chainId: 1,
+          message: 'localhost:3000 wants you to sign in with your Ethereum account:\n0x52908400098527886E0F7030069857D2E4169EE7\n\nLink this wallet to your account.\n\nURI: http://localhost:3000\nVersion: 1\nChain ID: 1\nNonce: 32891756a1b2c3d4\nIssued At: 2026-01-01T00:00:00.000Z\nExpiration Time: 2026-01-01T00:10:00.000Z',
+          signature: `0x${'ab'.repeat(64)}1b`,
+        },
+      },
+    },
+    answers: [
+      { status: 201, description: 'Linked: a new link (`alreadyLinked: false`)', schema: responses.linkResponseSchema },
+      { status: 200, description: 'This wallet was already linked to the caller (`alreadyLinked: true`); nothing changed', schema: responses.linkResponseSchema },
+    ],
     errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...WRITE_SESSION_ERRORS, 'challenge_not_found', 'challenge_expired', 'challenge_already_used',
       'invalid_message', 'address_mismatch', 'invalid_signature', 'unsupported_signature_type', 'wallet_already_linked', 'too_many_wallets', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',
     summary: "List the caller's wallet links",
-    success: { status: 200, description: 'The links, oldest first', schema: responses.walletListResponseSchema },
+    answers: [{ status: 200, description: 'The links, oldest first', schema: responses.walletListResponseSchema }],
     errors: [...SESSION_ERRORS, ...ALWAYS],
   },
   {
     method: 'delete', path: '/api/wallet-link/{linkId}', tags: ['Wallet links'], security: 'session',
     summary: "Unlink one of the caller's wallets",
-    success: { status: 204, description: 'Unlinked' },
+    answers: [{ status: 204, description: 'Unlinked' }],
     errors: [...WRITE_SESSION_ERRORS, 'link_not_found', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/subscription-billing', tags: ['Webhooks'], security: 'billingSecret',
     summary: 'Receive a RevenueCat webhook event',
     description: 'Every authenticated, well-formed delivery gets exactly 200 `{ "received": true }`: new, duplicate, TEST, unknown type, no app_user_id. The event is stored with its effect in one transaction, deduplicated by `event.id`; order of arrival does not matter. A 503 means nothing was stored: RevenueCat retries.',
-    request: billingWebhookBodySchema,
-    success: { status: 200, description: 'Received', schema: responses.billingAckSchema },
+    request: {
+      schema: () => billingWebhookBodySchema,
+      maxBytes: DEFAULT_MAX_BODY_BYTES,
+      example: {
+        api_version: '1.0',
+        event: {
+          id: 'CD489E0E-5D18-4F7B-8B4C-0C2D5F7E9A11', type: 'INITIAL_PURCHASE', app_user_id: EXAMPLE_USER_ID, original_app_user_id: EXAMPLE_USER_ID, aliases: [EXAMPLE_USER_ID],
+          product_id: 'premium_monthly', entitlement_ids: ['premium'], period_type: 'NORMAL', environment: 'PRODUCTION', store: 'APP_STORE',
+          purchased_at_ms: 1767225600000, expiration_at_ms: 1769904000000, event_timestamp_ms: 1767225600000, transaction_id: '2000000123', original_transaction_id: '2000000123',
+        },
+      },
+    },
+    answers: [{ status: 200, description: 'Received', schema: responses.billingAckSchema }],
     errors: [...BODY_ERRORS, 'invalid_webhook_secret', 'webhook_not_configured', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/me/billing/sync', tags: ['Account'], security: 'session',
     summary: "Refresh the caller's purchases from RevenueCat",
-    description: "Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing.",
-    success: { status: 200, description: 'Refreshed', schema: responses.billingSyncResponseSchema },
+    description: "Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing. No request body.",
+    answers: [{ status: 200, description: 'Refreshed', schema: responses.billingSyncResponseSchema }],
     errors: [...WRITE_SESSION_ERRORS, 'rate_limited', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/cron/billing-sync', tags: ['Operations'], security: 'cronSecret',
     summary: 'Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)',
     description: 'Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat\'s rate budget and about 20 s; safe to run twice at once.',
-    success: { status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema },
+    answers: [{ status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema }],
     errors: ['invalid_cron_secret', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',
     summary: 'Sync one subscriber from RevenueCat (operator)',
     description: 'Only for app user ids RevenueCat has sent events about (404 `subscriber_unknown` otherwise: v1 would create the customer).',
-    request: adminSyncBodySchema,
-    success: { status: 200, description: 'Synced', schema: responses.adminBillingSyncResponseSchema },
+    request: { schema: () => adminSyncBodySchema, maxBytes: DEFAULT_MAX_BODY_BYTES, example: { app_user_id: EXAMPLE_USER_ID } },
+    answers: [{ status: 200, description: 'Synced', schema: responses.adminBillingSyncResponseSchema }],
     errors: [...BODY_ERRORS, 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',
     summary: 'Apply a batch of league snapshots',
     description: 'All or nothing, idempotent by delivery `id`. Newest `updatedAt` wins; deletions are tombstones. Unknown fields are rejected.',
-    request: leaguesSyncBodySchema,
-    success: { status: 200, description: 'Applied (or a repeated delivery)', schema: responses.leaguesSyncResultSchema },
+    request: {
+      schema: () => leaguesSyncBodySchema,
+      maxBytes: LEAGUES_SYNC_LIMITS.maxBodyBytes,
+      example: {
+        id: 'delivery-2026-01-01T00:00:00Z-1', source: 'fantasy-pro', sentAt: '2026-01-01T00:00:00Z',
+        leagues: [{
+          externalId: 'L-1001', name: 'Sunday Legends', sport: 'football', season: '2026', status: 'in_season', updatedAt: '2026-01-01T00:00:00Z',
+          settings: { teams: 12, scoring: 'ppr' },
+          members: [{ externalUserId: 'U-1', displayName: 'Ana', role: 'commissioner', appUserId: EXAMPLE_USER_ID }, { externalUserId: 'U-2', displayName: 'Bo', role: 'member' }],
+        }],
+        deleted: [{ externalId: 'L-0999', deletedAt: '2026-01-01T00:00:00Z' }],
+      },
+    },
+    answers: [{ status: 200, description: 'Applied (or a repeated delivery)', schema: responses.leaguesSyncResultSchema }],
     errors: [...BODY_ERRORS, 'invalid_webhook_secret', 'webhook_not_configured', ...ALWAYS],
   },
 ];
@@ -137,53 +196,160 @@ const SECURITY_SCHEMES = {
   adminSecret: { type: 'http', scheme: 'bearer', description: 'ADMIN_API_SECRET: `Authorization: Bearer <secret>`.' },
 } as const;
 
+/** Headers every answer carries (lib/http/route.ts), as components.headers. */
+const COMMON_HEADERS = {
+  RequestId: {
+    description: 'The request id: yours from `x-request-id` when it is sane (1 to 128 of `A-Z a-z 0-9 . _ : -`), else a new one. Also in problem bodies as `requestId`.',
+    required: true,
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+  },
+  ServerTiming: {
+    description: 'Database calls and time spent (`db;desc="N calls";dur=…, total;dur=…`)',
+    required: true,
+    schema: { type: 'string', pattern: '^db;desc="\\d+ calls";dur=\\d+(\\.\\d+)?, total;dur=\\d+(\\.\\d+)?$' },
+  },
+};
+const commonHeaderRefs = { 'x-request-id': { $ref: '#/components/headers/RequestId' }, 'Server-Timing': { $ref: '#/components/headers/ServerTiming' } };
+
+// The rules lib/http/body.ts (readJsonBody) applies to every string and key of every JSON body,
+// before any schema: said in the schemas too, so a body the document accepts is one the server reads.
+const UNSTORABLE_CHARACTER = '[\\u0000\\uD800-\\uDFFF]'; // NUL, or a surrogate not in a pair (the pattern is Unicode-aware)
+const STORABLE_STRING = { not: { pattern: UNSTORABLE_CHARACTER } };
+const STORABLE_KEY = { type: 'string', not: { anyOf: [{ const: '__proto__' }, { pattern: UNSTORABLE_CHARACTER }] } };
+
+/** Any JSON value the body reader takes, for the fields a schema leaves free (`{}`). */
+const JSON_VALUE_SCHEMA = {
+  description: 'Any JSON value, with the rules every body follows: strings and keys without NUL (U+0000) or unpaired surrogates, no key `__proto__`.',
+  anyOf: [
+    { type: 'string', ...STORABLE_STRING },
+    { type: ['number', 'boolean', 'null'] },
+    { type: 'array', items: { $ref: '#/components/schemas/JsonValue' } },
+    { type: 'object', propertyNames: STORABLE_KEY, additionalProperties: { $ref: '#/components/schemas/JsonValue' } },
+  ],
+};
+
+function bodyRules(maxBytes: number): string {
+  return `JSON: \`Content-Type: application/json\` or another \`application/*+json\` type (415 otherwise), at most ${maxBytes} bytes (413 beyond). In every body: no NUL (U+0000) or unpaired surrogate in a string or key, no key \`__proto__\`, nesting at most ${MAX_JSON_DEPTH} levels, numbers within a double's range (400 \`invalid_json\` otherwise).`;
+}
+
+/** Add the body reader's rules to a request schema: every string and key storable, every free value a JsonValue. */
+function withBodyRules(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withBodyRules);
+  if (node === null || typeof node !== 'object') return node;
+  const schema = Object.fromEntries(Object.entries(node).map(([key, value]) => [key, key === 'enum' || key === 'const' ? value : withBodyRules(value)]));
+  const isFree = (value: unknown) => value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0;
+  for (const key of ['additionalProperties', 'items']) {
+    if (isFree(schema[key])) schema[key] = { $ref: '#/components/schemas/JsonValue' };
+  }
+  if (schema.type === 'string' && !('enum' in schema) && !('const' in schema)) Object.assign(schema, STORABLE_STRING);
+  if (schema.type === 'object' && schema.additionalProperties !== false) {
+    schema.additionalProperties ??= { $ref: '#/components/schemas/JsonValue' }; // members the schema ignores are still read
+    schema.propertyNames = STORABLE_KEY;
+  }
+  return schema;
+}
+
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output') {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any', reused: 'inline' }) as Record<string, unknown>;
   void _ignored;
   return rest;
 }
 
-function errorResponses(codes: ProblemCode[]) {
+function problemAnswers(codes: ProblemCode[]) {
   const byStatus = new Map<number, ProblemCode[]>();
   for (const code of new Set(codes)) {
     const status = PROBLEM_CATALOG[code][0];
     byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
-  return Object.fromEntries(
-    [...byStatus.entries()].sort(([a], [b]) => a - b).map(([status, list]) => [
-      String(status),
-      {
-        description: list.map((code) => `\`${code}\`: ${PROBLEM_CATALOG[code][1]}`).join('; '),
-        'x-problem-codes': list,
-        ...(status === 401 ? { headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } } : {}),
-        ...(status === 429 || status === 503 ? { headers: { 'Retry-After': { schema: { type: 'integer' } } } } : {}),
-        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
-      },
-    ]),
-  );
+  return new Map([...byStatus.entries()].map(([status, list]) => [status, {
+    description: list.map((code) => `\`${code}\`: ${PROBLEM_CATALOG[code][1]}`).join('; '),
+    'x-problem-codes': list,
+    headers: {
+      ...(status === 401 ? { 'WWW-Authenticate': { description: 'The credential this route wants (RFC 9110, RFC 6750)', required: true, schema: { type: 'string', minLength: 1 } } } : {}),
+      ...(status === 429 || status === 503 ? { 'Retry-After': { ...RETRY_AFTER, required: true } } : {}),
+    },
+    content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+  }]));
 }
 
-export function buildOpenApiDocument(serverUrl?: string) {
+function responsesOf(op: Operation): Record<string, unknown> {
+  const problems = problemAnswers(op.errors);
+  const statuses = [...new Set([...op.answers.map((answer) => answer.status), ...problems.keys()])].sort((a, b) => a - b);
+  return Object.fromEntries(statuses.map((status) => {
+    const answer = op.answers.find((candidate) => candidate.status === status);
+    const problem = problems.get(status);
+    const content = {
+      ...(answer?.schema ? { 'application/json': { schema: { $ref: `#/components/schemas/${schemaId(answer.schema)}` } } } : {}),
+      ...problem?.content,
+    };
+    return [String(status), {
+      description: [answer?.description, problem && (answer ? `or a problem: ${problem.description}` : problem.description)].filter(Boolean).join('; '),
+      ...(problem ? { 'x-problem-codes': problem['x-problem-codes'] } : {}),
+      headers: { ...commonHeaderRefs, ...answer?.headers, ...problem?.headers },
+      ...(Object.keys(content).length ? { content } : {}),
+    }];
+  }));
+}
+
+/** "/api/wallet-link/{linkId}" + "delete" -> "deleteWalletLinkLinkId" */
+function operationId(method: string, path: string): string {
+  return `${method}${path.replace(/\/api|[{}]/g, '').split(/[/.-]/).map((part) => part.charAt(0).toUpperCase() + part.slice(1)).join('')}`;
+}
+
+/** What `Allow` lists for a path: its methods, HEAD with GET, and OPTIONS (lib/http/route.ts). */
+export function allowHeaderFor(methods: string[]): string {
+  const order = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+  const upper = order.filter((method) => methods.includes(method.toLowerCase()));
+  return [...upper, ...(upper.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].join(', ');
+}
+
+/**
+ * @param config the configuration whose accepted networks the wallet bodies list
+ * @param serverUrl where the API is; default `/`, the origin the document was fetched from
+ */
+export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const op of OPERATIONS) {
-    const parameters = [...op.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string', format: 'uuid' } }));
-    paths[op.path] ??= {};
-    paths[op.path]![op.method] = {
-      operationId: `${op.method}${op.path.replace(/\/api|[{}]/g, '').split(/[/.-]/).map((part) => part.charAt(0).toUpperCase() + part.slice(1)).join('')}`,
-      summary: op.summary,
-      ...(op.description ? { description: op.description } : {}),
-      tags: op.tags,
-      security: op.security === 'none' ? [] : [{ [op.security]: [] }],
+  for (const path of new Set(OPERATIONS.map((op) => op.path))) {
+    const ops = OPERATIONS.filter((op) => op.path === path);
+    const allow = allowHeaderFor(ops.map((op) => op.method));
+    const parameters = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
+      name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
+    }));
+    const item: Record<string, unknown> = {
+      description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other of GET, POST, PUT, PATCH and DELETE answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`; a method outside that set gets a 400 before the app (from Node or Next).`,
       ...(parameters.length ? { parameters } : {}),
-      ...(op.request ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(op.request, 'input') } } } } : {}),
+    };
+    for (const op of ops) {
+      const requestSchema = op.request && withBodyRules(jsonSchema(op.request.schema(config), 'input'));
+      item[op.method] = {
+        operationId: operationId(op.method, op.path),
+        summary: op.summary,
+        ...(op.description ? { description: op.description } : {}),
+        tags: op.tags,
+        security: op.security === 'none' ? [] : [{ [op.security]: [] }],
+        ...(op.request ? {
+          requestBody: {
+            required: true,
+            description: bodyRules(op.request.maxBytes),
+            content: { 'application/json': { schema: requestSchema, example: op.request.example } },
+          },
+        } : {}),
+        responses: responsesOf(op),
+      };
+    }
+    item.options = {
+      operationId: operationId('options', path),
+      summary: 'The methods this path answers',
+      tags: ['Service'],
+      security: [],
       responses: {
-        [String(op.success.status)]: {
-          description: op.success.description,
-          ...(op.success.schema ? { content: { 'application/json': { schema: { $ref: `#/components/schemas/${schemaId(op.success.schema)}` } } } } : {}),
+        '204': {
+          description: 'No body; `Allow` lists the methods',
+          headers: { Allow: { description: 'The methods of this path', required: true, schema: { type: 'string', const: allow } }, ...commonHeaderRefs },
         },
-        ...errorResponses(op.errors),
       },
     };
+    paths[path] = item;
   }
 
   // Every schema with .meta({ id }) (the response schemas) becomes a component; refs between them
@@ -203,11 +369,18 @@ export function buildOpenApiDocument(serverUrl?: string) {
     info: {
       title: 'Account-link service API',
       version: '1.0.0',
-      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code`.',
+      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`.',
     },
-    ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
+    servers: [{ url: serverUrl, description: serverUrl === '/' ? 'This deployment: the origin this document was fetched from' : 'This deployment' }],
+    tags: [
+      { name: 'Service', description: 'Health, this document, and the methods of each path' },
+      { name: 'Account', description: "The signed-in caller's account" },
+      { name: 'Wallet links', description: 'Link a wallet by signing a one-time challenge' },
+      { name: 'Webhooks', description: 'Deliveries from RevenueCat and the league sync worker' },
+      { name: 'Operations', description: 'Vercel Cron and operator routes' },
+    ],
     paths,
-    components: { schemas, securitySchemes: SECURITY_SCHEMES },
+    components: { schemas: { ...schemas, JsonValue: JSON_VALUE_SCHEMA }, headers: COMMON_HEADERS, securitySchemes: SECURITY_SCHEMES },
   };
 }
 

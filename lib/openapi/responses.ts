@@ -141,3 +141,11 @@ export const billingSweepResponseSchema = z
     due: z.int().meta({ description: 'Still due when the run ended (the next run takes them)' }),
   })
   .meta({ id: 'BillingSweep' });
+
+export const openApiDocumentSchema = z
+  .looseObject({
+    openapi: z.string().regex(/^3\.1\.\d+$/),
+    info: z.looseObject({ title: z.string(), version: z.string() }),
+    paths: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: 'OpenApiDocument', description: 'An OpenAPI 3.1 document (this one)' });

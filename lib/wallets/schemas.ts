@@ -11,32 +11,75 @@ export const WALLET_BODY_MAX_BYTES = 32 * 1024;
 const address = z.string().min(1).max(100);
 const chainId = z.number().int().positive();
 const cluster = z.string().min(1).max(64);
-
-/** POST /api/wallet-link/challenge */
-export const createChallengeBodySchema = z.discriminatedUnion('chain', [
-  z.strictObject({ chain: z.literal('evm'), address, chainId }),
-  z.strictObject({ chain: z.literal('solana'), address, cluster }),
-]);
-
 const message = z.string().min(1).max(MAX_MESSAGE_LENGTH);
 // Contract-wallet signatures (ERC-6492) can be long; they must reach the 422 that names them.
 const signature = z.string().min(1).max(16_384);
 
-/** POST /api/wallet-link: the contract's `{ payload }`, holding the signed challenge. */
-export const createLinkBodySchema = z.strictObject({
-  payload: z.discriminatedUnion('chain', [
-    z.strictObject({ chain: z.literal('evm'), address, chainId, message, signature }),
-    z.strictObject({ chain: z.literal('solana'), address, cluster, message, signature }),
-  ]),
-});
+// What the OpenAPI document says of each field, beyond its shape. Validation does not run these
+// patterns through zod: parse*Request checks the same rules below (checkWallet, decode*Signature)
+// to answer the codes that name them (invalid_address, unsupported_chain); tests/conformance checks
+// that the server refuses exactly what the document refuses.
+const evmAddressDoc = {
+  pattern: '^0x[0-9a-fA-F]{40}$',
+  description: 'EIP-55: all lower case, all upper case, or mixed case that is a correct EIP-55 checksum (400 `invalid_address` otherwise).',
+};
+const solanaAddressDoc = {
+  pattern: '^[1-9A-HJ-NP-Za-km-z]{32,44}$',
+  description: 'Base58 of a 32-byte ed25519 public key: it decodes to exactly 32 bytes that are a point on the curve (400 `invalid_address` otherwise).',
+};
+const evmSignatureDoc = {
+  // 65 bytes (r, s, v) with v 27/28 (or 0/1); longer is a contract-wallet signature (422 until supported).
+  pattern: '^0x(?:[0-9a-fA-F]{128}(?:1[bBcC]|0[01])|(?:[0-9a-fA-F]{2}){66,})$',
+  description: 'personal_sign (EIP-191) of `message`, hex: 65 bytes (r, s, v) with v 27, 28, 0 or 1. A longer signature is a smart-contract wallet\'s (ERC-1271/ERC-6492): 422 `unsupported_signature_type`.',
+};
+const solanaSignatureDoc = {
+  pattern: '^[1-9A-HJ-NP-Za-km-z]{64,88}$',
+  description: 'ed25519 signature of the UTF-8 `message`, base58: it decodes to exactly 64 bytes (400 `invalid_request` otherwise).',
+};
+
+type WalletConfig = Pick<Config, 'wallet'>;
+
+/**
+ * The request bodies of the wallet-link endpoints. Without `networks` they are what validation runs;
+ * with them (the OpenAPI document) `chainId` and `cluster` list the configured networks, the same
+ * lists checkWallet accepts, and the fields carry the rules above.
+ */
+export function walletBodySchemas(networks?: WalletConfig['wallet']) {
+  const documented = networks !== undefined;
+  const evm = {
+    chain: z.literal('evm'),
+    address: documented ? address.meta(evmAddressDoc) : address,
+    chainId: documented ? chainId.meta({ enum: networks.evmChainIds, description: 'One of the EVM chains this deployment accepts (WALLET_EVM_CHAIN_IDS; 400 `unsupported_chain` otherwise)' }) : chainId,
+  };
+  const solana = {
+    chain: z.literal('solana'),
+    address: documented ? address.meta(solanaAddressDoc) : address,
+    cluster: documented ? cluster.meta({ enum: networks.solanaClusters, description: 'One of the Solana clusters this deployment accepts (WALLET_SOLANA_CLUSTERS; 400 `unsupported_chain` otherwise)' }) : cluster,
+  };
+  const signed = (signatureDoc: typeof evmSignatureDoc) => ({
+    message: documented ? message.meta({ description: 'The challenge\'s `message`, exactly as issued' }) : message,
+    signature: documented ? signature.meta(signatureDoc) : signature,
+  });
+  return {
+    /** POST /api/wallet-link/challenge */
+    challenge: z.discriminatedUnion('chain', [z.strictObject(evm), z.strictObject(solana)]),
+    /** POST /api/wallet-link: the contract's `{ payload }`, holding the signed challenge. */
+    link: z.strictObject({
+      payload: z.discriminatedUnion('chain', [
+        z.strictObject({ ...evm, ...signed(evmSignatureDoc) }),
+        z.strictObject({ ...solana, ...signed(solanaSignatureDoc) }),
+      ]),
+    }),
+  };
+}
+
+export const { challenge: createChallengeBodySchema, link: createLinkBodySchema } = walletBodySchemas();
 
 export type ChallengeInput =
   | { chain: 'evm'; address: string; addressKey: string; chainId: number }
   | { chain: 'solana'; address: string; addressKey: string; cluster: string };
 
 export type LinkInput = ChallengeInput & { message: string; signature: Uint8Array };
-
-type WalletConfig = Pick<Config, 'wallet'>;
 
 /**
  * Validate a challenge request: shape (400 invalid_request), chain family and network on the

@@ -11,12 +11,16 @@ import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
-import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { OPERATIONS } from '../../lib/openapi/document.ts';
+import { DEV_WEBHOOK_SECRETS, getConfig } from '../../lib/config.ts';
+import { closeDatabase } from '../../lib/db/index.ts';
+import { buildOpenApiDocument, OPERATIONS } from '../../lib/openapi/document.ts';
 import { problemSchema } from '../../lib/openapi/responses.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { suiteDatabase } from '../support/databases.ts';
+import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
+import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
+import { freePort } from '../support/postgres-server.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
@@ -28,6 +32,8 @@ function routeFiles(dir = 'app/api'): string[] {
     return entry.name === 'route.ts' ? [full] : [];
   });
 }
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 /** "app/api/wallet-link/[linkId]/route.ts" -> "/api/wallet-link/{linkId}" */
 const toPath = (file: string) => `/${path.dirname(file).split(path.sep).slice(1).join('/')}`.replace(/\[(\w+)\]/g, '{$1}');
@@ -52,23 +58,23 @@ describe('the OpenAPI document', () => {
       const routeModule = await import(`../../${file}`);
       const params = Object.fromEntries([...file.matchAll(/\[(\w+)\]/g)].map(([, name]) => [name!, '00000000-0000-4000-8000-000000000000']));
       const allow = (await callRoute(routeModule, { method: 'OPTIONS', params })).headers.get('allow')!.split(', ');
-      for (const method of allow.filter((m) => m !== 'HEAD' && m !== 'OPTIONS')) onDisk.push(`${method} ${toPath(file)}`);
+      for (const method of allow.filter((m) => m !== 'HEAD')) onDisk.push(`${method} ${toPath(file)}`);
     }
-    const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`));
+    const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([p, item]) => Object.keys(item).filter((key) => HTTP_METHODS.includes(key)).map((m) => `${m.toUpperCase()} ${p}`));
     expect(documented.sort()).toEqual(onDisk.sort());
   });
 
   it('resolves every $ref', () => {
     const text = JSON.stringify(document);
     for (const [, ref] of text.matchAll(/"\$ref":"([^"]+)"/g)) {
-      const name = ref!.replace('#/components/schemas/', '');
-      expect(document.components.schemas, ref).toHaveProperty(name);
+      const target = ref!.replace(/^#\//, '').split('/').reduce((node, key) => node?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], document);
+      expect(target, ref).toBeTypeOf('object');
     }
   });
 
   it('lists problem codes, with problem+json bodies, for every operation that can fail', () => {
     for (const [p, ops] of Object.entries(document.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown>; 'x-problem-codes'?: string[] }> }>>)) {
-      for (const [method, op] of Object.entries(ops)) {
+      for (const [method, op] of Object.entries(ops).filter(([key]) => HTTP_METHODS.includes(key))) {
         for (const [status, response] of Object.entries(op.responses)) {
           if (Number(status) < 400) continue;
           expect(response.content, `${method} ${p} ${status}`).toHaveProperty(['application/problem+json']);
@@ -90,8 +96,10 @@ describe('real responses match the documented schemas', () => {
       expect(() => problemSchema.parse(response.body)).not.toThrow();
       return;
     }
-    if (op.success.schema) {
-      const result = (op.success.schema as z.ZodType).safeParse(response.body);
+    const answer = op.answers.find((candidate) => candidate.status === response.status);
+    expect(answer, `${method} ${p} answered ${response.status}`).toBeDefined();
+    if (answer!.schema) {
+      const result = (answer!.schema as z.ZodType).safeParse(response.body);
       expect(result.success, `${method} ${p}: ${JSON.stringify(result.error?.issues)}`).toBe(true);
     }
   }
@@ -129,5 +137,33 @@ describe('real responses match the documented schemas', () => {
     const leagues = { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues };
     expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: leagues, body: delivery(freshSource('doc'), { leagues: [league('L1', '2026-11-21T17:59:00Z')] }) }));
     expectDocumented('post', '/api/webhooks/leagues-sync', await callRoute(leaguesRoute, { method: 'POST', headers: { 'x-webhook-secret': 'wrong' }, body: {} }));
+  });
+});
+
+describe('answers when the database is down, as documented', () => {
+  // tests/conformance checks the production server with everything up; these answers need a
+  // dependency down, so they are checked here, through the routes, against the same document.
+  it('GET /api/health 503 is application/json with the Health body; other routes a problem+json 503 database_unavailable, with Retry-After', async () => {
+    const auth = { authorization: (await testUser()).authorization };
+    const contract = buildContract(buildOpenApiDocument(getConfig()) as unknown as OpenApiDocument);
+    const restore = setEnv({ DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, LOCAL_DEV: '1' });
+    try {
+      await closeDatabase();
+      const answers = [
+        { method: 'get', path: '/api/health', response: await callRoute(healthRoute), type: 'application/json' },
+        { method: 'get', path: '/api/me', response: await callRoute(meRoute, { headers: auth }), type: 'application/problem+json' },
+        {
+          method: 'post', path: '/api/webhooks/subscription-billing', type: 'application/problem+json',
+          response: await callRoute(billingRoute, { method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` }, body: { event: { id: 'evt-db-down', type: 'TEST' } } }),
+        },
+      ];
+      for (const { method, path, response, type } of answers) {
+        expect({ path, status: response.status, type: response.headers.get('content-type') }).toEqual({ path, status: 503, type });
+        expect(contract.checkResponse(method, path, response, { dependencyDown: true })).toEqual([]);
+      }
+    } finally {
+      restore();
+      await closeDatabase();
+    }
   });
 });
