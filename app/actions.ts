@@ -8,7 +8,7 @@ import { authenticateToken } from '#lib/auth/session.ts';
 import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
-import * as catchAllRoute from './api/[...path]/route.ts';
+import * as catchAllRoute from './api/[[...path]]/route.ts';
 import * as billingSyncRoute from './api/me/billing/sync/route.ts';
 import * as walletLinkIdRoute from './api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from './api/wallet-link/challenge/route.ts';

@@ -7,8 +7,8 @@ import { callRoute } from '../support/http.ts';
 function routeFiles(dir = 'app/api'): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
-    // The catch-all (app/api/[...path]) answers unknown paths; it is not an endpoint.
-    if (entry.isDirectory()) return entry.name.startsWith('[...') ? [] : routeFiles(full);
+    // The catch-all (app/api/[[...path]]) answers unknown paths; it is not an endpoint.
+    if (entry.isDirectory()) return entry.name.startsWith('[[...') ? [] : routeFiles(full);
     return entry.name === 'route.ts' ? [full] : [];
   });
 }
@@ -41,7 +41,7 @@ describe('unsupported methods answer 405 with Allow, on every route', () => {
 
 describe('an /api path that no route matches', () => {
   it.each(METHODS)('%s answers a problem+json 404', async (method) => {
-    const catchAll = await import('../../app/api/[...path]/route.ts');
+    const catchAll = await import('../../app/api/[[...path]]/route.ts');
     const response = await callRoute(catchAll, { method, params: { path: 'nope' }, url: '/api/nope' });
     expect(response.status).toBe(404);
     expect(response.headers.get('content-type')).toBe('application/problem+json');

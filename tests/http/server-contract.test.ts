@@ -26,7 +26,7 @@ const METHODS = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
 function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     if (entry.isFile()) return entry.name === 'route.ts' ? [prefix] : [];
-    const segment = entry.name.startsWith('[...') ? 'no/such/path' : entry.name.startsWith('[') ? UUID : entry.name;
+    const segment = entry.name.startsWith('[[...') ? 'no/such/path' : entry.name.startsWith('[') ? UUID : entry.name;
     return apiPaths(path.join(dir, entry.name), `${prefix}/${segment}`);
   });
 }
@@ -87,6 +87,16 @@ describe.each([
     const headers = { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`, 'content-type': 'application/json' };
     expect((await request('POST', '/api/webhooks/subscription-billing/', headers, body)).status).toBe(200);
     expect((await request('GET', '/api/me/', { authorization: `Bearer ${token}` })).status).toBe(200);
+  });
+
+  it.each(['/api', '/api/'])('%s itself (no route) is a problem+json 404 for every method, like any unknown /api path', async (pathname) => {
+    for (const method of METHODS) {
+      const answer = await request(method, pathname);
+      const unknown = await request(method, '/api/no/such/path');
+      expect({ method, status: answer.status, type: answer.type, code: answer.code, location: answer.location })
+        .toEqual({ method, status: unknown.status, type: unknown.type, code: unknown.code, location: null });
+      if (method === 'GET') expect({ status: answer.status, type: answer.type, code: answer.code }).toEqual({ status: 404, type: 'application/problem+json', code: 'not_found' });
+    }
   });
 
   it.each(MALFORMED_PATHS)('%s (malformed percent-encoding) is a problem+json 404 for every method', async (pathname) => {

@@ -27,8 +27,8 @@ import { evmWallet } from '../wallets/wallets.ts';
 function routeFiles(dir = 'app/api'): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
-    // The catch-all (app/api/[...path]) answers unknown paths; it is not an endpoint.
-    if (entry.isDirectory()) return entry.name.startsWith('[...') ? [] : routeFiles(full);
+    // The catch-all (app/api/[[...path]]) answers unknown paths; it is not an endpoint.
+    if (entry.isDirectory()) return entry.name.startsWith('[[...') ? [] : routeFiles(full);
     return entry.name === 'route.ts' ? [full] : [];
   });
 }

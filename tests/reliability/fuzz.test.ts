@@ -44,7 +44,7 @@ const TARGETS: Target[] = [
   { route: 'cron/billing-sync', auth: 'cron', methods: ['GET'] },
   { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
   // Any other /api path: a problem+json 404.
-  { route: '[...path]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
+  { route: '[[...path]]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
 ];
 
 function routesOnDisk(dir = path.resolve('app/api'), prefix = ''): string[] {
@@ -138,7 +138,7 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     const describe = `${options.method} ${url.replace(stack.server.url, '')} (${what}) -> ${answer.status} ${answer.error ?? answer.text.slice(0, 300)}`;
     if (!ok && before !== after) changedWithout2xx.push(describe);
     // URL normalisation can take a request off its route ("/api/wallet-link/.." is "/api/"): Next's own 404 page then answers.
-    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[linkId]', '[^/]+').replace('[...path]', '.+')}$`).test(new URL(url).pathname);
+    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[linkId]', '[^/]+').replace('[[...path]]', '.+')}$`).test(new URL(url).pathname);
     if (!ok && reached && answer.status > 0 && !answer.headers.get('content-type')?.startsWith('application/problem+json')) notProblemJson.push(describe);
     if (answer.status === 0 || answer.status >= 500) throw new Error(`5xx or no answer: ${describe}`);
     if (!ok && before !== after) throw new Error(`the database changed without a 2xx: ${describe}`);
@@ -146,12 +146,12 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
   }
 
   /**
-   * The route's URL. `param` fills [linkId] (one segment) or [...path] (segments split on "/"),
+   * The route's URL. `param` fills [linkId] (one segment) or [[...path]] (segments split on "/"),
    * percent-encoded, or (raw) sent as written, malformed escapes and all.
    */
   const urlOf = (route: string, param = '00000000-0000-4000-8000-000000000000', raw = false) => {
     const encode = (value: string) => (raw ? value.replace(/[/?#]/g, (c) => segment(c)) : segment(value));
-    return `${stack.server.url}/api/${route.replace('[linkId]', encode(param)).replace('[...path]', `unknown/${param.split('/').map(encode).join('/')}`)}`;
+    return `${stack.server.url}/api/${route.replace('[linkId]', encode(param)).replace('[[...path]]', `unknown/${param.split('/').map(encode).join('/')}`)}`;
   };
 
   function credentials(target: Target, user: User = users[0]!): Record<string, string> {
@@ -323,7 +323,7 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
   });
 
   it(`any other /api path: ${RUNS} unknown paths (any bytes, malformed escapes), any method, random JSON`, async () => {
-    const target = TARGETS.find((t) => t.route === '[...path]')!;
+    const target = TARGETS.find((t) => t.route === '[[...path]]')!;
     const raw = fc.array(fc.constantFrom('%', '%zz', '%FF', '%C0%AF', '%2F', '%00', 'a', 'é', '..', '/'), { minLength: 1, maxLength: 6 }).map((parts) => ({ path: parts.join(''), raw: true }));
     const encoded = fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 20 }), { minLength: 1, maxLength: 4 }).map((parts) => ({ path: parts.join('/'), raw: false }));
     await assertRuns(fc.asyncProperty(fc.oneof(raw, encoded), fc.constantFrom(...target.methods), fc.jsonValue({ maxDepth: 2 }), async ({ path: unknownPath, raw: isRaw }: { path: string; raw: boolean }, method: string, value: unknown) => {
