@@ -4,7 +4,6 @@ import {
   hashMessage,
   http,
   isErc6492Signature,
-  isErc8010Signature,
   RpcRequestError,
   type Address,
   type Hex,
@@ -50,10 +49,6 @@ const MAX_RPC_RESPONSE_BYTES = 1024 * 1024;
 
 export async function verifyContractSignature(rpc: ChainRpc, request: { address: string; message: string; signature: Uint8Array }): Promise<ContractCheck> {
   const signature = toHex(request.signature);
-  if (isErc8010Signature(signature)) {
-    // EIP-7702 delegations (ERC-8010) are another kind of account than the three a link records.
-    throw new DomainError('unsupported_signature_type', 'ERC-8010 (EIP-7702 delegation) signatures are not supported; sign with the account itself.');
-  }
   const failures: unknown[] = [];
   const client = createPublicClient({ transport: watchedHttp(rpc, failures) });
   const address = request.address as Address;

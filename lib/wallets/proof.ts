@@ -1,3 +1,4 @@
+import { bytesToHex, isErc8010Signature } from 'viem';
 import { DomainError } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
 import { parseWalletAddress } from './address.ts';
@@ -66,6 +67,10 @@ export async function verifyLinkProof(input: LinkInput, options: ProofOptions): 
 
   const notTheKey = `The signature was not made by the key of ${message.address} over this exact message.`;
   if (input.chain === 'solana') throw new DomainError('invalid_signature', notTheKey);
+  if (isErc8010Signature(bytesToHex(input.signature))) {
+    // EIP-7702 delegations (ERC-8010) are another kind of account than the three a link records.
+    throw new DomainError('unsupported_signature_type', 'ERC-8010 (EIP-7702 delegation) signatures are not supported; sign with the account itself.');
+  }
   if (options.contractChains?.has(input.chainId)) return { challengeId: message.requestId, kind: 'contract', chainId: input.chainId };
   if (input.signature.length === EVM_SIGNATURE_BYTES) throw new DomainError('invalid_signature', `${notTheKey} ${noContractWallets(input.chainId)}`);
   throw new DomainError('unsupported_signature_type', `This ${input.signature.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(input.chainId)}`);

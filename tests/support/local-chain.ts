@@ -150,13 +150,14 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-export type RpcProxyMode = 'forward' | 'hang' | 'http-error' | 'rpc-error';
+export type RpcProxyMode = 'forward' | 'hang' | 'http-error' | 'rpc-error' | 'geth-revert';
 
 /**
  * A loopback HTTP server in front of a chain's RPC, as the service sees an RPC provider: it counts
  * every request (and the JSON-RPC methods in it), and can misbehave on demand: `hang` never
  * answers (a provider that is slow or stuck), `http-error` answers 503, `rpc-error` answers a
- * JSON-RPC internal error (-32603) as providers do when their backend fails.
+ * JSON-RPC internal error (-32603) as providers do when their backend fails, `geth-revert`
+ * answers that the call reverted the way geth words it (-32000 "execution reverted").
  */
 export interface RpcProxy {
   url: string;
@@ -212,9 +213,11 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
       case 'http-error':
         response.writeHead(503, { 'content-type': 'text/plain' }).end('upstream unavailable');
         return;
-      case 'rpc-error': {
+      case 'rpc-error':
+      case 'geth-revert': {
         const id = (JSON.parse(body.toString()) as { id?: unknown }).id ?? null;
-        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32603, message: 'internal error' } }));
+        const error = proxy.mode === 'rpc-error' ? { code: -32603, message: 'internal error' } : { code: -32000, message: 'execution reverted' };
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id, error }));
         return;
       }
       default: {

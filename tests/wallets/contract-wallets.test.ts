@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { serializeErc8010Signature } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
 import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
 import { log } from '../../lib/log.ts';
+import { linkResponseSchema, problemSchema } from '../../lib/openapi/responses.ts';
 import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -88,6 +90,7 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     const response = await postLink(user, body);
     expect(response.status).toBe(201);
     expect(response.body.link).toMatchObject({ chain: 'evm', address: account.address, chainId: CHAIN_ID, kind: 'erc1271' });
+    expect(linkResponseSchema.safeParse(response.body).success).toBe(true); // as the OpenAPI document says
     expect(rpc.methods).toEqual(['eth_call']);
     expect(dbCallCount() - before).toBe(2);
     expect(await listLinks(user)).toMatchObject([{ address: account.address, kind: 'erc1271' }]);
@@ -103,6 +106,7 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     const response = await postLink(user, body);
     expect(response.status).toBe(201);
     expect(response.body.link).toMatchObject({ address: account.address, kind: 'erc6492' });
+    expect(linkResponseSchema.safeParse(response.body).success).toBe(true);
     expect(rpc.methods).toEqual(['eth_call', 'eth_getCode']);
     // Simulated in an eth_call: no transaction, no block, no code at the address.
     expect(await account.isDeployed()).toBe(false);
@@ -162,6 +166,7 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     const failed = await postLink(user, body);
     const elapsed = performance.now() - started;
     expectProblem(failed, 503, 'chain_unavailable');
+    expect(problemSchema.strict().safeParse(failed.body).success).toBe(true);
     expect(Number(failed.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(failed.body.detail).toContain(`The RPC of chain ${CHAIN_ID} did not answer`);
     expect(elapsed).toBeLessThan(RPC_TIMEOUT_MS + 1500); // bounded by WALLET_EVM_RPC_TIMEOUT_MS
@@ -172,6 +177,28 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     const retried = await postLink(user, body);
     expect(retried.status).toBe(201);
     expect(retried.body.link.kind).toBe('erc1271');
+  });
+
+  it('takes a node\'s "execution reverted" (geth\'s -32000) as the contract\'s no: 422, and the challenge stays open', async () => {
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const body = await signedBody(user, account.address, account.sign);
+    rpc.mode = 'geth-revert';
+    expectProblem(await postLink(user, body), 422, 'invalid_signature');
+    rpc.mode = 'forward';
+    expect((await postLink(user, body)).status).toBe(201);
+  });
+
+  it('refuses ERC-8010 (EIP-7702 delegation) signatures as unsupported, without asking the chain', async () => {
+    const user = await testUser();
+    const key = privateKeyToAccount(generatePrivateKey());
+    const authorization = await key.signAuthorization({ address: chain.factory, chainId: CHAIN_ID, nonce: 0 });
+    const body = await signedBody(user, key.address, async (message) =>
+      serializeErc8010Signature({ authorization, signature: await privateKeyToAccount(generatePrivateKey()).signMessage({ message }) }));
+    rpc.reset();
+    expectProblem(await postLink(user, body), 422, 'unsupported_signature_type');
+    expect(rpc.requests).toBe(0);
   });
 
   it('answers 503 when nothing listens at the RPC address, never "invalid"', async () => {
