@@ -26,6 +26,8 @@ import { testContracts } from './evm-contracts.ts';
  */
 export interface LocalChain {
   chainId: number;
+  /** The anvil process (the bench reads its CPU time). */
+  pid: number;
   /** anvil's JSON-RPC endpoint (http://127.0.0.1:<port>). */
   url: string;
   client: PublicClient;
@@ -111,6 +113,7 @@ export async function startLocalChain({ chainId = 31337 }: { chainId?: number } 
 
   return {
     chainId,
+    pid: child.pid!,
     url,
     client,
     factory,
