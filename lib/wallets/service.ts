@@ -11,8 +11,9 @@ import type { ChallengeInput, LinkInput } from './schemas.ts';
 
 /**
  * The wallet-link use cases. Each makes exactly one database call (one SQL function in
- * supabase/migrations/20261122000200_wallets.sql), after every check that needs no database;
- * linking a smart-contract wallet makes two, around the call to its chain (see linkWallet).
+ * supabase/migrations/20261122000200_wallets.sql and 20261124001300_contract_wallets.sql), after
+ * every check that needs no database; linking a smart-contract wallet makes two, around the call
+ * to its chain (see linkWallet).
  * `now` is injectable for the tests; the routes use the real clock.
  */
 
@@ -68,8 +69,13 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
   const proof = await verifyLinkProof(input, { appOrigin: config.appOrigin, now, contractChains: config.wallet.evmRpcUrls });
   let kind: 'eoa' | ContractProofKind = 'eoa';
   if (proof.kind === 'contract') {
-    const wallet = { p_user_id: user.userId, p_challenge_id: proof.challengeId, p_message: input.message, p_chain: input.chain, p_address_key: input.addressKey };
-    await callDb('wallet_start_contract_check', wallet);
+    await callDb('wallet_start_contract_check', {
+      p_user_id: user.userId,
+      p_challenge_id: proof.challengeId,
+      p_message: input.message,
+      p_chain: input.chain,
+      p_address_key: input.addressKey,
+    });
     const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
     const check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
     if (!check.valid) {
