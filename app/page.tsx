@@ -8,6 +8,7 @@ import { SESSION_COOKIE } from '#lib/web/session-cookie.ts';
 import { signInLocally, signOut } from './actions.ts';
 import { RefreshPurchasesButton } from './components/refresh-purchases.tsx';
 import { SupabaseSignIn } from './components/supabase-sign-in.tsx';
+import { PROOF_KIND_LABELS } from './components/proof-kinds.ts';
 import { UnlinkButton, WalletLinker } from './components/wallet-linker.tsx';
 
 // Per-user page: rendered for each request, never cached.
@@ -132,12 +133,13 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
           <p className="muted">No wallet linked yet.</p>
         ) : (
           <div className="table-scroll"><table>
-            <thead><tr><th scope="col">Chain</th><th scope="col">Address</th><th scope="col">Linked</th><th scope="col"><span className="muted">Action</span></th></tr></thead>
+            <thead><tr><th scope="col">Chain</th><th scope="col">Address</th><th scope="col">Proof</th><th scope="col">Linked</th><th scope="col"><span className="muted">Action</span></th></tr></thead>
             <tbody>
               {account.wallets.map((wallet) => (
                 <tr key={wallet.id}>
                   <td>{wallet.chain === 'evm' ? `Ethereum (chain ${wallet.chainId})` : `Solana (${wallet.cluster})`}</td>
                   <td className="mono" data-testid="wallet-address">{wallet.address}</td>
+                  <td data-testid="wallet-kind">{PROOF_KIND_LABELS[wallet.kind]}</td>
                   <td>{formatTime(wallet.createdAt)}</td>
                   <td><UnlinkButton linkId={wallet.id} address={wallet.address} /></td>
                 </tr>

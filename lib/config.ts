@@ -66,6 +66,8 @@ export const envSchema = z.object({
   APP_ORIGIN: optionalUrl,
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
+  WALLET_EVM_RPC_URLS: optionalString,
+  WALLET_EVM_RPC_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
   NEXT_PUBLIC_SUPABASE_URL: optionalUrl,
   NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: optionalString,
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
@@ -121,7 +123,17 @@ export interface Config {
   /** The operator's Bearer secret for /api/admin/* (absent: those routes answer 503). */
   adminSecret?: string;
   appOrigin: string;
-  wallet: { evmChainIds: number[]; solanaClusters: string[] };
+  wallet: {
+    evmChainIds: number[];
+    solanaClusters: string[];
+    /**
+     * The JSON-RPC endpoint of each EVM chain where smart-contract wallets (ERC-1271, ERC-6492) can
+     * be verified (WALLET_EVM_RPC_URLS); a chain without one links ordinary wallets only.
+     */
+    evmRpcUrls: ReadonlyMap<number, string>;
+    /** The most one link request waits for a chain's RPC (WALLET_EVM_RPC_TIMEOUT_MS) before answering 503. */
+    evmRpcTimeoutMs: number;
+  };
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
   frontend: { supabaseUrl?: string; publishableKey?: string };
   logLevel: string;
@@ -210,7 +222,12 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     cronSecret: e.CRON_SECRET,
     adminSecret: e.ADMIN_API_SECRET,
     appOrigin: new URL(e.APP_ORIGIN ?? LOCAL_APP_ORIGIN).origin,
-    wallet: { evmChainIds, solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'] },
+    wallet: {
+      evmChainIds,
+      solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'],
+      evmRpcUrls: parseRpcUrls(e.WALLET_EVM_RPC_URLS, evmChainIds, local),
+      evmRpcTimeoutMs: e.WALLET_EVM_RPC_TIMEOUT_MS,
+    },
     // Read here, at run time, rather than as process.env.NEXT_PUBLIC_* in a page, which Next
     // would freeze at build time.
     frontend: {
@@ -234,6 +251,51 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
   }
   return config;
+}
+
+/**
+ * WALLET_EVM_RPC_URLS: `<chain id>=<URL>` pairs separated by commas, e.g.
+ * `1=https://eth.example/v2/KEY,8453=https://base.example/v2/KEY`. Every message names the entry's
+ * position and chain, never the URL: provider URLs usually carry an API key.
+ *
+ * The RPC is trusted with the answer "this contract accepts this signature", so whoever can change
+ * its answers can link any contract wallet: outside local mode it must be https (plain http only
+ * to this machine, for a node of your own on loopback).
+ */
+export function parseRpcUrls(value: string | undefined, evmChainIds: readonly number[], local: boolean): Map<number, string> {
+  const urls = new Map<number, string>();
+  const entries = (value ?? '').split(',').map((entry) => entry.trim()).filter(Boolean);
+  entries.forEach((entry, index) => {
+    const where = `WALLET_EVM_RPC_URLS, entry ${index + 1}`;
+    const separator = entry.indexOf('=');
+    const id = separator > 0 ? entry.slice(0, separator).trim() : '';
+    const chainId = /^\d{1,15}$/.test(id) ? Number(id) : Number.NaN;
+    if (!Number.isSafeInteger(chainId) || chainId <= 0) {
+      throw new ConfigError(`${where}: expected "<chain id>=<URL>" (e.g. 8453=https://...), entries separated by commas.`);
+    }
+    let url: URL;
+    try {
+      url = new URL(entry.slice(separator + 1).trim());
+    } catch {
+      throw new ConfigError(`${where}: the URL for chain ${chainId} is not a valid URL.`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new ConfigError(`${where}: the URL for chain ${chainId} must be https:// (or http:// on loopback).`);
+    }
+    if (url.protocol === 'http:' && !local && !isLoopbackHost(url.hostname)) {
+      throw new ConfigError(`${where}: the URL for chain ${chainId} must be https:// outside local mode: the RPC vouches for contract-wallet signatures.`);
+    }
+    if (urls.has(chainId)) throw new ConfigError(`${where}: chain ${chainId} has a URL already; give one URL per chain.`);
+    if (!evmChainIds.includes(chainId)) {
+      throw new ConfigError(`${where}: chain ${chainId} is not in WALLET_EVM_CHAIN_IDS (${evmChainIds.join(', ')}); add it there or remove its URL.`);
+    }
+    urls.set(chainId, url.toString());
+  });
+  return urls;
+}
+
+function isLoopbackHost(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
 /**
@@ -283,6 +345,10 @@ export function describeConfig(config: Config): Record<string, unknown> {
       leagues: describeSecrets(config, 'leagues'),
     },
     revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
+    // Hosts only: provider URLs carry their API key in the path or the query.
+    walletRpc: config.wallet.evmRpcUrls.size > 0
+      ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))
+      : 'none (contract wallets cannot be verified)',
     cron: config.cronSecret ? 'configured' : 'not configured',
     admin: config.adminSecret ? 'configured' : 'not configured',
   };

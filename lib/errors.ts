@@ -32,6 +32,7 @@ export type DomainErrorCode =
   | 'address_mismatch'
   | 'invalid_signature'
   | 'unsupported_signature_type'
+  | 'chain_unavailable'
   | 'wallet_already_linked'
   | 'too_many_wallets'
   | 'rate_limited'

@@ -1,7 +1,8 @@
 // npm run bench - measure the production server (next start) with autocannon, on loopback only:
 // once with a real Postgres server (started here, like the tests do) and once with the embedded
 // database. Prints a table and writes bench-results/latest.json (+ .md). BENCH_DURATION=<seconds>
-// sets each timed scenario's length (default 10).
+// sets each timed scenario's length (default 10). Smart-contract wallet links are verified on a
+// local EVM (anvil, chain 31337) started here too, configured as that chain's RPC.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,7 @@ import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
+import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from '../tests/support/postgres-server.ts';
 
@@ -16,6 +18,9 @@ const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? 10);
 const CONNECTIONS = 50;
 const SUBSCRIBERS = 1_000;
 const WALLET_USERS = Number(process.env.BENCH_WALLET_USERS ?? 1_500);
+/** Smart-contract wallets per contract scenario (each ERC-1271 one is deployed first, untimed). */
+const CONTRACT_WALLET_USERS = Number(process.env.BENCH_CONTRACT_WALLET_USERS ?? 300);
+const CONTRACT_CHAIN_ID = 31337;
 const BILLING_SECRET = 'bench-subscription-secret';
 const LEAGUES_SECRET = 'bench-leagues-secret';
 const DAY_MS = 86_400_000;
@@ -35,6 +40,8 @@ interface ScenarioResult {
   serverCpuMsPerRequest: number;
   /** CPU time all Postgres processes on the machine spent per request (0 in embedded mode). */
   postgresCpuMsPerRequest: number;
+  /** CPU time the local EVM (anvil) spent per request, for the contract-wallet scenarios. */
+  chainCpuMsPerRequest?: number;
   ratioToBaseline?: number;
 }
 
@@ -79,6 +86,8 @@ interface RequestSpec {
   amount?: number;
   /** Concurrent connections (default CONNECTIONS). */
   connections?: number;
+  /** A local chain whose CPU time to report. */
+  chain?: LocalChain;
 }
 
 async function runScenario(server: NextServer, name: string, spec: RequestSpec): Promise<ScenarioResult> {
@@ -87,6 +96,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
   let measured = 0;
   const serverCpuBefore = cpuMsOf(server.serverPid);
   const postgresCpuBefore = postgresCpuMs();
+  const chainCpuBefore = spec.chain ? cpuMsOf(spec.chain.pid) : 0;
   const result = await autocannon({
     url: server.url,
     connections: spec.connections ?? CONNECTIONS,
@@ -122,6 +132,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
     name,
     serverCpuMsPerRequest: perRequest(cpuMsOf(server.serverPid) - serverCpuBefore),
     postgresCpuMsPerRequest: perRequest(postgresCpuMs() - postgresCpuBefore),
+    ...(spec.chain ? { chainCpuMsPerRequest: perRequest(cpuMsOf(spec.chain.pid) - chainCpuBefore) } : {}),
     requests: result.requests.total,
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -192,7 +203,17 @@ async function post(server: NextServer, urlPath: string, headers: Record<string,
   return JSON.parse(text);
 }
 
-async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResult> {
+/** Fresh users, each with a challenge for `address(index)` (issued untimed), ready to sign. */
+async function challengedUsers(server: NextServer, embeddedDbDir: string, count: number, address: (index: number) => string, chainId: number) {
+  return Promise.all(Array.from({ length: count }, async (_, index) => {
+    const userId = crypto.randomUUID();
+    const token = await mintDevToken({ embeddedDbDir }, { userId, email: `bench-contract-${index}@example.test`, expiresInSeconds: 3600 });
+    const challenge = await post(server, '/api/wallet-link/challenge', { authorization: `Bearer ${token}` }, { chain: 'evm', address: address(index), chainId });
+    return { token, address: address(index), message: challenge.message as string, signature: '' };
+  }));
+}
+
+async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain): Promise<ModeResult> {
   const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-${mode}-`));
   const embeddedDbDir = path.join(folder, 'pglite');
   const env: Record<string, string | undefined> = {
@@ -205,6 +226,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
     LOCAL_DEV: '1',
     VERCEL: undefined,
     LOG_LEVEL: 'info',
+    WALLET_EVM_CHAIN_IDS: `1,8453,${CONTRACT_CHAIN_ID}`,
+    WALLET_EVM_RPC_URLS: `${CONTRACT_CHAIN_ID}=${chain.url}`,
   };
   if (mode === 'postgres') {
     const name = `bench_${Date.now()}`;
@@ -217,7 +240,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
   const scenarios: ScenarioResult[] = [];
   const log = (result: ScenarioResult) => {
     scenarios.push(result);
-    console.log(`  ${mode.padEnd(8)} ${result.name.padEnd(28)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}`);
+    const chainCpu = result.chainCpuMsPerRequest === undefined ? '' : `  anvil CPU ${result.chainCpuMsPerRequest} ms/req`;
+    console.log(`  ${mode.padEnd(8)} ${result.name.padEnd(28)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}${chainCpu}`);
   };
   try {
     // Warm up: Next compiles nothing at run time, but the first requests load each route's module.
@@ -277,6 +301,31 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
         };
       },
     }));
+
+    // Smart-contract wallets on the local EVM: the service asks anvil (its RPC) for each link.
+    // ERC-1271: accounts deployed beforehand (untimed); ERC-6492: accounts never deployed.
+    for (const variant of ['erc1271', 'erc6492'] as const) {
+      const accounts: SmartAccountHandle[] = [];
+      for (let index = 0; index < CONTRACT_WALLET_USERS; index++) {
+        const account = await chain.smartAccount(privateKeyToAccount(generatePrivateKey()));
+        if (variant === 'erc1271') await account.deploy();
+        accounts.push(account);
+      }
+      const contractUsers = await challengedUsers(server, embeddedDbDir, accounts.length, (index) => accounts[index]!.address, CONTRACT_CHAIN_ID);
+      for (const [index, user] of contractUsers.entries()) {
+        user.signature = variant === 'erc1271' ? await accounts[index]!.sign(user.message) : await accounts[index]!.signCounterfactual(user.message);
+      }
+      log(await runScenario(server, `wallet link (${variant === 'erc1271' ? 'ERC-1271, deployed' : 'ERC-6492, undeployed'})`, {
+        method: 'POST', path: '/api/wallet-link', amount: contractUsers.length, chain,
+        next: (index) => {
+          const user = contractUsers[index]!;
+          return {
+            headers: { authorization: `Bearer ${user.token}` },
+            body: JSON.stringify({ payload: { chain: 'evm', address: user.address, chainId: CONTRACT_CHAIN_ID, message: user.message, signature: user.signature } }),
+          };
+        },
+      }));
+    }
 
     // GET /api/me for a user with 3 wallets, 2 entitlements and 50 leagues.
     const meUserId = crypto.randomUUID();
@@ -356,7 +405,8 @@ function markdownTable(modes: ModeResult[]): string {
   ];
   for (const mode of modes) {
     for (const s of mode.scenarios) {
-      lines.push(`| ${mode.mode} | ${s.name} | ${s.rps} | ${s.ratioToBaseline?.toFixed(2)} | ${s.p50} | ${s.p99} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} | ${s.serverCpuMsPerRequest} | ${mode.mode === 'postgres' ? s.postgresCpuMsPerRequest : 'in process'} |`);
+      const chainCpu = s.chainCpuMsPerRequest === undefined ? '' : ` (+ anvil ${s.chainCpuMsPerRequest})`;
+      lines.push(`| ${mode.mode} | ${s.name} | ${s.rps} | ${s.ratioToBaseline?.toFixed(2)} | ${s.p50} | ${s.p99} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} | ${s.serverCpuMsPerRequest}${chainCpu} | ${mode.mode === 'postgres' ? s.postgresCpuMsPerRequest : 'in process'} |`);
     }
   }
   lines.push('', '| mode | cold start (spawn to first 200 from /api/health) | peak RSS of the server |', '|---|---:|---:|');
@@ -388,11 +438,13 @@ console.log(`bench: ${machine.cores} cores (${machine.cpu}), Node ${machine.node
 console.log(ensureProductionBuild() ? 'built the production server' : 'production build is up to date');
 
 const postgres = await startPostgresServer();
+const chain = await startLocalChain({ chainId: CONTRACT_CHAIN_ID });
 const modes: ModeResult[] = [];
 try {
   const selected = (process.env.BENCH_MODES ?? 'postgres,embedded').split(',') as Mode[];
-  for (const mode of selected) modes.push(await benchMode(mode, postgres));
+  for (const mode of selected) modes.push(await benchMode(mode, postgres, chain));
 } finally {
+  await chain.stop();
   await postgres.stop();
 }
 

@@ -2,29 +2,20 @@
 
 import { base58 } from '@scure/base';
 import { useRouter } from 'next/navigation';
-import { useState, useSyncExternalStore } from 'react';
+import { useEffect, useState, useSyncExternalStore } from 'react';
 import { callApi, PageError, walletErrorMessage } from './api-client.ts';
-
-interface Eip1193Provider {
-  request(args: { method: string; params?: unknown[] }): Promise<unknown>;
-}
-interface InjectedSolanaProvider {
-  connect(): Promise<{ publicKey: { toBase58(): string } } | void>;
-  publicKey?: { toBase58(): string } | null;
-  signMessage(message: Uint8Array, encoding?: 'utf8'): Promise<{ signature: Uint8Array } | Uint8Array>;
-}
-declare global {
-  interface Window {
-    ethereum?: Eip1193Provider;
-    solana?: InjectedSolanaProvider;
-    phantom?: { solana?: InjectedSolanaProvider };
-  }
-}
+import { PROOF_KIND_LABELS } from './proof-kinds.ts';
+import { watchWallets, type DiscoveredWallet, type Eip1193Provider, type SolanaSigner } from './wallet-discovery.ts';
 
 interface Challenge {
   challengeId: string;
   address: string;
   message: string;
+}
+
+interface LinkAnswer {
+  alreadyLinked: boolean;
+  link: { address: string; kind: 'eoa' | 'erc1271' | 'erc6492' };
 }
 
 const toHex = (text: string) => `0x${Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('')}`;
@@ -45,24 +36,60 @@ async function allowedChain(provider: Eip1193Provider, allowed: number[]): Promi
   }
 }
 
-const noSubscription = () => () => undefined;
+function linkedNotice(result: LinkAnswer): string {
+  const kind = result.link.kind === 'eoa' ? '' : `: ${PROOF_KIND_LABELS[result.link.kind]}`;
+  return result.alreadyLinked ? `${result.link.address} was already linked.` : `Linked ${result.link.address}${kind}.`;
+}
 
-/** "Link an Ethereum wallet" / "Link a Solana wallet": challenge -> sign in the wallet -> link. */
+/** Challenge -> personal_sign in the chosen EVM wallet -> link. Only that wallet is asked for anything. */
+async function linkEvmWallet(provider: Eip1193Provider, evmChainIds: number[]): Promise<string> {
+  const [address] = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
+  if (!address) throw new PageError('The wallet shared no account.');
+  const chainId = await allowedChain(provider, evmChainIds);
+  const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'evm', address, chainId } });
+  // Smart wallets answer with an ERC-1271 signature, or ERC-6492 before their account is deployed:
+  // the service checks either on this chain.
+  const signature = (await provider.request({ method: 'personal_sign', params: [toHex(challenge.message), address] })) as string;
+  return linkedNotice(await callApi<LinkAnswer>('/api/wallet-link', {
+    method: 'POST',
+    body: { payload: { chain: 'evm', address: challenge.address, chainId, message: challenge.message, signature } },
+  }));
+}
+
+/** Challenge -> signMessage in the chosen Solana wallet -> link. */
+async function linkSolanaWallet(wallet: SolanaSigner, cluster: string): Promise<string> {
+  const address = await wallet.connect();
+  const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'solana', address, cluster } });
+  const signature = base58.encode(await wallet.signMessage(address, new TextEncoder().encode(challenge.message)));
+  return linkedNotice(await callApi<LinkAnswer>('/api/wallet-link', {
+    method: 'POST',
+    body: { payload: { chain: 'solana', address: challenge.address, cluster, message: challenge.message, signature } },
+  }));
+}
+
+const noSubscription = () => () => undefined;
+const FAMILY_NAMES = { evm: 'Ethereum', solana: 'Solana' } as const;
+
+/** Every wallet installed in this browser, by name and icon: pick one, sign the challenge in it, linked. */
 export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: number[]; solanaClusters: string[] }) {
   const router = useRouter();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
-  // Linking needs the wallet's scripts: the buttons appear once the page's JavaScript runs
+  const [wallets, setWallets] = useState<DiscoveredWallet[]>([]);
+  // Linking needs the wallet's scripts: the list appears once the page's JavaScript runs
   // (false in the server's HTML, true in the browser).
   const interactive = useSyncExternalStore(noSubscription, () => true, () => false);
+  useEffect(() => watchWallets(setWallets), []);
 
-  async function run(task: () => Promise<string>) {
+  const shown = wallets.filter((wallet) => wallet.family === 'evm' || solanaClusters.length > 0);
+
+  async function link(wallet: DiscoveredWallet) {
     setBusy(true);
     setError(null);
     setNotice(null);
     try {
-      setNotice(await task());
+      setNotice(wallet.family === 'evm' ? await linkEvmWallet(wallet.provider, evmChainIds) : await linkSolanaWallet(wallet.solana, solanaClusters[0]!));
       router.refresh();
     } catch (e) {
       setError(walletErrorMessage(e));
@@ -71,47 +98,35 @@ export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: num
     }
   }
 
-  const linkEthereum = () =>
-    run(async () => {
-      const provider = window.ethereum;
-      if (!provider) throw new PageError('No Ethereum wallet found in this browser. Install one (for example MetaMask) and reload.');
-      const [address] = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
-      if (!address) throw new PageError('The wallet shared no account.');
-      const chainId = await allowedChain(provider, evmChainIds);
-      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'evm', address, chainId } });
-      const signature = (await provider.request({ method: 'personal_sign', params: [toHex(challenge.message), address] })) as string;
-      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', {
-        method: 'POST',
-        body: { payload: { chain: 'evm', address: challenge.address, chainId, message: challenge.message, signature } },
-      });
-      return result.alreadyLinked ? `${result.link.address} was already linked.` : `Linked ${result.link.address}.`;
-    });
-
-  const linkSolana = () =>
-    run(async () => {
-      const provider = window.phantom?.solana ?? window.solana;
-      if (!provider) throw new PageError('No Solana wallet found in this browser. Install one (for example Phantom) and reload.');
-      const connected = await provider.connect();
-      const address = (connected && connected.publicKey?.toBase58()) ?? provider.publicKey?.toBase58();
-      if (!address) throw new PageError('The wallet shared no account.');
-      const cluster = solanaClusters[0];
-      const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'solana', address, cluster } });
-      const signed = await provider.signMessage(new TextEncoder().encode(challenge.message), 'utf8');
-      const signature = base58.encode(signed instanceof Uint8Array ? signed : signed.signature);
-      const result = await callApi<{ alreadyLinked: boolean; link: { address: string } }>('/api/wallet-link', {
-        method: 'POST',
-        body: { payload: { chain: 'solana', address: challenge.address, cluster, message: challenge.message, signature } },
-      });
-      return result.alreadyLinked ? `${result.link.address} was already linked.` : `Linked ${result.link.address}.`;
-    });
-
   if (!interactive) return <p className="muted">Linking a wallet needs JavaScript and a browser wallet.</p>;
   return (
     <div>
-      <div className="row">
-        <button type="button" className="primary" onClick={linkEthereum} disabled={busy}>Link an Ethereum wallet</button>
-        {solanaClusters.length > 0 && <button type="button" onClick={linkSolana} disabled={busy}>Link a Solana wallet</button>}
-      </div>
+      {shown.length === 0 ? (
+        <p className="muted">
+          No wallet found in this browser. Install one (for example MetaMask{solanaClusters.length > 0 ? ' or Phantom' : ''}) and reload.
+        </p>
+      ) : (
+        <>
+          <p className="muted">Link a wallet installed in this browser:</p>
+          <ul className="wallets" aria-label="Wallets in this browser">
+            {shown.map((wallet) => (
+              <li key={wallet.key}>
+                <button type="button" onClick={() => link(wallet)} disabled={busy} aria-label={`Link ${wallet.name} (${FAMILY_NAMES[wallet.family]})`}>
+                  {wallet.icon ? (
+                    // A data: image from the wallet's announcement; next/image would proxy it for nothing.
+                    // eslint-disable-next-line @next/next/no-img-element
+                    <img src={wallet.icon} alt="" width={24} height={24} data-testid="wallet-icon" />
+                  ) : (
+                    <span className="wallet-icon-placeholder" aria-hidden="true" />
+                  )}
+                  <span data-testid="wallet-name">{wallet.name}</span>
+                  <span className="muted">{FAMILY_NAMES[wallet.family]}</span>
+                </button>
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
       {busy && <p className="muted" aria-live="polite">Waiting for your wallet…</p>}
       {error && <p role="alert">{error}</p>}
       {notice && <p role="status">{notice}</p>}

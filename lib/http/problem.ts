@@ -37,6 +37,7 @@ export const PROBLEM_CATALOG = {
   address_mismatch: [422, 'Address does not match the challenge'],
   invalid_signature: [422, 'Signature does not verify'],
   unsupported_signature_type: [422, 'Unsupported signature type'],
+  chain_unavailable: [503, 'Chain RPC unavailable'],
   wallet_already_linked: [409, 'Wallet already linked to another account'],
   too_many_wallets: [409, 'Too many wallets'],
   rate_limited: [429, 'Too many requests'],

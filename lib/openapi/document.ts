@@ -94,7 +94,10 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',
     summary: 'Link the wallet that signed the caller’s challenge',
-    description: 'A wallet is linked to at most one user.',
+    description: 'A wallet is linked to at most one user. ' +
+      'An ordinary wallet\'s 65-byte signature is checked offline (`kind: "eoa"`). Any other EVM signature (longer, ERC-6492 wrapped, or 65 bytes that do not recover the address) is a smart-contract wallet\'s, checked on the chain of the message\'s Chain ID through its RPC (WALLET_EVM_RPC_URLS): ' +
+      'ERC-6492 for an account not deployed yet (`kind: "erc6492"`), ERC-1271 for a deployed one (`kind: "erc1271"`). A chain without an RPC answers 422 `unsupported_signature_type` (or `invalid_signature` for 65 bytes). ' +
+      'An RPC that fails or does not answer within WALLET_EVM_RPC_TIMEOUT_MS gives 503 `chain_unavailable` with Retry-After; it consumes nothing, so retry with the same signature.',
     request: {
       schema: ({ wallet }) => walletBodySchemas(wallet).link,
       maxBytes: WALLET_BODY_MAX_BYTES,
@@ -111,7 +114,7 @@ export const OPERATIONS: Operation[] = [
       { status: 200, description: 'This wallet was already linked to the caller (`alreadyLinked: true`); nothing changed', schema: responses.linkResponseSchema },
     ],
     errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...WRITE_SESSION_ERRORS, 'challenge_not_found', 'challenge_expired', 'challenge_already_used',
-      'invalid_message', 'address_mismatch', 'invalid_signature', 'unsupported_signature_type', 'wallet_already_linked', 'too_many_wallets', ...ALWAYS],
+      'invalid_message', 'address_mismatch', 'invalid_signature', 'unsupported_signature_type', 'chain_unavailable', 'wallet_already_linked', 'too_many_wallets', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',

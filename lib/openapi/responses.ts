@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ENTITLEMENT_STATUSES } from '../billing/event-effects.ts';
 import { LEAGUE_STATUSES, MEMBER_ROLES } from '../leagues/sync-schema.ts';
+import { WALLET_PROOF_KINDS } from '../wallets/links.ts';
 
 /**
  * The response bodies, as zod schemas: the OpenAPI document is generated from them, and the
@@ -30,8 +31,24 @@ export const liveResponseSchema = z.object({ status: z.literal('ok') }).meta({ i
 
 export const walletLinkSchema = z
   .discriminatedUnion('chain', [
-    z.object({ id: z.uuid(), chain: z.literal('evm'), address: z.string().meta({ description: 'EIP-55 checksummed' }), chainId: z.int(), createdAt: isoTime }),
-    z.object({ id: z.uuid(), chain: z.literal('solana'), address: z.string().meta({ description: 'base58 public key' }), cluster: z.string(), createdAt: isoTime }),
+    z.object({
+      id: z.uuid(),
+      chain: z.literal('evm'),
+      address: z.string().meta({ description: 'EIP-55 checksummed' }),
+      chainId: z.int().meta({ description: 'The chain the proof was made on (a smart-contract wallet was checked there)' }),
+      kind: z.enum(WALLET_PROOF_KINDS).meta({
+        description: 'What proved the wallet when it was linked: `eoa` its own key (checked offline), `erc1271` a deployed smart-contract wallet, `erc6492` a smart-contract wallet not deployed yet',
+      }),
+      createdAt: isoTime,
+    }),
+    z.object({
+      id: z.uuid(),
+      chain: z.literal('solana'),
+      address: z.string().meta({ description: 'base58 public key' }),
+      cluster: z.string(),
+      kind: z.literal('eoa').meta({ description: 'A Solana wallet proves itself with its own key' }),
+      createdAt: isoTime,
+    }),
   ])
   .meta({ id: 'WalletLink' });
 

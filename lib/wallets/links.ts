@@ -4,8 +4,15 @@
  * types them and normalises `createdAt` to ISO 8601 UTC.
  */
 export type WalletLink =
-  | { id: string; chain: 'evm'; address: string; chainId: number; createdAt: string }
-  | { id: string; chain: 'solana'; address: string; cluster: string; createdAt: string };
+  | { id: string; chain: 'evm'; address: string; chainId: number; kind: WalletProofKind; createdAt: string }
+  | { id: string; chain: 'solana'; address: string; cluster: string; kind: 'eoa'; createdAt: string };
+
+/**
+ * What proved the wallet when it was linked: its own key (`eoa`; every Solana wallet), a deployed
+ * smart-contract wallet (`erc1271`), or one not deployed yet (`erc6492`).
+ */
+export const WALLET_PROOF_KINDS = ['eoa', 'erc1271', 'erc6492'] as const;
+export type WalletProofKind = (typeof WALLET_PROOF_KINDS)[number];
 
 /** A link as the SQL functions return it (`public.wallet_link_json`). */
 export interface WalletLinkRow {
@@ -14,13 +21,14 @@ export interface WalletLinkRow {
   address: string;
   chainId?: number | string | null;
   cluster?: string | null;
+  kind: WalletProofKind;
   createdAt: string;
 }
 
 export function toWalletLink(row: WalletLinkRow): WalletLink {
   const createdAt = new Date(row.createdAt).toISOString();
-  if (row.chain === 'evm') return { id: row.id, chain: 'evm', address: row.address, chainId: Number(row.chainId), createdAt };
-  return { id: row.id, chain: 'solana', address: row.address, cluster: String(row.cluster), createdAt };
+  if (row.chain === 'evm') return { id: row.id, chain: 'evm', address: row.address, chainId: Number(row.chainId), kind: row.kind, createdAt };
+  return { id: row.id, chain: 'solana', address: row.address, cluster: String(row.cluster), kind: 'eoa', createdAt };
 }
 
 /** For `public.account_wallets(p_user_id)`'s JSON array (null or absent = no links). */

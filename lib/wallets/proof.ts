@@ -1,24 +1,39 @@
+import { bytesToHex, isErc8010Signature } from 'viem';
 import { DomainError } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
 import { parseWalletAddress } from './address.ts';
-import type { LinkInput } from './schemas.ts';
+import { noContractWallets, type LinkInput } from './schemas.ts';
 import { parseSignInMessage } from './sign-in-message.ts';
-import { checkSignInTimes, verifySignature } from './verify.ts';
+import { checkSignInTimes, EVM_SIGNATURE_BYTES, verifySignature } from './verify.ts';
 
-export interface VerifiedProof {
-  /** The stored challenge this message answers (its Request ID). */
-  challengeId: string;
+/**
+ * What the local checks concluded. `eoa`: the wallet's own key signed, proven. `contract`: the
+ * key did not sign it, but on this EVM chain a smart-contract wallet may have: only the chain can
+ * say (contract-signatures.ts), and the caller asks it.
+ */
+export type VerifiedProof =
+  | { challengeId: string; kind: 'eoa' }
+  | { challengeId: string; kind: 'contract'; chainId: number };
+
+export interface ProofOptions {
+  appOrigin: string;
+  now: Date;
+  /** EVM chains with an RPC (WALLET_EVM_RPC_URLS): the only ones where a contract wallet can prove itself. */
+  contractChains?: ReadonlySet<number> | ReadonlyMap<number, unknown>;
 }
 
 /**
- * Everything about a link request that can be decided without the database, in the order that
- * gives the most useful answer: the message is a strict sign-in message for this site (422
- * invalid_message), it names the wallet and network of the payload (422 address_mismatch /
+ * Everything about a link request that can be decided without the database or a chain, in the
+ * order that gives the most useful answer: the message is a strict sign-in message for this site
+ * (422 invalid_message), it names the wallet and network of the payload (422 address_mismatch /
  * invalid_message), it has not expired by the injected clock (400 challenge_expired), and the
- * wallet's key signed exactly this text (422 invalid_signature). What needs the stored challenge
- * (ownership, byte-for-byte equality, single use) is decided by the one SQL call that follows.
+ * wallet's key signed exactly this text (checked locally, no RPC: `eoa`). Otherwise, on an EVM
+ * chain with an RPC, the answer is `contract` (the chain decides); anywhere else 422
+ * invalid_signature (65 bytes that do not recover the address) or unsupported_signature_type.
+ * What needs the stored challenge (ownership, byte-for-byte equality, single use) is decided by
+ * the one SQL call that follows.
  */
-export async function verifyLinkProof(input: LinkInput, options: { appOrigin: string; now: Date }): Promise<VerifiedProof> {
+export async function verifyLinkProof(input: LinkInput, options: ProofOptions): Promise<VerifiedProof> {
   const parsed = parseSignInMessage(input.message, input.chain);
   if (!parsed.ok) throw invalidMessage(`The message is not a valid sign-in message: ${parsed.reason}`);
   const message = parsed.message;
@@ -48,10 +63,17 @@ export async function verifyLinkProof(input: LinkInput, options: { appOrigin: st
   }
   if (!times.ok) throw invalidMessage(times.reason);
 
-  if (!(await verifySignature(input.chain, input.message, input.signature, message.address))) {
-    throw new DomainError('invalid_signature', `The signature was not made by the key of ${message.address} over this exact message.`);
+  if (await verifySignature(input.chain, input.message, input.signature, message.address)) return { challengeId: message.requestId, kind: 'eoa' };
+
+  const notTheKey = `The signature was not made by the key of ${message.address} over this exact message.`;
+  if (input.chain === 'solana') throw new DomainError('invalid_signature', notTheKey);
+  if (isErc8010Signature(bytesToHex(input.signature))) {
+    // EIP-7702 delegations (ERC-8010) are another kind of account than the three a link records.
+    throw new DomainError('unsupported_signature_type', 'ERC-8010 (EIP-7702 delegation) signatures are not supported; sign with the account itself.');
   }
-  return { challengeId: message.requestId };
+  if (options.contractChains?.has(input.chainId)) return { challengeId: message.requestId, kind: 'contract', chainId: input.chainId };
+  if (input.signature.length === EVM_SIGNATURE_BYTES) throw new DomainError('invalid_signature', `${notTheKey} ${noContractWallets(input.chainId)}`);
+  throw new DomainError('unsupported_signature_type', `This ${input.signature.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(input.chainId)}`);
 }
 
 function invalidMessage(detail: string): DomainError {

@@ -3,7 +3,7 @@ import type { Config } from '../config.ts';
 import { DomainError, parseWithSchema } from '../errors.ts';
 import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
 import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
-import { decodeEvmSignature, decodeSolanaSignature } from './verify.ts';
+import { decodeEvmSignature, decodeSolanaSignature, EVM_SIGNATURE_BYTES } from './verify.ts';
 
 /** Request bodies of the wallet-link endpoints are small; anything bigger is not a real client. */
 export const WALLET_BODY_MAX_BYTES = 32 * 1024;
@@ -12,7 +12,7 @@ const address = z.string().min(1).max(100);
 const chainId = z.number().int().positive();
 const cluster = z.string().min(1).max(64);
 const message = z.string().min(1).max(MAX_MESSAGE_LENGTH);
-// Contract-wallet signatures (ERC-6492) can be long; they must reach the 422 that names them.
+// Contract-wallet signatures can be long: an ERC-6492 one carries the call that deploys its account.
 const signature = z.string().min(1).max(16_384);
 
 // What the OpenAPI document says of each field, beyond its shape. Validation does not run these
@@ -91,7 +91,11 @@ export function parseChallengeRequest(body: unknown, config: WalletConfig): Chal
   return checkWallet(request, config, '');
 }
 
-/** Validate a link request as above, plus the signature encoding (400, or 422 for contract wallets). */
+/**
+ * Validate a link request as above, plus the signature encoding (400). A signature that can only
+ * be a smart-contract wallet's (not 65 bytes) on a chain with no RPC to check it is 422
+ * unsupported_signature_type, naming the chain and the variable that would enable it.
+ */
 export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput {
   if (isRecord(body)) assertKnownChainFamily(body.payload, 'payload.chain');
   const { payload } = parseWithSchema(createLinkBodySchema, body);
@@ -100,7 +104,17 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
   if (!decoded.ok) {
     throw new DomainError(decoded.code, decoded.reason, { errors: [{ path: 'payload.signature', message: decoded.reason }] });
   }
+  if (payload.chain === 'evm' && decoded.bytes.length !== EVM_SIGNATURE_BYTES && !config.wallet.evmRpcUrls.has(payload.chainId)) {
+    const detail = `This ${decoded.bytes.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(payload.chainId)}`;
+    throw new DomainError('unsupported_signature_type', detail, { errors: [{ path: 'payload.signature', message: detail }] });
+  }
   return { ...wallet, message: payload.message, signature: decoded.bytes };
+}
+
+/** Why a contract wallet cannot link on this chain, and what the operator sets to change that. */
+export function noContractWallets(chainId: number): string {
+  return `Smart-contract wallets are checked on their chain, and this service has no RPC for chain ${chainId}: ` +
+    `they cannot link on it until the operator adds one to WALLET_EVM_RPC_URLS (e.g. ${chainId}=https://...).`;
 }
 
 type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain: 'solana'; address: string; cluster: string };

@@ -4,13 +4,16 @@ import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { buildChallenge } from './challenge.ts';
 import { toWalletLink, toWalletLinks, type WalletLink, type WalletLinkRow } from './links.ts';
+import { verifyContractSignature, type ContractProofKind } from './contract-signatures.ts';
 import { verifyLinkProof } from './proof.ts';
 import { isUuid } from '../uuid.ts';
 import type { ChallengeInput, LinkInput } from './schemas.ts';
 
 /**
  * The wallet-link use cases. Each makes exactly one database call (one SQL function in
- * supabase/migrations/20261122000200_wallets.sql), after every check that needs no database.
+ * supabase/migrations/20261122000200_wallets.sql and 20261124001300_contract_wallets.sql), after
+ * every check that needs no database; linking a smart-contract wallet makes two, around the call
+ * to its chain (see linkWallet).
  * `now` is injectable for the tests; the routes use the real clock.
  */
 
@@ -51,15 +54,42 @@ export interface LinkResult {
   body: { userId: string; email: string | null; link: WalletLink; alreadyLinked: boolean };
 }
 
-/** Verify the signed challenge, then consume it and create the link in one SQL call. */
+/**
+ * Verify the signed challenge, then consume it and create the link in one SQL call.
+ *
+ * An ordinary wallet's signature is checked locally (no RPC). Any other EVM signature is a
+ * smart-contract wallet's to check on its chain: first the challenge is checked (and the check
+ * counted) without consuming it, so a chain is only asked about an open challenge of this
+ * caller, at most 5 times per challenge; then the chain answers (ERC-6492 / ERC-1271); only a
+ * valid answer links. An invalid signature (422) or a chain that did not answer (503) leaves the
+ * challenge open for another try.
+ */
 export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
-  const { challengeId } = await verifyLinkProof(input, { appOrigin: getConfig().appOrigin, now });
+  const config = getConfig();
+  const proof = await verifyLinkProof(input, { appOrigin: config.appOrigin, now, contractChains: config.wallet.evmRpcUrls });
+  let kind: 'eoa' | ContractProofKind = 'eoa';
+  if (proof.kind === 'contract') {
+    await callDb('wallet_start_contract_check', {
+      p_user_id: user.userId,
+      p_challenge_id: proof.challengeId,
+      p_message: input.message,
+      p_chain: input.chain,
+      p_address_key: input.addressKey,
+    });
+    const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
+    const check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
+    if (!check.valid) {
+      throw new DomainError('invalid_signature', `Neither the key of ${input.address} nor a smart-contract wallet at that address on chain ${proof.chainId} accepts this signature over this exact message.`);
+    }
+    kind = check.kind;
+  }
   const result = await callDb<{ link: WalletLinkRow; alreadyLinked: boolean }>('wallet_link', {
     p_user_id: user.userId,
-    p_challenge_id: challengeId,
+    p_challenge_id: proof.challengeId,
     p_message: input.message,
     p_chain: input.chain,
     p_address_key: input.addressKey,
+    p_kind: kind,
   });
   return {
     status: result.alreadyLinked ? 200 : 201,

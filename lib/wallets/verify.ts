@@ -10,40 +10,26 @@ import { parseSignInMessage, type SignInMessage } from './sign-in-message.ts';
  * EVM: a 65-byte secp256k1 signature over the EIP-191 `personal_sign` hash of the message, which
  * must recover the address written in the message. Signatures are malleable (the high-s twin of a
  * valid signature is valid too), so a signature is never used as an identifier; the single-use
- * challenge is the replay defence. Longer signatures come from contract wallets (ERC-1271, or
- * ERC-6492 for undeployed ones), which can only be checked on chain: not supported yet.
+ * challenge is the replay defence. Any other signature (longer, ERC-6492's magic suffix, or 65
+ * bytes that do not recover the address) may be a smart-contract wallet's, which only its chain
+ * can check: see contract-signatures.ts. Decoding accepts any non-empty hex for that reason.
  *
  * Solana: a 64-byte ed25519 signature over the UTF-8 message bytes, checked with the public key
  * decoded from the address written in the message, never a key the client supplies.
  */
 
-export type DecodedSignature =
-  | { ok: true; bytes: Uint8Array }
-  | { ok: false; code: 'invalid_request' | 'unsupported_signature_type'; reason: string };
+export type DecodedSignature = { ok: true; bytes: Uint8Array } | { ok: false; code: 'invalid_request'; reason: string };
 
-const EVM_SIGNATURE_BYTES = 65;
+/** The size of an ordinary wallet's signature (r, s, v); anything else can only be a contract wallet's. */
+export const EVM_SIGNATURE_BYTES = 65;
 const SOLANA_SIGNATURE_BYTES = 64;
 
+/** Hex bytes, any length: what a contract wallet's signature holds is for its contract to judge. */
 export function decodeEvmSignature(text: string): DecodedSignature {
   if (!/^0x(?:[0-9a-fA-F]{2})+$/.test(text)) {
     return { ok: false, code: 'invalid_request', reason: 'An EVM signature is "0x" followed by an even number of hexadecimal digits.' };
   }
-  const length = (text.length - 2) / 2;
-  if (length > EVM_SIGNATURE_BYTES) {
-    return {
-      ok: false,
-      code: 'unsupported_signature_type',
-      reason: `This ${length}-byte signature looks like a smart-contract wallet signature (ERC-1271/ERC-6492); only 65-byte signatures of ordinary wallets are supported for now.`,
-    };
-  }
-  if (length !== EVM_SIGNATURE_BYTES) {
-    return { ok: false, code: 'invalid_request', reason: `An EVM signature is ${EVM_SIGNATURE_BYTES} bytes (r, s, v); this one is ${length}.` };
-  }
-  const bytes = Uint8Array.from(text.slice(2).match(/../g)!, (pair) => Number.parseInt(pair, 16));
-  if (![0, 1, 27, 28].includes(bytes[64]!)) {
-    return { ok: false, code: 'invalid_request', reason: 'The last byte of an EVM signature (v) must be 27 or 28 (or 0 or 1).' };
-  }
-  return { ok: true, bytes };
+  return { ok: true, bytes: Uint8Array.from(text.slice(2).match(/../g)!, (pair) => Number.parseInt(pair, 16)) };
 }
 
 export function decodeSolanaSignature(text: string): DecodedSignature {
@@ -55,9 +41,9 @@ export function decodeSolanaSignature(text: string): DecodedSignature {
   return { ok: true, bytes };
 }
 
-/** Does this 65-byte signature of `message` (personal_sign) recover `address`? */
+/** Does this 65-byte signature of `message` (personal_sign) recover `address`? Local: no RPC, ever. */
 export async function verifyEvmSignature(message: string, signature: Uint8Array, address: string): Promise<boolean> {
-  if (signature.length !== EVM_SIGNATURE_BYTES) return false;
+  if (signature.length !== EVM_SIGNATURE_BYTES || ![0, 1, 27, 28].includes(signature[64]!)) return false;
   try {
     const recovered = await recoverMessageAddress({ message, signature: bytesToHex(signature) });
     return recovered.toLowerCase() === address.toLowerCase();

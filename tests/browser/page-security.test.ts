@@ -100,7 +100,7 @@ describe.skipIf(!hasChromium)('page security headers and the session token, in C
     await page.getByTestId('user-id').waitFor();
 
     // The page's script asks the API for a challenge (through the server), then the wallet declines.
-    await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
+    await page.getByRole('button', { name: 'Link Browser wallet (Ethereum)' }).click();
     await page.getByRole('alert').filter({ hasText: 'You rejected the request in your wallet.' }).waitFor();
 
     const cookie = (await page.context().cookies()).find((c) => c.name === 'account_session');

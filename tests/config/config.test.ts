@@ -136,4 +136,49 @@ describe('configuration', () => {
     expect(line).toContain('sslmode=require');
     expect(line).toContain('supabase-jwks');
   });
+
+  describe('WALLET_EVM_RPC_URLS (where smart-contract wallets are checked)', () => {
+    it('reads one URL per allowed chain, and none by default', () => {
+      expect(loadConfig({}).wallet.evmRpcUrls).toEqual(new Map());
+      expect(loadConfig({}).wallet.evmRpcTimeoutMs).toBe(4000);
+      const config = loadConfig({ ...COMPLETE, WALLET_EVM_RPC_URLS: ' 1=https://eth.example/v2/k1?x=a=b , 8453=https://base.example/k2,', WALLET_EVM_RPC_TIMEOUT_MS: '2500' });
+      expect(config.wallet.evmRpcUrls).toEqual(new Map([[1, 'https://eth.example/v2/k1?x=a=b'], [8453, 'https://base.example/k2']]));
+      expect(config.wallet.evmRpcTimeoutMs).toBe(2500);
+    });
+
+    const refused: { name: string; env: Record<string, string>; mentions: string }[] = [
+      { name: 'an entry without a chain id', env: { WALLET_EVM_RPC_URLS: 'https://eth.example/v2/secret-1' }, mentions: 'entry 1: expected "<chain id>=<URL>"' },
+      { name: 'a chain id that is not a number', env: { WALLET_EVM_RPC_URLS: '1=https://a.example,base=https://b.example/secret-1' }, mentions: 'entry 2: expected' },
+      { name: 'a URL that is not one', env: { WALLET_EVM_RPC_URLS: '1=not a url secret-1' }, mentions: 'the URL for chain 1 is not a valid URL' },
+      { name: 'another scheme', env: { WALLET_EVM_RPC_URLS: '1=wss://eth.example/secret-1' }, mentions: 'must be https://' },
+      { name: 'plain http to another host outside local mode', env: { ...COMPLETE, WALLET_EVM_RPC_URLS: '1=http://eth.example/secret-1' }, mentions: 'must be https:// outside local mode' },
+      { name: 'two URLs for one chain', env: { WALLET_EVM_RPC_URLS: '1=https://a.example/secret-1,1=https://b.example' }, mentions: 'chain 1 has a URL already' },
+      { name: 'a chain that is not allowed', env: { WALLET_EVM_RPC_URLS: '137=https://polygon.example/secret-1' }, mentions: 'chain 137 is not in WALLET_EVM_CHAIN_IDS (1, 8453)' },
+      { name: 'a timeout out of range', env: { WALLET_EVM_RPC_TIMEOUT_MS: '60000' }, mentions: 'WALLET_EVM_RPC_TIMEOUT_MS' },
+    ];
+    it.each(refused)('refuses $name at startup, without repeating the URL', ({ env, mentions }) => {
+      let message = '';
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        message = (error as Error).message;
+      }
+      expect(message).toContain(mentions);
+      expect(message).not.toContain('secret-1');
+    });
+
+    it('takes plain http on loopback anywhere, and on any host in local mode', () => {
+      expect(loadConfig({ ...COMPLETE, WALLET_EVM_RPC_URLS: '1=http://127.0.0.1:8545' }).wallet.evmRpcUrls.get(1)).toBe('http://127.0.0.1:8545/');
+      expect(loadConfig({ WALLET_EVM_RPC_URLS: '1=http://node.lan:8545' }).wallet.evmRpcUrls.get(1)).toBe('http://node.lan:8545/');
+    });
+
+    it('logs only the host of each RPC, never its credentials, path or query', () => {
+      const config = loadConfig({ ...COMPLETE, WALLET_EVM_RPC_URLS: '1=https://user:pass-123@eth.example/v2/key-456?token=tok-789' });
+      const line = JSON.stringify(describeConfig(config));
+      expect(describeConfig(config).walletRpc).toEqual({ 1: 'eth.example' });
+      for (const secret of ['pass-123', 'key-456', 'tok-789', 'user']) expect(line).not.toContain(secret);
+      expect(describeConfig(loadConfig({})).walletRpc).toBe('none (contract wallets cannot be verified)');
+    });
+  });
 });

@@ -72,6 +72,18 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('documents smart-contract wallets: the link kind, and 503 chain_unavailable with Retry-After on POST /api/wallet-link', () => {
+    const link = document.components.schemas.WalletLink;
+    const [evm, solana] = link.oneOf ?? link.anyOf;
+    expect(evm.properties.kind.enum).toEqual(['eoa', 'erc1271', 'erc6492']);
+    expect(solana.properties.kind.const).toBe('eoa');
+    expect(evm.required).toContain('kind');
+    const unavailable = document.paths['/api/wallet-link'].post.responses['503'];
+    expect(unavailable['x-problem-codes']).toContain('chain_unavailable');
+    expect(unavailable.headers).toHaveProperty('Retry-After');
+    expect(document.paths['/api/wallet-link'].post.description).toContain('WALLET_EVM_RPC_URLS');
+  });
+
   it('lists problem codes, with problem+json bodies, for every operation that can fail', () => {
     for (const [p, ops] of Object.entries(document.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown>; 'x-problem-codes'?: string[] }> }>>)) {
       for (const [method, op] of Object.entries(ops).filter(([key]) => HTTP_METHODS.includes(key))) {

@@ -15,7 +15,7 @@ import { evmWallet, highSTwin, networkOf, solanaWallet, type TestWallet } from '
  * routes take), on PGlite and on the real Postgres server: single use, idempotency, races, limits.
  */
 
-const CONFIG = { wallet: { evmChainIds: [1, 8453], solanaClusters: ['mainnet'] } };
+const CONFIG = { wallet: { evmChainIds: [1, 8453], solanaClusters: ['mainnet'], evmRpcUrls: new Map<number, string>() } };
 const newUser = () => ({ userId: randomUUID(), email: `u-${randomUUID().slice(0, 6)}@example.test` });
 type User = ReturnType<typeof newUser>;
 
@@ -269,9 +269,9 @@ describe('wallet_link insert race on the real Postgres server', () => {
     await client.connect();
     try {
       await client.query('begin');
-      await client.query('select public.wallet_link(p_user_id => $1, p_challenge_id => $2, p_message => $3, p_chain => $4, p_address_key => $5)',
+      await client.query("select public.wallet_link(p_user_id => $1, p_challenge_id => $2, p_message => $3, p_chain => $4, p_address_key => $5, p_kind => 'eoa')",
         [a.userId, ca.challengeId, ca.message, 'evm', wallet.address.toLowerCase()]);
-      const loser = codeOf(callDb('wallet_link', { p_user_id: b.userId, p_challenge_id: cb.challengeId, p_message: cb.message, p_chain: 'evm', p_address_key: wallet.address.toLowerCase() }));
+      const loser = codeOf(callDb('wallet_link', { p_user_id: b.userId, p_challenge_id: cb.challengeId, p_message: cb.message, p_chain: 'evm', p_address_key: wallet.address.toLowerCase(), p_kind: 'eoa' }));
       for (let waiting = 0; waiting === 0;) {
         [{ waiting }] = (await client.query<{ waiting: number }>(`select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows as [{ waiting: number }];
       }

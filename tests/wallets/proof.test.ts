@@ -12,7 +12,7 @@ import { formatSignInMessage, parseSignInMessage } from '../../lib/wallets/sign-
 import { decodeEvmSignature, verifyEvmSignature } from '../../lib/wallets/verify.ts';
 import { evmWallet, highSTwin, solanaWallet, type TestWallet } from './wallets.ts';
 
-const CONFIG = { wallet: { evmChainIds: [1, 8453], solanaClusters: ['mainnet'] } };
+const CONFIG = { wallet: { evmChainIds: [1, 8453], solanaClusters: ['mainnet'], evmRpcUrls: new Map<number, string>() } };
 const APP_ORIGIN = 'https://app.example.com';
 const NOW = new Date('2026-11-22T10:00:00.000Z');
 const USER = { userId: '6f1d3c1e-4b0a-4d53-9f55-1f0f6d2b8c11', email: 'jane.doe@example.com' };
@@ -181,11 +181,12 @@ describe('request bodies', () => {
     { name: 'an unknown top-level field', body: { payload, extra: 1 }, code: 'invalid_request', status: 400 },
     { name: 'an unknown payload field', body: { payload: { ...payload, publicKey: 'x' } }, code: 'invalid_request', status: 400 },
     { name: 'an unknown chain family', body: { payload: { ...payload, chain: 'tron' } }, code: 'unsupported_chain', status: 400 },
-    { name: 'a 64-byte EVM signature', body: { payload: { ...payload, signature: `0x${'11'.repeat(64)}` } }, code: 'invalid_request', status: 400 },
     { name: 'an odd-length hex signature', body: { payload: { ...payload, signature: `0x${'11'.repeat(64)}1b1` } }, code: 'invalid_request', status: 400 },
     { name: 'a signature without 0x', body: { payload: { ...payload, signature: `${'11'.repeat(64)}1b` } }, code: 'invalid_request', status: 400 },
-    { name: 'v = 29', body: { payload: { ...payload, signature: `0x${'11'.repeat(64)}1d` } }, code: 'invalid_request', status: 400 },
-    { name: 'a 66-byte signature', body: { payload: { ...payload, signature: `0x${'11'.repeat(66)}` } }, code: 'unsupported_signature_type', status: 422 },
+    { name: 'an empty signature', body: { payload: { ...payload, signature: '0x' } }, code: 'invalid_request', status: 400 },
+    // Not 65 bytes: only a smart-contract wallet's, and chain 1 has no RPC in this configuration.
+    { name: 'a 64-byte EVM signature, no RPC for the chain', body: { payload: { ...payload, signature: `0x${'11'.repeat(64)}` } }, code: 'unsupported_signature_type', status: 422 },
+    { name: 'a 66-byte signature, no RPC for the chain', body: { payload: { ...payload, signature: `0x${'11'.repeat(66)}` } }, code: 'unsupported_signature_type', status: 422 },
     {
       name: 'an ERC-6492 wrapped signature',
       body: { payload: { ...payload, signature: `0x${'00'.repeat(300)}${'6492'.repeat(16)}` } },
@@ -199,19 +200,54 @@ describe('request bodies', () => {
     const error = await apiError(() => parseLinkRequest(body, CONFIG));
     expect({ code: error.code, status: error.status }).toEqual({ code, status });
   });
+
+  it('names the chain and the variable to set when a contract-wallet signature has no RPC to check it', async () => {
+    const error = await apiError(() => parseLinkRequest({ payload: { ...payload, chainId: 8453, signature: `0x${'ab'.repeat(200)}` } }, CONFIG));
+    expect(error.options.detail).toBe("This 200-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). Smart-contract wallets are checked on their chain, and this service has " +
+      'no RPC for chain 8453: they cannot link on it until the operator adds one to WALLET_EVM_RPC_URLS (e.g. 8453=https://...).');
+    expect(error.options.errors).toEqual([{ path: 'payload.signature', message: error.options.detail }]);
+  });
+
+  it('lets any signature through to the chain where there is an RPC (its contract judges it)', () => {
+    const withRpc = { wallet: { ...CONFIG.wallet, evmRpcUrls: new Map([[1, 'https://rpc.example/v2/key']]) } };
+    for (const signature of [`0x${'11'.repeat(64)}`, `0x${'11'.repeat(66)}`, `0x${'00'.repeat(300)}${'6492'.repeat(16)}`, '0x01']) {
+      expect(parseLinkRequest({ payload: { ...payload, signature } }, withRpc).signature).toEqual(Uint8Array.from(Buffer.from(signature.slice(2), 'hex')));
+    }
+  });
 });
 
 describe('proof of ownership (pure, injected clock)', () => {
   it.each([{ make: evmWallet }, { make: solanaWallet }])('accepts a challenge signed by its wallet ($make.name)', async ({ make }) => {
     const { challenge, link } = await signedChallenge(make());
-    expect(await verifyLinkProof(link(), { appOrigin: APP_ORIGIN, now: NOW })).toEqual({ challengeId: challenge.challengeId });
+    expect(await verifyLinkProof(link(), { appOrigin: APP_ORIGIN, now: NOW })).toEqual({ challengeId: challenge.challengeId, kind: 'eoa' });
+  });
+
+  it('hands a signature the key did not make to the chain, only where the chain has an RPC', async () => {
+    const { body, challenge } = await signedChallenge(evmWallet());
+    const stranger = { payload: { ...body.payload, signature: await evmWallet().sign(body.payload.message) } };
+    const v29 = { payload: { ...body.payload, signature: `${body.payload.signature.slice(0, -2)}1d` } };
+    const long = { payload: { ...body.payload, signature: `0x${'ab'.repeat(200)}` } };
+    const rpcFor1 = { wallet: { ...CONFIG.wallet, evmRpcUrls: new Map([[1, 'https://rpc.example']]) } };
+    for (const tampered of [stranger, v29, long]) {
+      expect(await verifyLinkProof(parseLinkRequest(tampered, rpcFor1), { appOrigin: APP_ORIGIN, now: NOW, contractChains: rpcFor1.wallet.evmRpcUrls }))
+        .toEqual({ challengeId: challenge.challengeId, kind: 'contract', chainId: 1 });
+    }
+    // No RPC for chain 1: 65 bytes that do not recover are a bad signature, and the answer says how contract wallets would work.
+    for (const tampered of [stranger, v29]) {
+      const error = await apiError(async () => verifyLinkProof(parseLinkRequest(tampered, CONFIG), { appOrigin: APP_ORIGIN, now: NOW, contractChains: new Map([[8453, 'x']]) }));
+      expect({ code: error.code, status: error.status }).toEqual({ code: 'invalid_signature', status: 422 });
+      expect(error.options.detail).toContain('no RPC for chain 1');
+      expect(error.options.detail).toContain('WALLET_EVM_RPC_URLS');
+    }
+    // The key's own signature never goes to a chain, RPC or not.
+    expect(await verifyLinkProof(parseLinkRequest(body, rpcFor1), { appOrigin: APP_ORIGIN, now: NOW, contractChains: rpcFor1.wallet.evmRpcUrls })).toEqual({ challengeId: challenge.challengeId, kind: 'eoa' });
   });
 
   it('accepts the payload address in lower case against the checksummed message', async () => {
     const wallet = evmWallet();
     const { body, challenge } = await signedChallenge(wallet);
     const request = parseLinkRequest({ payload: { ...body.payload, address: wallet.address.toLowerCase() } }, CONFIG);
-    expect(await verifyLinkProof(request, { appOrigin: APP_ORIGIN, now: NOW })).toEqual({ challengeId: challenge.challengeId });
+    expect(await verifyLinkProof(request, { appOrigin: APP_ORIGIN, now: NOW })).toEqual({ challengeId: challenge.challengeId, kind: 'eoa' });
   });
 
   it('accepts the high-s twin of a signature (malleability is why the nonce, not the signature, stops replays)', async () => {
@@ -264,12 +300,12 @@ describe('proof of ownership (pure, injected clock)', () => {
 describe('the link mapper for GET /api/me', () => {
   it('types the rows of account_wallets and normalises createdAt', () => {
     const rows = [
-      { id: 'a', chain: 'evm' as const, address: '0xC02aaA39b223FE8D0A0e5C4F27eAD9083C756Cc2', chainId: 8453, createdAt: '2026-11-22T10:00:00.123Z' },
-      { id: 'b', chain: 'solana' as const, address: 'So11111111111111111111111111111111111111112', cluster: 'mainnet', createdAt: '2026-11-22T10:00:01.000+00:00' },
+      { id: 'a', chain: 'evm' as const, address: '0xC02aaA39b223FE8D0A0e5C4F27eAD9083C756Cc2', chainId: 8453, kind: 'erc1271' as const, createdAt: '2026-11-22T10:00:00.123Z' },
+      { id: 'b', chain: 'solana' as const, address: 'So11111111111111111111111111111111111111112', cluster: 'mainnet', kind: 'eoa' as const, createdAt: '2026-11-22T10:00:01.000+00:00' },
     ];
     expect(toWalletLinks(rows)).toEqual([
-      { id: 'a', chain: 'evm', address: rows[0]!.address, chainId: 8453, createdAt: '2026-11-22T10:00:00.123Z' },
-      { id: 'b', chain: 'solana', address: rows[1]!.address, cluster: 'mainnet', createdAt: '2026-11-22T10:00:01.000Z' },
+      { id: 'a', chain: 'evm', address: rows[0]!.address, chainId: 8453, kind: 'erc1271', createdAt: '2026-11-22T10:00:00.123Z' },
+      { id: 'b', chain: 'solana', address: rows[1]!.address, cluster: 'mainnet', kind: 'eoa', createdAt: '2026-11-22T10:00:01.000Z' },
     ]);
     expect(toWalletLinks(null)).toEqual([]);
     expect(toWalletLink(rows[0]!)).not.toHaveProperty('cluster');

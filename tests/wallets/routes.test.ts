@@ -92,7 +92,7 @@ describe.each(DATABASE_KINDS)('wallet-link routes on %s', (kind) => {
       userId: user.userId,
       email: user.email,
       alreadyLinked: false,
-      link: { id: expect.any(String), chain: wallet.chain, address: wallet.address, ...networkOf(wallet), createdAt: expect.stringMatching(/Z$/) },
+      link: { id: expect.any(String), chain: wallet.chain, address: wallet.address, ...networkOf(wallet), kind: 'eoa', createdAt: expect.stringMatching(/Z$/) },
     });
 
     const again = await postLink(user, body);
