@@ -61,6 +61,7 @@ export const envSchema = z.object({
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
   REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
+  BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
   ADMIN_API_SECRET: optionalString,
   APP_ORIGIN: optionalUrl,
@@ -118,6 +119,8 @@ export interface Config {
   revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
   /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER; none: only the sweep and explicit syncs). */
   billingSyncAfter: 'gaps' | 'all' | 'none';
+  /** How many months of the billing event log maintenance keeps (BILLING_EVENTS_RETENTION_MONTHS, default 13). */
+  billingEventsRetentionMonths: number;
   /** Vercel Cron's Bearer secret for /api/cron/* (absent: those routes answer 503). */
   cronSecret?: string;
   /** The operator's Bearer secret for /api/admin/* (absent: those routes answer 503). */
@@ -219,6 +222,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
         }
       : undefined,
     billingSyncAfter: e.BILLING_SYNC_AFTER,
+    billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
     adminSecret: e.ADMIN_API_SECRET,
     appOrigin: new URL(e.APP_ORIGIN ?? LOCAL_APP_ORIGIN).origin,

@@ -37,7 +37,7 @@ const solanaSignatureDoc = {
   description: 'ed25519 signature of the UTF-8 `message`, base58: it decodes to exactly 64 bytes (400 `invalid_request` otherwise).',
 };
 
-type WalletConfig = Pick<Config, 'wallet'>;
+type WalletConfig = { wallet: Pick<Config['wallet'], 'evmChainIds' | 'solanaClusters' | 'evmRpcUrls'> };
 
 /**
  * The request bodies of the wallet-link endpoints. Without `networks` they are what validation runs;

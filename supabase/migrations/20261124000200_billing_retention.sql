@@ -386,7 +386,8 @@ begin
         v_busy := v_busy + 1; -- webhooks hold the group: the next run takes it
       when others then
         if sqlerrm <> 'billing_plans_missing' then raise; end if;
-        v_plans_missing := v_plans_missing || v_group.group_id;
+        -- Events an older version stored without plans: the service computes them (their ids here).
+        v_plans_missing := v_plans_missing || array(select app_user_id from public.billing_subscribers where group_id = v_group_id);
     end;
   end loop;
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
+import { maintainBilling } from '../../lib/billing/maintenance.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { openPglite, pgliteSession } from '../../lib/db/pglite.ts';
@@ -247,4 +248,23 @@ describe.each(DATABASE_KINDS)('upgrading a filled billing log to the partitioned
       rmSync(beforeDir, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe('billing maintenance from the service (lib/billing/maintenance.ts)', () => {
+  const db = suiteDatabase('pglite');
+
+  it('computes the plans an older version did not store, then checkpoints and drops the month', async () => {
+    const user = `unplanned-${randomUUID()}`;
+    const old = history(user);
+    await deliverAll(old);
+    // As a version before plans left them: no plan, no rank.
+    await db.sql('update public.billing_events set plan = null, sort_rank = null where event_id = any($1)', [ids(old)]);
+    await receivedMonthsAgo(db, ids(old), RETENTION_MONTHS + 1);
+    const before = await comparable(db, user, 45);
+    const result = await maintainBilling(new Date(), 20_000);
+    expect(result).toMatchObject({ plansMissing: [] });
+    expect(result.checkpoints).toBeGreaterThanOrEqual(1);
+    expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 1)));
+    expect(await comparable(db, user, 45)).toEqual(before);
+  });
 });
