@@ -251,6 +251,7 @@ declare
   v_source jsonb;
   v_key text;
   v_keys text[] := '{}';
+  v_products text[] := '{}';
 begin
   -- Owner: the first candidate that already holds rows (one subscriber seen under two real ids
   -- keeps one state), else the first.
@@ -329,6 +330,7 @@ begin
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
     v_key := public.billing_source_key(v_source->>'environment', v_source->>'productId', null, v_source->>'transactionId');
     v_keys := v_keys || v_key;
+    v_products := v_products || (v_source->>'productId');
     insert into public.entitlements (
       app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
       store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
@@ -372,7 +374,10 @@ begin
       last_event_id = p_event_id,
       last_event_at = greatest(last_event_at, p_event_at),
       updated_at = now()
-    where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at;
+    -- (By product, not by source: v1 keys subscriptions by product, so a sandbox purchase of a
+    -- product hides the production one of the same product from the snapshot; that one stays.)
+    where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at
+      and not coalesce(product_id = any (v_products), false);
     v_applied := v_applied + 1;
   end if;
 

@@ -180,6 +180,20 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect(views.find((view) => view.id === 'basic')).toMatchObject({ active: false, willRenew: false });
   });
 
+  it('leaves a production purchase alone when the snapshot shows only a sandbox purchase of the same product (v1 keys subscriptions by product)', async () => {
+    const user = await testUser();
+    expect((await deliver(billingEvent('initial-purchase', user.userId, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+    revenuecat.setCustomer(user.userId, {
+      entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(9), expires: day(9.1) }) },
+      subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(9), expires: day(9.1), sandbox: true, transactionId: 'sandbox-1' }) },
+    });
+    revenuecat.setClock(day(10));
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    const [view] = await entitlementsOf(db, user.userId, new Date(day(11)));
+    expect(view).toMatchObject({ active: true, environment: 'PRODUCTION', expiresAt: isoDay(30) });
+    expect(view!.sources.map((source) => source.environment).sort()).toEqual(['PRODUCTION', 'SANDBOX']);
+  });
+
   it('keeps an event newer than a snapshot: the snapshot is folded at its own time', async () => {
     const user = await testUser();
     renewedRecord(user.userId, { purchased: day(0), expires: day(30) });
