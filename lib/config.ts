@@ -55,7 +55,9 @@ export const envSchema = z.object({
   SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: optionalString,
   LEAGUES_WEBHOOK_SECRET: optionalString,
   LEAGUES_WEBHOOK_SECRET_PREVIOUS: optionalString,
-  BILLING_IGNORE_SANDBOX: booleanFlag(false),
+  BILLING_SANDBOX_GRANTS: booleanFlag(undefined),
+  /** Deprecated: the opposite of BILLING_SANDBOX_GRANTS (see sandboxGrants). */
+  BILLING_IGNORE_SANDBOX: booleanFlag(undefined),
   REVENUECAT_SECRET_API_KEY: optionalString,
   REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
@@ -111,6 +113,11 @@ export interface Config {
     subscription: string[];
     leagues: string[];
   };
+  /**
+   * Sandbox purchases are recorded but grant nothing (sandboxGrants below: BILLING_SANDBOX_GRANTS,
+   * default on only in local mode). The one value every billing path reads: webhook events, REST
+   * snapshots and the rebuild, so a rebuild gives what live delivery gives.
+   */
   billingIgnoreSandbox: boolean;
   /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
   revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
@@ -125,6 +132,8 @@ export interface Config {
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
   frontend: { supabaseUrl?: string; publishableKey?: string };
   logLevel: string;
+  /** Settings that work but should change (a deprecated name), for the startup log. */
+  warnings: string[];
 }
 
 export class ConfigError extends Error {
@@ -197,7 +206,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       subscription: secretsFor(e.SUBSCRIPTION_WEBHOOK_SECRET, e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.subscription),
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
-    billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
+    billingIgnoreSandbox: !sandboxGrants(e, local),
     revenuecat: e.REVENUECAT_SECRET_API_KEY
       ? {
           apiKey: e.REVENUECAT_SECRET_API_KEY,
@@ -218,6 +227,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       publishableKey: e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_PUBLISHABLE_KEY,
     },
     logLevel: e.LOG_LEVEL,
+    warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
+      `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,
+    ],
   };
 
   // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
@@ -234,6 +246,22 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
   }
   return config;
+}
+
+/**
+ * Whether sandbox purchases (RevenueCat's environment SANDBOX: TestFlight, StoreKit testing, Google
+ * test cards) grant entitlements. Nobody pays for them, so a deployment records them and grants
+ * nothing unless BILLING_SANDBOX_GRANTS=true (a staging deployment where testers need access); in
+ * local mode they grant by default, since there a developer is testing purchases. The deprecated
+ * BILLING_IGNORE_SANDBOX (the opposite question) is still honoured, both ways, as what its operator
+ * explicitly asked for; set with a contradicting BILLING_SANDBOX_GRANTS it is refused.
+ */
+function sandboxGrants(e: z.infer<typeof envSchema>, local: boolean): boolean {
+  const fromDeprecated = e.BILLING_IGNORE_SANDBOX === undefined ? undefined : !e.BILLING_IGNORE_SANDBOX;
+  if (e.BILLING_SANDBOX_GRANTS !== undefined && fromDeprecated !== undefined && e.BILLING_SANDBOX_GRANTS !== fromDeprecated) {
+    throw new ConfigError('BILLING_SANDBOX_GRANTS and the deprecated BILLING_IGNORE_SANDBOX say opposite things; keep BILLING_SANDBOX_GRANTS and remove BILLING_IGNORE_SANDBOX.');
+  }
+  return e.BILLING_SANDBOX_GRANTS ?? fromDeprecated ?? local;
 }
 
 /**
@@ -282,6 +310,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
       subscription: describeSecrets(config, 'subscription'),
       leagues: describeSecrets(config, 'leagues'),
     },
+    sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
     cron: config.cronSecret ? 'configured' : 'not configured',
     admin: config.adminSecret ? 'configured' : 'not configured',
