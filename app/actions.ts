@@ -9,6 +9,7 @@ import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
 import * as catchAllRoute from './api/[...path]/route.ts';
+import * as billingSyncRoute from './api/me/billing/sync/route.ts';
 import * as walletLinkIdRoute from './api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from './api/wallet-link/challenge/route.ts';
 import * as walletLinkRoute from './api/wallet-link/route.ts';
@@ -91,6 +92,7 @@ type RouteHandler = (request: Request, context: { params: Promise<Record<string,
 function pageRoute(method: PageApiRequest['method'], path: string): { handler: RouteHandler; params: Record<string, string> } {
   if (method === 'POST' && path === '/api/wallet-link/challenge') return { handler: challengeRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/wallet-link') return { handler: walletLinkRoute.POST, params: {} };
+  if (method === 'POST' && path === '/api/me/billing/sync') return { handler: billingSyncRoute.POST, params: {} };
   const unlink = /^\/api\/wallet-link\/([^/]+)$/.exec(path);
   if (method === 'DELETE' && unlink) return { handler: walletLinkIdRoute.DELETE, params: { linkId: decodeURIComponent(unlink[1]!) } };
   return { handler: catchAllRoute.POST, params: {} }; // a problem+json 404, like any unknown /api path

@@ -6,6 +6,7 @@ import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { SESSION_COOKIE } from '#lib/web/session-cookie.ts';
 import { signInLocally } from './actions.ts';
+import { RefreshPurchasesButton } from './components/refresh-purchases.tsx';
 import { SignOutButton } from './components/sign-out-button.tsx';
 import type { SupabaseBrowserSettings } from './components/supabase-browser.ts';
 import { SupabaseSignIn } from './components/supabase-sign-in.tsx';
@@ -173,6 +174,7 @@ function AccountView({ account, config }: { account: Account; config: Config }) 
             </tbody>
           </table></div>
         )}
+        {config.revenuecat && <RefreshPurchasesButton />}
       </section>
 
       <section className="panel" aria-labelledby="leagues">

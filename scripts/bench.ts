@@ -8,6 +8,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from '../tests/support/postgres-server.ts';
 
@@ -297,6 +298,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
     await post(server, '/api/webhooks/leagues-sync', leaguesHeaders, leaguesDelivery(`${runId}-me`, 0, meUserId));
     log(await runScenario(server, 'GET /api/me (full account)', { method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${meToken}` } }));
 
+    if (mode === 'postgres') log(await billingWithSyncsAfterResponses(postgres, env));
+
     const baseline = scenarios[0]!.rps;
     for (const scenario of scenarios) scenario.ratioToBaseline = Math.round((scenario.rps / baseline) * 100) / 100;
     return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios };
@@ -304,6 +307,45 @@ async function benchMode(mode: Mode, postgres: PostgresServer): Promise<ModeResu
     await server.stop();
     if (process.env.BENCH_SERVER_LOG) writeFileSync(process.env.BENCH_SERVER_LOG, server.output());
     rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The billing webhook on a server that syncs every event's subscriber from RevenueCat after the
+ * response (BILLING_SYNC_AFTER=all; a RevenueCat stand-in 50 ms away that knows every subscriber,
+ * at the highest budget the service allows): the webhook's own latency must not change, because
+ * the syncs run after the 200 and the marks wait for the sweep when the budget is spent.
+ */
+async function billingWithSyncsAfterResponses(postgres: PostgresServer, baseEnv: Record<string, string | undefined>): Promise<ScenarioResult> {
+  const revenuecat = await startFakeRevenueCat({ latencyMs: 50 });
+  const now = Date.now();
+  for (let i = 0; i < SUBSCRIBERS; i++) {
+    revenuecat.setCustomer(`bench-subscriber-${i}`, {
+      entitlements: { pro: v1Entitlement('pro_monthly', { purchased: now, expires: now + 30 * DAY_MS }) },
+      subscriptions: { pro_monthly: v1Subscription({ purchased: now, expires: now + 30 * DAY_MS }) },
+    });
+  }
+  const name = `bench_sync_${Date.now()}`;
+  await createDatabase(postgres.url(), name);
+  const server = await startNextServer({
+    env: {
+      ...baseEnv, DATABASE_URL: postgres.url(name),
+      REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url, REVENUECAT_REQUESTS_PER_SECOND: '100', BILLING_SYNC_AFTER: 'all',
+    },
+  });
+  try {
+    const headers = { authorization: `Bearer ${BILLING_SECRET}` };
+    const start = Date.now();
+    await post(server, '/api/webhooks/subscription-billing', headers, billingEvent(`sync-warm-${start}`, 0, start));
+    const result = await runScenario(server, 'billing webhook, syncs after', {
+      method: 'POST', path: '/api/webhooks/subscription-billing', headers,
+      next: (index) => ({ body: JSON.stringify(billingEvent(`sync-${start}`, index, start)) }),
+    });
+    console.log(`  (RevenueCat was called ${revenuecat.requests.length} times during and after that run)`);
+    return result;
+  } finally {
+    await server.stop();
+    await revenuecat.close();
   }
 }
 

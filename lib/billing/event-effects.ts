@@ -16,7 +16,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * | event                                                 | effect on the source's row of each entitlement id                       |
  * |-------------------------------------------------------|--------------------------------------------------------------------------|
  * | INITIAL_PURCHASE, UNCANCELLATION                      | grant, renewing: active until the later expiry of the two (the event's   |
- * |                                                       |   own when the row no longer grants as the new period begins)            |
+ * |                                                       |   own when the row no longer grants as the new period begins); a Play    |
+ * |                                                       |   prepaid plan (period_type PREPAID) never renews                        |
  * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
  * |                                                       |   cancelled subscription stays cancelled_active                          |
  * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
@@ -258,13 +259,15 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
   // says how long access lasts (RevenueCat sends these for live subscriptions).
   const flag: Effect = { ...FLAG, expiresAt: period.expiresAt, createsRow: period.expiresAt !== null };
   const grant: Effect = { ...FLAG, action: 'grant', status: 'active', expiry: 'max', expiresAt: period.expiresAt };
+  // A Google Play prepaid plan never renews by itself: the customer tops it up (a new purchase).
+  const prepaid = period.periodType?.toUpperCase() === 'PREPAID';
   switch (type) {
     case 'INITIAL_PURCHASE':
     case 'UNCANCELLATION':
-      return { ...grant, renewal: 'on' };
+      return { ...grant, renewal: prepaid ? 'off' : 'on' };
     case 'RENEWAL':
     case 'SUBSCRIPTION_EXTENDED':
-      return { ...grant, renewal: 'continue' };
+      return { ...grant, renewal: prepaid ? 'off' : 'continue' };
     case 'REFUND_REVERSED':
       // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it.
       return { ...grant, renewal: 'keep' };

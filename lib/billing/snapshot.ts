@@ -19,7 +19,7 @@ import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type Entitleme
  * | billing_issues_detected_at (grace ahead: grace)                  | billing_issue     | no     |
  * | unsubscribe_detected_at                                          | cancelled_active  | no     |
  * | otherwise (a non-subscription: lifetime unless its entitlement   | active            | yes    |
- * |   says an expiry)                                                |                   | (no)   |
+ * |   says an expiry; a prepaid plan; a promotional grant)           |                   | (no)   |
  */
 export interface SnapshotSource {
   /** As webhooks name it: Google Play base plans as `<subscription id>:<base plan id>`. */
@@ -129,7 +129,8 @@ function subscriptionSource(productId: string, subscription: RevenueCatSubscript
     environment: subscription.is_sandbox ? 'SANDBOX' : 'PRODUCTION',
     store: upper(subscription.store),
     status,
-    willRenew: status === 'active',
+    // Prepaid plans are topped up, never renewed; a promotional grant never converts to a paid one.
+    willRenew: status === 'active' && subscription.period_type?.toLowerCase() !== 'prepaid' && subscription.store?.toLowerCase() !== 'promotional',
     // A refund ends access when it happened.
     expiresAt: refunded !== null ? new Date(Math.min(refunded, expires ?? refunded)).toISOString() : iso(subscription.expires_date),
     graceExpiresAt: status === 'grace' ? iso(subscription.grace_period_expires_date) : null,

@@ -49,9 +49,20 @@ export function requireRevenueCat() {
   return revenuecat;
 }
 
+/**
+ * Until when this instance found RevenueCat's budget spent (epoch ms). Syncs after webhooks do not
+ * ask the database for a slot before then: their subscribers are already marked (in the webhook's
+ * own transaction) and the sweep takes them, so a burst of webhooks costs no extra database calls.
+ */
+let budgetSpentUntil = 0;
+
 export async function syncSubscriber(appUserId: string, options: SyncOptions): Promise<SyncResult> {
   const revenuecat = requireRevenueCat();
-  const begin = await callDb<{ waitMs?: number; retryAfterSeconds?: number }>('billing_sync_begin', {
+  const budgetSpent = () => new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; the subscriber stays marked for the sweep.', {
+    retryAfterSeconds: Math.max(1, Math.ceil((budgetSpentUntil - Date.now()) / 1000)),
+  });
+  if (options.reason === 'webhook' && Date.now() < budgetSpentUntil) throw budgetSpent();
+  const begin = await callDb<{ waitMs?: number; retryAfterSeconds?: number; limitedBy?: 'user' | 'budget' }>('billing_sync_begin', {
     p_user_id: options.reason === 'user' ? appUserId : null,
     p_user_interval_seconds: USER_SYNC_INTERVAL_SECONDS,
     p_slot_ms: Math.ceil(1000 / revenuecat.requestsPerSecond),
@@ -59,11 +70,13 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
   });
   if (begin.waitMs === undefined) {
     const retryAfterSeconds = begin.retryAfterSeconds ?? USER_SYNC_INTERVAL_SECONDS;
-    if (options.reason === 'user') {
+    if (begin.limitedBy === 'user') {
       throw new DomainError('rate_limited', `Purchases were refreshed a moment ago; try again in ${retryAfterSeconds} s.`, { retryAfterSeconds });
     }
-    await markFailed(appUserId, options.reason, 'no slot in the RevenueCat budget in time', retryAfterSeconds);
-    throw new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; the subscriber stays marked for the sweep.', { retryAfterSeconds });
+    budgetSpentUntil = Math.max(budgetSpentUntil, Date.now() + retryAfterSeconds * 1000);
+    // A webhook's subscriber is marked already and due now: the sweep takes it, nothing to write.
+    if (options.reason !== 'webhook') await markFailed(appUserId, options.reason, 'no slot in the RevenueCat budget in time', retryAfterSeconds);
+    throw budgetSpent();
   }
   if (begin.waitMs > 0) await sleep(begin.waitMs);
 
@@ -126,6 +139,12 @@ export async function syncMarkedAfterWebhook(appUserIds: string[], eventId: stri
     }
   }
 }
+
+/**
+ * How long one sweep may work: well inside the function's time limit (vercel.json maxDuration 30 s),
+ * so it answers before Vercel cuts it off; what is left is due in the next run.
+ */
+export const SWEEP_BUDGET_MS = 20_000;
 
 export interface SweepResult {
   /** Subscribers taken from the queue this run. */

@@ -60,7 +60,10 @@ create table public.billing_subscribers (
   -- The group this id's events are folded with, named by one of its ids (whose row has group_id = app_user_id).
   group_id text not null,
   -- On the group's own row: the sort key (public.billing_sort_key) of the last event folded.
-  folded_key text
+  folded_key text,
+  -- The id that holds this id's rows when RevenueCat named both as one customer (a merge: legacy
+  -- aliasing, an anonymous id): GET /api/me of either shows them. Null: it holds its own.
+  customer_id text
 );
 create index billing_subscribers_group_idx on public.billing_subscribers (group_id);
 alter table public.billing_subscribers enable row level security;
@@ -98,8 +101,9 @@ begin
 end;
 $$;
 alter table public.entitlements rename column product_key to source_key;
--- When the last grant of the row's current period was applied: orders two products of one
--- lineage that share a purchase time (Stripe reports a product change with the original start).
+-- When the grant that began the row's current period happened (event time): orders the products
+-- of one subscription lineage. Not the purchase time: Stripe reports the product a subscription
+-- changed to with the subscription's original start (t0), even in a later period.
 alter table public.entitlements add column granted_at timestamptz;
 -- Where the row's state came from: a webhook event, or a snapshot of RevenueCat's own record
 -- (lib/billing/sync.ts); and when a snapshot last confirmed it.
@@ -264,6 +268,12 @@ begin
   -- environment, and of its store when it names one, leaving `transferred` rows behind). Where the
   -- owner has a row of the same source, the one that grants longer stays (then the newer).
   v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
+  -- A TRANSFER names ids of the source customer: where one of them was merged into another id of
+  -- that customer, the rows are there.
+  if v_move = 'transfer' then
+    v_moved := v_moved || array(select distinct s.customer_id from public.billing_subscribers s
+                                where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner);
+  end if;
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
     for v_src in
       select * from public.entitlements
@@ -302,6 +312,14 @@ begin
       end if;
       v_applied := v_applied + 1;
     end loop;
+  end if;
+  -- One customer under several ids: every other real id it names (and whatever was merged into
+  -- them) reads the owner's rows from now on. (An anonymous id is never signed in as.)
+  if v_move = 'merge' and cardinality(v_moved) > 0 then
+    update public.billing_subscribers set customer_id = v_owner
+    where (app_user_id = any (v_moved) or customer_id = any (v_moved)) and app_user_id <> v_owner
+      and not starts_with(app_user_id, '$RCAnonymousID:') and customer_id is distinct from v_owner;
+    update public.billing_subscribers set customer_id = null where app_user_id = v_owner and customer_id is not null;
   end if;
 
   -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
@@ -416,7 +434,7 @@ begin
           original_transaction_id = coalesce(v_period->>'originalTransactionId', v_row.original_transaction_id),
           transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
           period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, v_row.period_purchased_at) else v_row.period_purchased_at end,
-          granted_at = p_event_at,
+          granted_at = case when v_new_period or not v_continues or v_row.granted_at is null then p_event_at else v_row.granted_at end,
           origin = 'webhook',
           last_event_id = p_event_id,
           last_event_at = greatest(v_row.last_event_at, p_event_at),
@@ -499,10 +517,14 @@ begin
 
   -- Lineage: when a subscription changes product, the new product's rows continue the old one's
   -- subscription (same original transaction, or the product the old row named as pending). The
-  -- later-started supersedes: every row of the older product stops granting (expired, not renewing,
-  -- ending when the newer began), whichever entitlements each product grants.
+  -- later-started (the grant that began its period came later) supersedes: every row of the older
+  -- product stops granting (expired, not renewing, ending when the newer began), whichever
+  -- entitlements each product grants. One exception, Apple's: an upgrade during an introductory
+  -- offer (a free trial) keeps the offer's product active to its end beside the new one; it only
+  -- stops renewing.
   with superseded as (
-    select o.entitlement_id, o.source_key, min(n.period_purchased_at) as at, max(n.last_event_at) as news_at
+    select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
+           upper(coalesce(o.store, '')) = 'APP_STORE' and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
     from public.entitlements o
     join public.entitlements n on n.app_user_id = o.app_user_id and n.source_key <> o.source_key
     where o.app_user_id = v_owner
@@ -511,15 +533,15 @@ begin
       and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
       and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
       and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id)
-      and (n.period_purchased_at > o.period_purchased_at
-           or (n.period_purchased_at = o.period_purchased_at and n.granted_at > o.granted_at))
-    group by o.entitlement_id, o.source_key
+      and (n.granted_at > o.granted_at
+           or (n.granted_at = o.granted_at and n.period_purchased_at > o.period_purchased_at))
+    group by o.entitlement_id, o.source_key, o.store, o.period_type
   )
   update public.entitlements e set
-    status = 'expired',
+    status = case when not s.keeps_offer then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
     will_renew = false,
-    expires_at = least(coalesce(e.expires_at, 'infinity'), s.at),
-    grace_expires_at = null,
+    expires_at = case when s.keeps_offer then e.expires_at else least(coalesce(e.expires_at, 'infinity'), s.at) end,
+    grace_expires_at = case when s.keeps_offer then e.grace_expires_at end,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(e.last_event_at, s.news_at),
@@ -584,6 +606,7 @@ begin
       detail = (select jsonb_agg(to_jsonb(m))::text from unnest(v_members) as m);
   end if;
   delete from public.entitlements where app_user_id = any (v_members);
+  update public.billing_subscribers set customer_id = null where group_id = p_group and customer_id is not null;
   for v_event in
     select event_id, event_at, sort_rank, plan from public.billing_events
     where subject_id = any (v_members) and plan->>'ignoredReason' is null
@@ -773,7 +796,9 @@ as $$
   select count(*)::integer from updated
 $$;
 
--- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it.
+-- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it
+-- (the caller's rows and, when RevenueCat merged the caller's id into another of one customer's
+-- ids, that id's rows).
 -- The item is the row that grants longest (grants_until, then the latest news, then renewing), with
 -- its effective status at p_now (a granting status whose access has ended reads `expired`), `active`
 -- from the same column, `will_renew` true when any source that grants now renews, and every source.
@@ -794,7 +819,8 @@ as $$
            row_number() over (partition by e.entitlement_id
                               order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key) as place
     from public.entitlements e
-    where e.app_user_id = p_user_id
+    -- The caller's rows, and their customer's when RevenueCat named the caller as another id of it.
+    where e.app_user_id in (p_user_id, (select c.customer_id from public.billing_subscribers c where c.app_user_id = p_user_id))
   )
   select coalesce(jsonb_agg(jsonb_build_object(
     'entitlement_id', s.entitlement_id,

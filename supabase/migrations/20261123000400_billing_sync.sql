@@ -22,17 +22,19 @@ create table public.billing_sync_requests (
 
 -- Which known subscribers the sweep has already enqueued because their access ends soon or they
 -- were never synced is told by billing_sync_queue and entitlements.synced_at; this index finds
--- renewing rows by the end of their access.
-create index entitlements_renewing_until_idx on public.entitlements (grants_until) where will_renew;
+-- rows that grant for a while by the end of their access.
+create index entitlements_grants_until_idx on public.entitlements (grants_until)
+  where status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace');
 
 alter table public.billing_sync_rate enable row level security;
 alter table public.billing_sync_requests enable row level security;
 revoke all on table public.billing_sync_rate, public.billing_sync_requests from public, anon, authenticated;
 
 -- Before a call to RevenueCat: for a user's own refresh, at most one per p_user_interval_seconds
--- (else {retryAfterSeconds}); then a slot in the shared budget, p_slot_ms apart. Returns {waitMs}:
--- how long to wait for the slot, or {retryAfterSeconds} when that would be more than p_max_wait_ms
--- (nothing reserved). One call, so a refresh costs one round trip before RevenueCat.
+-- (else {retryAfterSeconds, limitedBy: 'user'}); then a slot in the shared budget, p_slot_ms apart.
+-- Returns {waitMs}: how long to wait for the slot, or {retryAfterSeconds, limitedBy: 'budget'} when
+-- that would be more than p_max_wait_ms (nothing reserved). One call, so a refresh costs one round
+-- trip before RevenueCat.
 create or replace function public.billing_sync_begin(
   p_user_id text,
   p_user_interval_seconds integer,
@@ -53,7 +55,7 @@ begin
   if p_user_id is not null then
     select requested_at into v_last from public.billing_sync_requests where app_user_id = p_user_id for update;
     if v_last is not null and v_last > now() - make_interval(secs => p_user_interval_seconds) then
-      return jsonb_build_object('retryAfterSeconds',
+      return jsonb_build_object('limitedBy', 'user', 'retryAfterSeconds',
         greatest(1, ceil(extract(epoch from v_last + make_interval(secs => p_user_interval_seconds) - now()))::integer));
     end if;
     insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, now())
@@ -67,7 +69,7 @@ begin
       update public.billing_sync_requests set requested_at = v_last where app_user_id = p_user_id and v_last is not null;
       delete from public.billing_sync_requests where app_user_id = p_user_id and v_last is null;
     end if;
-    return jsonb_build_object('retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
+    return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
   end if;
   update public.billing_sync_rate set next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0);
   return jsonb_build_object('waitMs', v_wait_ms);
@@ -148,10 +150,11 @@ as $$
 $$;
 
 -- The sweep's work: mark known subscribers whose access ends within a day or ended in the last
--- three days while renewing (a renewal that may be lost) and that no snapshot confirmed in the
--- last 12 hours, and those never synced or not for 30 days that still grant; at most p_limit.
--- Then claim up to p_limit due marks (oldest first) with a lease, so two sweeps at once never take
--- the same subscriber. Returns the claimed ids.
+-- three days (a renewal, a recovery in grace, an uncancellation or the real purchase after a
+-- temporary grant may be lost: every status that grants for a while, renewing or not) and that no
+-- snapshot confirmed in the last 12 hours, and those never synced or not for 30 days that still
+-- grant; at most p_limit. Then claim up to p_limit due marks (oldest first) with a lease, so two
+-- sweeps at once never take the same subscriber. Returns the claimed ids.
 create or replace function public.billing_sync_claim(p_limit integer, p_lease_seconds integer)
 returns jsonb
 language plpgsql
@@ -165,7 +168,8 @@ begin
   insert into public.billing_sync_queue (app_user_id, reason)
   select distinct e.app_user_id, 'ends_soon'
   from public.entitlements e
-  where e.will_renew and e.grants_until between now() - interval '3 days' and now() + interval '1 day'
+  where e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace')
+    and e.grants_until between now() - interval '3 days' and now() + interval '1 day'
     and coalesce(e.synced_at, '-infinity') < now() - interval '12 hours'
   limit p_limit
   on conflict (app_user_id) do nothing;
@@ -348,14 +352,15 @@ security definer
 set search_path = ''
 as $$
 declare
-  v_id text := p_user_id::text;
+  -- The user's id, and the id that holds their rows when RevenueCat merged theirs into it.
+  v_ids text[] := array_remove(array[p_user_id::text, (select customer_id from public.billing_subscribers where app_user_id = p_user_id::text)], null);
   v_rows integer;
   v_events integer;
 begin
-  delete from public.entitlements where app_user_id = v_id;
+  delete from public.entitlements where app_user_id = any (v_ids);
   get diagnostics v_rows = row_count;
-  delete from public.billing_sync_queue where app_user_id = v_id;
-  delete from public.billing_sync_requests where app_user_id = v_id;
+  delete from public.billing_sync_queue where app_user_id = any (v_ids);
+  delete from public.billing_sync_requests where app_user_id = any (v_ids);
   update public.billing_events set
     body = jsonb_build_object('event', jsonb_build_object('id', event_id, 'type', type)),
     plan = null,
@@ -363,7 +368,7 @@ begin
     app_user_id = null,
     owner_id = null,
     moved_ids = '{}'
-  where subject_id = v_id or app_user_id = v_id or owner_id = v_id;
+  where subject_id = any (v_ids) or app_user_id = any (v_ids) or owner_id = any (v_ids);
   get diagnostics v_events = row_count;
   return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
 end;

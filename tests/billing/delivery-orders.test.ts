@@ -12,7 +12,7 @@ import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts
  * order. The ten classes of the billing-semantics audit, then a property over random interleavings
  * of generated subscription histories. Real route, real database, both engines.
  */
-type Role = 'alice' | 'bob' | 'anon';
+type Role = 'alice' | 'bob' | 'carol' | 'anon';
 type Users = Record<Role, string>;
 interface Expected {
   /** Days after T0: the clock the state is read at. */
@@ -26,7 +26,7 @@ interface FlowCase {
   expected: Expected[];
 }
 
-const newUsers = (): Users => ({ alice: `alice-${randomUUID()}`, bob: `bob-${randomUUID()}`, anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
+const newUsers = (): Users => ({ alice: `alice-${randomUUID()}`, bob: `bob-${randomUUID()}`, carol: `carol-${randomUUID()}`, anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
 const ms = 1 / 86_400_000;
 
 const MONTHLY = 'com.example.pro.monthly';
@@ -162,13 +162,34 @@ const flows: FlowCase[] = [
   },
   {
     // 5. One customer seen under two real ids (legacy aliasing; restore "keep with original").
-    name: '5. two identified ids of one subscriber: one state, with the id that holds it',
+    name: '5. two identified ids of one subscriber: one state, held by the id that had it, shown to both',
     events: (u) => [
       purchase(u.alice, 0, 30, { aliases: [u.alice], original_app_user_id: u.alice }),
       renewal(u.bob, 30.001, 30, 60, { original_app_user_id: u.alice, aliases: [u.alice, u.bob] }),
       cancellation(u.bob, 'UNSUBSCRIBE', 40, 30, 60, { original_app_user_id: u.alice, aliases: [u.alice, u.bob] }),
     ],
-    expected: [{ now: 45, state: { alice: { pro: { status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(60) } }, bob: null } }],
+    // bob is the id the app signs in with now (RevenueCat's "last seen" app_user_id): GET /api/me for bob shows it too.
+    expected: [{ now: 45, state: {
+      alice: { pro: { status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(60) } },
+      bob: { pro: { status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(60), sources: [expect.objectContaining({ productId: MONTHLY })] } },
+    } }],
+  },
+  {
+    // RevenueCat names the source customer of a TRANSFER by the id it knows; its rows are under the other id.
+    name: '5c. a TRANSFER naming the id that was merged into another moves that customer\'s rows',
+    events: (u) => [
+      purchase(u.alice, 0, 30, { aliases: [u.alice], original_app_user_id: u.alice }),
+      renewal(u.bob, 30.001, 30, 60, { original_app_user_id: u.alice, aliases: [u.alice, u.bob] }),
+      billingEvent('transfer', u.carol, { at: 40 }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: [u.bob], transferred_to: [u.carol] }),
+    ],
+    expected: [{
+      now: 41,
+      state: {
+        alice: { pro: { active: false, status: 'transferred' } },
+        bob: { pro: { active: false, status: 'transferred' } },
+        carol: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(60) } },
+      },
+    }],
   },
   {
     name: '5b. a TRANSFER between two real users is still a transfer, not a merge',

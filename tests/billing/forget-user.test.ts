@@ -34,4 +34,18 @@ describe.each(DATABASE_KINDS)('deleting a user, billing, on %s', (kind) => {
     expect(await entitlementsOf(db, gone, new Date(day(1)))).toEqual([]);
     expect((await entitlementsOf(db, stays, new Date(day(1))))[0]).toMatchObject({ active: true });
   });
+
+  it('also deletes the rows held for them under another id of their RevenueCat customer (legacy aliasing)', async () => {
+    const [legacy, user] = [`legacy-${randomUUID()}`, randomUUID()];
+    expect((await deliver(billingEvent('initial-purchase', legacy, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+    // The app now signs in as the Supabase user; RevenueCat names the legacy id as the same customer.
+    expect((await deliver(billingEvent('renewal', user, { at: 30.001, purchased: 30, expires: 60 }, { original_app_user_id: legacy, aliases: [legacy, user] }))).status).toBe(200);
+    expect((await entitlementsOf(db, user, new Date(day(31))))[0]).toMatchObject({ active: true, expiresAt: new Date(day(60)).toISOString() });
+    await db.sql('insert into auth.users (id, email) values ($1, $2)', [user, 'aliased@example.test']);
+
+    await db.sql('delete from auth.users where id = $1', [user]);
+
+    expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [legacy, user])).toEqual([]);
+    expect(await entitlementsOf(db, user, new Date(day(31)))).toEqual([]);
+  });
 });

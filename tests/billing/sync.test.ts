@@ -155,6 +155,31 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect((await entitlementsOf(db, from, new Date(day(41))))[0]).toMatchObject({ active: false });
   });
 
+  it('ends the old product of a Play immediate upgrade, which no event ties to the new one, by the sync after the new product (gaps)', async () => {
+    const user = `play-${randomUUID()}`;
+    onTestFinished(setEnv({ BILLING_SYNC_AFTER: undefined }));
+    const play = (order: string, product: string, entitlement: string) => ({ store: 'PLAY_STORE', product_id: product, transaction_id: order, original_transaction_id: order, entitlement_ids: [entitlement] });
+    expect((await deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, play('GPA.1000-0000-0000-00001', 'basic:monthly', 'basic')))).status).toBe(200);
+    await until(() => db.sql('select 1 from public.billing_sync_queue where app_user_id = $1', [user]), (rows) => rows.length === 0);
+    // RevenueCat's record after the upgrade: the old subscription ended when it was replaced.
+    revenuecat.setCustomer(user, {
+      entitlements: {
+        basic: v1Entitlement('basic', { purchased: day(0), expires: day(10) }),
+        premium: v1Entitlement('premium', { purchased: day(10), expires: day(45) }),
+      },
+      subscriptions: {
+        basic: { ...v1Subscription({ purchased: day(0), expires: day(10), store: 'play_store', transactionId: 'GPA.1000-0000-0000-00001' }), product_plan_identifier: 'monthly' },
+        premium: { ...v1Subscription({ purchased: day(10), expires: day(45), store: 'play_store', transactionId: 'GPA.2000-0000-0000-00002' }), product_plan_identifier: 'monthly' },
+      },
+    });
+    revenuecat.setClock(day(10.01));
+    expect((await deliver(billingEvent('product-change', user, { at: 10, purchased: 0, expires: 30 }, { ...play('GPA.1000-0000-0000-00001', 'basic:monthly', 'basic'), new_product_id: undefined }))).status).toBe(200);
+    expect((await deliver(billingEvent('initial-purchase', user, { at: 10.001, purchased: 10, expires: 45 }, play('GPA.2000-0000-0000-00002', 'premium:monthly', 'premium')))).status).toBe(200);
+    const views = await until(() => entitlementsOf(db, user, new Date(day(11))), (v) => v.some((view) => view.syncedAt === isoDay(10.01)));
+    expect(views.find((view) => view.id === 'premium')).toMatchObject({ active: true, willRenew: true, expiresAt: isoDay(45) });
+    expect(views.find((view) => view.id === 'basic')).toMatchObject({ active: false, willRenew: false });
+  });
+
   it('keeps an event newer than a snapshot: the snapshot is folded at its own time', async () => {
     const user = await testUser();
     renewedRecord(user.userId, { purchased: day(0), expires: day(30) });

@@ -145,7 +145,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     await page.getByRole('button', { name: 'Link an Ethereum wallet' }).click();
     await page.getByRole('status').filter({ hasText: `Linked ${owner.address}.` }).waitFor();
     expect(walletChainId).toBe(1);
-    // The notice comes first; the list follows once the page has refreshed.
+    // (The status shows before the refreshed list does.)
     await page.getByText('Ethereum (chain 1)').waitFor();
     await page.getByRole('button', { name: `Unlink ${owner.address}` }).click();
     await page.getByText('No wallet linked yet.').waitFor();

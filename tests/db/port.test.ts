@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,7 +37,8 @@ describe('the embedded database folder lock', () => {
     // Another process takes the lock the way the service does, and stays alive.
     const holder = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${dir}.lock`)}, String(process.pid)); setInterval(() => {}, 1000)`]);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Until the holder has written its pid (a slow machine may take a while to start it).
+      while (!existsSync(`${dir}.lock`) || readFileSync(`${dir}.lock`, 'utf8') !== String(holder.pid)) await new Promise((resolve) => setTimeout(resolve, 50));
       const error = await openPglite(dir, { migrate: false }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(DbError);
       expect((error as DbError).message).toMatch(/in use by process \d+.*EMBEDDED_DB_DIR/s);
@@ -55,7 +56,7 @@ describe('the embedded database folder lock', () => {
     await db.close();
     const again = await openPglite(dir, { migrate: false });
     await again.close();
-  });
+  }, 90_000); // creates a fresh PGlite database (seconds on a busy machine)
 });
 
 describe('the Postgres adapter when the server is not there', () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -21,7 +22,7 @@ import { recordLogScan, recordScenario } from './summary.ts';
 const RUNS = Number(process.env.RELIABILITY_FUZZ_RUNS ?? 150);
 const SEED = Number(process.env.RELIABILITY_SEED ?? Date.now() % 2 ** 31);
 
-type Auth = 'none' | 'session' | 'billing' | 'leagues';
+type Auth = 'none' | 'session' | 'billing' | 'leagues' | 'cron' | 'admin';
 interface Target {
   /** The route folder under app/api. */
   route: string;
@@ -39,6 +40,9 @@ const TARGETS: Target[] = [
   { route: 'wallet-link/[linkId]', auth: 'session', methods: ['DELETE'] },
   { route: 'webhooks/subscription-billing', auth: 'billing', methods: ['POST'] },
   { route: 'webhooks/leagues-sync', auth: 'leagues', methods: ['POST'] },
+  { route: 'me/billing/sync', auth: 'session', methods: ['POST'] },
+  { route: 'cron/billing-sync', auth: 'cron', methods: ['GET'] },
+  { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
   // Any other /api path: a problem+json 404.
   { route: '[...path]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
 ];
@@ -62,13 +66,15 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
   let owner: User;
   let ownedLinkIds: string[];
   let specialTokens: string[];
+  let knownSubscriber: string;
   const tally = newTally();
   const perTarget: Record<string, { requests: number; statuses: Record<string, number> }> = {};
   const changedWithout2xx: string[] = [];
   const notProblemJson: string[] = [];
 
   beforeAll(async () => {
-    stack = await startStack();
+    // Billing sync against a RevenueCat stand-in, so the sync, sweep and admin routes do real work.
+    stack = await startStack({ revenuecat: true });
     // Every base table, so a write anywhere is seen.
     const tables = await stack.sql<{ name: string }>(
       `select format('%I.%I', table_schema, table_name) as name from information_schema.tables
@@ -78,6 +84,11 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
 
     users = await Promise.all(Array.from({ length: 12 }, () => stack.mintUser()));
     owner = await stack.mintUser();
+    // A subscriber RevenueCat told the service about, and its record at RevenueCat: what an operator syncs.
+    knownSubscriber = randomUUID();
+    const purchase = fixture('initial-purchase', { id: `fuzz-known-${randomUUID()}`, app_user_id: knownSubscriber });
+    expect((await send(newTally(), `${stack.server.url}/api/webhooks/subscription-billing`, { method: 'POST', headers: { authorization: stack.billingAuthorization }, body: purchase })).status).toBe(200);
+    stack.revenuecat!.setCustomer(knownSubscriber, {});
     // Real challenges, signed by real wallets: the valid link bodies the mutations start from.
     const base = stack.server.url;
     const challengeFor = async (user: User, wallet: ReturnType<typeof evmWallet> | ReturnType<typeof solanaWallet>) => {
@@ -153,6 +164,10 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
         return { authorization: stack.billingAuthorization };
       case 'leagues':
         return { 'x-webhook-secret': stack.secrets.leagues };
+      case 'cron':
+        return { authorization: `Bearer ${stack.secrets.cron}` };
+      case 'admin':
+        return { authorization: `Bearer ${stack.secrets.admin}` };
     }
   }
 
@@ -177,6 +192,9 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     { chain: 'evm', address: evm.address, chainId: 1 },
     { chain: 'solana', address: sol.address, cluster: 'mainnet' },
   );
+
+  const adminSyncBody = fc.oneof(fc.constant(null), fc.uuid(), fc.string({ unit: 'binary', minLength: 1, maxLength: 300 }))
+    .map((id) => ({ app_user_id: id ?? knownSubscriber }));
 
   it('fuzzes the routes that exist: the targets are exactly the route files under app/api', () => {
     expect(TARGETS.map((target) => target.route).sort()).toEqual(routesOnDisk().sort());
@@ -208,6 +226,13 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     const pooled = fc.nat({ max: 11 }).chain((i) => hostileBodies(fc.constant(linkPool[i]!.body)).map((body) => ({ i, ...body })));
     await assertRuns(fc.asyncProperty(pooled, async ({ i, name, body }: BodyCase & { i: number }) => {
       await probe(target, name, urlOf(target.route), { method: 'POST', headers: { ...credentials(target, linkPool[i]!.user), ...json }, body });
+    }));
+  });
+
+  it(`POST /api/admin/billing/sync: ${RUNS} mutated operator requests and random JSON`, async () => {
+    const target = TARGETS.find((t) => t.route === 'admin/billing/sync')!;
+    await assertRuns(fc.asyncProperty(hostileBodies(adminSyncBody), async ({ name, body }: BodyCase) => {
+      await probe(target, name, urlOf(target.route), { method: 'POST', headers: { ...credentials(target), ...json }, body });
     }));
   });
 
@@ -278,18 +303,20 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     ).filter((value) => /^[\x20-\x7e]*$/.test(value));
     const withTarget = fc.constantFrom(...TARGETS).chain((target) => fc.tuple(fc.constant(target), credential(target), fc.constantFrom(...target.methods), billingBody, leaguesBody, challengeBody));
     await assertRuns(fc.asyncProperty(withTarget, async ([target, value, method, billing, leagues, challenge]) => {
-      const body = target.auth === 'billing' ? billing : target.auth === 'leagues' ? leagues : target.route === 'wallet-link/challenge' ? challenge : target.route === 'wallet-link' ? linkPool[0]!.body : undefined;
+      const body = target.auth === 'billing' ? billing : target.auth === 'leagues' ? leagues : target.route === 'wallet-link/challenge' ? challenge
+        : target.route === 'wallet-link' ? linkPool[0]!.body : target.auth === 'admin' ? { app_user_id: knownSubscriber } : undefined;
       await probe(target, `${headerName(target)}: ${JSON.stringify(value).slice(0, 120)}`, urlOf(target.route, ownedLinkIds[0]), {
         method, headers: { [headerName(target)]: value, ...(body === undefined ? {} : json) }, body: method === 'GET' ? undefined : body === undefined ? undefined : JSON.stringify(body),
       });
     }));
   });
 
-  it(`every endpoint: ${RUNS} requests with any method, valid credentials and random JSON`, async () => {
+  it(`every endpoint: ${RUNS} requests with any method, valid credentials and random JSON, with and without a trailing slash`, async () => {
     const methods = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
-    await assertRuns(fc.asyncProperty(fc.constantFrom(...TARGETS), fc.constantFrom(...methods), fc.jsonValue({ maxDepth: 3 }), fc.uuid(), async (target: Target, method: string, value: unknown, linkId: string) => {
+    await assertRuns(fc.asyncProperty(fc.constantFrom(...TARGETS), fc.constantFrom(...methods), fc.jsonValue({ maxDepth: 3 }), fc.uuid(), fc.boolean(), async (target: Target, method: string, value: unknown, linkId: string, slash: boolean) => {
       const hasBody = !['GET', 'HEAD'].includes(method);
-      await probe(target, `${method} with ${JSON.stringify(value).slice(0, 120)}`, urlOf(target.route, linkId), {
+      // A trailing slash reaches the same route (never a redirect): the answer is checked like any other.
+      await probe(target, `${method}${slash ? ' (trailing slash)' : ''} with ${JSON.stringify(value).slice(0, 120)}`, `${urlOf(target.route, linkId)}${slash ? '/' : ''}`, {
         method, headers: { ...credentials(target), ...(hasBody ? json : {}) }, body: hasBody ? JSON.stringify(value) : undefined,
       });
     }));

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
 import { newTally, runWorkers, seededRandom, send, type Answer, type SendOptions } from './client.ts';
 import { billingOutcome, purchaseEvent, type BillingDelivery } from './events.ts';
 import { scanLogs, startStack, type ReliabilityStack } from './stack.ts';
@@ -17,7 +18,7 @@ const CONCURRENCY = 16;
 const SEED = Number(process.env.RELIABILITY_SEED ?? Date.now() % 2 ** 31);
 
 type Expected = { status: number; code?: string };
-type Request = { kind: 'valid' | 'duplicate' | 'bad-credentials' | 'hostile'; name: string; options: SendOptions; expected: Expected; id?: string };
+type Request = { kind: 'valid' | 'duplicate' | 'bad-credentials' | 'hostile'; name: string; options: SendOptions; expected: Expected; id?: string; path?: string };
 
 describe('billing webhook under load with faults (production server, Postgres)', () => {
   let stack: ReliabilityStack;
@@ -36,19 +37,23 @@ describe('billing webhook under load with faults (production server, Postgres)',
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
     const auth = { authorization: stack.billingAuthorization };
     const json = { ...auth, 'content-type': 'application/json' };
+    const grammar = authorizationGrammarCases(secret).filter(({ header }) => /^[\x20-\x7e\t]*$/.test(header));
 
     const badCredentials: { name: string; headers: Record<string, string> }[] = [
       { name: 'no credentials', headers: {} },
       { name: 'a wrong secret', headers: { authorization: `Bearer wrong-${randomUUID()}` } },
       { name: 'the secret truncated', headers: { authorization: `Bearer ${secret.slice(0, -1)}` } },
       { name: 'the secret with a character more', headers: { authorization: `Bearer ${secret}x` } },
-      { name: 'two spaces after Bearer', headers: { authorization: `Bearer  ${secret}` } },
       { name: 'Basic instead of Bearer', headers: { authorization: `Basic ${Buffer.from(`:${secret}`).toString('base64')}` } },
       { name: 'the secret in x-webhook-secret', headers: { 'x-webhook-secret': secret } },
       { name: 'the leagues secret', headers: { authorization: `Bearer ${stack.secrets.leagues}` } },
       { name: 'the embedded dev secret', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` } },
       { name: 'a session token', headers: { authorization: `Bearer ${sessionToken}` } },
+      // RFC 9110 / RFC 6750 spellings of the right secret that are not Bearer credentials (a tab, a comma, quotes, ...).
+      ...grammar.filter((spelling) => !spelling.accepted).map(({ name, header }) => ({ name: `grammar: ${name}`, headers: { authorization: header } })),
     ];
+    // Spellings that are (lower-case scheme, several spaces, spaces around): delivered like any other.
+    const acceptedSpellings = grammar.filter((spelling) => spelling.accepted);
 
     const oversize = JSON.stringify({ ...purchaseEvent('rejected').body, pad: 'x'.repeat(1024 * 1024 + 1024) });
     /** Hostile bodies with valid credentials: each a 4xx that changes nothing. `text` is a fresh valid event to corrupt. */
@@ -98,7 +103,16 @@ describe('billing webhook under load with faults (production server, Postgres)',
       }
       const event = purchaseEvent('load');
       events.push(event);
-      return { kind: 'valid', name: 'a new event', options: { headers: json, body: event.text }, expected: { status: 200 } };
+      // A URL pasted with a trailing slash and an Authorization spelled another valid way both deliver (never a 308).
+      const spelling = random() < 0.2 ? pick(acceptedSpellings) : null;
+      const slash = random() < 0.1;
+      return {
+        kind: 'valid',
+        name: `a new event${spelling ? ` (${spelling.name})` : ''}${slash ? ' (trailing slash)' : ''}`,
+        path: slash ? '/' : '',
+        options: { headers: spelling ? { ...json, authorization: spelling.header } : json, body: event.text },
+        expected: { status: 200 },
+      };
     };
 
     const check = (request: Request, answer: Answer) => {
@@ -113,7 +127,7 @@ describe('billing webhook under load with faults (production server, Postgres)',
       const request = next();
       counts[request.kind]++;
       if (request.kind === 'bad-credentials' || request.kind === 'hostile') rejectedIds.push(request.id!);
-      check(request, await send(tally, url, { method: 'POST', ...request.options }));
+      check(request, await send(tally, `${url}${request.path ?? ''}`, { method: 'POST', ...request.options }));
     });
     const seconds = (performance.now() - started) / 1000;
 

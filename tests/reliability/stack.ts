@@ -5,6 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { devKeyPath, mintDevToken, type DevTokenOptions } from '../../lib/auth/dev-key.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
 
@@ -27,7 +28,11 @@ export interface ReliabilityStack {
     subscriptionPrevious: string;
     leagues: string;
     leaguesPrevious: string;
+    cron: string;
+    admin: string;
   };
+  /** The stand-in for RevenueCat's REST API the server syncs from (when started with `revenuecat`). */
+  revenuecat?: FakeRevenueCat;
   /** `Authorization` value the billing webhook accepts. */
   billingAuthorization: string;
   /** The server started last. */
@@ -70,7 +75,16 @@ export const APP_ORIGIN = 'https://reliability.example.test';
 
 const secret = (name: string) => `${name}-${randomBytes(24).toString('hex')}`;
 
-export async function startStack(): Promise<ReliabilityStack> {
+export interface StackOptions {
+  /**
+   * Configure billing sync against a local RevenueCat stand-in (REVENUECAT_*, CRON_SECRET,
+   * ADMIN_API_SECRET), so the sync, sweep and admin routes work. `env` adds to the server's env.
+   */
+  revenuecat?: boolean;
+  env?: Record<string, string | undefined>;
+}
+
+export async function startStack(options: StackOptions = {}): Promise<ReliabilityStack> {
   ensureProductionBuild(); // normally a no-op: the global setup built already
   const root = mkdtempSync(path.join(tmpdir(), 'account-link-reliability-'));
   const embeddedDbDir = path.join(root, 'pglite');
@@ -93,7 +107,10 @@ export async function startStack(): Promise<ReliabilityStack> {
     subscriptionPrevious: secret('sub-prev'),
     leagues: secret('lg'),
     leaguesPrevious: secret('lg-prev'),
+    cron: secret('cron'),
+    admin: secret('admin'),
   };
+  const revenuecat = options.revenuecat ? await startFakeRevenueCat() : undefined;
   const baseEnv: Record<string, string | undefined> = {
     NODE_ENV: 'production',
     LOG_LEVEL: 'info',
@@ -120,6 +137,14 @@ export async function startStack(): Promise<ReliabilityStack> {
     WALLET_SOLANA_CLUSTERS: undefined,
     VERCEL: undefined,
     FAULT_CRASH_AFTER_COMMIT: undefined,
+    REVENUECAT_SECRET_API_KEY: revenuecat?.apiKey,
+    REVENUECAT_API_URL: revenuecat?.url,
+    REVENUECAT_REQUESTS_PER_SECOND: revenuecat ? '100' : undefined,
+    REVENUECAT_TIMEOUT_MS: revenuecat ? '2000' : undefined,
+    BILLING_SYNC_AFTER: revenuecat ? 'none' : undefined,
+    CRON_SECRET: revenuecat ? secrets.cron : undefined,
+    ADMIN_API_SECRET: revenuecat ? secrets.admin : undefined,
+    ...options.env,
   };
 
   const tokens: string[] = [];
@@ -139,6 +164,7 @@ export async function startStack(): Promise<ReliabilityStack> {
     databaseUrl,
     sql: async (text, values) => (await assertions.query(text, values)).rows,
     secrets,
+    revenuecat,
     billingAuthorization: `Bearer ${secrets.subscription}`,
     server: undefined as unknown as NextServer,
     servers,
@@ -154,7 +180,8 @@ export async function startStack(): Promise<ReliabilityStack> {
       const key = JSON.parse(readFileSync(devKeyPath(keyConfig), 'utf8')) as { d: string };
       const password = decodeURIComponent(new URL(databaseUrl).password);
       return [
-        ...Object.entries(secrets).map(([name, value]) => ({ what: `webhook secret ${name}`, value })),
+        ...Object.entries(secrets).map(([name, value]) => ({ what: `secret ${name}`, value })),
+        ...(revenuecat ? [{ what: 'RevenueCat secret API key', value: revenuecat.apiKey }] : []),
         { what: 'dev signing key (private part)', value: key.d },
         { what: 'database password', value: password },
         ...tokens.flatMap((token, i) => [
@@ -166,6 +193,7 @@ export async function startStack(): Promise<ReliabilityStack> {
     async close() {
       for (const server of servers) await server.stop().catch(() => undefined);
       await assertions.end().catch(() => undefined);
+      await revenuecat?.close();
       await pgServer.stop();
       rmSync(root, { recursive: true, force: true });
     },

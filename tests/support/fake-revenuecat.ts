@@ -38,7 +38,12 @@ export interface FakeRevenueCat {
   close(): Promise<void>;
 }
 
-export async function startFakeRevenueCat(): Promise<FakeRevenueCat> {
+export interface FakeRevenueCatOptions {
+  /** How long each answer takes (a real API is tens of milliseconds away; default 0). */
+  latencyMs?: number;
+}
+
+export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): Promise<FakeRevenueCat> {
   const apiKey = `sk_${randomUUID().replace(/-/g, '')}`;
   const customers = new Map<string, FakeCustomer>();
   const scripted: ScriptedAnswer[] = [];
@@ -60,8 +65,12 @@ export async function startFakeRevenueCat(): Promise<FakeRevenueCat> {
     const appUserId = match ? decodeURIComponent(match[1]!) : '';
     const send = (status: number, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) => {
       requests.push({ appUserId, authorization: req.headers.authorization, status });
-      res.writeHead(status, headers);
-      res.end(body);
+      const answer = () => {
+        res.writeHead(status, headers);
+        res.end(body);
+      };
+      if (options.latencyMs) setTimeout(answer, options.latencyMs);
+      else answer();
     };
     const next = scripted.shift();
     if (next === 'hang') {

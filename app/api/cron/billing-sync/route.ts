@@ -1,13 +1,13 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
-import { sweepBillingSync } from '#lib/billing/sync.ts';
+import { SWEEP_BUDGET_MS, sweepBillingSync } from '#lib/billing/sync.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
 // GET /api/cron/billing-sync - the sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)
-// Bounded to 20 s of work (the function may run 30 s); what is left is due in the next run.
+// Bounded to SWEEP_BUDGET_MS of work (the function may run 30 s); what is left is due in the next run.
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async (request, { annotate }) => {
     authenticateOperator(request, 'cron');
-    const result = await sweepBillingSync(20_000);
+    const result = await sweepBillingSync(SWEEP_BUDGET_MS);
     annotate({ ...result });
     return json(result);
   },
