@@ -44,10 +44,14 @@ function localSignInConfig(): Config | undefined {
   }
 }
 
-/** After a Supabase Auth sign-in (or token refresh) in the browser: keep the access token for the page. */
+/**
+ * After a Supabase Auth sign-in (or token refresh) in the browser: keep the access token for the
+ * page. The Auth server is asked first (when AUTH_VERIFY_SESSION is on) whether the session still
+ * exists, so a session ended by a sign-out, here or anywhere, is never taken back.
+ */
 export async function adoptSession(accessToken: string): Promise<{ error?: string }> {
   try {
-    const user = await authenticateToken(accessToken);
+    const user = await authenticateToken(accessToken, { requireLiveSession: true });
     const expiresAt = new Date(Number(user.claims.exp) * 1000);
     (await cookies()).set(SESSION_COOKIE, accessToken, sessionCookieOptions(getConfig(), expiresAt));
     return {};
@@ -94,6 +98,10 @@ function pageRoute(method: PageApiRequest['method'], path: string): { handler: R
   return { handler: catchAllRoute.POST, params: {} }; // a problem+json 404, like any unknown /api path
 }
 
+/**
+ * Drop the session cookie. With Supabase Auth the browser has signed supabase-js out just before
+ * (app/components/sign-out-button.tsx), which ends the Auth session and its stored copy.
+ */
 export async function signOut(): Promise<void> {
   (await cookies()).delete(SESSION_COOKIE);
   redirect('/');

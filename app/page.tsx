@@ -5,8 +5,10 @@ import { getAccount } from '#lib/account.ts';
 import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { SESSION_COOKIE } from '#lib/web/session-cookie.ts';
-import { signInLocally, signOut } from './actions.ts';
+import { signInLocally } from './actions.ts';
 import { RefreshPurchasesButton } from './components/refresh-purchases.tsx';
+import { SignOutButton } from './components/sign-out-button.tsx';
+import type { SupabaseBrowserSettings } from './components/supabase-browser.ts';
 import { SupabaseSignIn } from './components/supabase-sign-in.tsx';
 import { PROOF_KIND_LABELS } from './components/proof-kinds.ts';
 import { UnlinkButton, WalletLinker } from './components/wallet-linker.tsx';
@@ -44,14 +46,20 @@ export default async function AccountPage({ searchParams }: { searchParams: Prom
   }
 
   return (
-    <Shell signedIn={Boolean(account)}>
+    <Shell signedIn={Boolean(account)} supabase={supabaseBrowserSettings(config)}>
       {problem && <p role="alert">{problem}</p>}
       {account ? <AccountView account={account} config={config} /> : <SignIn config={config} />}
     </Shell>
   );
 }
 
-function Shell({ children, signedIn = false }: { children: React.ReactNode; signedIn?: boolean }) {
+/** The account page signs in with Supabase Auth in the browser when it is set up (not with local sign-in). */
+function supabaseBrowserSettings(config: Config): SupabaseBrowserSettings | undefined {
+  const { supabaseUrl: url, publishableKey } = config.frontend;
+  return config.auth.mode !== 'dev-key' && url && publishableKey ? { url, publishableKey } : undefined;
+}
+
+function Shell({ children, signedIn = false, supabase }: { children: React.ReactNode; signedIn?: boolean; supabase?: SupabaseBrowserSettings }) {
   return (
     <main>
       <header className="site">
@@ -61,11 +69,7 @@ function Shell({ children, signedIn = false }: { children: React.ReactNode; sign
         </div>
         <nav aria-label="Site">
           <Link href="/docs">API reference</Link>
-          {signedIn && (
-            <form action={signOut} className="inline">
-              {' '}<button type="submit">Sign out</button>
-            </form>
-          )}
+          {signedIn && <SignOutButton supabase={supabase} />}
         </nav>
       </header>
       {children}
@@ -92,12 +96,12 @@ function SignIn({ config }: { config: Config }) {
       </section>
     );
   }
-  const { supabaseUrl: url, publishableKey } = config.frontend;
+  const supabase = supabaseBrowserSettings(config);
   return (
     <section className="panel" aria-labelledby="sign-in">
       <h2 id="sign-in">Sign in</h2>
-      {url && publishableKey ? (
-        <SupabaseSignIn url={url} publishableKey={publishableKey} />
+      {supabase ? (
+        <SupabaseSignIn url={supabase.url} publishableKey={supabase.publishableKey} />
       ) : (
         <p>Set NEXT_PUBLIC_SUPABASE_URL and NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY to sign in here.</p>
       )}

@@ -55,7 +55,9 @@ export const envSchema = z.object({
   SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: optionalString,
   LEAGUES_WEBHOOK_SECRET: optionalString,
   LEAGUES_WEBHOOK_SECRET_PREVIOUS: optionalString,
-  BILLING_IGNORE_SANDBOX: booleanFlag(false),
+  BILLING_SANDBOX_GRANTS: booleanFlag(undefined),
+  /** Deprecated: the opposite of BILLING_SANDBOX_GRANTS (see sandboxGrants). */
+  BILLING_IGNORE_SANDBOX: booleanFlag(undefined),
   REVENUECAT_SECRET_API_KEY: optionalString,
   REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
@@ -114,6 +116,11 @@ export interface Config {
     subscription: string[];
     leagues: string[];
   };
+  /**
+   * Sandbox purchases are recorded but grant nothing (sandboxGrants below: BILLING_SANDBOX_GRANTS,
+   * default on only in local mode). The one value every billing path reads: webhook events, REST
+   * snapshots and the rebuild, so a rebuild gives what live delivery gives.
+   */
   billingIgnoreSandbox: boolean;
   /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
   revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
@@ -140,6 +147,8 @@ export interface Config {
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
   frontend: { supabaseUrl?: string; publishableKey?: string };
   logLevel: string;
+  /** Settings that work but should change (a deprecated name), for the startup log. */
+  warnings: string[];
 }
 
 export class ConfigError extends Error {
@@ -212,7 +221,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       subscription: secretsFor(e.SUBSCRIPTION_WEBHOOK_SECRET, e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.subscription),
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
-    billingIgnoreSandbox: e.BILLING_IGNORE_SANDBOX ?? false,
+    billingIgnoreSandbox: !sandboxGrants(e, local),
     revenuecat: e.REVENUECAT_SECRET_API_KEY
       ? {
           apiKey: e.REVENUECAT_SECRET_API_KEY,
@@ -239,6 +248,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       publishableKey: e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_PUBLISHABLE_KEY,
     },
     logLevel: e.LOG_LEVEL,
+    warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
+      `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,
+    ],
   };
 
   // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
@@ -303,6 +315,22 @@ function isLoopbackHost(hostname: string): boolean {
 }
 
 /**
+ * Whether sandbox purchases (RevenueCat's environment SANDBOX: TestFlight, StoreKit testing, Google
+ * test cards) grant entitlements. Nobody pays for them, so a deployment records them and grants
+ * nothing unless BILLING_SANDBOX_GRANTS=true (a staging deployment where testers need access); in
+ * local mode they grant by default, since there a developer is testing purchases. The deprecated
+ * BILLING_IGNORE_SANDBOX (the opposite question) is still honoured, both ways, as what its operator
+ * explicitly asked for; set with a contradicting BILLING_SANDBOX_GRANTS it is refused.
+ */
+function sandboxGrants(e: z.infer<typeof envSchema>, local: boolean): boolean {
+  const fromDeprecated = e.BILLING_IGNORE_SANDBOX === undefined ? undefined : !e.BILLING_IGNORE_SANDBOX;
+  if (e.BILLING_SANDBOX_GRANTS !== undefined && fromDeprecated !== undefined && e.BILLING_SANDBOX_GRANTS !== fromDeprecated) {
+    throw new ConfigError('BILLING_SANDBOX_GRANTS and the deprecated BILLING_IGNORE_SANDBOX say opposite things; keep BILLING_SANDBOX_GRANTS and remove BILLING_IGNORE_SANDBOX.');
+  }
+  return e.BILLING_SANDBOX_GRANTS ?? fromDeprecated ?? local;
+}
+
+/**
  * Anything that says "this is a real deployment": on Vercel, a database URL, or any Supabase
  * setting (server or browser side). Raw env, so an empty value still counts as unset.
  */
@@ -348,6 +376,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
       subscription: describeSecrets(config, 'subscription'),
       leagues: describeSecrets(config, 'leagues'),
     },
+    sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0

@@ -5,6 +5,7 @@ export function logStartup(): void {
   try {
     const config = getConfig();
     log.info(describeConfig(config), `account-link-service: ${config.databaseMode} database, ${config.auth.mode} auth`);
+    for (const warning of config.warnings) log.warn(warning);
     if (config.local) {
       log.info('local mode (development only): dev defaults fill what is not set (embedded database, dev webhook secrets as listed above, `npm run token` and local sign-in with the dev key)');
     }

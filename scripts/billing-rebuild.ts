@@ -3,7 +3,6 @@
 // customer, safe while webhooks keep arriving). Reads .env.local like the server.
 import './load-env.ts';
 import { describeChange, rebuildBilling } from '../lib/billing/rebuild.ts';
-import { getConfig } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { progressLine } from './progress.ts';
 
@@ -16,7 +15,7 @@ if (args.includes('--help') || unknown.length > 0) {
 const apply = args.includes('--apply');
 
 try {
-  const report = await rebuildBilling({ apply, ignoreSandbox: getConfig().billingIgnoreSandbox, onProgress: progressLine('customers') });
+  const report = await rebuildBilling({ apply, onProgress: progressLine('customers') });
   console.log(`${report.events} stored entries, ${report.customers} customers; ${report.changed.length} ${apply ? 'changed' : 'would change'}.`);
   for (const change of report.changed.slice(0, 50)) for (const line of describeChange(change)) console.log(`  ${line}`);
   if (report.changed.length > 50) console.log(`  ... and ${report.changed.length - 50} more customers.`);

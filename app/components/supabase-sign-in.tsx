@@ -1,18 +1,22 @@
 'use client';
 
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { useRouter } from 'next/navigation';
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useState } from 'react';
 import { adoptSession } from '../actions.ts';
+import { browserSupabase } from './supabase-browser.ts';
 
 /**
  * Sign-in through Supabase Auth from the browser (e-mail + password, or a magic link). The session's
  * access token is handed to the server (adoptSession) so the page can render the account; token
- * refreshes are handed over the same way.
+ * refreshes, and the session supabase-js recovers from localStorage when its tab is shown again,
+ * are handed over the same way. After "Sign out" there is nothing to recover: the sign-out button
+ * signs supabase-js out first (sign-out-button.tsx), and the server refuses a session the Auth
+ * server has ended.
  */
 export function SupabaseSignIn({ url, publishableKey }: { url: string; publishableKey: string }) {
   const router = useRouter();
-  const supabase: SupabaseClient = useMemo(() => createClient(url, publishableKey), [url, publishableKey]);
+  // Made in the browser only (effects and handlers), never while rendering on the server.
+  const supabase = () => browserSupabase({ url, publishableKey });
   const [email, setEmail] = useState('');
   const [password, setPassword] = useState('');
   const [busy, setBusy] = useState(false);
@@ -20,7 +24,7 @@ export function SupabaseSignIn({ url, publishableKey }: { url: string; publishab
   const [notice, setNotice] = useState<string | null>(null);
 
   useEffect(() => {
-    const { data } = supabase.auth.onAuthStateChange(async (event, session) => {
+    const { data } = browserSupabase({ url, publishableKey }).auth.onAuthStateChange(async (event, session) => {
       if ((event === 'SIGNED_IN' || event === 'TOKEN_REFRESHED') && session) {
         const result = await adoptSession(session.access_token);
         if (result.error) setError(result.error);
@@ -28,13 +32,13 @@ export function SupabaseSignIn({ url, publishableKey }: { url: string; publishab
       }
     });
     return () => data.subscription.unsubscribe();
-  }, [supabase, router]);
+  }, [url, publishableKey, router]);
 
   async function withPassword(event: React.FormEvent) {
     event.preventDefault();
     setBusy(true);
     setError(null);
-    const { error: signInError } = await supabase.auth.signInWithPassword({ email, password });
+    const { error: signInError } = await supabase().auth.signInWithPassword({ email, password });
     if (signInError) setError(signInError.message);
     setBusy(false);
   }
@@ -42,7 +46,7 @@ export function SupabaseSignIn({ url, publishableKey }: { url: string; publishab
   async function withMagicLink() {
     setBusy(true);
     setError(null);
-    const { error: otpError } = await supabase.auth.signInWithOtp({ email, options: { emailRedirectTo: window.location.origin } });
+    const { error: otpError } = await supabase().auth.signInWithOtp({ email, options: { emailRedirectTo: window.location.origin } });
     if (otpError) setError(otpError.message);
     else setNotice(`We sent a sign-in link to ${email}.`);
     setBusy(false);

@@ -133,7 +133,7 @@ export interface BillingEventPlan {
 }
 
 export interface DescribeOptions {
-  /** BILLING_IGNORE_SANDBOX: sandbox events are recorded but change nothing. */
+  /** Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless BILLING_SANDBOX_GRANTS=true). */
   ignoreSandbox?: boolean;
 }
 

@@ -1,3 +1,4 @@
+import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { subscriberResponseSchema } from '../revenuecat/subscriber.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
@@ -41,7 +42,11 @@ export interface CustomerChange {
 
 export interface RebuildOptions {
   apply: boolean;
-  ignoreSandbox: boolean;
+  /**
+   * Leave sandbox purchases out. Default: the configuration's rule (config.billingIgnoreSandbox),
+   * the one live delivery uses, so a rebuild gives what live delivery gives.
+   */
+  ignoreSandbox?: boolean;
   /** Entries read per page while finding the customers (default 1000). */
   pageSize?: number;
   onProgress?: (done: number, total: number) => void;
@@ -66,7 +71,8 @@ export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }):
   return describeEventEffects((entry.body as { event: BillingEvent }).event, new Date(entry.eventAt), options);
 }
 
-export async function rebuildBilling(options: RebuildOptions): Promise<RebuildReport> {
+export async function rebuildBilling(requested: RebuildOptions): Promise<RebuildReport> {
+  const options = { ...requested, ignoreSandbox: requested.ignoreSandbox ?? getConfig().billingIgnoreSandbox };
   const { customers, events } = await findCustomers(options);
   const changed: CustomerChange[] = [];
   let done = 0;
@@ -92,7 +98,7 @@ export async function rebuildBilling(options: RebuildOptions): Promise<RebuildRe
  * The customers of the log: ids joined by every entry that names them together (one customer's
  * aliases, a TRANSFER's two sides), with the entries filed under them. One pass over the log.
  */
-async function findCustomers(options: RebuildOptions): Promise<{ customers: { ids: string[]; eventIds: string[] }[]; events: number }> {
+async function findCustomers(options: RebuildOptions & { ignoreSandbox: boolean }): Promise<{ customers: { ids: string[]; eventIds: string[] }[]; events: number }> {
   const parent = new Map<string, string>();
   const find = (id: string): string => {
     let root = id;

@@ -19,7 +19,7 @@ export interface RecordBillingEventResult {
 
 export interface RecordBillingEventOptions {
   now: Date;
-  /** BILLING_IGNORE_SANDBOX: record sandbox events without applying them. */
+  /** Record sandbox events without applying them (config.billingIgnoreSandbox: BILLING_SANDBOX_GRANTS and the mode). */
   ignoreSandbox: boolean;
   /** Which events mark their subscribers for a sync (BILLING_SYNC_AFTER); 'none' without a RevenueCat key. */
   syncAfter: 'gaps' | 'all' | 'none';

@@ -46,7 +46,7 @@ export interface SnapshotPlan extends BillingEventPlan {
 export interface DescribeSnapshotOptions {
   /** The snapshot's own id in the log (`sync:<uuid>`). */
   eventId: string;
-  /** BILLING_IGNORE_SANDBOX: sandbox purchases are left out (they would change nothing). */
+  /** Sandbox purchases are left out, as their events would change nothing (config.billingIgnoreSandbox). */
   ignoreSandbox?: boolean;
 }
 

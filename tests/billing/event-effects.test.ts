@@ -157,7 +157,7 @@ describe('describeEventEffects: what an event means per entitlement', () => {
     expect(plan).toMatchObject({ eventId: 'evt-RENEWAL', type: 'RENEWAL', appUserId: 'user-1', environment: 'PRODUCTION', eventAt: iso(AT) });
   });
 
-  it('ignores sandbox events when asked (BILLING_IGNORE_SANDBOX), and only them', () => {
+  it('ignores sandbox events when asked (deployed, unless BILLING_SANDBOX_GRANTS=true), and only them', () => {
     expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: 'sandbox_ignored', effects: [], subjectId: null });
     expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW)).toMatchObject({ ignoredReason: null, subjectId: 'user-1' });
     expect(describeEventEffects(event('RENEWAL'), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: null });

@@ -443,14 +443,14 @@ describe.each(DATABASE_KINDS)('billing sequences on %s', (kind) => {
     }]);
   });
 
-  it('records sandbox events, and applies them unless BILLING_IGNORE_SANDBOX is on', async () => {
+  it('records sandbox events, and applies them in local mode unless BILLING_SANDBOX_GRANTS=false', async () => {
     const applied = `sandbox-${randomUUID()}`;
     const ignored = `sandbox-${randomUUID()}`;
     const first = billingEvent('sandbox-initial-purchase', applied, { at: 0.001 });
     expect((await deliver(first)).status).toBe(200);
     expect(await entitlementsOf(db, applied, new Date(day(0.002)))).toMatchObject([{ id: 'pro', active: true, environment: 'SANDBOX' }]);
 
-    const restore = setEnv({ BILLING_IGNORE_SANDBOX: 'true' });
+    const restore = setEnv({ BILLING_SANDBOX_GRANTS: 'false' });
     try {
       const second = billingEvent('sandbox-initial-purchase', ignored, { at: 0.001 });
       expect(await deliver(second)).toMatchObject({ status: 200, body: { received: true } });

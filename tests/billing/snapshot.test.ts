@@ -71,7 +71,7 @@ describe('describeSnapshot: a product of RevenueCat\'s record at the snapshot\'s
     expect(byProduct.rc_promo_support_yearly).toMatchObject({ status: 'active', entitlementIds: ['support'], store: null });
   });
 
-  it('leaves sandbox purchases out when BILLING_IGNORE_SANDBOX is on', () => {
+  it('leaves sandbox purchases out when sandbox grants nothing (deployed, unless BILLING_SANDBOX_GRANTS=true)', () => {
     const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: { subscriptions: { a: subscription({ is_sandbox: true }), b: subscription() } } });
     expect(describeSnapshot(response, 'u', { eventId: 'sync:2', ignoreSandbox: true }).snapshot.sources.map((source) => source.productId)).toEqual(['b']);
   });

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
@@ -11,7 +12,26 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  * The account page with Supabase configured: the browser signs in with supabase-js against a
  * stand-in Auth server speaking Supabase's wire format (password grant, magic link, JWKS), and the
  * server verifies the resulting access token against that JWKS. No local sign-in is offered.
+ * Signing out ends the Auth session (supabase-js's signOut, seen by the stand-in as GoTrue's
+ * logout call) and the browser's stored session with it, so nothing signs the page back in.
  */
+
+/**
+ * What the browser does when the user switches to another tab and back: `visibilitychange` with the
+ * document hidden, then visible. Headless Chromium never hides a tab (bringToFront leaves every tab
+ * "visible"), so the two transitions are played here, then the page gets time to react.
+ */
+async function switchTabAwayAndBack(page: Page): Promise<void> {
+  await page.evaluate(async () => {
+    for (const state of ['hidden', 'visible'] as const) {
+      Object.defineProperty(document, 'visibilityState', { value: state, configurable: true });
+      Object.defineProperty(document, 'hidden', { value: state === 'hidden', configurable: true });
+      document.dispatchEvent(new Event('visibilitychange', { bubbles: true }));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  });
+  await page.waitForTimeout(2000);
+}
 
 describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium', () => {
   let auth: FakeSupabaseAuth;
@@ -68,6 +88,58 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
     await page.getByTestId('user-id').waitFor();
     expect(await page.getByTestId('user-id').textContent()).toBe(userId);
     expect(await page.getByTestId('email').textContent()).toBe('bea@example.com');
+    await context.close();
+  });
+
+  it('signs out for real: the Auth session ends, and neither a tab switch nor a reload signs back in', async () => {
+    const userId = auth.addUser('cy@example.com', 'another correct horse');
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(server.url);
+    await page.getByLabel('E-mail').fill('cy@example.com');
+    await page.getByLabel('Password').fill('another correct horse');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByTestId('user-id').waitFor();
+    // supabase-js keeps the session (with its refresh token) in localStorage.
+    const storedSessions = () => page.evaluate(() =>
+      Object.keys(localStorage).filter((key) => /^sb-.+-auth-token$/.test(key)).map((key) => JSON.parse(localStorage.getItem(key)!) as { access_token: string }));
+    const [stored] = await storedSessions();
+    const [storageKey, storedValue] = await page.evaluate(() => {
+      const key = Object.keys(localStorage).find((name) => /^sb-.+-auth-token$/.test(name))!;
+      return [key, localStorage.getItem(key)!];
+    });
+    const accessToken = stored!.access_token;
+    const sessionId = JSON.parse(Buffer.from(accessToken.split('.')[1]!, 'base64url').toString('utf8')).session_id as string;
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).waitFor();
+    // GoTrue's POST /auth/v1/logout?scope=local with the session's token: this session ends (the
+    // user's other devices stay signed in), and the browser forgets it.
+    expect(auth.logouts).toEqual([{ userId, sessionId, scope: 'local' }]);
+    expect(await storedSessions()).toEqual([]);
+
+    // Switch tabs: supabase-js recovers the stored session when its tab is shown again, the moment
+    // it used to sign the page back in (with the session left in localStorage).
+    await switchTabAwayAndBack(page);
+    expect(await page.getByTestId('user-id').count()).toBe(0);
+
+    await page.reload();
+    await page.getByRole('button', { name: 'Sign in', exact: true }).waitFor();
+    await switchTabAwayAndBack(page);
+    expect(await page.getByTestId('user-id').count()).toBe(0);
+    expect(await storedSessions()).toEqual([]);
+
+    // Even the ended session put back where supabase-js keeps it is not taken back: the server asks
+    // the Auth server before it adopts a session.
+    await page.evaluate(([key, value]) => localStorage.setItem(key!, value!), [storageKey!, storedValue!]);
+    await switchTabAwayAndBack(page);
+    await page.locator('main [role="alert"]').filter({ hasText: 'This session has been signed out; sign in again.' }).waitFor();
+    expect(await page.getByTestId('user-id').count()).toBe(0);
+
+    // The access token of the ended session still verifies until it expires (a JWT), but a write
+    // asks the Auth server, which says the session is gone (a live one would get 404 here).
+    const write = await fetch(`${server.url}/api/wallet-link/${randomUUID()}`, { method: 'DELETE', headers: { authorization: `Bearer ${accessToken}` } });
+    expect({ status: write.status, code: ((await write.json()) as { code: string }).code }).toEqual({ status: 401, code: 'session_revoked' });
     await context.close();
   });
 });

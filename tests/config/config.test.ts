@@ -113,6 +113,31 @@ describe('configuration', () => {
     expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
   });
 
+  // Sandbox purchases cost nothing: they grant only where a developer tests purchases, or when asked.
+  const sandboxCases: { name: string; env: Record<string, string>; grants: boolean; warns?: boolean }[] = [
+    { name: 'local mode (nothing set)', env: {}, grants: true },
+    { name: 'local mode asked for (LOCAL_DEV=1 with a database)', env: { DATABASE_URL: 'postgres://u:p@db:5432/app', LOCAL_DEV: '1' }, grants: true },
+    { name: 'local mode, BILLING_SANDBOX_GRANTS=false', env: { BILLING_SANDBOX_GRANTS: 'false' }, grants: false },
+    { name: 'a deployment (not on Vercel)', env: COMPLETE, grants: false },
+    { name: 'a deployment on Vercel', env: { ...COMPLETE, VERCEL: '1' }, grants: false },
+    { name: 'a deployment, BILLING_SANDBOX_GRANTS=true', env: { ...COMPLETE, BILLING_SANDBOX_GRANTS: 'true' }, grants: true },
+    { name: 'a deployment, deprecated BILLING_IGNORE_SANDBOX=false', env: { ...COMPLETE, BILLING_IGNORE_SANDBOX: 'false' }, grants: true, warns: true },
+    { name: 'local mode, deprecated BILLING_IGNORE_SANDBOX=true', env: { BILLING_IGNORE_SANDBOX: 'true' }, grants: false, warns: true },
+    { name: 'both names, agreeing', env: { ...COMPLETE, BILLING_SANDBOX_GRANTS: 'true', BILLING_IGNORE_SANDBOX: 'false' }, grants: true, warns: true },
+  ];
+  it.each(sandboxCases)('sandbox purchases in $name: grant $grants', ({ env, grants, warns = false }) => {
+    const config = loadConfig(env);
+    expect(config.billingIgnoreSandbox).toBe(!grants);
+    expect(describeConfig(config).sandboxPurchases).toBe(grants ? 'grant' : 'recorded, grant nothing');
+    expect(config.warnings.some((warning) => /BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=(true|false) instead/.test(warning))).toBe(warns);
+    if (warns) expect(config.warnings[0]).toContain(`BILLING_SANDBOX_GRANTS=${grants}`);
+  });
+
+  it('refuses the two sandbox settings when they disagree', () => {
+    expect(() => loadConfig({ ...COMPLETE, BILLING_SANDBOX_GRANTS: 'true', BILLING_IGNORE_SANDBOX: 'true' })).toThrow(/BILLING_SANDBOX_GRANTS and the deprecated BILLING_IGNORE_SANDBOX say opposite things/);
+    expect(() => loadConfig({ BILLING_SANDBOX_GRANTS: 'maybe' })).toThrow(/BILLING_SANDBOX_GRANTS/);
+  });
+
   it('reports invalid values by name', () => {
     expect(() => loadConfig({ DATABASE_URL: 'mysql://db' })).toThrow(/DATABASE_URL/);
     expect(() => loadConfig({ LOG_LEVEL: 'verbose' })).toThrow(/LOG_LEVEL/);

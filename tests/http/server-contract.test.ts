@@ -1,4 +1,5 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +17,9 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  *     billing provider counts a 308 as a failed delivery), for every route and method;
  *   - a malformed percent-encoding anywhere under /api is a problem+json 404, never a bare 500;
  *   - the Authorization grammar holds over real HTTP too;
- *   - the page's icon exists.
+ *   - the page's icon exists;
+ *   - what Node and Next answer, before any code of ours (proxy.ts included) runs, to methods they
+ *     do not route: pinned here so the README's API note stays exact across upgrades.
  */
 
 const UUID = '00000000-0000-4000-8000-000000000000';
@@ -28,6 +31,40 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
     if (entry.isFile()) return entry.name === 'route.ts' ? [prefix] : [];
     const segment = entry.name.startsWith('[[...') ? 'no/such/path' : entry.name.startsWith('[') ? UUID : entry.name;
     return apiPaths(path.join(dir, entry.name), `${prefix}/${segment}`);
+  });
+}
+
+/**
+ * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
+ * unknown method as it is): status, content type and the decoded body.
+ */
+function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString('latin1');
+      const [head = '', ...rest] = text.split('\r\n\r\n');
+      const headers = head.split('\r\n');
+      const header = (name: string) => headers.find((line) => line.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim() ?? null;
+      let body = rest.join('\r\n\r\n');
+      if (header('transfer-encoding') === 'chunked') {
+        let decoded = '';
+        for (let at = 0; ;) {
+          const lineEnd = body.indexOf('\r\n', at);
+          const size = Number.parseInt(body.slice(at, lineEnd), 16);
+          if (!size) break;
+          decoded += body.slice(lineEnd + 2, lineEnd + 2 + size);
+          at = lineEnd + 2 + size + 2;
+        }
+        body = decoded;
+      }
+      // No answer at all (the connection closed): status 0.
+      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), body });
+    });
+    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
   });
 }
 
@@ -119,6 +156,35 @@ describe.each([
       const expected = accepted ? 200 : 401;
       expect(`${name}: me ${me.status}, billing ${billing.status}`).toBe(`${name}: me ${expected}, billing ${expected}`);
     }
+  });
+
+  // Not what this service would answer (a problem+json 405 with Allow), and out of its reach:
+  //   - TRACE: Next builds a fetch Request for the proxy and for the route, and the Fetch standard
+  //     forbids TRACE, so that throws before proxy.ts or a route runs: Next's bare 500;
+  //   - a method Node's HTTP parser knows but Next does not route (PROPFIND, QUERY, PURGE...):
+  //     Next's route module answers 400 with no body before the handler; the proxy could answer
+  //     it, but only by running on every /api request, which costs every ordinary request;
+  //   - an unknown or lower-case method: Node's HTTP parser answers 400 before Next;
+  //   - CONNECT: Node closes the connection unanswered (nothing here tunnels).
+  it('answers methods nobody routes the way the README says, and keeps serving', async () => {
+    const answers: string[] = [];
+    for (const [method, pathname] of [['TRACE', '/api/health'], ['TRACE', '/api/webhooks/subscription-billing'], ['TRACE', '/'],
+      ['PROPFIND', '/api/health'], ['QUERY', '/api/me'], ['PURGE', '/api/webhooks/subscription-billing'], ['FOO', '/api/health'], ['get', '/api/health'], ['CONNECT', '127.0.0.1:80']] as const) {
+      const answer = await rawRequest(server.port, method, pathname);
+      answers.push(`${method} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${JSON.stringify(answer.body)}`);
+    }
+    expect(answers).toEqual([
+      'TRACE /api/health: 500 text/plain "Internal Server Error"',
+      'TRACE /api/webhooks/subscription-billing: 500 text/plain "Internal Server Error"',
+      'TRACE /: 500 text/plain "Internal Server Error"',
+      'PROPFIND /api/health: 400 - ""',
+      'QUERY /api/me: 400 - ""',
+      'PURGE /api/webhooks/subscription-billing: 400 - ""',
+      'FOO /api/health: 400 - ""',
+      'get /api/health: 400 - ""',
+      'CONNECT 127.0.0.1:80: 0 - ""',
+    ]);
+    expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
   it('serves the page icon', async () => {

@@ -9,6 +9,12 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from '
  *                                          `Authorization: Bearer <access token>`), else 401/403
  *   POST /auth/v1/token?grant_type=password -> a session for a user added with addUser()
  *   POST /auth/v1/otp                   -> 200 (a magic link "sent")
+ *   POST /auth/v1/logout?scope=global|local|others -> 204; ends the sessions of the scope, as
+ *                                          GoTrue's Logout does (internal/api/logout.go): `local`
+ *                                          the token's own session, `global` every session of its
+ *                                          user, `others` all but its own; needs `apikey` and a
+ *                                          Bearer access token (401 without one, 403 for a bad
+ *                                          token or an ended session, 400 for another scope)
  * with CORS headers, so a browser page can call it as it calls Supabase. It also mints access
  * tokens shaped like Supabase's, signed with its private keys.
  */
@@ -20,6 +26,8 @@ export interface FakeSupabaseAuth {
   mint(options?: { userId?: string; email?: string; claims?: JWTPayload; alg?: 'ES256' | 'RS256'; kid?: string; expiresIn?: number }): Promise<string>;
   /** Sign the user out: /auth/v1/user answers 403 session_not_found for their tokens from now on. */
   revoke(userId: string): void;
+  /** Every logout call that ended sessions, in order: whose, which session, which scope. */
+  logouts: { userId: string; sessionId: string; scope: 'global' | 'local' | 'others' }[];
   /** A user who can sign in with e-mail and password; returns the user id. */
   addUser(email: string, password: string): string;
   /** E-mails a magic link was requested for. */
@@ -38,6 +46,10 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
     { ...(await exportJWK(rs.publicKey)), kid: 'rs-key-1', alg: 'RS256', use: 'sig' },
   ];
   const revoked = new Set<string>();
+  // Sessions by id (the access token's session_id claim), and those a logout ended.
+  const sessions = new Map<string, string>();
+  const endedSessions = new Set<string>();
+  const logouts: FakeSupabaseAuth['logouts'] = [];
   const apiKey = `sb_publishable_${randomUUID()}`;
   let failStatus: number | undefined;
   const requests: FakeSupabaseAuth['requests'] = [];
@@ -82,14 +94,28 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
         user: { id: account.id, aud: 'authenticated', role: 'authenticated', email: body.email, is_anonymous: false, app_metadata: {}, user_metadata: {}, created_at: new Date().toISOString() },
       });
     }
-    if (path === '/auth/v1/user') {
+    if (path === '/auth/v1/user' || (req.method === 'POST' && path === '/auth/v1/logout')) {
       if (req.headers.apikey !== apiKey) return send(401, { message: 'Invalid API key' });
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
-      const sub = token ? decodeSub(token) : undefined;
-      const user = sub ? users.get(sub) : undefined;
+      if (!token) return send(401, { code: 401, error_code: 'no_authorization', msg: 'This endpoint requires a valid Bearer token' });
+      const claims = decodeClaims(token);
+      const user = claims?.sub ? users.get(claims.sub) : undefined;
       if (!user) return send(403, { code: 403, error_code: 'bad_jwt', msg: 'invalid JWT' });
-      if (revoked.has(user.id)) return send(403, { code: 403, error_code: 'session_not_found', msg: 'Session from session_id claim in JWT does not exist' });
-      return send(200, { id: user.id, aud: 'authenticated', role: 'authenticated', email: user.email, is_anonymous: false });
+      const sessionId = String(claims?.session_id ?? '');
+      if (revoked.has(user.id) || endedSessions.has(sessionId)) {
+        return send(403, { code: 403, error_code: 'session_not_found', msg: 'Session from session_id claim in JWT does not exist' });
+      }
+      if (path === '/auth/v1/user') return send(200, { id: user.id, aud: 'authenticated', role: 'authenticated', email: user.email, is_anonymous: false });
+      const scope = new URL(req.url ?? '', 'http://auth.invalid').searchParams.get('scope') || 'global';
+      if (scope !== 'global' && scope !== 'local' && scope !== 'others') {
+        return send(400, { code: 400, error_code: 'validation_failed', msg: `Unsupported logout scope "${scope}"` });
+      }
+      for (const [id, owner] of sessions) {
+        if (owner === user.id && (scope === 'global' || (scope === 'local') === (id === sessionId))) endedSessions.add(id);
+      }
+      logouts.push({ userId: user.id, sessionId, scope });
+      res.writeHead(204, cors);
+      return res.end();
     }
     send(404, { message: 'not found' });
   });
@@ -104,6 +130,7 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
     apiKey,
     requests,
     magicLinks,
+    logouts,
     addUser(email, password) {
       const id = randomUUID();
       passwords.set(email, { id, password });
@@ -120,6 +147,7 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
         email, role: 'authenticated', aal: 'aal1', is_anonymous: false, session_id: randomUUID(),
         ...options.claims,
       };
+      sessions.set(String(payload.session_id), userId);
       return new SignJWT(payload)
         .setProtectedHeader({ alg, kid: options.kid ?? (alg === 'ES256' ? 'es-key-1' : 'rs-key-1'), typ: 'JWT' })
         .sign(alg === 'ES256' ? es.privateKey : rs.privateKey);
@@ -137,9 +165,9 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
   return fake;
 }
 
-function decodeSub(token: string): string | undefined {
+function decodeClaims(token: string): { sub?: string; session_id?: string } | undefined {
   try {
-    return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')).sub;
+    return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
   } catch {
     return undefined;
   }
