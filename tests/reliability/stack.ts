@@ -133,6 +133,8 @@ export async function startStack(options: StackOptions = {}): Promise<Reliabilit
     SUPABASE_JWT_ISSUER: undefined,
     AUTH_VERIFY_SESSION: undefined,
     BILLING_IGNORE_SANDBOX: undefined,
+    BILLING_SANDBOX_GRANTS: undefined,
+    BILLING_EVENTS_RETENTION_MONTHS: undefined,
     WALLET_EVM_CHAIN_IDS: undefined,
     WALLET_SOLANA_CLUSTERS: undefined,
     VERCEL: undefined,
