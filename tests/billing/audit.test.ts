@@ -1,5 +1,4 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
@@ -10,7 +9,7 @@ import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeCustomer, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
-import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
+import { billingEvent, day, deliver, deliveryOrders, entitlementsOf, isoDay } from './support.ts';
 
 /**
  * Audit (issues 11 and 14): RevenueCat's documented flows, written from RevenueCat's own pages
@@ -809,17 +808,7 @@ const snapshotFlows: Flow[] = [
 function orders(n: number, kind: DatabaseKind): number[][] {
   const identity = Array.from({ length: n }, (_, i) => i);
   if (kind === 'postgres') return n > 1 ? [identity, [...identity].reverse()] : [identity];
-  if (n <= 4) {
-    const all: number[][] = [];
-    const permute = (rest: number[], prefix: number[]) => {
-      if (rest.length === 0) all.push(prefix);
-      rest.forEach((value, i) => permute([...rest.slice(0, i), ...rest.slice(i + 1)], [...prefix, value]));
-    };
-    permute(identity, []);
-    return all;
-  }
-  const sample = fc.sample(fc.shuffledSubarray(identity, { minLength: n, maxLength: n }), { numRuns: 6, seed: 1111 });
-  return [identity, [...identity].reverse(), ...sample];
+  return deliveryOrders(n, { sample: 6, seed: 1111 });
 }
 
 const isSnapshot = (item: Item): item is Snapshot => 'snapshotOf' in item;

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
+import { billingEvent, day, deliver, deliveryOrders, entitlementsOf, isoDay } from './support.ts';
 
 /**
  * RevenueCat's documented flows, each delivered in EVERY order RevenueCat may produce (retries,
@@ -38,21 +38,7 @@ const cancellation = (u: string, reason: string, at: number, purchased: number, 
   billingEvent('cancellation-unsubscribe', u, { at, purchased, expires }, { cancel_reason: reason, ...fields });
 const expiration = (u: string, at: number, purchased: number, expires: number, fields = {}) => billingEvent('expiration', u, { at, purchased, expires }, fields);
 
-/** Every order of n deliveries (n <= 4), or, for more, in order, reversed and a fixed sample of others. */
-function orders(n: number): number[][] {
-  const identity = Array.from({ length: n }, (_, i) => i);
-  if (n <= 4) {
-    const all: number[][] = [];
-    const permute = (rest: number[], prefix: number[]) => {
-      if (rest.length === 0) all.push(prefix);
-      rest.forEach((value, i) => permute([...rest.slice(0, i), ...rest.slice(i + 1)], [...prefix, value]));
-    };
-    permute(identity, []);
-    return all;
-  }
-  const sample = fc.sample(fc.shuffledSubarray(identity, { minLength: n, maxLength: n }), { numRuns: 12, seed: 11 });
-  return [identity, [...identity].reverse(), ...sample];
-}
+const orders = (n: number) => deliveryOrders(n, { sample: 12, seed: 11 });
 
 async function deliverAll(bodies: BillingWebhookBody[], order: number[]): Promise<void> {
   for (const index of order) {

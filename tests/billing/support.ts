@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
@@ -55,4 +56,22 @@ export async function eventRow(db: TestDatabase, eventId: string) {
   const rows = await db.sql<{ outcome: string; type: string; app_user_id: string | null; owner_id: string | null; environment: string | null; count: string }>(
     'select outcome, type, app_user_id, owner_id, environment, count(*) over () as count from public.billing_events where event_id = $1', [eventId]);
   return rows[0] && { ...rows[0], count: Number(rows[0].count) };
+}
+
+/**
+ * The delivery orders a flow is tried in: every order of n deliveries (n <= 4), or, for more, in
+ * order, reversed and `sample` others drawn with `seed` (the same ones every run).
+ */
+export function deliveryOrders(n: number, { sample, seed }: { sample: number; seed: number }): number[][] {
+  const identity = Array.from({ length: n }, (_, i) => i);
+  if (n <= 4) {
+    const all: number[][] = [];
+    const permute = (rest: number[], prefix: number[]) => {
+      if (rest.length === 0) all.push(prefix);
+      rest.forEach((value, i) => permute([...rest.slice(0, i), ...rest.slice(i + 1)], [...prefix, value]));
+    };
+    permute(identity, []);
+    return all;
+  }
+  return [identity, [...identity].reverse(), ...fc.sample(fc.shuffledSubarray(identity, { minLength: n, maxLength: n }), { numRuns: sample, seed })];
 }
