@@ -86,7 +86,7 @@ async function upToDate(session: SqlSession, files: string[]): Promise<boolean> 
   if (!ours && !pushed) return false;
   const sources = [
     ...(ours ? ['select name as applied from public.schema_migrations'] : []),
-    ...(pushed ? ['select version::text from supabase_migrations.schema_migrations'] : []),
+    ...(pushed ? ['select version::text as applied from supabase_migrations.schema_migrations'] : []),
   ];
   const applied = new Set((await session.query(sources.join(' union all '))).rows.map((row) => String(row.applied)));
   return files.every((name) => applied.has(name) || applied.has(name.split('_')[0]!));
