@@ -42,7 +42,7 @@ const commaList = z.preprocess(
 
 export const envSchema = z.object({
   DATABASE_URL: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
-  DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(100).default(10)),
+  DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(100).optional()),
   SUPABASE_URL: optionalUrl,
   SUPABASE_SECRET_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
@@ -100,7 +100,8 @@ export interface Config {
   local: boolean;
   databaseMode: DatabaseMode;
   databaseUrl?: string;
-  databasePoolMax: number;
+  /** Postgres mode's pool in this process (see databasePoolFor). */
+  databasePool: DatabasePoolSettings;
   embeddedDbDir: string;
   supabase?: { url: string; secretKey: string };
   auth: {
@@ -149,6 +150,25 @@ export interface Config {
   logLevel: string;
   /** Settings that work but should change (a deprecated name), for the startup log. */
   warnings: string[];
+}
+
+export interface DatabasePoolSettings {
+  /** Connections this process may hold open. */
+  max: number;
+  /** An idle connection is closed after this long. */
+  idleTimeoutMillis: number;
+}
+
+/**
+ * The pool by environment (DATABASE_POOL_MAX overrides the size). On Vercel every function instance
+ * has its own pool, and all of them share the pooler's client limit (200 on Supabase's smallest
+ * computes): 3 connections per instance let ~65 instances run at once, and an instance's CPU runs
+ * out before 3 connections do (a call holds one for a millisecond or two). Idle connections close
+ * after 5 s, because attachDatabasePool keeps an instance alive until they have (so a suspended
+ * instance holds none). A long-running server keeps today's 10 and 30 s.
+ */
+export function databasePoolFor(deployed: boolean, maxOverride: number | undefined): DatabasePoolSettings {
+  return deployed ? { max: maxOverride ?? 3, idleTimeoutMillis: 5_000 } : { max: maxOverride ?? 10, idleTimeoutMillis: 30_000 };
 }
 
 export class ConfigError extends Error {
@@ -205,7 +225,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     local,
     databaseMode,
     databaseUrl: e.DATABASE_URL,
-    databasePoolMax: e.DATABASE_POOL_MAX,
+    databasePool: databasePoolFor(deployed, e.DATABASE_POOL_MAX),
     embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join('.data', 'pglite')),
     supabase: databaseMode === 'supabase' ? { url: supabaseUrl!, secretKey: supabaseSecretKey! } : undefined,
     auth: {
@@ -369,6 +389,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
         : config.databaseMode === 'postgres'
           ? redactUrl(config.databaseUrl!)
           : config.supabase!.url,
+    ...(config.databaseMode === 'postgres' ? { databasePool: `${config.databasePool.max} connections, idle ${config.databasePool.idleTimeoutMillis / 1000} s` } : {}),
     authMode: config.auth.mode,
     verifySession: config.auth.verifySession,
     appOrigin: config.appOrigin,

@@ -6,12 +6,15 @@ import { planStoredEvents } from './record-event.ts';
  * The billing part of maintenance (supabase/migrations/*_billing_retention.sql, billing_maintain):
  * month partitions made ahead, a checkpoint for every customer group with events in a month that
  * leaves the retention (BILLING_EVENTS_RETENTION_MONTHS), then that month dropped with its dedupe
- * keys. Checkpointing folds a group's history, which needs each event's plan: events recorded by a
- * version that stored none get theirs computed here (the decision code is TypeScript) and the run
- * goes on. Bounded by `budgetMs`; what is left is done by the next run.
+ * keys. Checkpointing folds a group's history under the group's lock, which a call holds until it
+ * commits, so the work goes in short calls (`callBudgetMs`, well under the 5 s a webhook waits for
+ * a lock) until it is done or `budgetMs` is spent. Folding needs each event's plan: events stored by
+ * a version that kept none get theirs computed here (the decision code is TypeScript), once per run.
  */
 export interface BillingMaintenance {
-  /** Another run held the maintenance lock; this one did nothing. */
+  /** Every month before the cutoff is gone (false: the next run goes on). */
+  done: boolean;
+  /** Another run held the billing maintenance lock. */
   skipped?: boolean;
   partitionsMade: number;
   checkpoints: number;
@@ -19,28 +22,41 @@ export interface BillingMaintenance {
   dedupeKeysPruned: number;
   /** Groups left for the next run because webhooks held them (lock timeout). */
   busy: number;
-  /** Subscriber groups whose stored events still lack a plan after this run. */
+  /** Subscribers whose stored events still lack a plan. */
   plansMissing: string[];
   cutoff: string;
+  calls: number;
 }
 
-export async function maintainBilling(now: Date, budgetMs: number): Promise<BillingMaintenance> {
-  const started = Date.now();
-  const retentionMonths = getConfig().billingEventsRetentionMonths;
-  const run = (budget: number) => callDb<BillingMaintenance>('billing_maintain', { p_now: now, p_budget_ms: Math.max(0, Math.round(budget)), p_retention_months: retentionMonths });
-  let result = await run(budgetMs);
-  // Once per run: plan what an older version stored without plans, then checkpoint those groups.
-  if (!result.skipped && result.plansMissing.length > 0) {
-    await planStoredEvents(result.plansMissing, { ignoreSandbox: getConfig().billingIgnoreSandbox });
-    const again = await run(budgetMs - (Date.now() - started));
-    result = {
-      ...again,
-      partitionsMade: result.partitionsMade + again.partitionsMade,
-      checkpoints: result.checkpoints + again.checkpoints,
-      partitionsDropped: [...result.partitionsDropped, ...again.partitionsDropped],
-      dedupeKeysPruned: result.dedupeKeysPruned + again.dedupeKeysPruned,
-      busy: again.busy,
-    };
+export async function maintainBilling(options: { now: Date; budgetMs: number; callBudgetMs: number }): Promise<BillingMaintenance> {
+  const started = performance.now();
+  const config = getConfig();
+  const planned = new Set<string>();
+  let total: BillingMaintenance | undefined;
+  for (;;) {
+    const remaining = options.budgetMs - (performance.now() - started);
+    const result = await callDb<Omit<BillingMaintenance, 'calls'>>('billing_maintain', {
+      p_now: options.now,
+      p_budget_ms: Math.max(1, Math.min(options.callBudgetMs, Math.floor(remaining))),
+      p_retention_months: config.billingEventsRetentionMonths,
+    });
+    total = total
+      ? {
+        ...result,
+        partitionsMade: total.partitionsMade + result.partitionsMade,
+        checkpoints: total.checkpoints + result.checkpoints,
+        partitionsDropped: [...total.partitionsDropped, ...result.partitionsDropped],
+        dedupeKeysPruned: total.dedupeKeysPruned + result.dedupeKeysPruned,
+        calls: total.calls + 1,
+      }
+      : { ...result, calls: 1 };
+    if (result.skipped || result.done || performance.now() - started >= options.budgetMs) return total;
+    const unplanned = (result.plansMissing ?? []).filter((id) => !planned.has(id));
+    if (unplanned.length > 0) {
+      await planStoredEvents(unplanned, { ignoreSandbox: config.billingIgnoreSandbox });
+      for (const id of unplanned) planned.add(id);
+    } else if (result.checkpoints === 0 && result.partitionsDropped.length === 0 && result.dedupeKeysPruned === 0) {
+      return total; // nothing moved (webhooks hold what is left): the next run goes on
+    }
   }
-  return result;
 }

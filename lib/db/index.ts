@@ -70,7 +70,7 @@ async function openConfigured(config: Config): Promise<DatabaseAdapter> {
     }
     case 'postgres': {
       const { openPostgres } = await import('./postgres.ts');
-      return openPostgres({ connectionString: config.databaseUrl!, max: config.databasePoolMax });
+      return openPostgres({ connectionString: config.databaseUrl!, ...config.databasePool });
     }
     case 'supabase': {
       const { openSupabase } = await import('./supabase.ts');

@@ -27,6 +27,10 @@ const MIGRATION_LOCK_KEY = 7_310_054_311;
  */
 export async function runMigrations(session: SqlSession, dir = migrationsDir()): Promise<string[]> {
   const files = (await readdir(dir)).filter((name) => name.endsWith('.sql')).sort();
+  // Every new serverless instance opens the database and comes here: when everything is applied,
+  // two reads answer it, without a transaction, a lock or a write (instead of a few round trips
+  // per migration file through the pooler).
+  if (await upToDate(session, files)) return [];
   await inTransaction(session, async () => {
     await session.exec(BOOTSTRAP_SQL);
     await session.exec(`
@@ -72,6 +76,20 @@ async function inTransaction<T>(session: SqlSession, work: () => Promise<T>): Pr
     await session.exec('rollback').catch(() => undefined);
     throw error;
   }
+}
+
+/** Whether every file is recorded, by this runner or by `supabase db push`. Reads only. */
+async function upToDate(session: SqlSession, files: string[]): Promise<boolean> {
+  const { rows } = await session.query(`select to_regclass('public.schema_migrations') is not null as ours,
+    to_regclass('supabase_migrations.schema_migrations') is not null as pushed`);
+  const { ours, pushed } = rows[0] as { ours: boolean; pushed: boolean };
+  if (!ours && !pushed) return false;
+  const sources = [
+    ...(ours ? ['select name as applied from public.schema_migrations'] : []),
+    ...(pushed ? ['select version::text as applied from supabase_migrations.schema_migrations'] : []),
+  ];
+  const applied = new Set((await session.query(sources.join(' union all '))).rows.map((row) => String(row.applied)));
+  return files.every((name) => applied.has(name) || applied.has(name.split('_')[0]!));
 }
 
 async function supabaseVersions(session: SqlSession): Promise<Set<string>> {

@@ -1,30 +1,67 @@
+import { attachDatabasePool } from '@vercel/functions/db-connections';
 import pg from 'pg';
 import type { DatabaseAdapter } from './adapter.ts';
 import { toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
 import { buildFunctionCall } from './sql-call.ts';
 
+/**
+ * How long a call may wait, and where each bound lives. All three hold through Supabase's
+ * transaction-mode pooler (Supavisor, port 6543), which shares one server connection among many
+ * clients transaction by transaction, so a session setting (a plain SET, or a startup parameter
+ * such as pg's `statement_timeout` option, which Supavisor does not pass on and PgBouncer refuses)
+ * cannot carry them. Together they answer a webhook well inside RevenueCat's 60 s (and inside the
+ * function's 30 s, vercel.json) when the database is saturated: a 503 with Retry-After, nothing
+ * stored, and RevenueCat's retry schedule takes over.
+ */
+export const DATABASE_WAITS = {
+  /** For a pooled connection (all in use, or the server slow to accept one); pg-pool's connectionTimeoutMillis. */
+  connectionMs: 5_000,
+  /** For a row or advisory lock inside a call; lock_timeout, set for the call's transaction only (sql-call.ts). */
+  lockMs: 5_000,
+  /**
+   * For the answer to a call, measured by this process (pg's query_timeout): whatever the server
+   * is doing, the request gets its answer. The connection is then dropped, not reused. Postgres has
+   * no per-statement bound that survives a transaction pooler in one round trip (a function's own
+   * `set statement_timeout` does not bound the statement that calls it), so the server side is
+   * bounded by lock_timeout and by the role's statement_timeout (Supabase's default for the
+   * `postgres` role is 2 minutes).
+   */
+  callMs: 20_000,
+} as const;
+
 export interface PostgresOptions {
   connectionString: string;
+  /** Connections this process may open (see lib/config.ts for the defaults by environment). */
   max?: number;
+  /** Close a connection idle this long. */
+  idleTimeoutMillis?: number;
+  /** Other bounds than DATABASE_WAITS (tests that must not wait 20 s to see the deadline). */
+  waits?: Partial<Record<keyof typeof DATABASE_WAITS, number>>;
   migrate?: boolean;
 }
 
 /**
- * A pooled connection to Postgres (self-hosted, or Supabase's pooler: only unnamed statements are
- * used, so transaction-mode pooling works). Statements time out well before RevenueCat's 60 s.
+ * A pooled connection to Postgres: self-hosted, or Supabase's pooler in transaction mode. Nothing
+ * here keeps state on a server connection between transactions: statements are unnamed (no
+ * prepared statement outlives its call), locks are transaction-level, settings are per transaction.
+ *
+ * On Vercel the pool is attached with `attachDatabasePool` (@vercel/functions): after a client is
+ * released, the instance is kept alive until the idle timeout has closed idle connections, so a
+ * suspended instance does not hold pooler connections it cannot use. Outside Vercel it does nothing.
  */
 export async function openPostgres(options: PostgresOptions): Promise<DatabaseAdapter & { pool: pg.Pool }> {
+  const waits = { ...DATABASE_WAITS, ...options.waits };
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.max ?? 10,
-    connectionTimeoutMillis: 5_000,
-    idleTimeoutMillis: 30_000,
-    statement_timeout: 20_000,
+    connectionTimeoutMillis: waits.connectionMs,
+    idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
     application_name: 'account-link-service',
   });
   // An idle client losing its server (a restart, a failover) must not crash the process.
   pool.on('error', () => undefined);
+  attachDatabasePool(pool);
 
   if (options.migrate !== false) {
     const client = await pool.connect().catch((error) => {
@@ -42,9 +79,9 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
     mode: 'postgres',
     pool,
     async call(fn, args) {
-      const { text, values } = buildFunctionCall(fn, args);
+      const { text, values } = buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs });
       try {
-        const result = await pool.query<{ result: unknown }>(text, values);
+        const result = await pool.query<{ result: unknown }>({ text, values, query_timeout: waits.callMs } as pg.QueryConfig);
         return result.rows[0]?.result ?? null;
       } catch (error) {
         throw toDbError(error);

@@ -162,6 +162,13 @@ export const OPERATIONS: Operation[] = [
     errors: ['invalid_cron_secret', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
   },
   {
+    method: 'get', path: '/api/cron/maintenance', tags: ['Operations'], security: 'cronSecret',
+    summary: 'Apply every retention rule (Vercel Cron, daily)',
+    description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same.',
+    answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
+    errors: ['invalid_cron_secret', 'cron_not_configured', ...ALWAYS],
+  },
+  {
     method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',
     summary: 'Sync one subscriber from RevenueCat (operator)',
     description: 'Only for app user ids RevenueCat has sent events about (404 `subscriber_unknown` otherwise: v1 would create the customer).',

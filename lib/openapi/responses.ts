@@ -166,3 +166,17 @@ export const openApiDocumentSchema = z
     paths: z.record(z.string(), z.unknown()),
   })
   .meta({ id: 'OpenApiDocument', description: 'An OpenAPI 3.1 document (this one)' });
+
+const deletedSchema = (field: string, what: string) => z.object({ [field]: z.int().meta({ description: what }), done: z.boolean() });
+
+export const maintenanceResponseSchema = z
+  .object({
+    wallets: deletedSchema('challengesDeleted', 'Wallet challenges deleted (a day after they expired)'),
+    leagues: deletedSchema('deliveriesDeleted', 'League sync deliveries deleted (7 days after they arrived)'),
+    billingSync: deletedSchema('refreshRequestsDeleted', 'Per-user refresh limiter rows deleted (10 minutes after the refresh)'),
+    billing: z.record(z.string(), z.unknown()).optional().meta({ description: "What billing's own step did (partitions, retention), when the billing migrations define it" }),
+    done: z.boolean().meta({ description: 'Everything due was done; false: the next run goes on' }),
+    ms: z.int().meta({ description: 'Time spent in the database' }),
+    calls: z.int().meta({ description: 'Database calls (each one bounded transaction)' }),
+  })
+  .meta({ id: 'Maintenance' });

@@ -357,12 +357,13 @@ declare
   v_pending integer;
   v_plans_missing text[] := '{}';
   v_busy integer := 0;
+  v_done boolean;
   v_partition record;
   v_group record;
   v_group_id text;
 begin
   if not pg_try_advisory_xact_lock(hashtextextended('billing_maintain', 0)) then
-    return jsonb_build_object('skipped', true);
+    return jsonb_build_object('skipped', true, 'done', false);
   end if;
   v_made := public.billing_ensure_partitions(p_now::date, (p_now + interval '12 months')::date);
 
@@ -426,7 +427,13 @@ begin
     exit when v_pending < 10000 or clock_timestamp() - v_started > make_interval(secs => p_budget_ms / 1000.0);
   end loop;
 
+  -- Done: no month before the cutoff is left, and no dedupe key of one.
+  v_done := v_pending < 10000 and not exists (
+    select 1 from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
+      and to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= v_cutoff);
   return jsonb_build_object(
+    'done', v_done,
     'partitionsMade', v_made, 'checkpoints', v_checkpoints, 'partitionsDropped', to_jsonb(v_dropped),
     'dedupeKeysPruned', v_pruned, 'plansMissing', to_jsonb(v_plans_missing), 'busy', v_busy,
     'cutoff', v_cutoff, 'ms', round(extract(epoch from clock_timestamp() - v_started) * 1000));

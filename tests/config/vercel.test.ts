@@ -3,11 +3,14 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SWEEP_BUDGET_MS } from '../../lib/billing/sync.ts';
 import { envSchema } from '../../lib/config.ts';
+import { DATABASE_WAITS } from '../../lib/db/postgres.ts';
+import { MAINTENANCE_CALL_BUDGET_MS, MAINTENANCE_RUN_BUDGET_MS } from '../../lib/maintenance.ts';
 
 /**
  * The deploy shape in vercel.json: every cron job calls a GET route that exists, on a schedule the
- * Hobby plan accepts (at most once a day), and the sweep's work budget fits inside the function's
- * time limit with room for one more call to RevenueCat.
+ * Hobby plan accepts (at most once a day), the sweep's and the maintenance job's work budgets fit
+ * inside the function's time limit, and a webhook's worst case on a saturated database (a
+ * connection wait plus a whole call) does too, well inside RevenueCat's 60 s.
  */
 const vercel = JSON.parse(readFileSync('vercel.json', 'utf8')) as {
   crons?: { path: string; schedule: string }[];
@@ -15,8 +18,8 @@ const vercel = JSON.parse(readFileSync('vercel.json', 'utf8')) as {
 };
 
 describe('vercel.json', () => {
-  it('registers the billing sweep as a cron job', () => {
-    expect(vercel.crons?.map((cron) => cron.path)).toEqual(['/api/cron/billing-sync']);
+  it('registers the billing sweep and the maintenance job as cron jobs', () => {
+    expect(vercel.crons?.map((cron) => cron.path)).toEqual(['/api/cron/billing-sync', '/api/cron/maintenance']);
   });
 
   it.each(vercel.crons ?? [])('$path: a GET route that exists, run at most once a day', async ({ path: cronPath, schedule }) => {
@@ -34,5 +37,22 @@ describe('vercel.json', () => {
     const maxDurationMs = vercel.functions['app/api/**/route.ts']!.maxDuration * 1000;
     const revenuecatTimeoutMs = envSchema.parse({}).REVENUECAT_TIMEOUT_MS;
     expect(SWEEP_BUDGET_MS + revenuecatTimeoutMs).toBeLessThan(maxDurationMs);
+  });
+
+  it('gives API routes more time than one maintenance run, whose last call may start just before the end', () => {
+    const maxDurationMs = vercel.functions['app/api/**/route.ts']!.maxDuration * 1000;
+    expect(MAINTENANCE_RUN_BUDGET_MS + MAINTENANCE_CALL_BUDGET_MS).toBeLessThan(maxDurationMs - 5_000);
+  });
+
+  it('keeps a maintenance call (one transaction holding the rows it deletes) shorter than a request waits for a lock', () => {
+    expect(MAINTENANCE_CALL_BUDGET_MS * 2).toBeLessThanOrEqual(DATABASE_WAITS.lockMs);
+  });
+
+  it("answers a webhook on a saturated database within the function's limit and well inside RevenueCat's 60 s", () => {
+    const maxDurationMs = vercel.functions['app/api/**/route.ts']!.maxDuration * 1000;
+    const worstCaseMs = DATABASE_WAITS.connectionMs + DATABASE_WAITS.callMs;
+    expect(worstCaseMs).toBeLessThan(maxDurationMs);
+    expect(maxDurationMs).toBeLessThanOrEqual(60_000 / 2);
+    expect(DATABASE_WAITS.lockMs).toBeLessThan(DATABASE_WAITS.callMs);
   });
 });

@@ -19,6 +19,14 @@ describe('building the SQL call', () => {
     });
   });
 
+  it("sets lock_timeout for the call's own transaction in the same statement when asked (the Postgres adapter)", () => {
+    expect(buildFunctionCall('apply_event', { p_id: 'e1' }, { lockTimeoutMs: 5000 })).toEqual({
+      text: "select public.apply_event(p_id => $1) as result from set_config('lock_timeout', $2, true) as call_settings",
+      values: ['e1', '5000'],
+    });
+    expect(() => buildFunctionCall('fn', {}, { lockTimeoutMs: 0 })).toThrow(/lock timeout/);
+  });
+
   it.each(['drop table x; --', 'Public.fn', 'fn()', ''])('refuses the unsafe identifier %j', (name) => {
     expect(() => buildFunctionCall(name, {})).toThrow(/identifier/);
     expect(() => buildFunctionCall('fn', { [name]: 1 })).toThrow(/identifier/);
