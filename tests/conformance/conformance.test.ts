@@ -158,7 +158,7 @@ describe('the production server and the OpenAPI document it serves', () => {
     expect(served.openapi).toBe('3.1.0');
     const documented = contract.operations.filter(({ method }) => method !== 'options').map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort();
     expect(documented).toEqual([
-      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/openapi.json', 'GET /api/wallet-link',
+      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/openapi.json', 'GET /api/wallet-link',
       'POST /api/admin/billing/sync', 'POST /api/me/billing/sync', 'POST /api/wallet-link', 'POST /api/wallet-link/challenge', 'POST /api/webhooks/leagues-sync', 'POST /api/webhooks/subscription-billing',
     ]);
   });
@@ -381,7 +381,7 @@ describe('the production server and the OpenAPI document it serves', () => {
       const scheme = Object.keys(operation.security[0] ?? {})[0];
       return scheme !== undefined && (served as unknown as { components: { securitySchemes: Record<string, { scheme?: string }> } }).components.securitySchemes[scheme]!.scheme === 'bearer';
     });
-    expect(bearerRoutes.length).toBe(9); // six with a session token, the billing webhook, cron and admin
+    expect(bearerRoutes.length).toBe(10); // six with a session token, the billing webhook, two cron routes and admin
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...bearerRoutes), fc.nat(), fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: undefined }), async ({ path, method, operation }, pick, random) => {
         const valid = (await credentialsFor(method, path)).authorization!.replace(/^Bearer /, '');
