@@ -13,8 +13,8 @@ import { isToken68 } from './auth/authorization-header.ts';
  *
  * Local mode is the one place development conveniences exist (the embedded database, the dev
  * signing key and `npm run token`, the dev webhook secrets, local sign-in on the account page):
- * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, not on Vercel:
- * a newcomer's `npm run dev`), or LOCAL_DEV=1 asks for it (tests and benches on a real Postgres
+ * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, no public https://
+ * APP_ORIGIN, not on Vercel: a newcomer's `npm run dev`), or LOCAL_DEV=1 asks for it (tests and benches on a real Postgres
  * with dev tokens; refused on Vercel). Anywhere else a configuration that lacks something a
  * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
  * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
@@ -351,12 +351,24 @@ function sandboxGrants(e: z.infer<typeof envSchema>, local: boolean): boolean {
 }
 
 /**
- * Anything that says "this is a real deployment": on Vercel, a database URL, or any Supabase
- * setting (server or browser side). Raw env, so an empty value still counts as unset.
+ * Anything that says "this is a real deployment": on Vercel, a database URL, any Supabase setting
+ * (server or browser side), or an https:// APP_ORIGIN that is not this machine (the site is served
+ * to others: a self-hosted deployment that forgot its database must not fall back to local sign-in
+ * and the dev key). Raw env, so an empty value still counts as unset.
  */
 function productionLike(env: Record<string, string | undefined>): boolean {
   return Object.entries(env).some(([name, value]) =>
-    emptyAsUnset(value) !== undefined && (name === 'VERCEL' || name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)));
+    emptyAsUnset(value) !== undefined && (name === 'VERCEL' || name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)
+      || (name === 'APP_ORIGIN' && isPublicHttpsOrigin(value!))));
+}
+
+function isPublicHttpsOrigin(value: string): boolean {
+  try {
+    const url = new URL(value.trim());
+    return url.protocol === 'https:' && !isLoopbackHost(url.hostname);
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -372,7 +384,7 @@ function assertDeployable(config: Config, appOrigin: string | undefined): void {
   // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
   if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {
-    throw new ConfigError(`${config.deployed ? 'Deployed (VERCEL=1)' : 'Not in local mode (DATABASE_URL or SUPABASE_* is set)'} without the settings a deployment needs: ` +
+    throw new ConfigError(`${config.deployed ? 'Deployed (VERCEL=1)' : 'Not in local mode (DATABASE_URL, SUPABASE_* or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
       `${missing.join('; ')}. The embedded database, dev keys, dev webhook secrets and local sign-in exist only in local mode ` +
       '(nothing production-like set, or LOCAL_DEV=1 off Vercel).');
   }

@@ -52,6 +52,9 @@ describe('configuration', () => {
   it('is in local mode with nothing production-like set, or with LOCAL_DEV=1, and nowhere else', () => {
     expect(loadConfig({}).local).toBe(true);
     expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 's', APP_ORIGIN: 'http://localhost:4000' }).local).toBe(true);
+    expect(loadConfig({ APP_ORIGIN: 'https://localhost:3443' }).local).toBe(true);
+    // A public https origin is a site served to others: not local, so without a database it is refused.
+    expect(() => loadConfig({ APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET/);
     expect(loadConfig({ DATABASE_URL: 'postgres://db/app', LOCAL_DEV: '1' }).local).toBe(true);
     expect(loadConfig({ ...COMPLETE, LOCAL_DEV: 'true' }).local).toBe(true);
     expect(loadConfig(COMPLETE).local).toBe(false);
@@ -104,7 +107,7 @@ describe('configuration', () => {
     const expires = new Date();
     expect(sessionCookieOptions(loadConfig(COMPLETE), expires).secure).toBe(true);
     expect(sessionCookieOptions(loadConfig({}), expires).secure).toBe(false);
-    expect(sessionCookieOptions(loadConfig({ APP_ORIGIN: 'https://dev.example.test' }), expires).secure).toBe(true);
+    expect(sessionCookieOptions(loadConfig({ APP_ORIGIN: 'https://dev.example.test', LOCAL_DEV: '1' }), expires).secure).toBe(true);
   });
 
   it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {

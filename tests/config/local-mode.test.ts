@@ -20,6 +20,8 @@ const MIXED: { name: string; env: Record<string, string> }[] = [
   { name: 'only DATABASE_URL (self-hosting)', env: { DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app' } },
   { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', AUTH_VERIFY_SESSION: 'false' } },
   { name: 'a Supabase database but no webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false', APP_ORIGIN: 'https://app.example.com' } },
+  // Found by a second outside review: a self-hosted deployment that forgot its database.
+  { name: 'a public https APP_ORIGIN and real webhook secrets, but no database', env: { APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', LEAGUES_WEBHOOK_SECRET: 'real-leagues-secret' } },
 ];
 /** Everything a test process may have set, cleared, so each case is exactly its own settings. */
 const CLEAR = Object.fromEntries(['DATABASE_URL', 'SUPABASE_URL', 'SUPABASE_SECRET_KEY', 'SUPABASE_PUBLISHABLE_KEY', 'SUPABASE_JWT_SECRET', 'AUTH_VERIFY_SESSION', 'APP_ORIGIN', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'LOCAL_DEV', 'VERCEL'].map((name) => [name, undefined]));

@@ -56,6 +56,8 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     rpc = await startRpcProxy(chain.url);
     restoreEnv = setEnv({
       APP_ORIGIN,
+      // A public https origin is not local mode by itself; these tests use dev tokens.
+      LOCAL_DEV: '1',
       WALLET_EVM_CHAIN_IDS: `1,8453,${CHAIN_ID}`,
       WALLET_EVM_RPC_URLS: `${CHAIN_ID}=${rpc.url}`,
       WALLET_EVM_RPC_TIMEOUT_MS: String(RPC_TIMEOUT_MS),

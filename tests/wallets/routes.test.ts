@@ -51,7 +51,7 @@ describe.each(DATABASE_KINDS)('wallet-link routes on %s', (kind) => {
   let db: TestDatabase;
   let restoreEnv: () => void;
   beforeAll(async () => {
-    restoreEnv = setEnv({ APP_ORIGIN, WALLET_EVM_CHAIN_IDS: undefined, WALLET_SOLANA_CLUSTERS: undefined, SUPABASE_URL: undefined, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: undefined });
+    restoreEnv = setEnv({ APP_ORIGIN, LOCAL_DEV: '1', WALLET_EVM_CHAIN_IDS: undefined, WALLET_SOLANA_CLUSTERS: undefined, SUPABASE_URL: undefined, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: undefined });
     db = await useTestDatabase(kind);
   });
   afterAll(async () => {
