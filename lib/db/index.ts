@@ -16,13 +16,34 @@ export async function callDb<T = unknown>(fn: string, args: Record<string, unkno
   const db = await getDatabase();
   state.calls++;
   const stats = requestStats.getStore();
-  if (!stats) return (await db.call(fn, args)) as T;
+  if (!stats) return (await callRetryingConflicts(db, fn, args)) as T;
   stats.calls++;
   const started = performance.now();
   try {
-    return (await db.call(fn, args)) as T;
+    return (await callRetryingConflicts(db, fn, args)) as T;
   } finally {
     stats.ms += performance.now() - started;
+  }
+}
+
+/** Deadlock detected, serialization failure: Postgres rolled the call back whole and says to try again. */
+const RETRYABLE_SQL_STATES = new Set(['40P01', '40001']);
+const CONFLICT_RETRIES = 2;
+
+/**
+ * One SQL function call is one transaction, so a call that lost a deadlock (two customers' events
+ * crossing each other's locks) changed nothing and can simply run again: twice at most, after a
+ * short random pause, before the caller sees it (a webhook then answers 503 and is redelivered).
+ */
+async function callRetryingConflicts(db: DatabaseAdapter, fn: string, args: Record<string, unknown>): Promise<unknown> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await db.call(fn, args);
+    } catch (error) {
+      const retryable = error instanceof DbError && error.sqlState !== undefined && RETRYABLE_SQL_STATES.has(error.sqlState);
+      if (!retryable || attempt >= CONFLICT_RETRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * (attempt + 1)));
+    }
   }
 }
 
