@@ -20,6 +20,7 @@ import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type Entitleme
  * | unsubscribe_detected_at                                          | cancelled_active  | no     |
  * | otherwise (a non-subscription: lifetime unless its entitlement   | active            | yes    |
  * |   says an expiry; a prepaid plan; a promotional grant)           |                   | (no)   |
+ * | a non-subscription no entitlement points to (refunded, unmapped) | expired           | no     |
  */
 export interface SnapshotSource {
   /** As webhooks name it: Google Play base plans as `<subscription id>:<base plan id>`. */
@@ -77,6 +78,13 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
       if (until <= at) source.status = 'expired';
     }
     if (!source.entitlementIds.includes(entitlementId)) source.entitlementIds.push(entitlementId);
+  }
+  // A one-time purchase no entitlement points to grants nothing: v1 shows, per entitlement, the
+  // purchase that lasts longest, and a lifetime one always would. It was refunded, or its product
+  // no longer unlocks anything (the dashboard mapping changed).
+  for (const productId of oneTime) {
+    const source = sources.get(productId)!;
+    if (source.entitlementIds.length === 0) Object.assign(source, { status: 'expired', expiresAt: new Date(at).toISOString() });
   }
 
   const original = response.subscriber.original_app_user_id ?? null;

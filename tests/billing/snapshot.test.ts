@@ -71,6 +71,14 @@ describe('describeSnapshot: a product of RevenueCat\'s record at the snapshot\'s
     expect(byProduct.rc_promo_support_yearly).toMatchObject({ status: 'active', entitlementIds: ['support'], store: null });
   });
 
+  it('reads a one-time purchase no entitlement points to as granting nothing (refunded, or its product unmapped)', () => {
+    const plan = snapshot({
+      non_subscriptions: { lifetime: [{ id: 'a1', is_sandbox: false, purchase_date: iso(AT - 60 * DAY), store: 'app_store' }] },
+      entitlements: {},
+    });
+    expect(plan.snapshot.sources).toEqual([expect.objectContaining({ productId: 'lifetime', status: 'expired', willRenew: false, entitlementIds: [] })]);
+  });
+
   it('leaves sandbox purchases out when sandbox grants nothing (deployed, unless BILLING_SANDBOX_GRANTS=true)', () => {
     const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: { subscriptions: { a: subscription({ is_sandbox: true }), b: subscription() } } });
     expect(describeSnapshot(response, 'u', { eventId: 'sync:2', ignoreSandbox: true }).snapshot.sources.map((source) => source.productId)).toEqual(['b']);

@@ -194,6 +194,20 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect(view!.sources.map((source) => source.environment).sort()).toEqual(['PRODUCTION', 'SANDBOX']);
   });
 
+  it('keeps a refunded lifetime purchase refunded when RevenueCat still lists the purchase but no entitlement points to it', async () => {
+    const user = await testUser();
+    const lifetime = { product_id: 'com.example.pro.lifetime', transaction_id: 'life-1', original_transaction_id: 'life-1' };
+    expect((await deliver(billingEvent('non-renewing-purchase', user.userId, { at: 0, purchased: 0, expires: null }, lifetime))).status).toBe(200);
+    expect((await deliver(billingEvent('cancellation-customer-support', user.userId, { at: 5, purchased: 0, expires: 5 }, lifetime))).status).toBe(200);
+    revenuecat.setCustomer(user.userId, {
+      entitlements: {},
+      non_subscriptions: { 'com.example.pro.lifetime': [{ id: 'life-1', is_sandbox: false, purchase_date: new Date(day(0)).toISOString(), store: 'app_store' }] },
+    });
+    revenuecat.setClock(day(10));
+    expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
+    expect((await entitlementsOf(db, user.userId, new Date(day(11))))[0]).toMatchObject({ active: false });
+  });
+
   it('keeps an event newer than a snapshot: the snapshot is folded at its own time', async () => {
     const user = await testUser();
     renewedRecord(user.userId, { purchased: day(0), expires: day(30) });
