@@ -9,9 +9,10 @@ import type { BillingEvent } from './webhook-body.ts';
  * depends on the order of delivery. What needs the stored rows (whether a row still grants, the
  * later of two expiries, who owns the effects, lineage, moves) is decided there, once.
  *
- * Rows: one per (owner, entitlement id, source), a source being the environment and `product_id`
- * (or, for an event without a product, its original transaction). An event changes only its own
- * source's rows, never what another product grants the same entitlement.
+ * Rows: one per (owner, entitlement id, source), a source being the environment, the store and
+ * `product_id` (or, for an event without a product, its original transaction). An event changes
+ * only its own source's rows, never what another product (or the same product id on another store)
+ * grants the same entitlement.
  *
  * | event                                                 | effect on the source's row of each entitlement id                       |
  * |-------------------------------------------------------|--------------------------------------------------------------------------|

@@ -119,10 +119,11 @@ alter table public.entitlements add column grants_until timestamptz generated al
   end
 ) stored;
 
--- The row key of an event's source, of bounded size: (environment, product), or, for an event that
--- names no product, (environment, its original transaction), so a product-less expiry never touches
--- another purchase. A JSON array, so no two different parts can spell the same key.
-create or replace function public.billing_source_key(p_environment text, p_product_id text, p_original_transaction_id text, p_transaction_id text)
+-- The row key of an event's source, of bounded size: (environment, store, product), or, for an
+-- event that names no product, (environment, store, its original transaction), so a product-less
+-- expiry never touches another purchase, and a refund on one store never ends what the same
+-- product id pays for on another. A JSON array, so no two different parts can spell the same key.
+create or replace function public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text)
 returns text
 language sql
 immutable
@@ -130,13 +131,14 @@ set search_path = ''
 as $$
   select md5(jsonb_build_array(
     upper(coalesce(p_environment, 'PRODUCTION')),
+    upper(coalesce(p_store, '')),
     p_product_id,
     case when p_product_id is null then coalesce(p_original_transaction_id, p_transaction_id) end
   )::text)
 $$;
 
 update public.entitlements
-set source_key = public.billing_source_key(environment, product_id, original_transaction_id, transaction_id);
+set source_key = public.billing_source_key(environment, store, product_id, original_transaction_id, transaction_id);
 
 -- The fold order as one comparable text: time (UTC, microseconds), rank, event id.
 create or replace function public.billing_sort_key(p_event_at timestamptz, p_rank smallint, p_event_id text)
@@ -223,7 +225,7 @@ declare
   v_environment text := p_plan->>'environment';
   v_env_key text := upper(coalesce(p_plan->>'environment', 'PRODUCTION'));
   v_store text := v_period->>'store';
-  v_source_key text := public.billing_source_key(p_plan->>'environment', v_period->>'productId',
+  v_source_key text := public.billing_source_key(p_plan->>'environment', v_period->>'store', v_period->>'productId',
                                                   v_period->>'originalTransactionId', v_period->>'transactionId');
   v_purchased timestamptz := (v_period->>'purchasedAt')::timestamptz;
   v_period_expires timestamptz := (v_period->>'expiresAt')::timestamptz;
@@ -328,7 +330,7 @@ begin
   -- the owner's other rows of that product; rows of products it no longer shows stop granting.
   -- Events after it in the fold still apply on top of it.
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
-    v_key := public.billing_source_key(v_source->>'environment', v_source->>'productId', null, v_source->>'transactionId');
+    v_key := public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId');
     v_keys := v_keys || v_key;
     v_products := v_products || (v_source->>'productId');
     insert into public.entitlements (
@@ -676,7 +678,7 @@ begin
   v_new_source := jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) > 0 and not exists (
     select 1 from public.entitlements
     where app_user_id = any (v_candidates)
-      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'productId',
+      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                                  p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
   v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
   select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
@@ -878,7 +880,7 @@ declare
   v_fn text;
 begin
   foreach v_fn in array array[
-    'public.billing_source_key(text, text, text, text)', 'public.billing_sort_key(timestamptz, smallint, text)',
+    'public.billing_source_key(text, text, text, text, text)', 'public.billing_sort_key(timestamptz, smallint, text)',
     'public.billing_lock_group(text[])', 'public.billing_apply_event(jsonb, text, timestamptz)',
     'public.billing_group_state(text)', 'public.billing_refold_group(text, text)',
     'public.billing_log_and_fold(jsonb, jsonb)', 'public.billing_mark_sync(text[], text)',

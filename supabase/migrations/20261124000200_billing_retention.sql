@@ -186,7 +186,7 @@ begin
   v_new_source := jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) > 0 and not exists (
     select 1 from public.entitlements
     where app_user_id = any (v_candidates)
-      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'productId',
+      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                                  p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
   select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted this event, filed under it just above.)

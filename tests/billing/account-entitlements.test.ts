@@ -26,7 +26,7 @@ async function writeRows(db: TestDatabase, user: string, rows: SourceRow[]): Pro
   for (const row of rows) {
     await db.sql(
       `insert into public.entitlements (app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, last_event_id, last_event_at)
-       values ($1, 'pro', $2, public.billing_source_key('PRODUCTION', $2, null, null), $3, $4, $5, $6, 'evt', $7)`,
+       values ($1, 'pro', $2, public.billing_source_key('PRODUCTION', 'APP_STORE', $2, null, null), $3, $4, $5, $6, 'evt', $7)`,
       [user, row.product, row.status, row.willRenew, row.expires === null ? null : isoDay(row.expires), row.grace === null ? null : isoDay(row.grace), isoDay(row.lastEvent)],
     );
   }

@@ -178,6 +178,26 @@ const flows: FlowCase[] = [
     }],
   },
   {
+    // Found by an outside review: the same product id on two stores was one row, so a refund on one ended both.
+    name: 'the same product id on two stores: a refund on one leaves what the other paid for',
+    events: (u) => {
+      const play = { store: 'PLAY_STORE', transaction_id: 'GPA.1', original_transaction_id: 'GPA.1' };
+      const apple = { store: 'APP_STORE', transaction_id: 'apple-1', original_transaction_id: 'apple-1' };
+      return [
+        purchase(u.alice, 0, 20, play),
+        purchase(u.alice, 1, 31, apple),
+        cancellation(u.alice, 'CUSTOMER_SUPPORT', 2, 1, 2, apple),
+      ];
+    },
+    expected: [{
+      now: 3,
+      state: { alice: { pro: {
+        active: true, store: 'PLAY_STORE', expiresAt: isoDay(20),
+        sources: [expect.objectContaining({ store: 'PLAY_STORE', active: true }), expect.objectContaining({ store: 'APP_STORE', status: 'refunded', active: false })],
+      } } },
+    }],
+  },
+  {
     name: '5b. a TRANSFER between two real users is still a transfer, not a merge',
     events: (u) => [
       purchase(u.alice, 0, 30, { aliases: [u.alice], original_app_user_id: u.alice }),
