@@ -28,7 +28,8 @@ const solanaAddressDoc = {
   description: 'Base58 of a 32-byte ed25519 public key: it decodes to exactly 32 bytes that are a point on the curve (400 `invalid_address` otherwise).',
 };
 const evmSignatureDoc = {
-  // 65 bytes (r, s, v) with v 27/28 (or 0/1); longer is a contract-wallet signature (422 until supported).
+  // 65 bytes (r, s, v) with v 27/28 (or 0/1); any other length is a smart-contract wallet's, checked on
+  // its chain when WALLET_EVM_RPC_URLS names one (else 422 unsupported_signature_type).
   pattern: '^0x(?:[0-9a-fA-F]{128}(?:1[bBcC]|0[01])|(?:[0-9a-fA-F]{2}){66,})$',
   description: 'personal_sign (EIP-191) of `message`, hex: 65 bytes (r, s, v) with v 27, 28, 0 or 1. A longer signature is a smart-contract wallet\'s (ERC-1271/ERC-6492): 422 `unsupported_signature_type`.',
 };

@@ -49,9 +49,11 @@ export async function issueChallenge(user: User, input: ChallengeInput, now = ne
 }
 
 export interface LinkResult {
-  /** 201 for a new link, 200 when the wallet was already linked to this caller. */
-  status: 200 | 201;
-  body: { userId: string; email: string | null; link: WalletLink; alreadyLinked: boolean };
+  userId: string;
+  email: string | null;
+  link: WalletLink;
+  /** The wallet was already linked to this caller: nothing changed. */
+  alreadyLinked: boolean;
 }
 
 /**
@@ -91,10 +93,7 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
     p_address_key: input.addressKey,
     p_kind: kind,
   });
-  return {
-    status: result.alreadyLinked ? 200 : 201,
-    body: { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked },
-  };
+  return { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked };
 }
 
 /** The caller's links, oldest first. */

@@ -42,6 +42,7 @@ const TARGETS: Target[] = [
   { route: 'webhooks/leagues-sync', auth: 'leagues', methods: ['POST'] },
   { route: 'me/billing/sync', auth: 'session', methods: ['POST'] },
   { route: 'cron/billing-sync', auth: 'cron', methods: ['GET'] },
+  { route: 'cron/maintenance', auth: 'cron', methods: ['GET'] },
   { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
   // Any other /api path: a problem+json 404.
   { route: '[[...path]]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },

@@ -37,8 +37,10 @@ async function signed(wallet: TestWallet, challenge: ChallengeResponse, message 
   return { payload: { chain: wallet.chain, address: wallet.address, ...networkOf(wallet), message, signature: await wallet.sign(message) } };
 }
 
-function submit(user: User, body: unknown, now?: Date) {
-  return linkWallet(user, parseLinkRequest(body, CONFIG), now);
+/** Link as the route does, with the status it answers (201 a new link, 200 already linked). */
+async function submit(user: User, body: unknown, now?: Date) {
+  const result = await linkWallet(user, parseLinkRequest(body, CONFIG), now);
+  return { status: result.alreadyLinked ? 200 : 201, body: result };
 }
 
 describe.each(DATABASE_KINDS)('wallet-link SQL functions on %s', (kind) => {

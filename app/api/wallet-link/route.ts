@@ -10,8 +10,8 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   POST: async (request) => {
     const user = await authenticate(request, { requireLiveSession: true });
     const input = parseLinkRequest(await readJsonBody(request, { maxBytes: WALLET_BODY_MAX_BYTES }), getConfig());
-    const { status, body } = await linkWallet(user, input);
-    return json(body, { status });
+    const result = await linkWallet(user, input);
+    return json(result, { status: result.alreadyLinked ? 200 : 201 });
   },
   // GET /api/wallet-link - list the caller's linked wallets
   GET: async (request) => json(await listWalletLinks(await authenticate(request))),
