@@ -187,6 +187,11 @@ describe.each([
     expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
+  it('has no bench floor: app/api/bench-floor is a route only in the bench\'s own build', async () => {
+    const floor = await request('POST', '/api/bench-floor', { 'content-type': 'application/json' }, '{"event":{"id":"x","type":"TEST"}}');
+    expect({ status: floor.status, type: floor.type, code: floor.code }).toEqual({ status: 404, type: 'application/problem+json', code: 'not_found' });
+  });
+
   it('serves the page icon', async () => {
     const response = await fetch(`${server.url}/favicon.ico`);
     expect({ status: response.status, type: response.headers.get('content-type') }).toEqual({ status: 200, type: 'image/x-icon' });
