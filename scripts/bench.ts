@@ -70,12 +70,26 @@ function cpuMsOf(pid: number): number {
     return 0;
   }
 }
-function postgresCpuMs(): number {
+/**
+ * CPU time of the bench's own Postgres server: the postmaster, its live backends, and the backends
+ * that have ended (counted in the postmaster's cutime/cstime). Other Postgres servers on the
+ * machine (a test suite running meanwhile) are not counted.
+ */
+function postgresCpuMs(postmasterPid: number | undefined): number {
+  if (postmasterPid === undefined) return 0;
+  const stat = (pid: number | string) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   let total = 0;
+  try {
+    const fields = stat(postmasterPid);
+    total += ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === 'postgres') total += cpuMsOf(Number(entry));
+      const fields = stat(entry);
+      if (Number(fields[1]) === postmasterPid) total += ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
     } catch {
       // the process ended meanwhile
     }
@@ -112,6 +126,8 @@ interface RequestSpec {
   connections?: number;
   /** A local chain whose CPU time to report. */
   chain?: LocalChain;
+  /** The postmaster of the Postgres server the service uses (Postgres mode). */
+  postgresPid?: number;
 }
 
 async function runScenario(server: NextServer, name: string, spec: RequestSpec): Promise<ScenarioResult> {
@@ -119,7 +135,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
   let dbCalls = 0;
   let measured = 0;
   const serverCpuBefore = cpuMsOf(server.serverPid);
-  const postgresCpuBefore = postgresCpuMs();
+  const postgresCpuBefore = postgresCpuMs(spec.postgresPid);
   const chainCpuBefore = spec.chain ? cpuMsOf(spec.chain.pid) : 0;
   const result = await autocannon({
     url: server.url,
@@ -157,7 +173,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
     method: spec.method,
     connections: spec.connections ?? CONNECTIONS,
     serverCpuMsPerRequest: perRequest(cpuMsOf(server.serverPid) - serverCpuBefore),
-    postgresCpuMsPerRequest: perRequest(postgresCpuMs() - postgresCpuBefore),
+    postgresCpuMsPerRequest: perRequest(postgresCpuMs(spec.postgresPid) - postgresCpuBefore),
     ...(spec.chain ? { chainCpuMsPerRequest: perRequest(cpuMsOf(spec.chain.pid) - chainCpuBefore) } : {}),
     requests: result.requests.total,
     rps: Math.round(result.requests.average),
@@ -272,10 +288,12 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     const chainCpu = result.chainCpuMsPerRequest === undefined ? '' : `  anvil CPU ${result.chainCpuMsPerRequest} ms/req`;
     console.log(`  ${mode.padEnd(8)} ${result.name.padEnd(40)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}${chainCpu}`);
   };
+  /** A scenario on this mode's server, with its own Postgres server's CPU counted (Postgres mode). */
+  const run = (name: string, spec: RequestSpec) => runScenario(server, name, { postgresPid: mode === 'postgres' ? postgres.pid() : undefined, ...spec });
   const wanted = (name: string) => !ONLY || name.startsWith('floor') || ONLY.some((prefix) => name.startsWith(prefix));
   /** Run and record a scenario, unless BENCH_ONLY leaves it out. */
   const measure = async (name: string, spec: RequestSpec) => {
-    if (wanted(name)) log(await runScenario(server, name, spec));
+    if (wanted(name)) log(await run(name, spec));
   };
   const billingHeaders = { authorization: `Bearer ${BILLING_SECRET}` };
   const start = Date.now();
@@ -326,7 +344,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
 
     // Wallet link for fresh users: challenges (timed), signatures (not timed), links (timed).
     if (wanted('wallet challenge') || wanted('wallet link (signed)')) await benchWalletLinks();
-    if (wanted('wallet link (ERC')) await benchContractWalletLinks();
+    if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
     if (mode === 'postgres' && wanted('billing webhook, syncs after')) log(await billingWithSyncsAfterResponses(postgres, env));
 
@@ -342,7 +360,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   async function profileBillingWebhook(): Promise<BillingProfile> {
     let requests = 0;
     const profile = await profileWhile(server.output, async () => {
-      const result = await runScenario(server, 'billing webhook, profiled', {
+      const result = await run('billing webhook, profiled', {
         method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS,
         next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-p`, index, start + 2 * DAY_MS)) }),
       });
@@ -363,7 +381,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
       const token = await mintDevToken({ embeddedDbDir }, { userId, email: `bench-${index}@example.test`, expiresInSeconds: 3600 });
       return { token, account: privateKeyToAccount(generatePrivateKey()), message: '', signature: '' };
     }));
-    log(await runScenario(server, 'wallet challenge', {
+    log(await run('wallet challenge', {
       method: 'POST', path: '/api/wallet-link/challenge', amount: WALLET_USERS,
       next: (index) => ({
         headers: { authorization: `Bearer ${users[index]!.token}` },
@@ -375,7 +393,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     }));
     const signable = users.filter((user) => user.message);
     for (const user of signable) user.signature = await user.account.signMessage({ message: user.message });
-    log(await runScenario(server, 'wallet link (signed)', {
+    log(await run('wallet link (signed)', {
       method: 'POST', path: '/api/wallet-link', amount: signable.length,
       next: (index) => {
         const user = signable[index]!;
@@ -402,7 +420,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
       for (const [index, user] of contractUsers.entries()) {
         user.signature = variant === 'erc1271' ? await accounts[index]!.sign(user.message) : await accounts[index]!.signCounterfactual(user.message);
       }
-      log(await runScenario(server, `wallet link (${variant === 'erc1271' ? 'ERC-1271, deployed' : 'ERC-6492, undeployed'})`, {
+      log(await run(`wallet link (${variant === 'erc1271' ? 'ERC-1271, deployed' : 'ERC-6492, undeployed'})`, {
         method: 'POST', path: '/api/wallet-link', amount: contractUsers.length, chain,
         next: (index) => {
           const user = contractUsers[index]!;
@@ -481,7 +499,7 @@ async function billingWithSyncsAfterResponses(postgres: PostgresServer, baseEnv:
     const start = Date.now();
     await post(server, '/api/webhooks/subscription-billing', headers, billingEvent(`sync-warm-${start}`, 0, start));
     const result = await runScenario(server, 'billing webhook, syncs after', {
-      method: 'POST', path: '/api/webhooks/subscription-billing', headers,
+      method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(),
       next: (index) => ({ body: JSON.stringify(billingEvent(`sync-${start}`, index, start)) }),
     });
     console.log(`  (RevenueCat was called ${revenuecat.requests.length} times during and after that run)`);

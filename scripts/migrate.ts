@@ -4,7 +4,7 @@
 import './load-env.ts';
 import { getConfig } from '../lib/config.ts';
 import { runMigrations } from '../lib/db/migrate.ts';
-import { openPglite, pgliteSession } from '../lib/db/pglite.ts';
+import { openPglite } from '../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../lib/db/postgres.ts';
 
 try {
@@ -25,7 +25,7 @@ try {
   } else {
     const db = await openPglite(config.embeddedDbDir, { migrate: false });
     try {
-      report(await runMigrations(pgliteSession(db.pg)));
+      report(await runMigrations(db.session));
     } finally {
       await db.close();
     }

@@ -1,57 +1,179 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
 import { buildFunctionCall } from './sql-call.ts';
 
+/** The embedded database: an adapter, and a session for raw SQL (migrations, scripts, tests). */
+export interface EmbeddedDatabase extends DatabaseAdapter {
+  session: SqlSession;
+}
+
 /**
- * The embedded database: PGlite (Postgres compiled to WASM) in a local folder. PGlite does not lock
- * its folder, and two processes writing one folder corrupt it, so a lock file beside the folder
- * (`<folder>.lock`, holding the owner's pid) makes a second process refuse with a clear message.
+ * The embedded database: PGlite (Postgres compiled to WASM) in a local folder, run on a worker
+ * thread of its own. PGlite executes SQL synchronously, so on the server's thread every statement
+ * would stop HTTP parsing, routing and JSON work for its whole duration (about a millisecond for a
+ * billing event), and requests would queue behind it on one core. On its own thread the SQL runs
+ * beside the request handling, on the machine's other core. Calls still run one at a time (PGlite
+ * has one connection), in the order they were made.
+ *
+ * Durability is PGlite's own, unchanged by the thread: each commit's WAL is written to the folder's
+ * files before the call returns (plain writes, no fsync: a killed process loses nothing committed,
+ * an operating-system crash or power cut may lose the last commits). It is a development database;
+ * it is refused when deployed.
+ *
+ * PGlite does not lock its folder, and two processes writing one folder corrupt it, so a lock file
+ * beside the folder (`<folder>.lock`, holding the owner's pid) makes a second process refuse with a
+ * clear message.
  */
-export async function openPglite(dataDir: string, options: { migrate?: boolean } = {}): Promise<DatabaseAdapter & { pg: PGlite }> {
+export async function openPglite(dataDir: string, options: { migrate?: boolean } = {}): Promise<EmbeddedDatabase> {
   mkdirSync(path.dirname(dataDir), { recursive: true });
   const releaseLock = acquireFolderLock(dataDir);
-  let pg: PGlite;
+  let thread: PgliteThread;
   try {
-    pg = await PGlite.create(dataDir);
-    if (options.migrate !== false) await runMigrations(pgliteSession(pg));
+    thread = await PgliteThread.start(dataDir);
   } catch (error) {
     releaseLock();
-    throw error;
+    throw toDbError(error);
+  }
+  const session: SqlSession = {
+    query: async (text, values) => ({ rows: (await thread.request('query', { text, values })) as Record<string, unknown>[] }),
+    exec: async (sql) => {
+      await thread.request('exec', { text: sql });
+    },
+  };
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    try {
+      await thread.close();
+    } finally {
+      releaseLock();
+    }
+  };
+  if (options.migrate !== false) {
+    try {
+      await runMigrations(session);
+    } catch (error) {
+      await close();
+      throw error;
+    }
   }
   return {
     mode: 'embedded',
-    pg,
+    session,
     async call(fn, args) {
       const { text, values } = buildFunctionCall(fn, args);
-      try {
-        const result = await pg.query<{ result: unknown }>(text, values);
-        return result.rows[0]?.result ?? null;
-      } catch (error) {
-        throw toDbError(error);
-      }
+      const rows = (await thread.request('query', { text, values })) as { result: unknown }[];
+      return rows[0]?.result ?? null;
     },
-    async close() {
-      if (pg.closed) return;
-      try {
-        await pg.close();
-      } finally {
-        releaseLock();
-      }
-    },
+    close,
   };
 }
 
-export function pgliteSession(pg: PGlite): SqlSession {
-  return {
-    query: async (text, values) => ({ rows: (await pg.query<Record<string, unknown>>(text, values)).rows }),
-    exec: async (sql) => {
-      await pg.exec(sql);
-    },
-  };
+// The worker's code, evaluated as CommonJS on its own thread: it loads PGlite from the project's
+// node_modules (a string, so no bundler has to find a second entry point), opens the folder, and
+// answers one request at a time. A database error travels as its fields (a structured clone keeps
+// only an Error's message), so the caller's toDbError() reads the SQLSTATE as from PGlite itself.
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { PGlite } = require(workerData.pglitePath);
+const fieldsOf = (error) => ({
+  message: String(error && error.message || error),
+  code: error && error.code, detail: error && error.detail, hint: error && error.hint,
+  severity: error && error.severity, where: error && error.where,
+});
+PGlite.create(workerData.dataDir).then((pg) => {
+  let queue = Promise.resolve();
+  parentPort.on('message', (message) => {
+    queue = queue.then(async () => {
+      try {
+        let result = null;
+        if (message.op === 'query') result = (await pg.query(message.text, message.values)).rows;
+        else if (message.op === 'exec') await pg.exec(message.text);
+        else if (message.op === 'close') await pg.close();
+        parentPort.postMessage({ id: message.id, result });
+      } catch (error) {
+        parentPort.postMessage({ id: message.id, error: fieldsOf(error) });
+      }
+    });
+  });
+  parentPort.postMessage({ ready: true });
+}, (error) => parentPort.postMessage({ ready: false, error: fieldsOf(error) }));
+`;
+
+type Op = 'query' | 'exec' | 'close';
+interface Reply {
+  id?: number;
+  ready?: boolean;
+  result?: unknown;
+  error?: { message: string; code?: string; detail?: string };
+}
+
+/** PGlite on a worker thread: requests in, replies (or errors) out, matched by id. */
+class PgliteThread {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: unknown): void }>();
+
+  private readonly worker: Worker;
+
+  private constructor(worker: Worker) {
+    this.worker = worker;
+    worker.on('message', (reply: Reply) => {
+      if (reply.id === undefined) return;
+      const waiter = this.pending.get(reply.id);
+      this.pending.delete(reply.id);
+      if (this.pending.size === 0) worker.unref();
+      if (reply.error) waiter?.reject(Object.assign(new Error(reply.error.message), reply.error));
+      else waiter?.resolve(reply.result);
+    });
+    // The thread died (out of memory, a WASM abort): every waiting call fails as unavailable.
+    worker.on('exit', (code) => {
+      for (const waiter of this.pending.values()) waiter.reject(new DbError('unavailable', `The embedded database thread exited (${code}).`));
+      this.pending.clear();
+    });
+  }
+
+  static async start(dataDir: string): Promise<PgliteThread> {
+    // Resolved from the project (process.cwd()), where `npm run dev`, `npm start` and the tests run.
+    const pglitePath = createRequire(path.join(/*turbopackIgnore: true*/ process.cwd(), 'package.json')).resolve('@electric-sql/pglite');
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { dataDir, pglitePath } });
+    const ready = await new Promise<Reply>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    if (!ready.ready) {
+      await worker.terminate();
+      throw Object.assign(new Error(ready.error?.message ?? 'PGlite did not start'), ready.error);
+    }
+    // Idle, the thread does not keep the process alive (a script that forgets close() still ends);
+    // while a call is waiting, it does.
+    worker.unref();
+    return new PgliteThread(worker);
+  }
+
+  request(op: Op, payload: { text?: string; values?: unknown[] } = {}): Promise<unknown> {
+    const id = this.nextId++;
+    this.worker.ref();
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, op, ...payload });
+    }).catch((error: unknown) => {
+      throw toDbError(error);
+    });
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.request('close');
+    } finally {
+      await this.worker.terminate();
+    }
+  }
 }
 
 function acquireFolderLock(dataDir: string): () => void {

@@ -7,7 +7,7 @@ import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { maintainBilling } from '../../lib/billing/maintenance.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { runMigrations } from '../../lib/db/migrate.ts';
-import { openPglite, pgliteSession } from '../../lib/db/pglite.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { createDatabase } from '../support/postgres-server.ts';
@@ -198,9 +198,9 @@ describe.each(DATABASE_KINDS)('upgrading a filled billing log to the partitioned
     if (kind === 'pglite') {
       mkdirSync(root, { recursive: true });
       const pglite = await openPglite(path.join(root, 'db'), { migrate: false });
-      await runMigrations(pgliteSession(pglite.pg), beforeDir);
-      sql = async (text, values) => (await pglite.pg.query(text, values)).rows as Record<string, unknown>[];
-      migrateAll = () => runMigrations(pgliteSession(pglite.pg));
+      await runMigrations(pglite.session, beforeDir);
+      sql = async (text, values) => (await pglite.session.query(text, values)).rows;
+      migrateAll = () => runMigrations(pglite.session);
       close = () => pglite.close();
     } else {
       const name = `upgrade_${randomUUID().replace(/-/g, '').slice(0, 12)}`;

@@ -4,10 +4,9 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runMigrations } from '../../lib/db/migrate.ts';
-import { pgliteSession } from '../../lib/db/pglite.ts';
+import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import type { PGlite } from '@electric-sql/pglite';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
@@ -58,7 +57,7 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
 
   it('is a no-op when run again', async () => {
     if (kind === 'pglite') {
-      expect(await runMigrations(pgliteSession((db.adapter as unknown as { pg: PGlite }).pg))).toEqual([]);
+      expect(await runMigrations((db.adapter as EmbeddedDatabase).session)).toEqual([]);
       return;
     }
     const client = await (db.adapter as unknown as { pool: pg.Pool }).pool.connect();

@@ -60,7 +60,7 @@ describe('the embedded database folder lock', () => {
     const gone = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${dir}.lock`)}, String(process.pid))`]);
     await new Promise((resolve) => gone.on('exit', resolve));
     const db = await openPglite(dir, { migrate: false });
-    expect(await db.pg.query('select 1 as one')).toMatchObject({ rows: [{ one: 1 }] });
+    expect(await db.session.query('select 1 as one')).toMatchObject({ rows: [{ one: 1 }] });
     await db.close();
     const again = await openPglite(dir, { migrate: false });
     await again.close();

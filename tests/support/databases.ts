@@ -35,7 +35,7 @@ export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase
     return {
       kind,
       adapter: db,
-      sql: async (text, values) => (await db.pg.query(text, values)).rows as never,
+      sql: async (text, values) => (await db.session.query(text, values)).rows as never,
       close: async () => {
         await db.close();
         rmSync(path.dirname(dir), { recursive: true, force: true });

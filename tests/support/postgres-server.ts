@@ -18,6 +18,8 @@ import pg from 'pg';
  */
 export interface PostgresServer {
   port: number;
+  /** The postmaster's pid while it runs (the bench reads its processes' CPU time). */
+  pid(): number | undefined;
   /** Connection string for one database on this server. */
   url(database?: string): string;
   /** Stop the server process (data kept), for fault tests; resume() brings it back. */
@@ -71,6 +73,7 @@ export async function startPostgresServer(): Promise<PostgresServer> {
   await start();
   return {
     port,
+    pid: () => child?.pid,
     url: (database = 'postgres') => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
     pause: halt,
     resume: start,
