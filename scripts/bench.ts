@@ -192,9 +192,14 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
   };
 }
 
-/** RevenueCat-shaped events: INITIAL_PURCHASE for a subscriber's first event, RENEWAL after. */
+/**
+ * RevenueCat-shaped events (the shape of its sample: the app started anonymous, so the original id
+ * and one alias are the $RCAnonymousID, and the event carries the customer's attributes):
+ * INITIAL_PURCHASE for a subscriber's first event, RENEWAL after.
+ */
 function billingEvent(runId: string, index: number, start: number) {
   const subscriber = `bench-subscriber-${index % SUBSCRIBERS}`;
+  const anonymous = `$RCAnonymousID:${(index % SUBSCRIBERS).toString(16).padStart(32, '0')}`;
   const at = start + index;
   return {
     api_version: '1.0',
@@ -202,8 +207,12 @@ function billingEvent(runId: string, index: number, start: number) {
       id: `${runId}-${index}`,
       type: index < SUBSCRIBERS ? 'INITIAL_PURCHASE' : 'RENEWAL',
       app_user_id: subscriber,
-      original_app_user_id: subscriber,
-      aliases: [subscriber],
+      original_app_user_id: anonymous,
+      aliases: [anonymous, subscriber],
+      subscriber_attributes: { $email: { value: `${subscriber}@example.test`, updated_at_ms: start } },
+      country_code: 'US',
+      presented_offering_id: 'default',
+      takehome_percentage: 0.7,
       product_id: 'pro_monthly',
       entitlement_ids: ['pro'],
       period_type: 'NORMAL',
@@ -460,6 +469,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     for (const [index, entitlement] of ['pro', 'plus'].entries()) {
       const event = billingEvent(`${runId}-me`, index, Date.now());
       event.event.app_user_id = meUserId;
+      event.event.original_app_user_id = meUserId;
       event.event.aliases = [meUserId];
       event.event.entitlement_ids = [entitlement];
       await post(server, '/api/webhooks/subscription-billing', billingHeaders, event);

@@ -235,17 +235,28 @@ describe('the envelope', () => {
   const cases = [
     { name: 'no event', body: { api_version: '1.0' }, path: 'event' },
     { name: 'event not an object', body: { event: 'INITIAL_PURCHASE' }, path: 'event' },
-    { name: 'no id', body: { event: { type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'empty id', body: { event: { id: '', type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'id over 256 characters', body: { event: { id: 'x'.repeat(257), type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'numeric id', body: { event: { id: 42, type: 'RENEWAL' } }, path: 'event.id' },
-    { name: 'no type', body: { event: { id: 'e1' } }, path: 'event.type' },
+    { name: 'app_user_id not a string', body: { event: { id: 'e1', type: 'RENEWAL', app_user_id: 42 } }, path: 'event.app_user_id' },
+    { name: 'product_id not a string', body: { event: { id: 'e1', type: 'RENEWAL', product_id: ['pro'] } }, path: 'event.product_id' },
     { name: 'type not a string', body: { event: { id: 'e1', type: ['RENEWAL'] } }, path: 'event.type' },
   ];
   it.each(cases)('refuses $name', ({ body, path }) => {
     const result = billingWebhookBodySchema.safeParse(body);
     expect(result.success).toBe(false);
     expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
+  });
+
+  it('identifies an event without id (the contract shows none) by its content, and takes no type as an unknown one', () => {
+    const parsed = billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } });
+    expect(parsed.event.id).toMatch(/^sha256:[0-9a-f]{64}$/);
+    // The same content in another key order is the same event; other content is another.
+    expect(billingWebhookBodySchema.parse({ event: { purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' } }).event.id).toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 } }).event.id).not.toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } }).event.id).toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { id: 'e1' } }).event.type).toBe('');
+    expect(describeEventEffects(billingWebhookBodySchema.parse({ event: { id: 'e1', app_user_id: 'u1' } }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
   });
 
   it('accepts an id of 256 characters, any type string, and nulls everywhere else', () => {
