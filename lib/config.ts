@@ -273,8 +273,16 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ],
   };
 
-  // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
-  for (const [name, value] of [['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET], ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS]] as const) {
+  // Each is sent as "Authorization: Bearer <secret>" (RevenueCat, Vercel Cron, the operator) and read
+  // by that grammar (lib/auth/authorization-header.ts), which allows only token68: any other value
+  // would make its route answer 401 to every caller, so it is refused here, naming the variable.
+  const bearerSecrets = [
+    ['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET],
+    ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS],
+    ['CRON_SECRET', e.CRON_SECRET],
+    ['ADMIN_API_SECRET', e.ADMIN_API_SECRET],
+  ] as const;
+  for (const [name, value] of bearerSecrets) {
     if (value !== undefined && !isToken68(value)) {
       throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
     }

@@ -116,6 +116,28 @@ describe('configuration', () => {
     expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
   });
 
+  // Vercel Cron and the operator send theirs the same way (lib/auth/operator-secret.ts reads them
+  // with the same Bearer grammar): a value that cannot travel so would make its route 401 forever.
+  it.each(['CRON_SECRET', 'ADMIN_API_SECRET'])('refuses a %s that cannot travel as Bearer credentials (RFC 6750 token68)', (name) => {
+    for (const value of ['has space', 'quote"d', 'comma,separated', 'tab\there', 'trailing=padding=not-last', 'été']) {
+      expect(() => loadConfig({ [name]: value }), value).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value }), value).toThrow(new RegExp(`^${name} can only hold letters, digits and - \\. _ ~ \\+ /`));
+    }
+    // The refusal names the variable, never the value.
+    const refusal = (() => {
+      try {
+        loadConfig({ [name]: 'not a token68 zq-7731' });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return 'accepted';
+    })();
+    expect(refusal).toContain(name);
+    expect(refusal).not.toContain('zq-7731');
+    const config = loadConfig({ [name]: 'rk_AZ09-._~+/==' });
+    expect(name === 'CRON_SECRET' ? config.cronSecret : config.adminSecret).toBe('rk_AZ09-._~+/==');
+  });
+
   // Sandbox purchases cost nothing: they grant only where a developer tests purchases, or when asked.
   const sandboxCases: { name: string; env: Record<string, string>; grants: boolean; warns?: boolean }[] = [
     { name: 'local mode (nothing set)', env: {}, grants: true },
