@@ -61,6 +61,24 @@ describe('configuration', () => {
     expect(loadConfig({ ...COMPLETE, VERCEL: '1' }).local).toBe(false);
   });
 
+  // Vercel sets VERCEL=1, but any value says "on Vercel": production-like (no local mode) and
+  // deployed (LOCAL_DEV refused, Vercel's pool) must follow the same rule, or VERCEL=true LOCAL_DEV=1
+  // would run a deployment in local mode with dev keys and dev secrets.
+  it.each(['1', 'true', 'yes', ' 1 '])('counts VERCEL=%j as deployed, for every rule that asks', (vercel) => {
+    expect(() => loadConfig({ ...COMPLETE, VERCEL: vercel, LOCAL_DEV: '1' })).toThrow(/LOCAL_DEV=1 is refused on a deployment/);
+    expect(() => loadConfig({ VERCEL: vercel, LOCAL_DEV: 'true' })).toThrow(/LOCAL_DEV=1 is refused on a deployment/);
+    const config = loadConfig({ ...COMPLETE, VERCEL: vercel });
+    expect({ deployed: config.deployed, local: config.local, pool: config.databasePool.max }).toEqual({ deployed: true, local: false, pool: 3 });
+    expect(() => loadConfig({ VERCEL: vercel })).toThrow(/^Deployed \(on Vercel\) without the settings a deployment needs/);
+  });
+
+  it('counts an empty VERCEL as unset: not deployed', () => {
+    for (const vercel of ['', '  ']) {
+      const config = loadConfig({ VERCEL: vercel });
+      expect({ deployed: config.deployed, local: config.local }).toEqual({ deployed: false, local: true });
+    }
+  });
+
   // The gaps an outside review found: a deployment that is not on Vercel, or not completely set up,
   // silently got the dev key, the dev webhook secrets, local sign-in or the embedded database.
   const incomplete: { name: string; env: Record<string, string>; mentions: string[] }[] = [
