@@ -279,6 +279,53 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     expect((await postLink(user, await signedBody(user, account.address, account.sign))).status).toBe(201);
   });
 
+  // The limit bounds what definite answers cost; a chain that did not answer gave none, so (as the
+  // 503 says) the challenge stays open for the same signature however often the RPC fails.
+  it('does not count a check the chain did not answer: more RPC failures than the limit, then the same body links', async () => {
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const body = await signedBody(user, account.address, account.sign);
+    rpc.reset();
+    rpc.mode = 'http-error';
+    for (let attempt = 0; attempt < 7; attempt++) expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    rpc.mode = 'rpc-error';
+    expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    expect(rpc.requests).toBe(8); // each one did ask the chain
+    expect(await listLinks(user)).toEqual([]);
+    rpc.mode = 'forward';
+    const retried = await postLink(user, body);
+    expect(retried.status).toBe(201);
+    expect(retried.body.link).toMatchObject({ address: account.address, kind: 'erc1271' });
+  });
+
+  it('counts only definite answers toward the limit: 4 wrong signatures and any number of RPC failures leave one check', async () => {
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const body = await signedBody(user, account.address, account.sign);
+    const wrong = { payload: { ...body.payload, signature: await evmWallet().sign(body.payload.message) } };
+    for (let attempt = 0; attempt < 4; attempt++) {
+      expectProblem(await postLink(user, wrong), 422, 'invalid_signature');
+      rpc.mode = attempt % 2 === 0 ? 'http-error' : 'hang';
+      expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+      rpc.mode = 'forward';
+    }
+    const before = dbCallCount();
+    rpc.mode = 'http-error';
+    expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    // The check, then its refund: a failure costs one database call more than an answer.
+    expect(dbCallCount() - before).toBe(2);
+    rpc.mode = 'forward';
+    // The fifth definite answer is still allowed (the owner's signature), and a sixth would not be.
+    expect((await postLink(user, body)).status).toBe(201);
+    const nobody = evmWallet();
+    const spentWrong = await signedBody(user, nobody.address, evmWallet().sign);
+    for (let attempt = 0; attempt < 5; attempt++) expectProblem(await postLink(user, spentWrong), 422, 'invalid_signature');
+    rpc.mode = 'http-error';
+    expectProblem(await postLink(user, spentWrong), 400, 'challenge_expired');
+  });
+
   it('does not ask the chain about a challenge that cannot link: used, another user\'s, or a wallet linked elsewhere', async () => {
     const [owner, other] = [await testUser(), await testUser()];
     const account = await newAccount();
