@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { billingEvent, day, deliver, deliveryOrders, entitlementsOf, isoDay } from './support.ts';
+import { billingEvent, day, deliver, deliveryOrders, entitlementsOf, expectEntitlementState, isoDay } from './support.ts';
 
 /**
  * RevenueCat's documented flows, each delivered in EVERY order RevenueCat may produce (retries,
@@ -44,21 +44,6 @@ async function deliverAll(bodies: BillingWebhookBody[], order: number[]): Promis
   for (const index of order) {
     const response = await deliver(bodies[index]!);
     expect({ event: bodies[index]!.event.type, status: response.status }).toEqual({ event: bodies[index]!.event.type, status: 200 });
-  }
-}
-
-async function expectState(db: TestDatabase, users: Users, expected: Expected, label: string): Promise<void> {
-  for (const [role, entitlements] of Object.entries(expected.state) as [Role, Expected['state'][Role]][]) {
-    const views = await entitlementsOf(db, users[role], new Date(day(expected.now)));
-    if (entitlements === null) {
-      expect({ label, role, views }).toEqual({ label, role, views: [] });
-      continue;
-    }
-    for (const [id, view] of Object.entries(entitlements!)) {
-      const actual = views.find((candidate) => candidate.id === id) ?? null;
-      if (view === null) expect({ label, role, id, actual }).toEqual({ label, role, id, actual: null });
-      else expect({ label, role, id, actual }).toMatchObject({ label, role, id, actual: view });
-    }
   }
 }
 
@@ -330,7 +315,7 @@ describe.each(DATABASE_KINDS)('documented flows in every delivery order, on %s',
     for (const order of orders(count)) {
       const users = newUsers();
       await deliverAll(events(users), order);
-      for (const state of expected) await expectState(db, users, state, `order ${order.join(',')}, day ${state.now}`);
+      for (const state of expected) await expectEntitlementState(db, users, state, `order ${order.join(',')}, day ${state.now}`);
     }
   });
 });
