@@ -151,7 +151,8 @@ const scenarios: Scenario[] = [
       { name: 'purchase', body: (u: Users) => purchase(u.alice), outcome: 'applied', now: 1, state: { alice: { status: 'active', active: true } } },
       { name: 'first of the bundle', body: (u: Users) => (order === 'BILLING_ISSUE first' ? billingIssue(u.alice) : billingError(u.alice)), outcome: 'applied', now: 31,
         // Without the grace period known yet, the billing issue grants to the period's end (day 30).
-        state: { alice: order === 'BILLING_ISSUE first' ? { ...inGrace, willRenew: true } : { status: 'expired', active: false, willRenew: false } } },
+        // Either half says it will not renew (RevenueCat's willRenew is false while a billing issue is detected).
+        state: { alice: order === 'BILLING_ISSUE first' ? inGrace : { status: 'expired', active: false, willRenew: false } } },
       { name: 'second of the bundle', body: (u: Users) => (order === 'BILLING_ISSUE first' ? billingError(u.alice) : billingIssue(u.alice)), outcome: 'applied', now: 31, state: { alice: inGrace } },
       { name: 'grace ends on time', resend: 'purchase', outcome: 'duplicate', now: 46.5, state: { alice: { ...inGrace, status: 'expired', active: false } } },
       { name: 'recovery: renewal', body: (u: Users) => renewal(u.alice, 38, 38, 68), outcome: 'applied', now: 47,
