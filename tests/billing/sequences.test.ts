@@ -39,7 +39,10 @@ const cancellation = (u: string, reason: string, at: number, purchased: number, 
 
 // The bundle RevenueCat sends when a charge fails: same timestamp, any order.
 const billingIssue = (u: string) => billingEvent('billing-issue-grace', u, { at: 30.001, purchased: 0, expires: 30 }, { grace_period_expiration_at_ms: day(46) });
-const billingError = (u: string) => cancellation(u, 'BILLING_ERROR', 30.001, 0, 30);
+// Sent with the BILLING_ISSUE, a few milliseconds after it ("dispatched in order at the same time"):
+// at the very same instant the two would be ordered by their random ids, and the second of them
+// changes nothing (both say the subscription will not renew) when it is the older one.
+const billingError = (u: string) => cancellation(u, 'BILLING_ERROR', 30.001 + 3 / 86_400_000, 0, 30);
 const inGrace: Partial<EntitlementView> = { status: 'grace', active: true, willRenew: false, expiresAt: isoDay(30), graceExpiresAt: isoDay(46) };
 
 // Immediate upgrade: PRODUCT_CHANGE and RENEWAL of the new product, dispatched together.
