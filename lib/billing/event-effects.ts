@@ -42,10 +42,10 @@ import type { BillingEvent } from './webhook-body.ts';
  * row its source already has.
  *
  * Identity: the event names one RevenueCat customer (app_user_id, original_app_user_id, aliases).
- * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database takes the
- * first that already holds rows, else the first, and merges the rows of every other named id into
- * it. Only anonymous ids named: app_user_id owns. A TRANSFER names two customers: it moves, never
- * merges.
+ * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database stands each
+ * for the id it was already merged into (if any), takes the first that already holds rows, else the
+ * first, and merges the rows of every other named id into it. Only anonymous ids named: app_user_id
+ * owns. A TRANSFER names two customers: it moves, never merges.
  */
 
 export const ENTITLEMENT_STATUSES = [

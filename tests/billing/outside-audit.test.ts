@@ -212,6 +212,24 @@ const flows: Flow[] = [
     expected: [{ now: 41, state: { alice: { basic: { active: false, willRenew: false }, premium: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
   },
 
+  {
+    name: 'O17 (5, 7) a TRANSFER into an id RevenueCat aliased with another (legacy sharing): both ids of the customer have it',
+    doc: `aliases: "All app user ids ever used by the subscriber." and "When looking up users from the webhook in your systems, make sure to search both the original_app_user_id and the aliases array." (${DOC.types}); "you'll receive a TRANSFER event and the entitlements will be removed from user 1 and added to user 2." (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, customer(u.alice)),
+      renewal(u.bob, 30 + sec(1), 30, 60, customer(u.alice, u.bob)),
+      purchase(u.dave, 1, 1, 366, { ...apple('6000000100000001', '6000000100000001', YEARLY), ...customer(u.dave) }),
+      transfer([u.dave], [u.bob], 40),
+    ],
+    expected: [{
+      now: 41,
+      state: {
+        alice: { pro: { active: true, productId: YEARLY, willRenew: true, sources: [expect.objectContaining({ productId: YEARLY }), expect.objectContaining({ productId: MONTHLY, active: true })] } },
+        bob: { pro: { active: true, productId: YEARLY, willRenew: true, sources: [expect.objectContaining({ productId: YEARLY }), expect.objectContaining({ productId: MONTHLY, active: true })] } },
+        dave: { pro: { active: false, status: 'transferred' } },
+      },
+    }],
+  },
   // --- 5. One customer under several ids ---------------------------------------------------
   {
     name: 'O18 (5, 10) two real ids that each bought something, then named as one customer: one state, both products, shown to either',
@@ -462,6 +480,30 @@ const flows: Flow[] = [
     }],
   },
 
+  {
+    name: 'O34 (14, 5) the id merged into another refreshes, and RevenueCat\'s record shows one of the customer\'s purchases refunded: it stops granting',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds}); v1 subscription refunded_at (${DOC.v1}); issue 14: "authoritative for the subscriber at its request_date_ms"`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, customer(u.alice)),
+      purchase(u.bob, 1, 1, 366, { ...play('GPA.3333-4444-5555-66666', 'pro_yearly:yearly'), ...customer(u.bob) }),
+      cancellation(u.bob, 'UNSUBSCRIBE', 20, 1, 366, { ...play('GPA.3333-4444-5555-66666', 'pro_yearly:yearly'), ...customer(u.alice, u.bob) }),
+      snapshot('alice', 40, {
+        original_app_user_id: u.alice,
+        entitlements: { pro: ent(MONTHLY, { purchased: day(30), expires: day(60) }) },
+        subscriptions: {
+          [MONTHLY]: sub({ purchased: day(30), expires: day(60), transactionId: '2000000900000034' }),
+          pro_yearly: { ...sub({ purchased: day(1), expires: day(366), store: 'play_store', unsubscribed: day(20), refunded: day(35), transactionId: 'GPA.3333-4444-5555-66666' }), product_plan_identifier: 'yearly' },
+        },
+      }),
+    ],
+    expected: [{
+      now: 41,
+      state: Object.fromEntries((['alice', 'bob'] as const).map((role) => [role, { pro: {
+        active: true, productId: MONTHLY, willRenew: true, expiresAt: isoDay(60),
+        sources: [expect.objectContaining({ productId: MONTHLY }), expect.objectContaining({ productId: 'pro_yearly:yearly', status: 'refunded', active: false })],
+      } }])),
+    }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
