@@ -23,7 +23,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                       |   cancelled subscription stays cancelled_active                          |
  * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
- * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless a real row grants when it begins      |
+ * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
+ * |                                                       |   it begins (beside another source's it stands)                          |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
  * | CANCELLATION CUSTOMER_SUPPORT                         | refund: until the event's expiry; refunded when that is not after it     |

@@ -7,6 +7,9 @@
 --     there); an event, a TRANSFER's destination or a snapshot naming another id of that customer
 --     acts on those rows, so GET /api/me of every id of the customer shows what it was given (a
 --     TRANSFER into an alias; the alias refreshing RevenueCat's record, which names only itself).
+--   * Temporary grants: one stands beside what another source grants (RevenueCat grants it for a
+--     purchase it could not validate yet, and what grants now may end first: the read decides), and
+--     is refused only where it would replace a real row of its own source that grants when it begins.
 --
 -- Stored entitlements follow these rules once their customer is folded again (an out-of-order event),
 -- or all at once with `npm run billing:rebuild -- --apply`.
@@ -194,11 +197,14 @@ begin
     v_status_from := case when jsonb_typeof(v_effect->'statusFrom') = 'array'
                           then array(select jsonb_array_elements_text(v_effect->'statusFrom')) end;
 
-    -- A provisional grant never stands beside a real one that grants when it begins.
+    -- A provisional grant never replaces a real row of its own source that grants when it begins
+    -- (it would cut that row's period short). Beside another source's row it stands, and the read
+    -- decides which grants: RevenueCat grants it for a purchase it could not validate yet, and what
+    -- grants now may end before the purchase is validated.
     if v_action = 'temporary_grant' and exists (
       select 1 from public.entitlements
-      where app_user_id = v_owner and entitlement_id = v_entitlement and status <> 'temporary'
-        and upper(coalesce(environment, 'PRODUCTION')) = v_env_key and grants_until > v_start
+      where app_user_id = v_owner and entitlement_id = v_entitlement and source_key = v_source_key and status <> 'temporary'
+        and grants_until > v_start
     ) then
       v_stale := v_stale + 1;
       continue;

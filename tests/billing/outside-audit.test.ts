@@ -144,6 +144,15 @@ const flows: Flow[] = [
     expected: [{ now: 41.5, state: { alice: { pro: { active: true, status: 'active', productId: YEARLY, willRenew: true, expiresAt: isoDay(405) } } } }],
   },
   {
+    name: 'O09 (3) a temporary grant while a cancelled monthly still grants, which lapses before the purchase is validated: access from the grant',
+    doc: `TEMPORARY_ENTITLEMENT_GRANT: "RevenueCat was temporarily unable to validate a purchase ... and has granted a short-term entitlement to the customer ... used to avoid customers making a purchase but not getting access to their entitlement." (${DOC.types})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30), cancellation(u.alice, 'UNSUBSCRIBE', 10, 0, 30), temporaryGrant(u.alice, 29.9, 30.9, YEARLY, 'tmp_cd34ef56')],
+    expected: [
+      { now: 30.2, state: { alice: { pro: { active: true, status: 'temporary', productId: YEARLY, willRenew: false, expiresAt: isoDay(30.9) } } } },
+      { now: 31, state: { alice: { pro: { active: false } } } },
+    ],
+  },
+  {
     name: 'O10 (3) ... and once the purchase is validated: the purchase grants, renewing',
     doc: `TEMPORARY_ENTITLEMENT_GRANT: "Once the exceptional situation has been resolved and RevenueCat can validate the purchases, a regular INITIAL_PURCHASE event will be sent." (${DOC.types})`,
     items: (u) => [
