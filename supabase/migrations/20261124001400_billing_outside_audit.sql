@@ -10,6 +10,9 @@
 --   * Temporary grants: one stands beside what another source grants (RevenueCat grants it for a
 --     purchase it could not validate yet, and what grants now may end first: the read decides), and
 --     is refused only where it would replace a real row of its own source that grants when it begins.
+--   * Lineage: a row no grant began here (a CANCELLATION of a subscription bought before this
+--     service created it) started with its period's purchase, so the product it was upgraded to
+--     supersedes it.
 --
 -- Stored entitlements follow these rules once their customer is folded again (an out-of-order event),
 -- or all at once with `npm run billing:rebuild -- --apply`.
@@ -332,7 +335,9 @@ begin
 
   -- Lineage: when a subscription changes product, the new product's rows continue the old one's
   -- subscription (same original transaction, or the product the old row named as pending). The
-  -- later-started (the grant that began its period came later) supersedes: every row of the older
+  -- later-started (the grant that began its period came later; for a row no grant began here, such
+  -- as one a CANCELLATION of a subscription bought before this service created, its period's
+  -- purchase) supersedes: every row of the older
   -- product stops granting (expired, not renewing, ending when the newer began), whichever
   -- entitlements each product grants. One exception, Apple's: an upgrade during an introductory
   -- offer (a free trial) keeps the offer's product active to its end beside the new one; it only
@@ -348,8 +353,11 @@ begin
       and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
       and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
       and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id)
-      and (n.granted_at > o.granted_at
-           or (n.granted_at = o.granted_at and n.period_purchased_at > o.period_purchased_at))
+      -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
+      and n.status <> 'temporary'
+      and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+           or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+               and n.period_purchased_at > o.period_purchased_at))
     group by o.entitlement_id, o.source_key, o.store, o.period_type
   )
   update public.entitlements e set

@@ -199,6 +199,16 @@ const flows: Flow[] = [
     expected: [{ now: 16, state: { alice: { basic: { active: false, willRenew: false }, premium: { active: false, status: 'refunded' } } } }],
   },
   {
+    name: 'O14 (4) upgrade of a subscription whose only event here is a CANCELLATION (bought before this service): the old entitlement stops',
+    doc: `"In the case of an immediate product change, both a PRODUCT_CHANGE and RENEWAL event will be dispatched and the customer will immediately have access to the new entitlements." (${DOC.flows}); Apple upgrade: "They are immediately upgraded and receive a refund of the prorated amount of their original subscription." (${DOC.manage})`,
+    items: (u) => [
+      cancellation(u.alice, 'UNSUBSCRIBE', 5, 0, 30, lineage(BASIC, '5000000100000001', 'basic')),
+      event('product-change', u.alice, 10, 0, 30, { ...lineage(BASIC, '5000000100000001', 'basic'), new_product_id: PREMIUM }),
+      renewal(u.alice, 10 + sec(2.5), 10, 40, lineage(PREMIUM, '5000000100000002', 'premium')),
+    ],
+    expected: [{ now: 11, state: { alice: { basic: { active: false, willRenew: false }, premium: { active: true, willRenew: true, expiresAt: isoDay(40) } } } }],
+  },
+  {
     name: 'O15 (4) downgrade at period end to a product with other entitlements, and the old product\'s EXPIRATION: the new one\'s replace them',
     doc: `"When the customer encounters their next renewal, a RENEWAL event will be dispatched, the user will be billed at the new product's price, and the user's entitlements will be replaced by the entitlements from the new product." (${DOC.flows})`,
     items: (u) => [
