@@ -13,6 +13,9 @@
 --   * Lineage: a row no grant began here (a CANCELLATION of a subscription bought before this
 --     service created it) started with its period's purchase, so the product it was upgraded to
 --     supersedes it.
+--   * Snapshots: v1 lists every entitlement of the customer, expired ones included; rows of an
+--     entitlement it does not list stop granting (RevenueCat no longer gives it: the product was
+--     mapped to another entitlement, or the entitlement was revoked).
 --
 -- Stored entitlements follow these rules once their customer is folded again (an out-of-order event),
 -- or all at once with `npm run billing:rebuild -- --apply`.
@@ -188,6 +191,22 @@ begin
     -- product hides the production one of the same product from the snapshot; that one stays.)
     where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at
       and not coalesce(product_id = any (v_products), false);
+    -- v1 lists every entitlement of the customer, expired ones included: one it does not list is
+    -- not the customer's (the dashboard mapping changed, or RevenueCat revoked it), whatever grants it here.
+    if jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array' then
+      update public.entitlements set
+        status = 'expired',
+        will_renew = false,
+        expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
+        grace_expires_at = null,
+        origin = 'sync',
+        synced_at = p_event_at,
+        last_event_id = p_event_id,
+        last_event_at = greatest(last_event_at, p_event_at),
+        updated_at = now()
+      where app_user_id = v_owner and grants_until > p_event_at
+        and not entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds')));
+    end if;
     v_applied := v_applied + 1;
   end if;
 

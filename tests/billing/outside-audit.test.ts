@@ -523,7 +523,18 @@ const flows: Flow[] = [
       } }])),
     }],
   },
-];
+  {
+    name: 'O35 (14, 9) a snapshot after the dashboard mapping changed (the product now unlocks another entitlement): the old entitlement stops',
+    doc: `v1 entitlements: "Dictionary of the entitlements of this Customer (including any expired entitlements)" (${DOC.v1}), so an entitlement it does not list is not the customer's; issue 14: "rows it no longer shows stop granting"`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      snapshot('alice', 10, {
+        entitlements: { premium: ent(MONTHLY, { purchased: day(0), expires: day(30) }) },
+        subscriptions: { [MONTHLY]: sub({ purchased: day(0), expires: day(30), transactionId: '1000' }) },
+      }),
+    ],
+    expected: [{ now: 11, state: { alice: { pro: { active: false }, premium: { active: true, willRenew: true, expiresAt: isoDay(30) } } } }],
+  },];
 
 // ---------------------------------------------------------------------------------------------
 
