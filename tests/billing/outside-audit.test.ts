@@ -534,7 +534,42 @@ const flows: Flow[] = [
       }),
     ],
     expected: [{ now: 11, state: { alice: { pro: { active: false }, premium: { active: true, willRenew: true, expiresAt: isoDay(30) } } } }],
-  },];
+  },  {
+    name: 'O36 (4) upgrade whose new product\'s RENEWAL is lost and only its CANCELLATION arrives: the new product grants, the old stops',
+    doc: `"In the case of an immediate product change, both a PRODUCT_CHANGE and RENEWAL event will be dispatched and the customer will immediately have access to the new entitlements." (${DOC.flows}); Apple upgrade: "They are immediately upgraded and receive a refund of the prorated amount of their original subscription." (${DOC.manage})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, lineage(BASIC, '5000000100000001', 'basic')),
+      event('product-change', u.alice, 10, 0, 30, { ...lineage(BASIC, '5000000100000001', 'basic'), new_product_id: PREMIUM }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 20, 10, 40, lineage(PREMIUM, '5000000100000002', 'premium')),
+    ],
+    expected: [{ now: 21, state: { alice: { basic: { active: false, willRenew: false }, premium: { active: true, status: 'cancelled_active', willRenew: false, expiresAt: isoDay(40) } } } }],
+  },
+  {
+    name: 'O37 (14, 8) a snapshot shows the period refunded with auto-renewal still on; the next RENEWAL, newer, grants again, renewing',
+    doc: `CANCELLATION: "Note that in the event of refunds, a subscription's auto-renewal setting may still be active." (${DOC.types}); issue 14: "a webhook event newer than the snapshot still wins"`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      renewal(u.alice, 30 + sec(1), 30, 60, apple('2000000900000037')),
+      snapshot('alice', 40, { entitlements: { pro: ent(MONTHLY, { purchased: day(30), expires: day(60) }) },
+        subscriptions: { [MONTHLY]: sub({ purchased: day(30), expires: day(60), refunded: day(36), transactionId: '2000000900000037' }) } }),
+      renewal(u.alice, 60 + sec(1), 60, 90, apple('2000000900000038')),
+    ],
+    expected: [{ now: 61, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(90) } } } }],
+  },
+  {
+    name: 'O38 (14, 6) a snapshot between a resubscription\'s RENEWAL and the old period\'s late EXPIRATION: access, renewing',
+    doc: `RENEWAL: "a lapsed user has resubscribed" (${DOC.types}); issue 14: "authoritative for the subscriber at its request_date_ms"`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      cancellation(u.alice, 'UNSUBSCRIBE', 10, 0, 30),
+      renewal(u.alice, 30 + sec(1800), 30 + sec(1790), 60 + sec(1790), apple('2000000900000039')),
+      snapshot('alice', 30 + sec(2400), { entitlements: { pro: ent(MONTHLY, { purchased: day(30 + sec(1790)), expires: day(60 + sec(1790)) }) },
+        subscriptions: { [MONTHLY]: sub({ purchased: day(30 + sec(1790)), expires: day(60 + sec(1790)), transactionId: '2000000900000039' }) } }),
+      expiration(u.alice, 'UNSUBSCRIBE', 30 + sec(3600.123), 0, 30),
+    ],
+    expected: [{ now: 31, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(60 + sec(1790)) } } } }],
+  },
+];
 
 // ---------------------------------------------------------------------------------------------
 
