@@ -19,7 +19,7 @@ import { fixture } from '../billing/fixtures.ts';
 import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 import {
-  AUTO_EXPLAIN_SQL, distinctPlans, findSequentialScans, parseAutoExplainNotice, relationSizes, wholeReads,
+  autoExplainOptions, distinctPlans, findSequentialScans, parseAutoExplainNotice, relationSizes, wholeReads,
   type CapturedPlan, type PlanNode, type RelationSize,
 } from '../support/query-plans.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -92,18 +92,19 @@ describe('query plans at scale on postgres', () => {
     expect(new Set(big.map((size) => size.table))).toEqual(new Set(BIG_TABLES.filter((table) => table !== 'billing_sync_queue')));
   });
 
-  it.each<PlanMode>(['force_custom_plan', 'force_generic_plan'])('every statement of the SQL functions reads big tables through an index (%s)', async (mode) => {
+  it.for<PlanMode>(['force_custom_plan', 'force_generic_plan'])('every statement of the SQL functions reads big tables through an index (%s)', { timeout: 120_000 }, async (mode, { annotate }) => {
     const { plans, calls } = await captureWorkload(db, mode, mode === 'force_custom_plan' ? 0 : 1);
     captured.push(...plans);
+    await annotate(`${distinctPlans(plans).length} distinct statements (${plans.length} run)`, { contentType: 'text/markdown', body: planReport(plans, `${mode}`) });
     const violations = findSequentialScans(plans, sizes, { bigTables: BIG_TABLES, minRows: MIN_ROWS, allowed: onPurpose });
     expect(violations.map((v) => `${v.step}: reads ${v.relations.join(', ')} whole\n  ${v.query}\n${v.outline.split('\n').slice(0, 12).join('\n')}`)).toEqual([]);
     // Every function was driven (pg_stat_user_functions): a step that ran nothing would prove nothing.
     expect(DRIVEN.filter((fn) => !calls.get(fn))).toEqual([]);
-  }, 120_000);
+  });
 
   it('fails a plan that reads a big table whole: without its index, GET /api/me scans league_members', async () => {
     const [user] = await db.sql<{ app_user_id: string }>('select app_user_id from public.league_members where app_user_id is not null limit 1');
-    const client = new pg.Client({ connectionString: db.url });
+    const client = new pg.Client({ connectionString: db.url, options: autoExplainOptions() });
     await client.connect();
     const plans: CapturedPlan[] = [];
     client.on('notice', (notice) => {
@@ -113,7 +114,6 @@ describe('query plans at scale on postgres', () => {
     try {
       await client.query('begin');
       await client.query('drop index public.league_members_app_user_id_idx');
-      await client.query(AUTO_EXPLAIN_SQL);
       await client.query('select public.get_account($1, now())', [user!.app_user_id]);
       await client.query('rollback');
     } finally {
@@ -140,16 +140,21 @@ describe('query plans at scale on postgres', () => {
   afterAll(() => {
     // The report: every distinct statement and its plan (both modes), for reading and for CI.
     if (captured.length === 0) return;
+    mkdirSync('test-results', { recursive: true });
+    writeFileSync('test-results/query-plans.md', planReport(captured, 'custom and generic plans'));
+    console.log(`query plans: ${captured.length} statements run, ${distinctPlans(captured).length} distinct (statement, plan); report: test-results/query-plans.md`);
+  });
+
+  /** Every distinct statement with its plan, as Markdown. */
+  function planReport(plans: CapturedPlan[], title: string): string {
     const big = [...sizes.entries()].filter(([, size]) => BIG_TABLES.includes(size.table as never) && size.rows >= MIN_ROWS)
       .map(([name, size]) => `${name} (${size.rows})`);
-    const lines = [`# Plans of the SQL functions at ${SIZES.billingEvents} billing events`, '', `Big relations: ${big.join(', ')}`, ''];
-    for (const plan of distinctPlans(captured)) {
+    const lines = [`# Plans of the SQL functions at ${SIZES.billingEvents} billing events (${title})`, '', `Big relations and indexes: ${big.join(', ')}`, ''];
+    for (const plan of distinctPlans(plans)) {
       lines.push(`## ${plan.step}${plan.times > 1 ? ` (x${plan.times})` : ''}`, '', '```sql', plan.query, '```', '```', plan.outline, '```', '');
     }
-    mkdirSync('test-results', { recursive: true });
-    writeFileSync('test-results/query-plans.md', lines.join('\n'));
-    console.log(`query plans: ${captured.length} statements captured, ${distinctPlans(captured).length} distinct; big relations: ${big.length}; report: test-results/query-plans.md`);
-  });
+    return lines.join('\n');
+  }
 
   /**
    * Drive every SQL function through the service's code on one pooled connection that reports each
@@ -158,13 +163,13 @@ describe('query plans at scale on postgres', () => {
   async function captureWorkload(database: TestDatabase, mode: PlanMode, pass: number): Promise<{ plans: CapturedPlan[]; calls: Map<string, number> }> {
     const plans: CapturedPlan[] = [];
     let step = '';
-    const adapter = await openPostgres({ connectionString: database.url!, max: 1, migrate: false });
+    const settings = autoExplainOptions({ plan_cache_mode: mode, track_functions: 'all' });
+    const adapter = await openPostgres({ connectionString: `${database.url!}?options=${encodeURIComponent(settings)}`, max: 1, migrate: false });
     adapter.pool.on('connect', (client) => {
       client.on('notice', (notice) => {
         const parsed = parseAutoExplainNotice(notice.message ?? '');
         if (parsed && step) plans.push({ step, ...parsed });
       });
-      void client.query(`${AUTO_EXPLAIN_SQL}; set plan_cache_mode = ${mode}; set track_functions = 'all'`);
     });
     replaceDatabase(adapter);
     const run = async <T>(label: string, work: () => Promise<T>): Promise<T> => {

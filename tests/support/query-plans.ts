@@ -24,13 +24,23 @@ export interface CapturedPlan {
   plan: PlanNode;
 }
 
-/** Settings that make a session report the plan of every statement, nested ones included. */
-export const AUTO_EXPLAIN_SQL = `load 'auto_explain';
-  set auto_explain.log_min_duration = 0;
-  set auto_explain.log_nested_statements = on;
-  set auto_explain.log_format = json;
-  set auto_explain.log_level = notice;
-  set client_min_messages = notice`;
+/**
+ * Connection options (startup parameters, so nothing runs before the first query) that make a
+ * session report the plan of every statement, nested ones included, as JSON in a NOTICE. Loading
+ * a library at session start takes a superuser, as the tests' server user is.
+ */
+export function autoExplainOptions(more: Record<string, string> = {}): string {
+  const settings = {
+    session_preload_libraries: 'auto_explain',
+    'auto_explain.log_min_duration': '0',
+    'auto_explain.log_nested_statements': 'on',
+    'auto_explain.log_format': 'json',
+    'auto_explain.log_level': 'notice',
+    client_min_messages: 'notice',
+    ...more,
+  };
+  return Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`).join(' ');
+}
 
 /** The plan in one auto_explain NOTICE ("duration: 0.123 ms  plan:\n{...}"), or null for any other notice. */
 export function parseAutoExplainNotice(message: string): { query: string; plan: PlanNode } | null {
