@@ -110,7 +110,7 @@ export async function seedScale(connectionString: string, sizes: ScaleSizes, opt
       { name: `leagues (${sizes.leagues} x ${sizes.membersPerLeague}) and deliveries`, sql: leaguesSql(params) },
     ]));
     await main.query(`drop schema ${SCHEMA} cascade`);
-    const vacuumed = ['billing_events', 'billing_event_ids', 'billing_subscribers', 'entitlements', 'wallet_links', 'wallet_challenges', 'leagues', 'league_members', 'league_sync_deliveries'];
+    const vacuumed = ['billing_events', 'billing_event_ids', 'billing_subscribers', 'entitlements', 'billing_sync_queue', 'wallet_links', 'wallet_challenges', 'leagues', 'league_members', 'league_sync_deliveries'];
     await step('vacuum analyze', () => shared(vacuumed.map((table) => ({ name: `vacuum analyze ${table}`, sql: `vacuum analyze public.${table}` }))));
     const tables = await tableSizes(main);
     return { ms: Math.round(performance.now() - started), steps, tables, now: new Date(nowMs).toISOString() };

@@ -232,9 +232,10 @@ begin
 end;
 $$;
 
--- 5. Retention deletes a batch of at most 1000 rows, picked oldest first through the index:
---    `id in (batch)` let the planner hash the batch and read the whole table to find its rows;
---    `id = any (array(batch))` looks each one up by its primary key.
+-- 5. Retention deletes a batch of at most 1000 rows, picked oldest first through the index, and
+--    the sync sweep claims a batch of due marks: `id in (batch)` (or a join with it) let the
+--    planner hash the batch and read the whole table to find its rows; `id = any (array(batch))`
+--    looks each one up by its primary key.
 create or replace function public.wallets_maintain(p_now timestamptz, p_deadline timestamptz)
 returns jsonb
 language plpgsql
@@ -286,6 +287,48 @@ begin
     exit when v_batch < 1000 or clock_timestamp() >= p_deadline;
   end loop;
   return jsonb_build_object('deliveriesDeleted', v_deleted, 'done', v_batch < 1000);
+end;
+$$;
+
+create or replace function public.billing_sync_claim(p_limit integer, p_lease_seconds integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_claimed jsonb;
+begin
+  insert into public.billing_sync_queue (app_user_id, reason)
+  select distinct e.app_user_id, 'ends_soon'
+  from public.entitlements e
+  where e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace')
+    and e.grants_until between now() - interval '3 days' and now() + interval '1 day'
+    and coalesce(e.synced_at, '-infinity') < now() - interval '12 hours'
+  limit p_limit
+  on conflict (app_user_id) do nothing;
+  insert into public.billing_sync_queue (app_user_id, reason)
+  select distinct e.app_user_id, 'stale'
+  from public.entitlements e
+  where e.grants_until > now() and coalesce(e.synced_at, '-infinity') < now() - interval '30 days'
+    and not exists (select 1 from public.billing_sync_queue q where q.app_user_id = e.app_user_id)
+  limit p_limit
+  on conflict (app_user_id) do nothing;
+
+  with claimed as (
+    update public.billing_sync_queue q set next_attempt_at = now() + make_interval(secs => p_lease_seconds)
+    where q.app_user_id = any (array(
+      select app_user_id from public.billing_sync_queue
+      where next_attempt_at <= now()
+      order by next_attempt_at, app_user_id
+      limit p_limit
+      for update skip locked))
+    returning q.app_user_id, q.reason
+  )
+  select coalesce(jsonb_agg(jsonb_build_object('appUserId', app_user_id, 'reason', reason) order by app_user_id), '[]'::jsonb)
+  into v_claimed from claimed;
+  return jsonb_build_object('claimed', v_claimed, 'due', (select count(*) from public.billing_sync_queue where next_attempt_at <= now()));
 end;
 $$;
 
@@ -349,7 +392,8 @@ begin
     'public.billing_maintain(timestamptz, integer, integer)', 'public.billing_forget_user(uuid)',
     'public.wallet_issue_challenge(uuid, uuid, text, text, text, bigint, text, text, text, timestamptz, timestamptz)',
     'public.wallets_maintain(timestamptz, timestamptz)', 'public.leagues_maintain(timestamptz, timestamptz)',
-    'public.billing_events_page(text, integer)', 'public.billing_subscribers_page(text, integer)'
+    'public.billing_events_page(text, integer)', 'public.billing_subscribers_page(text, integer)',
+    'public.billing_sync_claim(integer, integer)'
   ] loop
     execute format('revoke all on function %s from public, anon, authenticated', v_fn);
     execute format('grant execute on function %s to service_role', v_fn);

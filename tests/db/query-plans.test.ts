@@ -35,11 +35,13 @@ import { evmWallet } from '../wallets/wallets.ts';
  * switch to after five calls. The plans are printed and attached (test-results/query-plans.md).
  */
 
+/** QUERY_PLANS_SCALE=10 checks at the bench's full volume (1M events; seeding takes a few minutes). */
+const SCALE = Number(process.env.QUERY_PLANS_SCALE ?? 1);
 const SIZES: ScaleSizes = {
-  billingEvents: 100_000, subscribers: 30_000, walletLinks: 20_000, leagues: 2_000, membersPerLeague: 12,
+  billingEvents: 100_000 * SCALE, subscribers: 30_000 * SCALE, walletLinks: 20_000 * SCALE, leagues: 2_000 * SCALE, membersPerLeague: 12,
   // Tables retention keeps short, seeded as a busier service's (a few thousand rows are read whole
   // at no cost, and the planner rightly does; the check is about the tables that grow).
-  walletChallenges: 20_000, leagueDeliveries: 40_000,
+  walletChallenges: 20_000 * SCALE, leagueDeliveries: 40_000 * SCALE,
 };
 /** Tables that grow with traffic (a partition counts as its table). */
 const BIG_TABLES = [
@@ -77,7 +79,7 @@ describe('query plans at scale on postgres', () => {
     sizes = await relationSizes((text) => db.sql(text));
     seeded = await seededSubscribers((text, values) => db.sql(text, values), 40, 's.base_key is null');
     checkpointed = await seededSubscribers((text, values) => db.sql(text, values), 4, 's.base_key is not null');
-  }, 180_000);
+  }, 180_000 * SCALE);
   afterAll(async () => {
     await closeDatabase();
     await db?.close();
@@ -89,7 +91,9 @@ describe('query plans at scale on postgres', () => {
     expect(validation.plansChecked).toBeGreaterThanOrEqual(60);
     // Every table the check speaks of is big enough for the planner to choose.
     const big = [...sizes.values()].filter((size) => BIG_TABLES.includes(size.table as never) && size.rows >= MIN_ROWS);
-    expect(new Set(big.map((size) => size.table))).toEqual(new Set(BIG_TABLES.filter((table) => table !== 'billing_sync_queue')));
+    // (The sync queue holds 2% of the subscribers: big only at the bench's volume.)
+    const bigTables = new Set(big.map((size) => size.table));
+    expect(BIG_TABLES.filter((table) => table !== 'billing_sync_queue' && !bigTables.has(table))).toEqual([]);
   });
 
   it.for<PlanMode>(['force_custom_plan', 'force_generic_plan'])('every statement of the SQL functions reads big tables through an index (%s)', { timeout: 120_000 }, async (mode, { annotate }) => {
@@ -307,11 +311,14 @@ const COUNTING = 'operator: billing:sync --all counts the subscribers (once a ru
 /**
  * The whole reads on purpose: when a month leaves the retention, billing_maintain reads that
  * month's partition (every event in it needs its customer checkpointed before it is dropped): once
- * a month, on a partition about to be dropped, never on the months kept. And `billing:sync -- --all`
- * counts every subscriber once, for its progress line.
+ * a month, on a partition about to be dropped, never on the months kept. `billing:sync -- --all`
+ * counts every subscriber once, for its progress line. And the sync sweep reports how many marks
+ * are due by counting them: a few index entries when the sweeps keep up, the whole queue when
+ * nearly all of it is due (a backlog, as seeded), which is what a count of them costs either way.
  */
 function onPurpose(plan: CapturedPlan, relation: string): boolean {
   if (plan.step === COUNTING) return true;
+  if (relation === 'billing_sync_queue' && plan.query.includes("'due', (select count(*) from public.billing_sync_queue where next_attempt_at <= now())")) return true;
   const month = /^billing_events_(\d{4})_(\d{2})$/.exec(relation);
   if (plan.step !== RETIRING || !month) return false;
   const cutoff = new Date();
