@@ -713,6 +713,13 @@ async function benchAtScale(): Promise<void> {
       await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-me`, 0, meUserId));
       prepared.set(database, { existing: database === 'seeded' ? seeded : bought, meToken });
     }
+    // Fresh statistics on both: a database created empty has none, and its plans would be made for
+    // empty tables until autovacuum analyzes them mid-run.
+    for (const name of [emptyName, seededName]) {
+      const analyzer = new pg.Client({ connectionString: postgres.url(name) });
+      await analyzer.connect();
+      await analyzer.query('analyze').finally(() => analyzer.end());
+    }
 
     // Each at 50 connections (throughput) and at 10 (latency: at 50, a p99 is mostly queueing).
     const scenarios: { name: string; spec: (database: 'empty' | 'seeded', tag: string, round: number) => RequestSpec }[] = [
