@@ -713,13 +713,14 @@ async function benchAtScale(): Promise<void> {
       await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-me`, 0, meUserId));
       prepared.set(database, { existing: database === 'seeded' ? seeded : bought, meToken });
     }
-    // Fresh statistics on both: a database created empty has none, and its plans would be made for
-    // empty tables until autovacuum analyzes them mid-run.
-    for (const name of [emptyName, seededName]) {
-      const analyzer = new pg.Client({ connectionString: postgres.url(name) });
+    // Fresh statistics before every run (untimed): the empty database's tables grow a lot from one run
+    // to the next, and plans made for the nearly empty tables of its last ANALYZE would make it slow
+    // until autovacuum catches up mid-run (which flatters the seeded one).
+    const analyze = async (database: 'empty' | 'seeded') => {
+      const analyzer = new pg.Client({ connectionString: postgres.url(database === 'empty' ? emptyName : seededName) });
       await analyzer.connect();
       await analyzer.query('analyze').finally(() => analyzer.end());
-    }
+    };
 
     // Each at 50 connections (throughput) and at 10 (latency: at 50, a p99 is mostly queueing).
     const scenarios: { name: string; spec: (database: 'empty' | 'seeded', tag: string, round: number) => RequestSpec }[] = [
@@ -758,6 +759,7 @@ async function benchAtScale(): Promise<void> {
         const { server } = servers.find((entry) => entry.database === database)!;
         const tag = `${database}-${variant.connections}-${round}`;
         const dayRound = round + (variant.connections === CONNECTIONS ? 0 : 4);
+        await analyze(database);
         const result = await runScenario(server, variant.name, { ...variant.spec(database, tag, dayRound), connections: variant.connections, postgresPid: postgres.pid() });
         runs.push({ scenario: variant.name, connections: variant.connections, database, round, result });
         console.log(`  ${database.padEnd(6)} ${variant.name.padEnd(68)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}  Postgres CPU ${result.postgresCpuMsPerRequest} ms/req`);
