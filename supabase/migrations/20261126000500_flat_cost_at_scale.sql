@@ -384,6 +384,95 @@ as $$
   ) page
 $$;
 
+-- 7. A new customer's first event looked for events already filed under its ids in every month of
+--    the log (one index probe per partition: 5 buffers on a new database, 85 at 13 months). Only
+--    events recorded before groups existed (20261123000100_billing_fold.sql) can be: those without
+--    a plan, or filed under an id that has no group. Every later event gets both when it is
+--    recorded (and a rebuild locks the ids it files events under before it does), so the last
+--    receive time of those old events bounds where to look: nothing to look at on a database that
+--    never had any, the months up to it on one that did.
+create table if not exists public.billing_legacy_horizon (
+  id boolean primary key default true check (id),
+  received_before timestamptz
+);
+alter table public.billing_legacy_horizon enable row level security;
+revoke all on table public.billing_legacy_horizon from public, anon, authenticated;
+insert into public.billing_legacy_horizon (received_before)
+select max(e.received_at) from public.billing_events e
+where e.subject_id is not null
+  and (e.plan is null or not exists (select 1 from public.billing_subscribers s where s.app_user_id = e.subject_id))
+on conflict (id) do nothing;
+
+create or replace function public.billing_lock_group(p_ids text[])
+returns text
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_locked text[] := '{}';
+  v_groups text[];
+  v_known text[];
+  v_new text[];
+  v_group text;
+  v_key text;
+  v_legacy timestamptz;
+begin
+  for i in 1..20 loop
+    v_groups := array(
+      select distinct coalesce(s.group_id, ids.id) collate "C"
+      from unnest(p_ids) as ids(id) left join public.billing_subscribers s on s.app_user_id = ids.id
+      order by 1);
+    exit when v_groups <@ v_locked;
+    foreach v_group in array v_groups loop
+      if not v_group = any (v_locked) then
+        perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
+        v_locked := v_locked || v_group;
+      end if;
+    end loop;
+  end loop;
+  if not v_groups <@ v_locked then
+    raise exception 'billing_group_busy' using errcode = 'PT503', detail = 'The subscriber group kept changing; retry.';
+  end if;
+
+  v_new := array(select ids.id from unnest(p_ids) as ids(id)
+                 where not exists (select 1 from public.billing_subscribers s where s.app_user_id = ids.id));
+  v_known := array(select g from unnest(v_groups) as g where not g = any (v_new) order by g collate "C");
+  -- The usual case: every id known, one group.
+  if cardinality(v_new) = 0 and cardinality(v_known) = 1 then
+    return v_known[1];
+  end if;
+
+  -- Name the joined group after an existing group when there is one (fewer rows to rename).
+  v_group := coalesce(v_known[1], (select min(id collate "C") from unnest(v_new) as ids(id)));
+  select max(folded_key collate "C") into v_key from public.billing_subscribers where app_user_id = any (v_known);
+  -- Only events recorded before groups existed can be filed under an id that has no group (the
+  -- event being recorded is one too, but folding it needs no watermark yet): looked for only in the
+  -- months that can hold them, none on a database that never had any.
+  if cardinality(v_new) > 0 then
+    select received_before into v_legacy from public.billing_legacy_horizon;
+    if v_legacy is not null then
+      v_key := greatest(v_key collate "C", (
+        select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C")
+        from public.billing_events e where e.subject_id = any (v_new) and e.received_at <= v_legacy));
+    end if;
+  end if;
+  update public.billing_subscribers set group_id = v_group, folded_key = null
+  where group_id = any (v_known) and group_id <> v_group;
+  insert into public.billing_subscribers (app_user_id, group_id)
+  select distinct ids.id, v_group from unnest(v_new) as ids(id)
+  on conflict (app_user_id) do nothing;
+  update public.billing_subscribers set folded_key = v_key where app_user_id = v_group;
+  return v_group;
+end;
+$$;
+
+-- 8. The rows every billing event updates (a customer group's watermark, an entitlement) get room
+--    on their page for the new version, so the update is HOT (no index entry to add): most are
+--    updated again and again, and a page filled to the brim moves each update to another page.
+alter table public.billing_subscribers set (fillfactor = 90);
+alter table public.entitlements set (fillfactor = 90);
+
 do $$
 declare
   v_fn text;
@@ -393,7 +482,7 @@ begin
     'public.wallet_issue_challenge(uuid, uuid, text, text, text, bigint, text, text, text, timestamptz, timestamptz)',
     'public.wallets_maintain(timestamptz, timestamptz)', 'public.leagues_maintain(timestamptz, timestamptz)',
     'public.billing_events_page(text, integer)', 'public.billing_subscribers_page(text, integer)',
-    'public.billing_sync_claim(integer, integer)'
+    'public.billing_sync_claim(integer, integer)', 'public.billing_lock_group(text[])'
   ] loop
     execute format('revoke all on function %s from public, anon, authenticated', v_fn);
     execute format('grant execute on function %s to service_role', v_fn);
