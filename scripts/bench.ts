@@ -669,7 +669,8 @@ async function benchAtScale(): Promise<void> {
     }
 
     // The same preparation on both: 2,000 customers bought (the empty database's existing
-    // subscribers; warms both servers alike), and GET /api/me's user (3 wallets, 2 entitlements, 50 leagues).
+    // subscribers; warms both servers alike), GET /api/me's user (3 wallets, 2 entitlements, 50
+    // leagues), and 1,000 more leagues.
     const template = loadFixture('renewal').event;
     const runId = `scale-${Date.now()}`;
     const start = Date.now();
@@ -711,6 +712,9 @@ async function benchAtScale(): Promise<void> {
         await post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-me-${index}`, start)));
       }
       await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-me`, 0, meUserId));
+      // Some leagues before the first timed run, so the empty database's plans are not made for empty
+      // league tables (they would stay until autovacuum re-analyzes them mid-run).
+      for (let index = 1; index <= 20; index++) await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-prep`, index));
       prepared.set(database, { existing: database === 'seeded' ? seeded : bought, meToken });
     }
     // Fresh statistics before every run (untimed): the empty database's tables grow a lot from one run
