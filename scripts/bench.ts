@@ -618,6 +618,13 @@ const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown'
 console.log(`bench: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${DURATION_SECONDS} s per timed scenario, ${CONNECTIONS} connections, loopback only`);
 console.log(ensureProductionBuild(BENCH_BUILD) ? 'built the production server (.next-bench)' : 'production build (.next-bench) is up to date');
 
+// npm run bench -- --scale: the billing webhook, GET /api/me and leagues sync on an empty database
+// and on one seeded with a year's volume (benchAtScale, below); then nothing else.
+if (process.argv.includes('--scale')) {
+  await benchAtScale();
+  process.exit(process.exitCode ?? 0);
+}
+
 const postgres = await startPostgresServer();
 const chain = await startLocalChain({ chainId: CONTRACT_CHAIN_ID });
 const modes: ModeResult[] = [];
@@ -637,3 +644,198 @@ mkdirSync('bench-results', { recursive: true });
 writeFileSync(path.join('bench-results', 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
 writeFileSync(path.join('bench-results', 'latest.md'), `${table}\n\n${targetLines}\n`);
 console.log(`\n${table}\n\n${targetLines}\n\nwritten: bench-results/latest.json, bench-results/latest.md`);
+
+/**
+ * `npm run bench -- --scale` (Postgres mode): flat cost as the tables grow. One Postgres server, two
+ * databases: an empty one, and one seeded in SQL with the volume of a year of a busy app
+ * (scripts/bench/seed-scale.ts: 1M RevenueCat events over 13 months, 300k subscribers' entitlements,
+ * 200k wallet links, 20k leagues of 12). A server on each; every scenario runs on both, in the
+ * order empty, seeded, seeded, empty (drift on a shared machine cancels out), at 50 connections and
+ * at 10, and the ratios seeded/empty are checked: throughput (at 50) >= 0.9, p99 (at 10, where it
+ * is the request's own latency rather than queueing, as in the main bench) <= 1.2. Half of the billing events are about
+ * existing subscribers (seeded ones, with their histories), half about new ones. BENCH_SCALE
+ * ("0.1") scales the volume down. Writes bench-results/latest-scale.json and .md.
+ */
+async function benchAtScale(): Promise<void> {
+  const { FULL_SCALE, formatSeedReport, seedScale, seededSubscribers, validateSeed } = await import('./bench/seed-scale.ts');
+  const { loadFixture } = await import('../tests/billing/fixtures.ts');
+  const factor = Number(process.env.BENCH_SCALE ?? 1);
+  const sizes = {
+    billingEvents: Math.round(FULL_SCALE.billingEvents * factor), subscribers: Math.round(FULL_SCALE.subscribers * factor),
+    walletLinks: Math.round(FULL_SCALE.walletLinks * factor), leagues: Math.round(FULL_SCALE.leagues * factor), membersPerLeague: FULL_SCALE.membersPerLeague,
+  };
+  const postgres = await startPostgresServer();
+  const servers: { database: 'empty' | 'seeded'; server: NextServer; embeddedDbDir: string; folder: string }[] = [];
+  try {
+    // The seeded database first (both cores for a few minutes), then the empty one.
+    const seededName = `bench_scale_seeded_${Date.now()}`;
+    await createDatabase(postgres.url(), seededName);
+    console.log(`seeding ${seededName}: ${sizes.billingEvents} billing events, ${sizes.subscribers} subscribers, ${sizes.walletLinks} wallet links, ${sizes.leagues} leagues of ${sizes.membersPerLeague}`);
+    const seed = await seedScale(postgres.url(seededName), sizes, { log: (line) => console.log(line) });
+    console.log(formatSeedReport(seed));
+    const validation = await validateSeed(postgres.url(seededName), { plansPerType: 10, groups: 50 });
+    console.log(`seed check: ${validation.plansChecked} stored plans equal the service's, ${validation.groupsRefolded} histories fold again to the stored rows; mismatches: ${validation.mismatches.length}`);
+    if (validation.mismatches.length > 0) throw new Error(`The seed is not what the service writes:\n${validation.mismatches.slice(0, 5).join('\n')}`);
+    // The existing half of the billing events: 20,000 seeded subscribers' next renewals.
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: postgres.url(seededName) });
+    await client.connect();
+    const seeded = await seededSubscribers(async (text, values) => (await client.query(text, values)).rows, 20_000);
+    // The seed's writes flushed now, not by a checkpoint during the seeded database's first run.
+    await client.query('checkpoint').finally(() => client.end());
+    const emptyName = `bench_scale_empty_${Date.now()}`;
+    await createDatabase(postgres.url(), emptyName);
+
+    for (const [database, name] of [['empty', emptyName], ['seeded', seededName]] as const) {
+      const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-scale-${database}-`));
+      const embeddedDbDir = path.join(folder, 'pglite');
+      const server = await startNextServer({
+        env: {
+          NEXT_DIST_DIR: BENCH_BUILD.distDir, EMBEDDED_DB_DIR: embeddedDbDir, SUBSCRIPTION_WEBHOOK_SECRET: BILLING_SECRET, LEAGUES_WEBHOOK_SECRET: LEAGUES_SECRET,
+          SUPABASE_URL: undefined, DATABASE_URL: postgres.url(name), LOCAL_DEV: '1', VERCEL: undefined, LOG_LEVEL: 'info',
+        },
+      });
+      servers.push({ database, server, embeddedDbDir, folder });
+    }
+
+    // The same preparation on both: 2,000 customers bought (the empty database's existing
+    // subscribers; warms both servers alike), GET /api/me's user (3 wallets, 2 entitlements, 50
+    // leagues), and 1,000 more leagues.
+    const template = loadFixture('renewal').event;
+    const runId = `scale-${Date.now()}`;
+    const start = Date.now();
+    type Customer = { appUserId: string; anonymousId: string | null; productId: string; store: string; originalTransactionId: string | null; entitlementIds: string[] };
+    const customer = (index: number, prefix: string): Customer => ({
+      appUserId: crypto.randomUUID(), anonymousId: `$RCAnonymousID:${crypto.randomUUID().replace(/-/g, '')}`,
+      productId: 'com.example.pro.monthly', store: 'APP_STORE', originalTransactionId: `${prefix}-otx-${index}`, entitlementIds: ['pro'],
+    });
+    /** A RevenueCat event as the samples have it (~1.3 KB), for `who`, at `at`. */
+    const billingBody = (type: 'INITIAL_PURCHASE' | 'RENEWAL', who: Customer, id: string, at: number) => JSON.stringify({
+      api_version: '1.0',
+      event: {
+        ...template, type, id, event_timestamp_ms: at, purchased_at_ms: at - 1000, expiration_at_ms: at + 30 * DAY_MS,
+        app_user_id: who.appUserId, original_app_user_id: who.anonymousId ?? who.appUserId,
+        aliases: who.anonymousId ? [who.anonymousId, who.appUserId] : [who.appUserId],
+        product_id: who.productId, store: who.store, entitlement_ids: who.entitlementIds,
+        transaction_id: `${id}-tx`, original_transaction_id: who.originalTransactionId ?? `${id}-otx`,
+      },
+    });
+    const billingHeaders = { authorization: `Bearer ${BILLING_SECRET}`, 'content-type': 'application/json' };
+    const prepared = new Map<string, { existing: Customer[]; meToken: string }>();
+    for (const { database, server, embeddedDbDir } of servers) {
+      const bought = Array.from({ length: 2_000 }, (_, index) => customer(index, `${runId}-${database}`));
+      for (let offset = 0; offset < bought.length; offset += 20) {
+        await Promise.all(bought.slice(offset, offset + 20).map((who, index) =>
+          post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-buy-${offset + index}`, start - DAY_MS)))));
+      }
+      const meUserId = crypto.randomUUID();
+      const meToken = await mintDevToken({ embeddedDbDir }, { userId: meUserId, email: 'me@example.test', expiresInSeconds: 3600 });
+      for (let i = 0; i < 3; i++) {
+        const account = privateKeyToAccount(generatePrivateKey());
+        const challenge = await post(server, '/api/wallet-link/challenge', { authorization: `Bearer ${meToken}` }, { chain: 'evm', address: account.address, chainId: 1 });
+        await post(server, '/api/wallet-link', { authorization: `Bearer ${meToken}` }, {
+          payload: { chain: 'evm', address: account.address, chainId: 1, message: challenge.message, signature: await account.signMessage({ message: challenge.message }) },
+        });
+      }
+      for (const [index, entitlement] of ['pro', 'plus'].entries()) {
+        const who = { ...customer(index, `${runId}-me`), appUserId: meUserId, anonymousId: null, entitlementIds: [entitlement] };
+        await post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-me-${index}`, start)));
+      }
+      await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-me`, 0, meUserId));
+      // Some leagues before the first timed run, so the empty database's plans are not made for empty
+      // league tables (they would stay until autovacuum re-analyzes them mid-run).
+      for (let index = 1; index <= 20; index++) await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-prep`, index));
+      prepared.set(database, { existing: database === 'seeded' ? seeded : bought, meToken });
+    }
+    // Fresh statistics before every run (untimed): the empty database's tables grow a lot from one run
+    // to the next, and plans made for the nearly empty tables of its last ANALYZE would make it slow
+    // until autovacuum catches up mid-run (which flatters the seeded one).
+    const analyze = async (database: 'empty' | 'seeded') => {
+      const analyzer = new pg.Client({ connectionString: postgres.url(database === 'empty' ? emptyName : seededName) });
+      await analyzer.connect();
+      await analyzer.query('analyze').finally(() => analyzer.end());
+    };
+
+    // Each at 50 connections (throughput) and at 10 (latency: at 50, a p99 is mostly queueing).
+    const scenarios: { name: string; spec: (database: 'empty' | 'seeded', tag: string, round: number) => RequestSpec }[] = [
+      {
+        // Even requests: a renewal of an existing subscriber; odd: a new customer's first purchase.
+        name: 'billing webhook, unique (half existing subscribers)',
+        spec: (database, tag, round) => ({
+          method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders,
+          next: (index) => {
+            const id = `${runId}-${tag}-${index}`;
+            const at = start + round * DAY_MS + index;
+            const existing = prepared.get(database)!.existing;
+            return { body: index % 2 === 0 ? billingBody('RENEWAL', existing[(index / 2 + round * 7_919) % existing.length]!, id, at) : billingBody('INITIAL_PURCHASE', customer(index, id), id, at) };
+          },
+        }),
+      },
+      {
+        name: 'GET /api/me (3 wallets, 2 entitlements, 50 leagues)',
+        spec: (database) => ({ method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${prepared.get(database)!.meToken}` } }),
+      },
+      {
+        name: 'leagues sync, 50 x 12',
+        spec: (_database, tag) => ({
+          method: 'POST', path: '/api/webhooks/leagues-sync', headers: { 'x-webhook-secret': LEAGUES_SECRET },
+          next: (index) => ({ body: JSON.stringify(leaguesDelivery(`${runId}-${tag}`, index)) }),
+        }),
+      },
+    ];
+    const variants = scenarios.flatMap((scenario) => [CONNECTIONS, FEW_CONNECTIONS].map((connections) => ({
+      ...scenario, connections, name: connections === CONNECTIONS ? scenario.name : `${scenario.name}, ${connections} connections`,
+    })));
+    const runs: { scenario: string; connections: number; database: 'empty' | 'seeded'; round: number; result: ScenarioResult }[] = [];
+    for (const variant of variants) {
+      // A day apart per round, so each round's billing events are the newest of their subscribers.
+      for (const [round, database] of (['empty', 'seeded', 'seeded', 'empty'] as const).entries()) {
+        const { server } = servers.find((entry) => entry.database === database)!;
+        const tag = `${database}-${variant.connections}-${round}`;
+        const dayRound = round + (variant.connections === CONNECTIONS ? 0 : 4);
+        await analyze(database);
+        const result = await runScenario(server, variant.name, { ...variant.spec(database, tag, dayRound), connections: variant.connections, postgresPid: postgres.pid() });
+        runs.push({ scenario: variant.name, connections: variant.connections, database, round, result });
+        console.log(`  ${database.padEnd(6)} ${variant.name.padEnd(68)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}  Postgres CPU ${result.postgresCpuMsPerRequest} ms/req`);
+      }
+    }
+
+    const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / Math.max(1, values.length);
+    const round2 = (value: number) => Math.round(value * 100) / 100;
+    const summary = variants.map(({ name, connections }) => {
+      const of = (database: 'empty' | 'seeded') => runs.filter((run) => run.scenario === name && run.database === database).map((run) => run.result);
+      const figures = (results: ScenarioResult[]) => ({
+        rps: Math.round(mean(results.map((r) => r.rps))), p50: round2(mean(results.map((r) => r.p50))), p99: round2(mean(results.map((r) => r.p99))),
+        errors: results.reduce((sum, r) => sum + r.errors + r.non2xx, 0), dbCalls: round2(mean(results.map((r) => r.dbCallsPerRequest))),
+        serverCpu: round2(mean(results.map((r) => r.serverCpuMsPerRequest))), postgresCpu: round2(mean(results.map((r) => r.postgresCpuMsPerRequest))),
+      });
+      const empty = figures(of('empty'));
+      const seededFigures = figures(of('seeded'));
+      return { name, connections, empty, seeded: seededFigures, throughput: round2(seededFigures.rps / Math.max(1, empty.rps)), p99: round2(seededFigures.p99 / Math.max(1, empty.p99)) };
+    });
+    const checks: TargetCheck[] = summary.flatMap((s) => [
+      ...(s.connections === CONNECTIONS
+        ? [{ target: `${s.name}: throughput seeded/empty >= 0.9`, value: s.throughput.toFixed(2), met: s.throughput >= 0.9 }]
+        : [{ target: `${s.name}: p99 seeded/empty <= 1.2`, value: `${s.p99.toFixed(2)} (${s.empty.p99} -> ${s.seeded.p99} ms)`, met: s.p99 <= 1.2 }]),
+      { target: `${s.name}: no errors, every answer 2xx`, value: String(s.empty.errors + s.seeded.errors), met: s.empty.errors + s.seeded.errors === 0 },
+    ]);
+    const table = [
+      `| scenario (${DURATION_SECONDS} s x 2 per database) | conns | empty req/s | seeded req/s | seeded/empty | empty p99 ms | seeded p99 ms | seeded/empty | p50 ms empty / seeded | Postgres CPU ms/req empty / seeded | server CPU ms/req empty / seeded | db calls/req |`,
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...summary.map((s) => `| ${s.name} | ${s.connections} | ${s.empty.rps} | ${s.seeded.rps} | ${s.throughput.toFixed(2)} | ${s.empty.p99} | ${s.seeded.p99} | ${s.p99.toFixed(2)} | ${s.empty.p50} / ${s.seeded.p50} | ${s.empty.postgresCpu} / ${s.seeded.postgresCpu} | ${s.empty.serverCpu} / ${s.seeded.serverCpu} | ${s.seeded.dbCalls} |`),
+    ].join('\n');
+    const targetLines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
+    const seedLines = formatSeedReport(seed);
+    const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, sizes, seed, validation: { ...validation, mismatches: validation.mismatches.length }, summary, targets: checks, runs };
+    mkdirSync('bench-results', { recursive: true });
+    writeFileSync(path.join('bench-results', 'latest-scale.json'), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(path.join('bench-results', 'latest-scale.md'), `${table}\n\n${targetLines}\n\n${seedLines}\n`);
+    console.log(`\n${table}\n\n${targetLines}\n\n${seedLines}\n\nwritten: bench-results/latest-scale.json, bench-results/latest-scale.md`);
+  } finally {
+    for (const { server, folder } of servers) {
+      await server.stop();
+      rmSync(folder, { recursive: true, force: true });
+    }
+    await postgres.stop();
+  }
+}

@@ -51,6 +51,9 @@ describe.each(DATABASE_KINDS)('the event fold on %s', (kind) => {
     // As the previous version left them: no plan, no rank, the row as it computed it.
     await db.sql(`update public.billing_events set plan = null, sort_rank = null where event_id = any($1)`, [[purchase.event.id, renewal.event.id]]);
     await db.sql(`delete from public.billing_subscribers where app_user_id = $1`, [user]);
+    // And what 20261126000500_flat_cost_at_scale.sql records of such a database: until when events
+    // were recorded that way (a new id's history is looked for up to then).
+    await db.sql(`update public.billing_legacy_horizon set received_before = now()`);
 
     // A late cancellation of the first period: the history is folded again, with plans computed.
     const late = billingEvent('cancellation-unsubscribe', user, { at: 20, purchased: 0, expires: 30 });
