@@ -2,7 +2,7 @@
 -- record_billing_event (pg_stat_user_functions and auto_explain, one in-order event at a time) put
 -- a third of its time in billing_lock_group and most of the rest in writing the event twice:
 --
--- 1. billing_lock_group looked up the event's ids with a join of unnest() and billing_subscribers,
+-- 1. billing_lock_group (as 20261126000500_flat_cost_at_scale.sql left it) looked up the event's ids with a join of unnest() and billing_subscribers,
 --    which Postgres may plan as a scan of the whole table (it did at a thousand subscribers:
 --    0.1 ms a call, twice per event, and growing with the table). Each id is now one index lookup
 --    (a scalar subquery can only be planned that way), and the usual case (every id known, one
@@ -29,6 +29,7 @@ declare
   v_new text[];
   v_group text;
   v_key text;
+  v_legacy timestamptz;
 begin
   for i in 1..20 loop
     -- Each id's group (an id without one stands for itself): one index lookup per id.
@@ -59,10 +60,16 @@ begin
   -- Name the joined group after an existing group when there is one (fewer rows to rename).
   v_group := coalesce(v_known[1], (select min(id collate "C") from unnest(v_new) as ids(id)));
   select max(folded_key collate "C") into v_key from public.billing_subscribers where app_user_id = any (v_known);
+  -- Only events recorded before groups existed can be filed under an id that has no group: looked
+  -- for only in the months that can hold them, none on a database that never had any
+  -- (billing_legacy_horizon, 20261126000500_flat_cost_at_scale.sql).
   if cardinality(v_new) > 0 then
-    v_key := greatest(v_key collate "C", (
-      select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C")
-      from public.billing_events e where e.subject_id = any (v_new)));
+    select received_before into v_legacy from public.billing_legacy_horizon;
+    if v_legacy is not null then
+      v_key := greatest(v_key collate "C", (
+        select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C")
+        from public.billing_events e where e.subject_id = any (v_new) and e.received_at <= v_legacy));
+    end if;
   end if;
   update public.billing_subscribers set group_id = v_group, folded_key = null
   where group_id = any (v_known) and group_id <> v_group;
