@@ -91,7 +91,10 @@ export const DEV_WEBHOOK_SECRETS = {
 } as const;
 
 export interface Config {
-  /** On Vercel (VERCEL=1). */
+  /**
+   * On Vercel: VERCEL set to anything (Vercel sets 1; an empty value counts as unset, as everywhere).
+   * The one rule for "deployed": LOCAL_DEV is refused, local mode is off, the pool is Vercel's.
+   */
   deployed: boolean;
   /**
    * Development conveniences are on (see the top of this file). Never true on Vercel; false
@@ -194,9 +197,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
   const e = parsed.data;
-  const deployed = e.VERCEL === '1';
+  // Any value, not only Vercel's own `1`: a `VERCEL=true` must not leave a deployment in local mode.
+  const deployed = e.VERCEL !== undefined;
   if (deployed && e.LOCAL_DEV) {
-    throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL=1): it turns on dev keys and dev secrets. Remove it.');
+    throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
   const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
   const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
@@ -273,8 +277,16 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     ],
   };
 
-  // RevenueCat sends it as "Authorization: Bearer <secret>", whose grammar allows only token68.
-  for (const [name, value] of [['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET], ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS]] as const) {
+  // Each is sent as "Authorization: Bearer <secret>" (RevenueCat, Vercel Cron, the operator) and read
+  // by that grammar (lib/auth/authorization-header.ts), which allows only token68: any other value
+  // would make its route answer 401 to every caller, so it is refused here, naming the variable.
+  const bearerSecrets = [
+    ['SUBSCRIPTION_WEBHOOK_SECRET', e.SUBSCRIPTION_WEBHOOK_SECRET],
+    ['SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS],
+    ['CRON_SECRET', e.CRON_SECRET],
+    ['ADMIN_API_SECRET', e.ADMIN_API_SECRET],
+  ] as const;
+  for (const [name, value] of bearerSecrets) {
     if (value !== undefined && !isToken68(value)) {
       throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
     }
@@ -351,14 +363,15 @@ function sandboxGrants(e: z.infer<typeof envSchema>, local: boolean): boolean {
 }
 
 /**
- * Anything that says "this is a real deployment": on Vercel, a database URL, any Supabase setting
- * (server or browser side), or an https:// APP_ORIGIN that is not this machine (the site is served
- * to others: a self-hosted deployment that forgot its database must not fall back to local sign-in
- * and the dev key). Raw env, so an empty value still counts as unset.
+ * Anything that says "this is a real deployment" off Vercel (on Vercel, `deployed` already rules
+ * local mode out): a database URL, any Supabase setting (server or browser side), or an https://
+ * APP_ORIGIN that is not this machine (the site is served to others: a self-hosted deployment that
+ * forgot its database must not fall back to local sign-in and the dev key). Raw env, so an empty
+ * value still counts as unset.
  */
 function productionLike(env: Record<string, string | undefined>): boolean {
   return Object.entries(env).some(([name, value]) =>
-    emptyAsUnset(value) !== undefined && (name === 'VERCEL' || name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)
+    emptyAsUnset(value) !== undefined && (name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)
       || (name === 'APP_ORIGIN' && isPublicHttpsOrigin(value!))));
 }
 
@@ -384,7 +397,7 @@ function assertDeployable(config: Config, appOrigin: string | undefined): void {
   // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
   if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {
-    throw new ConfigError(`${config.deployed ? 'Deployed (VERCEL=1)' : 'Not in local mode (DATABASE_URL, SUPABASE_* or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
+    throw new ConfigError(`${config.deployed ? 'Deployed (on Vercel)' : 'Not in local mode (DATABASE_URL, SUPABASE_* or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
       `${missing.join('; ')}. The embedded database, dev keys, dev webhook secrets and local sign-in exist only in local mode ` +
       '(nothing production-like set, or LOCAL_DEV=1 off Vercel).');
   }

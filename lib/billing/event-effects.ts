@@ -23,12 +23,13 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                       |   cancelled subscription stays cancelled_active                          |
  * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
- * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless a real row grants when it begins      |
+ * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
+ * |                                                       |   it begins (beside another source's it stands)                          |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
  * | CANCELLATION CUSTOMER_SUPPORT                         | refund: until the event's expiry; refunded when that is not after it     |
- * | BILLING_ISSUE                                         | flag: grace until the later grace expiry, else billing_issue; never      |
- * |                                                       |   revokes                                                                |
+ * | BILLING_ISSUE                                         | flag: will not renew; grace until the later grace expiry, else           |
+ * |                                                       |   billing_issue; never revokes                                           |
  * | SUBSCRIPTION_PAUSED                                   | flag: will not renew, auto-resume time kept                              |
  * | PRODUCT_CHANGE                                        | flag: pending product = new_product_id                                   |
  * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED)          |
@@ -42,10 +43,10 @@ import type { BillingEvent } from './webhook-body.ts';
  * row its source already has.
  *
  * Identity: the event names one RevenueCat customer (app_user_id, original_app_user_id, aliases).
- * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database takes the
- * first that already holds rows, else the first, and merges the rows of every other named id into
- * it. Only anonymous ids named: app_user_id owns. A TRANSFER names two customers: it moves, never
- * merges.
+ * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database stands each
+ * for the id it was already merged into (if any), takes the first that already holds rows, else the
+ * first, and merges the rows of every other named id into it. Only anonymous ids named: app_user_id
+ * owns. A TRANSFER names two customers: it moves, never merges.
  */
 
 export const ENTITLEMENT_STATUSES = [
@@ -288,8 +289,11 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
     }
     case 'BILLING_ISSUE': {
+      // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
+      // willRenew is false while billing_issues_detected_at is set): the CANCELLATION BILLING_ERROR
+      // sent with it says the same, and one of the two may be lost. The recovering RENEWAL turns it on.
       const graceExpiresAt = validTime(readTime(event.grace_period_expiration_at_ms));
-      return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], graceExpiresAt };
+      return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], renewal: 'off', graceExpiresAt };
     }
     case 'SUBSCRIPTION_PAUSED':
       return { ...flag, renewal: 'off', autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };

@@ -6,7 +6,8 @@ import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type Entitleme
  * database, like describeEventEffects: a plan that the fold applies as one more entry of the
  * customer's log, at the snapshot's `request_date_ms`. It is authoritative as of then: each product
  * it shows is written as it says (with the entitlements it maps to it), rows of products it no
- * longer shows stop granting, and webhook events after it still apply on top.
+ * longer shows stop granting, and so do rows of entitlements it does not list (v1 lists every
+ * entitlement of the customer, expired ones included); webhook events after it still apply on top.
  *
  * Per product (a subscription, or a non-subscription purchase), at the snapshot's time:
  *
@@ -21,6 +22,9 @@ import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type Entitleme
  * | otherwise (a non-subscription: lifetime unless its entitlement   | active            | yes    |
  * |   says an expiry; a prepaid plan; a promotional grant)           |                   | (no)   |
  * | a non-subscription no entitlement points to (refunded, unmapped) | expired           | no     |
+ *
+ * And per entitlement: a row of one RevenueCat does not list at all (v1 lists expired ones too) is
+ * expired, whatever product grants it here (the dashboard mapping changed, or it was revoked).
  */
 export interface SnapshotSource {
   /** As webhooks name it: Google Play base plans as `<subscription id>:<base plan id>`. */
@@ -41,7 +45,14 @@ export interface SnapshotSource {
 }
 
 export interface SnapshotPlan extends BillingEventPlan {
-  snapshot: { sources: SnapshotSource[] };
+  snapshot: {
+    sources: SnapshotSource[];
+    /**
+     * Every entitlement id RevenueCat lists for the customer (v1 lists expired ones too, and sandbox
+     * ones even when their purchases are left out): a row of an entitlement not among them stops granting.
+     */
+    entitlementIds: string[];
+  };
 }
 
 export interface DescribeSnapshotOptions {
@@ -107,7 +118,10 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     effects: [],
     ignoredReason: null,
     syncReason: null,
-    snapshot: { sources: [...sources.values()].filter((source) => !(options.ignoreSandbox && source.environment === 'SANDBOX')) },
+    snapshot: {
+      sources: [...sources.values()].filter((source) => !(options.ignoreSandbox && source.environment === 'SANDBOX')),
+      entitlementIds: Object.keys(response.subscriber.entitlements),
+    },
   };
 }
 

@@ -27,7 +27,16 @@ export interface SyncOptions {
   reason: SyncReason;
   /** The longest wait for a slot of RevenueCat's budget; beyond it: 503 and the subscriber stays marked. */
   maxSlotWaitMs: number;
+  /** Epoch ms by which the call to RevenueCat must be over (default: SYNC_BUDGET_MS from now). */
+  deadline?: number;
 }
+
+/**
+ * The longest one sync may take, retries and waits included, unless its caller gives a deadline:
+ * every path that syncs (a request, after() following a webhook) ends well inside the function's
+ * 30 s (vercel.json maxDuration).
+ */
+export const SYNC_BUDGET_MS = 20_000;
 
 export interface SyncResult {
   appUserId: string;
@@ -58,6 +67,7 @@ let budgetSpentUntil = 0;
 
 export async function syncSubscriber(appUserId: string, options: SyncOptions): Promise<SyncResult> {
   const revenuecat = requireRevenueCat();
+  const deadline = options.deadline ?? Date.now() + SYNC_BUDGET_MS;
   const budgetSpent = () => new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; the subscriber stays marked for the sweep.', {
     retryAfterSeconds: Math.max(1, Math.ceil((budgetSpentUntil - Date.now()) / 1000)),
   });
@@ -78,12 +88,12 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     if (options.reason !== 'webhook') await markFailed(appUserId, options.reason, 'no slot in the RevenueCat budget in time', retryAfterSeconds);
     throw budgetSpent();
   }
-  if (begin.waitMs > 0) await sleep(begin.waitMs);
+  if (begin.waitMs > 0) await sleep(Math.min(begin.waitMs, Math.max(0, deadline - Date.now())));
 
   const fetchStartedAt = new Date();
   let fetched;
   try {
-    fetched = await fetchSubscriber(appUserId, revenuecat);
+    fetched = await fetchSubscriber(appUserId, { ...revenuecat, deadline });
   } catch (error) {
     if (error instanceof DomainError) await markFailed(appUserId, options.reason, error.detail, error.retryAfterSeconds);
     throw error;
@@ -163,6 +173,8 @@ export interface SweepResult {
 export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
   const revenuecat = requireRevenueCat();
   const started = Date.now();
+  // Every sync's call to RevenueCat, retries and waits included, is over by then.
+  const deadline = started + budgetMs;
   const limit = Math.max(1, Math.floor((budgetMs / 1000) * revenuecat.requestsPerSecond));
   const { claimed, due } = await callDb<{ claimed: { appUserId: string }[]; due: number }>('billing_sync_claim', {
     p_limit: limit,
@@ -175,7 +187,7 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
     // Out of time: the rest keep their lease and become due again when it ends.
     if (left <= revenuecat.timeoutMs) break;
     try {
-      await syncSubscriber(appUserId, { reason: 'sweep', maxSlotWaitMs: left - revenuecat.timeoutMs });
+      await syncSubscriber(appUserId, { reason: 'sweep', maxSlotWaitMs: left - revenuecat.timeoutMs, deadline });
       synced++;
     } catch (error) {
       failed++;

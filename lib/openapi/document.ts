@@ -131,7 +131,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/api/webhooks/subscription-billing', tags: ['Webhooks'], security: 'billingSecret',
     summary: 'Receive a RevenueCat webhook event',
-    description: 'Every authenticated, well-formed delivery gets exactly 200 `{ "received": true }`: new, duplicate, TEST, unknown type, no app_user_id. The event is stored with its effect in one transaction, deduplicated by `event.id`; order of arrival does not matter. A 503 means nothing was stored: RevenueCat retries.',
+    description: 'Every authenticated, well-formed delivery gets exactly 200 `{ "received": true }`: new, duplicate, TEST, unknown type, no app_user_id. The event is stored with its effect in one transaction, deduplicated by `event.id` (an event sent without one, as the published contract shows it, is identified by a digest of its content); order of arrival does not matter. A 503 means nothing was stored: RevenueCat retries.',
     request: {
       schema: () => billingWebhookBodySchema,
       maxBytes: DEFAULT_MAX_BODY_BYTES,
@@ -224,7 +224,8 @@ const commonHeaderRefs = { 'x-request-id': { $ref: '#/components/headers/Request
 // The rules lib/http/body.ts (readJsonBody) applies to every string and key of every JSON body,
 // before any schema: said in the schemas too, so a body the document accepts is one the server reads.
 const UNSTORABLE_CHARACTER = '[\\u0000\\uD800-\\uDFFF]'; // NUL, or a surrogate not in a pair (the pattern is Unicode-aware)
-const STORABLE_STRING = { not: { pattern: UNSTORABLE_CHARACTER } };
+// `type` inside `not`: a schema that also allows null must not refuse null for want of a string.
+const STORABLE_STRING = { not: { type: 'string', pattern: UNSTORABLE_CHARACTER } };
 const STORABLE_KEY = { type: 'string', not: { anyOf: [{ const: '__proto__' }, { pattern: UNSTORABLE_CHARACTER }] } };
 
 /** Any JSON value the body reader takes, for the fields a schema leaves free (`{}`). */
@@ -251,7 +252,8 @@ function withBodyRules(node: unknown): unknown {
   for (const key of ['additionalProperties', 'items']) {
     if (isFree(schema[key])) schema[key] = { $ref: '#/components/schemas/JsonValue' };
   }
-  if (schema.type === 'string' && !('enum' in schema) && !('const' in schema)) Object.assign(schema, STORABLE_STRING);
+  const allowsString = schema.type === 'string' || (Array.isArray(schema.type) && schema.type.includes('string'));
+  if (allowsString && !('enum' in schema) && !('const' in schema)) Object.assign(schema, STORABLE_STRING);
   if (schema.type === 'object' && schema.additionalProperties !== false) {
     schema.additionalProperties ??= { $ref: '#/components/schemas/JsonValue' }; // members the schema ignores are still read
     schema.propertyNames = STORABLE_KEY;

@@ -22,6 +22,11 @@ export interface RevenueCatClientOptions {
   maxWaitMs?: number;
   /** Retries after a 5xx, a timeout or a network failure (default 2). */
   retries?: number;
+  /**
+   * Epoch ms by which the call must be over, whatever happens (the caller's own time limit): each
+   * attempt's timeout is cut to it, and no retry or 429 wait starts that could not end before it.
+   */
+  deadline?: number;
 }
 
 export interface FetchedSubscriber {
@@ -29,6 +34,9 @@ export interface FetchedSubscriber {
   /** v1 answered 201: RevenueCat had no such customer and created it. */
   created: boolean;
 }
+
+/** An attempt shorter than this is not worth starting. */
+const MIN_ATTEMPT_MS = 100;
 
 /** When RevenueCat says nothing about how long to wait after a 429 (v1 may send no header). */
 const UNKNOWN_RETRY_AFTER_SECONDS = 60;
@@ -38,29 +46,35 @@ export async function fetchSubscriber(appUserId: string, options: RevenueCatClie
   const maxWaitMs = options.maxWaitMs ?? 3000;
   const retries = options.retries ?? 2;
   let waitedMs = 0;
+  const timeLeft = () => (options.deadline === undefined ? Infinity : options.deadline - Date.now());
+  /** Whether a pause of `ms` and then an attempt still fit before the deadline. */
+  const fits = (ms: number) => ms + MIN_ATTEMPT_MS <= timeLeft();
   for (let attempt = 0; ; attempt++) {
+    if (!fits(0)) throw new DomainError('upstream_unavailable', 'No time was left to ask RevenueCat; nothing was changed.', { retryAfterSeconds: 30 });
+    const attemptMs = Math.min(options.timeoutMs, timeLeft());
     let response: Response;
     try {
       response = await fetch(url, {
         headers: { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' },
-        signal: AbortSignal.timeout(options.timeoutMs),
+        signal: AbortSignal.timeout(attemptMs),
         redirect: 'error',
       });
     } catch (error) {
       const timedOut = (error as Error).name === 'TimeoutError';
-      if (attempt < retries) {
-        await sleep(backoffMs(attempt));
+      const backoff = backoffMs(attempt);
+      if (attempt < retries && fits(backoff)) {
+        await sleep(backoff);
         continue;
       }
       throw new DomainError('upstream_unavailable', timedOut
-        ? `RevenueCat did not answer within ${options.timeoutMs} ms (${attempt + 1} attempts); nothing was changed.`
+        ? `RevenueCat did not answer within ${attemptMs} ms (${attempt + 1} attempts); nothing was changed.`
         : 'RevenueCat could not be reached; nothing was changed.', { retryAfterSeconds: 30 });
     }
 
     if (response.status === 429) {
       const retryAfterMs = retryAfterOf(response) ?? UNKNOWN_RETRY_AFTER_SECONDS * 1000;
       await response.body?.cancel();
-      if (waitedMs + retryAfterMs <= maxWaitMs) {
+      if (waitedMs + retryAfterMs <= maxWaitMs && fits(retryAfterMs)) {
         waitedMs += retryAfterMs;
         await sleep(retryAfterMs);
         continue;
@@ -71,8 +85,9 @@ export async function fetchSubscriber(appUserId: string, options: RevenueCatClie
     }
     if (response.status >= 500) {
       await response.body?.cancel();
-      if (attempt < retries) {
-        await sleep(backoffMs(attempt));
+      const backoff = backoffMs(attempt);
+      if (attempt < retries && fits(backoff)) {
+        await sleep(backoff);
         continue;
       }
       throw new DomainError('upstream_unavailable', `RevenueCat answered ${response.status} (${attempt + 1} attempts); nothing was changed.`, { retryAfterSeconds: 30 });

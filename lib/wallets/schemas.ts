@@ -27,12 +27,31 @@ const solanaAddressDoc = {
   pattern: '^[1-9A-HJ-NP-Za-km-z]{32,44}$',
   description: 'Base58 of a 32-byte ed25519 public key: it decodes to exactly 32 bytes that are a point on the curve (400 `invalid_address` otherwise).',
 };
-const evmSignatureDoc = {
-  // 65 bytes (r, s, v) with v 27/28 (or 0/1); any other length is a smart-contract wallet's, checked on
-  // its chain when WALLET_EVM_RPC_URLS names one (else 422 unsupported_signature_type).
-  pattern: '^0x(?:[0-9a-fA-F]{128}(?:1[bBcC]|0[01])|(?:[0-9a-fA-F]{2}){66,})$',
-  description: 'personal_sign (EIP-191) of `message`, hex: 65 bytes (r, s, v) with v 27, 28, 0 or 1. A longer signature is a smart-contract wallet\'s (ERC-1271/ERC-6492): 422 `unsupported_signature_type`.',
-};
+/**
+ * An EVM signature's shape is hex bytes of any length, the one rule decodeEvmSignature holds every
+ * signature to (400 invalid_request otherwise): a Safe's 65 bytes with v 31/32, or a contract's
+ * signature of any length, is for the wallet's key or its contract to judge, not a shape error.
+ * What happens to a contract wallet's signature depends on the chain (an RPC in
+ * WALLET_EVM_RPC_URLS or not), so the description is built from the configuration, naming chains
+ * and never where their RPC is.
+ */
+function evmSignatureDoc(networks: Pick<Config['wallet'], 'evmChainIds' | 'evmRpcUrls'>) {
+  const checked = networks.evmChainIds.filter((id) => networks.evmRpcUrls.has(id));
+  const unchecked = networks.evmChainIds.filter((id) => !networks.evmRpcUrls.has(id));
+  const chains = (ids: number[]) => `${ids.length === 1 ? 'chain' : 'chains'} ${ids.join(', ')}`;
+  const capitalized = (text: string) => text[0]!.toUpperCase() + text.slice(1);
+  return {
+    pattern: '^0x(?:[0-9a-fA-F]{2})+$',
+    description: [
+      'personal_sign (EIP-191) of `message`, as hex bytes: `0x` and an even number of hex digits (400 `invalid_request` otherwise).',
+      'An ordinary wallet\'s is 65 bytes (r, s, v) that recover `address`, checked offline.',
+      'Any other signature (another length, ERC-6492\'s magic suffix, or 65 bytes that do not recover `address`, such as a Safe\'s with v 31 or 32) is a smart-contract wallet\'s (ERC-1271/ERC-6492):',
+      ...(checked.length > 0 ? [`on ${chains(checked)} it is checked on that chain through its RPC (WALLET_EVM_RPC_URLS): 422 \`invalid_signature\` if the contract refuses it, 503 \`chain_unavailable\` if the RPC does not answer.`] : []),
+      ...(unchecked.length > 0 ? [`${capitalized(chains(unchecked))} ${unchecked.length === 1 ? 'has' : 'have'} no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 \`unsupported_signature_type\` (\`invalid_signature\` for 65 bytes).`] : []),
+      'ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`.',
+    ].join(' '),
+  };
+}
 const solanaSignatureDoc = {
   pattern: '^[1-9A-HJ-NP-Za-km-z]{64,88}$',
   description: 'ed25519 signature of the UTF-8 `message`, base58: it decodes to exactly 64 bytes (400 `invalid_request` otherwise).',
@@ -57,9 +76,9 @@ export function walletBodySchemas(networks?: WalletConfig['wallet']) {
     address: documented ? address.meta(solanaAddressDoc) : address,
     cluster: documented ? cluster.meta({ enum: networks.solanaClusters, description: 'One of the Solana clusters this deployment accepts (WALLET_SOLANA_CLUSTERS; 400 `unsupported_chain` otherwise)' }) : cluster,
   };
-  const signed = (signatureDoc: typeof evmSignatureDoc) => ({
+  const signed = (signatureDoc: { pattern: string; description: string } | undefined) => ({
     message: documented ? message.meta({ description: 'The challenge\'s `message`, exactly as issued' }) : message,
-    signature: documented ? signature.meta(signatureDoc) : signature,
+    signature: signatureDoc ? signature.meta(signatureDoc) : signature,
   });
   return {
     /** POST /api/wallet-link/challenge */
@@ -67,8 +86,8 @@ export function walletBodySchemas(networks?: WalletConfig['wallet']) {
     /** POST /api/wallet-link: the contract's `{ payload }`, holding the signed challenge. */
     link: z.strictObject({
       payload: z.discriminatedUnion('chain', [
-        z.strictObject({ ...evm, ...signed(evmSignatureDoc) }),
-        z.strictObject({ ...solana, ...signed(solanaSignatureDoc) }),
+        z.strictObject({ ...evm, ...signed(documented ? evmSignatureDoc(networks) : undefined) }),
+        z.strictObject({ ...solana, ...signed(documented ? solanaSignatureDoc : undefined) }),
       ]),
     }),
   };

@@ -2,6 +2,7 @@ import type { SessionUser } from '../auth/session.ts';
 import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
+import { log } from '../log.ts';
 import { buildChallenge } from './challenge.ts';
 import { toWalletLink, toWalletLinks, type WalletLink, type WalletLinkRow } from './links.ts';
 import { verifyContractSignature, type ContractProofKind } from './contract-signatures.ts';
@@ -13,7 +14,7 @@ import type { ChallengeInput, LinkInput } from './schemas.ts';
  * The wallet-link use cases. Each makes exactly one database call (one SQL function in
  * supabase/migrations/20261122000200_wallets.sql and 20261124001300_contract_wallets.sql), after
  * every check that needs no database; linking a smart-contract wallet makes two, around the call
- * to its chain (see linkWallet).
+ * to its chain, or three when the chain does not answer (see linkWallet).
  * `now` is injectable for the tests; the routes use the real clock.
  */
 
@@ -64,7 +65,9 @@ export interface LinkResult {
  * counted) without consuming it, so a chain is only asked about an open challenge of this
  * caller, at most 5 times per challenge; then the chain answers (ERC-6492 / ERC-1271); only a
  * valid answer links. An invalid signature (422) or a chain that did not answer (503) leaves the
- * challenge open for another try.
+ * challenge open for another try. Only definite answers count toward the 5: when the chain did
+ * not answer, the check is given back (supabase/migrations/20261126000300_contract_check_refund.sql)
+ * before the 503, so the same signature can be sent again however often the RPC fails.
  */
 export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
   const config = getConfig();
@@ -79,7 +82,14 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
       p_address_key: input.addressKey,
     });
     const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
-    const check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
+    let check: Awaited<ReturnType<typeof verifyContractSignature>>;
+    try {
+      check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
+    } catch (error) {
+      // No answer from the chain (chain_unavailable, or anything unforeseen): not a check.
+      await refundContractCheck(user, proof.challengeId);
+      throw error;
+    }
     if (!check.valid) {
       throw new DomainError('invalid_signature', `Neither the key of ${input.address} nor a smart-contract wallet at that address on chain ${proof.chainId} accepts this signature over this exact message.`);
     }
@@ -94,6 +104,19 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
     p_kind: kind,
   });
   return { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked };
+}
+
+/**
+ * Give back the check counted for a chain that did not answer. The caller still gets the chain's
+ * 503 if this fails too (the database is then likely down as well); the check then stays counted,
+ * which costs the user one of their 5 tries, never a wrong answer.
+ */
+async function refundContractCheck(user: User, challengeId: string): Promise<void> {
+  try {
+    await callDb('wallet_refund_contract_check', { p_user_id: user.userId, p_challenge_id: challengeId });
+  } catch (error) {
+    log.warn({ err: { message: (error as Error).message }, challengeId }, 'could not give back a contract check the chain did not answer');
+  }
 }
 
 /** The caller's links, oldest first. */

@@ -3,13 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
-import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeCustomer, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
-import { billingEvent, day, deliver, deliveryOrders, entitlementsOf, isoDay } from './support.ts';
+import {
+  apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrders, DOC, entitlementsOf, event, expectEntitlementState, expiration,
+  isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem,
+} from './support.ts';
 
 /**
  * Audit (issues 11 and 14): RevenueCat's documented flows, written from RevenueCat's own pages
@@ -33,12 +35,7 @@ interface Expected {
   state: Partial<Record<Role, Views | null>>;
 }
 /** A snapshot of RevenueCat's record (GET /v1/subscribers/{id}) taken at `at`, fetched by the user's "Refresh purchases". */
-interface Snapshot {
-  snapshotOf: Role;
-  at: number;
-  customer: FakeCustomer;
-}
-type Item = BillingWebhookBody | Snapshot;
+type Item = FlowItem;
 interface Flow {
   name: string;
   /** What RevenueCat's documentation says (quoted) and where. */
@@ -54,55 +51,6 @@ const newUsers = (): Users => ({
   anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}`,
   anon2: `$RCAnonymousID:${randomBytes(16).toString('hex')}`,
 });
-
-// ---------------------------------------------------------------------------------------------
-// Event builders: corpus bodies (tests/billing/fixtures) with the sequence's facts.
-
-const MONTHLY = 'com.example.pro.monthly';
-const YEARLY = 'com.example.pro.yearly';
-const LIFETIME = 'com.example.pro.lifetime';
-const PLAY_MONTHLY = 'pro_monthly:monthly';
-const apple = (tx: string, otx = '1000', product = MONTHLY) => ({ store: 'APP_STORE', product_id: product, transaction_id: tx, original_transaction_id: otx });
-const play = (order: string, product = PLAY_MONTHLY, otx = order.replace(/\.\.\d+$/, '')) => ({ store: 'PLAY_STORE', product_id: product, transaction_id: order, original_transaction_id: otx });
-
-const purchase = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('initial-purchase', u, { at, purchased, expires }, { ...apple('1000'), ...fields });
-const trial = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('initial-purchase-trial', u, { at, purchased, expires }, { ...apple('1000'), period_type: 'TRIAL', ...fields });
-const renewal = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('renewal', u, { at, purchased, expires }, { ...apple(`2000${Math.round(purchased * 1000)}`), ...fields });
-const cancellation = (u: string, reason: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires }, { ...apple('1000'), cancel_reason: reason, ...fields });
-const billingIssue = (u: string, at: number, purchased: number, expires: number, grace: number | null, fields: Record<string, unknown> = {}) =>
-  billingEvent(grace === null ? 'billing-issue-no-grace' : 'billing-issue-grace', u, { at, purchased, expires },
-    { ...apple('1000'), grace_period_expiration_at_ms: grace === null ? null : day(grace), ...fields });
-const expiration = (u: string, reason: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('expiration', u, { at, purchased, expires }, { ...apple('1000'), expiration_reason: reason, ...fields });
-const refund = (u: string, at: number, purchased: number, refundedAt: number | null, fields: Record<string, unknown> = {}) =>
-  billingEvent('cancellation-customer-support', u, { at, purchased, expires: refundedAt }, { ...apple('1000'), price: -9.99, ...fields });
-const event = (fixtureName: string, u: string, at: number, purchased: number, expires: number | null, fields: Record<string, unknown> = {}) =>
-  billingEvent(fixtureName, u, { at, purchased, expires }, { ...apple('1000'), ...fields });
-const transfer = (from: string[], to: string[], at: number, fields: Record<string, unknown> = {}) =>
-  billingEvent('transfer', to[to.length - 1]!, { at }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: from, transferred_to: to, ...fields });
-
-// v1 snapshot builders.
-const snapshot = (snapshotOf: Role, at: number, customer: FakeCustomer): Snapshot => ({ snapshotOf, at, customer });
-const v1Time = (days: number | null) => (days === null ? null : new Date(day(days)).toISOString().replace(/\.\d{3}Z$/, 'Z'));
-
-// ---------------------------------------------------------------------------------------------
-// The flows. Each `doc` quotes the page the expectation comes from.
-
-const DOC = {
-  flows: 'https://www.revenuecat.com/docs/integrations/webhooks/event-flows',
-  types: 'https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields',
-  grace: 'https://www.revenuecat.com/docs/subscription-guidance/how-grace-periods-work',
-  refunds: 'https://www.revenuecat.com/docs/subscription-guidance/refunds',
-  manage: 'https://www.revenuecat.com/docs/subscription-guidance/managing-subscriptions',
-  web: 'https://www.revenuecat.com/docs/web/web-billing/subscription-lifecycle',
-  prepaid: 'https://www.revenuecat.com/docs/subscription-guidance/google-prepaid-plans',
-  promo: 'https://www.revenuecat.com/docs/dashboard-and-metrics/customer-history/promotionals',
-  v1: 'https://www.revenuecat.com/docs/api-v1/customer-info-model',
-};
 
 const webhookFlows: Flow[] = [
   // --- Subscription lifecycle --------------------------------------------------------------
@@ -811,47 +759,15 @@ function orders(n: number, kind: DatabaseKind): number[][] {
   return deliveryOrders(n, { sample: 6, seed: 1111 });
 }
 
-const isSnapshot = (item: Item): item is Snapshot => 'snapshotOf' in item;
-
 let revenuecat: FakeRevenueCat;
-
-async function deliverItem(item: Item, users: Users): Promise<void> {
-  if (!isSnapshot(item)) {
-    const response = await deliver(item);
-    expect({ event: item.event.type, status: response.status }).toEqual({ event: item.event.type, status: 200 });
-    return;
-  }
-  // RevenueCat's record at the snapshot's time, fetched by the user's own "Refresh purchases".
-  const userId = users[item.snapshotOf];
-  revenuecat.setCustomer(userId, item.customer);
-  revenuecat.setClock(day(item.at));
-  const user = await testUser({ userId });
-  const response = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
-  expect({ snapshot: item.snapshotOf, status: response.status }).toEqual({ snapshot: item.snapshotOf, status: 200 });
-}
-
-async function expectState(db: TestDatabase, users: Users, expected: Expected, label: string): Promise<void> {
-  for (const [role, entitlements] of Object.entries(expected.state) as [Role, Views | null][]) {
-    const views = await entitlementsOf(db, users[role], new Date(day(expected.now)));
-    if (entitlements === null) {
-      expect({ label, role, views }).toEqual({ label, role, views: [] });
-      continue;
-    }
-    for (const [id, view] of Object.entries(entitlements)) {
-      const actual = views.find((candidate) => candidate.id === id) ?? null;
-      if (view === null) expect({ label, role, id, actual }).toEqual({ label, role, id, actual: null });
-      else expect({ label, role, id, actual }).toMatchObject({ label, role, id, actual: view });
-    }
-  }
-}
 
 async function runFlow(db: TestDatabase, flow: Flow): Promise<void> {
   const count = flow.items(newUsers()).length;
   for (const order of orders(count, db.kind)) {
     const users = newUsers();
     const items = flow.items(users);
-    for (const index of order) await deliverItem(items[index]!, users);
-    for (const state of flow.expected) await expectState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
+    for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
+    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
   }
 }
 

@@ -65,12 +65,12 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   { name: 'CANCELLATION CUSTOMER_SUPPORT without expiry (one-time purchase): refunded at the event', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: null }),
     effects: [{ action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT) }] },
   { name: 'BILLING_ISSUE with a grace period: grace until it ends', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: EXPIRES + 16 * 86_400_000 }),
-    effects: [{ ...flag, status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace'], graceExpiresAt: iso(EXPIRES + 16 * 86_400_000) }] },
+    effects: [{ ...flag, status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace'], renewal: 'off', graceExpiresAt: iso(EXPIRES + 16 * 86_400_000) }] },
   // Stripe keeps retrying inside the new expiration it reports (grace null): the flag extends access to it.
   { name: 'BILLING_ISSUE carrying a later expiration (Stripe): extends to it', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null, expiration_at_ms: EXPIRES + 7 * 86_400_000 }),
     effects: [{ action: 'flag', status: 'billing_issue', expiry: 'extend', expiresAt: iso(EXPIRES + 7 * 86_400_000) }] },
   { name: 'BILLING_ISSUE without a grace period: billing_issue, never revoked', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null }),
-    effects: [{ action: 'flag', status: 'billing_issue', graceExpiresAt: null, renewal: 'keep', expiry: 'extend' }] },
+    effects: [{ action: 'flag', status: 'billing_issue', graceExpiresAt: null, renewal: 'off', expiry: 'extend' }] },
   { name: 'SUBSCRIPTION_PAUSED: will not renew, auto-resume kept, access unchanged', event: event('SUBSCRIPTION_PAUSED', { auto_resume_at_ms: EXPIRES + 86_400_000 }),
     effects: [{ ...flag, renewal: 'off', autoResumeAt: iso(EXPIRES + 86_400_000) }] },
   { name: 'EXPIRATION: expired', event: event('EXPIRATION', { expiration_reason: 'UNSUBSCRIBE' }),
@@ -235,17 +235,28 @@ describe('the envelope', () => {
   const cases = [
     { name: 'no event', body: { api_version: '1.0' }, path: 'event' },
     { name: 'event not an object', body: { event: 'INITIAL_PURCHASE' }, path: 'event' },
-    { name: 'no id', body: { event: { type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'empty id', body: { event: { id: '', type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'id over 256 characters', body: { event: { id: 'x'.repeat(257), type: 'RENEWAL' } }, path: 'event.id' },
     { name: 'numeric id', body: { event: { id: 42, type: 'RENEWAL' } }, path: 'event.id' },
-    { name: 'no type', body: { event: { id: 'e1' } }, path: 'event.type' },
+    { name: 'app_user_id not a string', body: { event: { id: 'e1', type: 'RENEWAL', app_user_id: 42 } }, path: 'event.app_user_id' },
+    { name: 'product_id not a string', body: { event: { id: 'e1', type: 'RENEWAL', product_id: ['pro'] } }, path: 'event.product_id' },
     { name: 'type not a string', body: { event: { id: 'e1', type: ['RENEWAL'] } }, path: 'event.type' },
   ];
   it.each(cases)('refuses $name', ({ body, path }) => {
     const result = billingWebhookBodySchema.safeParse(body);
     expect(result.success).toBe(false);
     expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
+  });
+
+  it('identifies an event without id (the contract shows none) by its content, and takes no type as an unknown one', () => {
+    const parsed = billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } });
+    expect(parsed.event.id).toMatch(/^sha256:[0-9a-f]{64}$/);
+    // The same content in another key order is the same event; other content is another.
+    expect(billingWebhookBodySchema.parse({ event: { purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' } }).event.id).toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 } }).event.id).not.toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } }).event.id).toBe(parsed.event.id);
+    expect(billingWebhookBodySchema.parse({ event: { id: 'e1' } }).event.type).toBe('');
+    expect(describeEventEffects(billingWebhookBodySchema.parse({ event: { id: 'e1', app_user_id: 'u1' } }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
   });
 
   it('accepts an id of 256 characters, any type string, and nulls everywhere else', () => {

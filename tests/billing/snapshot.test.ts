@@ -79,6 +79,14 @@ describe('describeSnapshot: a product of RevenueCat\'s record at the snapshot\'s
     expect(plan.snapshot.sources).toEqual([expect.objectContaining({ productId: 'lifetime', status: 'expired', willRenew: false, entitlementIds: [] })]);
   });
 
+  it('lists every entitlement RevenueCat shows, expired or sandbox ones too (a row of one it does not list stops granting)', () => {
+    const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: {
+      subscriptions: { a: subscription({ is_sandbox: true }), b: subscription({ expires_date: iso(AT - DAY) }) },
+      entitlements: { sandboxed: { product_identifier: 'a', expires_date: iso(AT + DAY) }, lapsed: { product_identifier: 'b', expires_date: iso(AT - DAY) } },
+    } });
+    expect(describeSnapshot(response, 'u', { eventId: 'sync:3', ignoreSandbox: true }).snapshot.entitlementIds).toEqual(['sandboxed', 'lapsed']);
+  });
+
   it('leaves sandbox purchases out when sandbox grants nothing (deployed, unless BILLING_SANDBOX_GRANTS=true)', () => {
     const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: { subscriptions: { a: subscription({ is_sandbox: true }), b: subscription() } } });
     expect(describeSnapshot(response, 'u', { eventId: 'sync:2', ignoreSandbox: true }).snapshot.sources.map((source) => source.productId)).toEqual(['b']);

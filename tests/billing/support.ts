@@ -1,11 +1,15 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
+import { expect } from 'vitest';
+import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import type { TestDatabase } from '../support/databases.ts';
+import type { FakeCustomer, FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
 import { DAY_MS, T0, fixture } from './fixtures.ts';
 
 export { billingRoute };
@@ -75,3 +79,109 @@ export function deliveryOrders(n: number, { sample, seed }: { sample: number; se
   }
   return [identity, [...identity].reverse(), ...fc.sample(fc.shuffledSubarray(identity, { minLength: n, maxLength: n }), { numRuns: sample, seed })];
 }
+
+// ---------------------------------------------------------------------------------------------
+// Flows: webhook bodies and snapshots of RevenueCat's record, delivered in some order, then the
+// state read as GET /api/me shows it. Users are named by role (`alice`, `bob`, ...) in a flow and
+// get fresh ids for every run.
+
+/** A snapshot of RevenueCat's record (GET /v1/subscribers/{id}) taken at `at` (days after T0), fetched by the user's own "Refresh purchases". */
+export interface SnapshotItem {
+  snapshotOf: string;
+  at: number;
+  customer: FakeCustomer;
+}
+export type FlowItem = BillingWebhookBody | SnapshotItem;
+/** Per entitlement id: the view expected (partial), or null for "no such entitlement". */
+export type ExpectedViews = Record<string, Partial<EntitlementView> | null>;
+export interface ExpectedState {
+  /** Days after T0: the instant the state is read at. */
+  now: number;
+  /** Per role: the entitlements expected, or null: none at all. */
+  state: Partial<Record<string, ExpectedViews | null>>;
+}
+
+export const isSnapshotItem = (item: FlowItem): item is SnapshotItem => 'snapshotOf' in item;
+
+/**
+ * Deliver one item: a webhook body through the route (it must answer 200), or a snapshot: the
+ * stand-in RevenueCat is given the customer and the clock, and the user refreshes their purchases.
+ */
+export async function deliverFlowItem(item: FlowItem, users: Record<string, string>, revenuecat?: FakeRevenueCat): Promise<void> {
+  if (!isSnapshotItem(item)) {
+    const response = await deliver(item);
+    expect({ event: item.event.type, status: response.status }).toEqual({ event: item.event.type, status: 200 });
+    return;
+  }
+  if (!revenuecat) throw new Error('a snapshot needs the RevenueCat stand-in');
+  const userId = users[item.snapshotOf]!;
+  revenuecat.setCustomer(userId, item.customer);
+  revenuecat.setClock(day(item.at));
+  const user = await testUser({ userId });
+  const response = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+  expect({ snapshot: item.snapshotOf, status: response.status }).toEqual({ snapshot: item.snapshotOf, status: 200 });
+}
+
+/** Every role's entitlements at `expected.now` match what is expected. */
+export async function expectEntitlementState(db: TestDatabase, users: Record<string, string>, expected: ExpectedState, label: string): Promise<void> {
+  for (const [role, entitlements] of Object.entries(expected.state)) {
+    const views = await entitlementsOf(db, users[role]!, new Date(day(expected.now)));
+    if (entitlements === null || entitlements === undefined) {
+      expect({ label, role, views }).toEqual({ label, role, views: [] });
+      continue;
+    }
+    for (const [id, view] of Object.entries(entitlements)) {
+      const actual = views.find((candidate) => candidate.id === id) ?? null;
+      if (view === null) expect({ label, role, id, actual }).toEqual({ label, role, id, actual: null });
+      else expect({ label, role, id, actual }).toMatchObject({ label, role, id, actual: view });
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event builders: corpus bodies (tests/billing/fixtures) with a flow's facts (times in days after T0;
+// App Store by default), v1 snapshot builders, and the documentation pages flows quote.
+
+export const MONTHLY = 'com.example.pro.monthly';
+export const YEARLY = 'com.example.pro.yearly';
+export const LIFETIME = 'com.example.pro.lifetime';
+export const PLAY_MONTHLY = 'pro_monthly:monthly';
+export const apple = (tx: string, otx = '1000', product = MONTHLY) => ({ store: 'APP_STORE', product_id: product, transaction_id: tx, original_transaction_id: otx });
+export const play = (order: string, product = PLAY_MONTHLY, otx = order.replace(/\.\.\d+$/, '')) => ({ store: 'PLAY_STORE', product_id: product, transaction_id: order, original_transaction_id: otx });
+
+export const purchase = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('initial-purchase', u, { at, purchased, expires }, { ...apple('1000'), ...fields });
+export const trial = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('initial-purchase-trial', u, { at, purchased, expires }, { ...apple('1000'), period_type: 'TRIAL', ...fields });
+export const renewal = (u: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('renewal', u, { at, purchased, expires }, { ...apple(`2000${Math.round(purchased * 1000)}`), ...fields });
+export const cancellation = (u: string, reason: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires }, { ...apple('1000'), cancel_reason: reason, ...fields });
+export const billingIssue = (u: string, at: number, purchased: number, expires: number, grace: number | null, fields: Record<string, unknown> = {}) =>
+  billingEvent(grace === null ? 'billing-issue-no-grace' : 'billing-issue-grace', u, { at, purchased, expires },
+    { ...apple('1000'), grace_period_expiration_at_ms: grace === null ? null : day(grace), ...fields });
+export const expiration = (u: string, reason: string, at: number, purchased: number, expires: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('expiration', u, { at, purchased, expires }, { ...apple('1000'), expiration_reason: reason, ...fields });
+export const refund = (u: string, at: number, purchased: number, refundedAt: number | null, fields: Record<string, unknown> = {}) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased, expires: refundedAt }, { ...apple('1000'), price: -9.99, ...fields });
+export const event = (fixtureName: string, u: string, at: number, purchased: number, expires: number | null, fields: Record<string, unknown> = {}) =>
+  billingEvent(fixtureName, u, { at, purchased, expires }, { ...apple('1000'), ...fields });
+export const transfer = (from: string[], to: string[], at: number, fields: Record<string, unknown> = {}) =>
+  billingEvent('transfer', to[to.length - 1]!, { at }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: from, transferred_to: to, ...fields });
+
+// v1 snapshot builders.
+export const snapshot = (snapshotOf: string, at: number, customer: FakeCustomer): SnapshotItem => ({ snapshotOf, at, customer });
+export const v1Time = (days: number | null) => (days === null ? null : new Date(day(days)).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+/** The RevenueCat pages the flows' expectations come from. */
+export const DOC = {
+  flows: 'https://www.revenuecat.com/docs/integrations/webhooks/event-flows',
+  types: 'https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields',
+  grace: 'https://www.revenuecat.com/docs/subscription-guidance/how-grace-periods-work',
+  refunds: 'https://www.revenuecat.com/docs/subscription-guidance/refunds',
+  manage: 'https://www.revenuecat.com/docs/subscription-guidance/managing-subscriptions',
+  web: 'https://www.revenuecat.com/docs/web/web-billing/subscription-lifecycle',
+  prepaid: 'https://www.revenuecat.com/docs/subscription-guidance/google-prepaid-plans',
+  promo: 'https://www.revenuecat.com/docs/dashboard-and-metrics/customer-history/promotionals',
+  v1: 'https://www.revenuecat.com/docs/api-v1/customer-info-model',
+};

@@ -6,6 +6,7 @@ import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { sweepBillingSync } from '../../lib/billing/sync.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
@@ -287,6 +288,43 @@ describe.each(DATABASE_KINDS)('when RevenueCat fails, nothing changes, on %s', (
     expect(await db.sql(`select event_id from public.billing_events where app_user_id = $1 and type = 'SYNC'`, [user.userId])).toEqual([]);
     // Left marked for the sweep, due after a backoff.
     expect(await db.sql<{ attempts: number }>('select attempts from public.billing_sync_queue where app_user_id = $1', [user.userId])).toEqual([{ attempts: 1 }]);
+  });
+});
+
+describe.each(DATABASE_KINDS)('the sweep, bounded and shared, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  const mark = (ids: string[]) => db.sql(`insert into public.billing_sync_queue (app_user_id, reason) select unnest($1::text[]), 'test'`, [ids]);
+
+  it('ends within its budget when RevenueCat only hangs (no retry or wait starts that cannot end in time), and leaves everyone marked', async () => {
+    const ids = Array.from({ length: 8 }, () => `hang-${randomUUID()}`);
+    await mark(ids);
+    revenuecat.script(...Array.from({ length: 60 }, () => 'hang' as const));
+    const budgetMs = 1000;
+    const started = Date.now();
+    const result = await sweepBillingSync(budgetMs);
+    const elapsed = Date.now() - started;
+    // Each attempt times out at 400 ms (REVENUECAT_TIMEOUT_MS) and would be retried twice with a
+    // backoff: one sync alone takes 1.8 to 2.4 s. The deadline cuts it at the budget; the margin is
+    // for the database calls around it.
+    expect(elapsed).toBeLessThan(budgetMs + 600);
+    expect(result.synced).toBe(0);
+    expect(result.failed).toBeGreaterThanOrEqual(1);
+    const marked = await db.sql<{ app_user_id: string }>('select app_user_id from public.billing_sync_queue where app_user_id = any($1)', [ids]);
+    expect(marked.map((row) => row.app_user_id).sort()).toEqual([...ids].sort());
+    revenuecat.unscript(); // the sweep stopped asking before the script ran out
+  });
+
+  it.runIf(kind === 'postgres')('two sweeps at once never take the same subscriber: each is fetched once', async () => {
+    const ids = Array.from({ length: 20 }, () => `twice-${randomUUID()}`);
+    for (const id of ids) renewedRecord(id);
+    revenuecat.setClock(day(40));
+    await mark(ids);
+    const seen = revenuecat.requests.length;
+    const [first, second] = await Promise.all([sweepBillingSync(8000), sweepBillingSync(8000)]);
+    const fetched = revenuecat.requests.slice(seen).map((request) => request.appUserId).filter((id) => ids.includes(id));
+    expect(fetched.sort()).toEqual([...ids].sort());
+    expect(first!.synced + second!.synced).toBeGreaterThanOrEqual(ids.length);
+    expect(await db.sql('select app_user_id from public.billing_sync_queue where app_user_id = any($1)', [ids])).toEqual([]);
   });
 });
 

@@ -9,6 +9,7 @@ import { billingEvent, billingRoute, day, deliver, entitlementsOf, eventRow } fr
 
 const DEV_SECRET = DEV_WEBHOOK_SECRETS.subscription;
 const countEvents = async (db: TestDatabase) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events'))[0]!.n);
+const countEventsOf = async (db: TestDatabase, user: string) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events where app_user_id = $1', [user]))[0]!.n);
 
 describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => {
   const db = suiteDatabase(kind);
@@ -75,10 +76,11 @@ describe('the webhook request', () => {
     { name: 'an array', body: '[]', status: 400, code: 'invalid_request', path: '(body)' },
     { name: 'no event', body: '{"api_version":"1.0"}', status: 400, code: 'invalid_request', path: 'event' },
     { name: 'event is null', body: '{"event":null}', status: 400, code: 'invalid_request', path: 'event' },
-    { name: 'no event id', body: '{"event":{"type":"RENEWAL"}}', status: 400, code: 'invalid_request', path: 'event.id' },
+    { name: 'a numeric event id', body: '{"event":{"id":12,"type":"RENEWAL"}}', status: 400, code: 'invalid_request', path: 'event.id' },
     { name: 'an empty event id', body: '{"event":{"id":"","type":"RENEWAL"}}', status: 400, code: 'invalid_request', path: 'event.id' },
     { name: 'an event id of 257 characters', body: JSON.stringify({ event: { id: 'x'.repeat(257), type: 'RENEWAL' } }), status: 400, code: 'invalid_request', path: 'event.id' },
-    { name: 'no type', body: '{"event":{"id":"e1"}}', status: 400, code: 'invalid_request', path: 'event.type' },
+    { name: 'a numeric app_user_id', body: '{"event":{"id":"e1","type":"RENEWAL","app_user_id":42}}', status: 400, code: 'invalid_request', path: 'event.app_user_id' },
+    { name: 'a product_id that is an object', body: '{"event":{"id":"e1","type":"RENEWAL","product_id":{}}}', status: 400, code: 'invalid_request', path: 'event.product_id' },
     { name: 'a numeric type', body: '{"event":{"id":"e1","type":7}}', status: 400, code: 'invalid_request', path: 'event.type' },
   ];
   it.each(cases)('answers $status $code to $name, and records nothing', async ({ body, status, code, path }) => {
@@ -91,6 +93,31 @@ describe('the webhook request', () => {
     if (path) expect(response.body.errors.map((error: { path: string }) => error.path)).toContain(path);
     expect(dbCallCount()).toBe(calls);
     expect(await countEvents(db)).toBe(events);
+  });
+
+  // The published contract names event.type, app_user_id and product_id, and no id.
+  it('takes an event the way the contract shows it (no id): 200, stored once under a digest of its content, its effect applied', async () => {
+    const user = 'contract-shaped-user';
+    const event = { type: 'NON_RENEWING_PURCHASE', app_user_id: user, product_id: 'lifetime', entitlement_ids: ['pro'], event_timestamp_ms: day(0.001), purchased_at_ms: day(0), store: 'APP_STORE', environment: 'PRODUCTION' };
+    expect(await deliver({ event })).toMatchObject({ status: 200, text: '{"received":true}' });
+    // The same content again, keys in another order and spaced out: a duplicate, nothing applied twice.
+    const reordered = JSON.stringify({ event: Object.fromEntries(Object.entries(event).reverse()) }, null, 2);
+    expect(await deliver(reordered, { 'content-type': 'application/json' })).toMatchObject({ status: 200, text: '{"received":true}' });
+    const rows = await db.sql<{ event_id: string; outcome: string; body_id: string }>("select event_id, outcome, body->'event'->>'id' as body_id from public.billing_events where app_user_id = $1", [user]);
+    expect(rows).toEqual([{ event_id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), outcome: 'applied', body_id: rows[0]!.event_id }]);
+    expect(await entitlementsOf(db, user, new Date(day(1)))).toMatchObject([{ id: 'pro', active: true, productId: 'lifetime' }]);
+    // Other content is another event.
+    expect((await deliver({ event: { ...event, product_id: 'lifetime_2' } })).status).toBe(200);
+    expect(await countEventsOf(db, user)).toBe(2);
+  });
+
+  it('takes an event with no type (or a null one) as an unknown type: 200, recorded as ignored, nothing changed', async () => {
+    for (const body of ['{"event":{"id":"no-type-1","app_user_id":"no-type-user"}}', '{"event":{"id":"no-type-2","type":null,"app_user_id":"no-type-user"}}']) {
+      expect(await deliver(body, { 'content-type': 'application/json' })).toMatchObject({ status: 200, text: '{"received":true}' });
+    }
+    expect(await eventRow(db, 'no-type-1')).toMatchObject({ count: 1, outcome: 'ignored', type: '' });
+    expect(await eventRow(db, 'no-type-2')).toMatchObject({ count: 1, outcome: 'ignored', type: '' });
+    expect(await entitlementsOf(db, 'no-type-user', new Date(day(1)))).toEqual([]);
   });
 
   it('answers 415 to a body that is not sent as JSON', async () => {

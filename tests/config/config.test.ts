@@ -61,6 +61,24 @@ describe('configuration', () => {
     expect(loadConfig({ ...COMPLETE, VERCEL: '1' }).local).toBe(false);
   });
 
+  // Vercel sets VERCEL=1, but any value says "on Vercel": production-like (no local mode) and
+  // deployed (LOCAL_DEV refused, Vercel's pool) must follow the same rule, or VERCEL=true LOCAL_DEV=1
+  // would run a deployment in local mode with dev keys and dev secrets.
+  it.each(['1', 'true', 'yes', ' 1 '])('counts VERCEL=%j as deployed, for every rule that asks', (vercel) => {
+    expect(() => loadConfig({ ...COMPLETE, VERCEL: vercel, LOCAL_DEV: '1' })).toThrow(/LOCAL_DEV=1 is refused on a deployment/);
+    expect(() => loadConfig({ VERCEL: vercel, LOCAL_DEV: 'true' })).toThrow(/LOCAL_DEV=1 is refused on a deployment/);
+    const config = loadConfig({ ...COMPLETE, VERCEL: vercel });
+    expect({ deployed: config.deployed, local: config.local, pool: config.databasePool.max }).toEqual({ deployed: true, local: false, pool: 3 });
+    expect(() => loadConfig({ VERCEL: vercel })).toThrow(/^Deployed \(on Vercel\) without the settings a deployment needs/);
+  });
+
+  it('counts an empty VERCEL as unset: not deployed', () => {
+    for (const vercel of ['', '  ']) {
+      const config = loadConfig({ VERCEL: vercel });
+      expect({ deployed: config.deployed, local: config.local }).toEqual({ deployed: false, local: true });
+    }
+  });
+
   // The gaps an outside review found: a deployment that is not on Vercel, or not completely set up,
   // silently got the dev key, the dev webhook secrets, local sign-in or the embedded database.
   const incomplete: { name: string; env: Record<string, string>; mentions: string[] }[] = [
@@ -114,6 +132,28 @@ describe('configuration', () => {
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
     expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
+  });
+
+  // Vercel Cron and the operator send theirs the same way (lib/auth/operator-secret.ts reads them
+  // with the same Bearer grammar): a value that cannot travel so would make its route 401 forever.
+  it.each(['CRON_SECRET', 'ADMIN_API_SECRET'])('refuses a %s that cannot travel as Bearer credentials (RFC 6750 token68)', (name) => {
+    for (const value of ['has space', 'quote"d', 'comma,separated', 'tab\there', 'trailing=padding=not-last', 'été']) {
+      expect(() => loadConfig({ [name]: value }), value).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value }), value).toThrow(new RegExp(`^${name} can only hold letters, digits and - \\. _ ~ \\+ /`));
+    }
+    // The refusal names the variable, never the value.
+    const refusal = (() => {
+      try {
+        loadConfig({ [name]: 'not a token68 zq-7731' });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return 'accepted';
+    })();
+    expect(refusal).toContain(name);
+    expect(refusal).not.toContain('zq-7731');
+    const config = loadConfig({ [name]: 'rk_AZ09-._~+/==' });
+    expect(name === 'CRON_SECRET' ? config.cronSecret : config.adminSecret).toBe('rk_AZ09-._~+/==');
   });
 
   // Sandbox purchases cost nothing: they grant only where a developer tests purchases, or when asked.

@@ -513,8 +513,8 @@ describe('the suite catches a server and a document that drift apart', () => {
 
     // The document says event.id may be 300 characters; the server's limit is 256.
     const looser = drifted((d) => {
-      const schema = (d.paths[path]!.post as { requestBody: { content: { 'application/json': { schema: { properties: { event: { properties: { id: { maxLength: number } } } } } } } } }).requestBody.content['application/json'].schema;
-      schema.properties.event.properties.id.maxLength = 300;
+      const schema = (d.paths[path]!.post as { requestBody: { content: { 'application/json': { schema: { properties: { event: { properties: { id: { anyOf: { maxLength: number }[] } } } } } } } } }).requestBody.content['application/json'].schema;
+      schema.properties.event.properties.id.anyOf[0]!.maxLength = 300;
     });
     const long = { method: 'post', template: path, headers, json: eventId(300) };
     const answer = await send(long);
@@ -530,8 +530,8 @@ describe('the suite catches a server and a document that drift apart', () => {
 
     // The document says event.id is at most 100 characters; the server takes 200.
     const stricter = drifted((d) => {
-      const schema = (d.paths[path]!.post as { requestBody: { content: { 'application/json': { schema: { properties: { event: { properties: { id: { maxLength: number } } } } } } } } }).requestBody.content['application/json'].schema;
-      schema.properties.event.properties.id.maxLength = 100;
+      const schema = (d.paths[path]!.post as { requestBody: { content: { 'application/json': { schema: { properties: { event: { properties: { id: { anyOf: { maxLength: number }[] } } } } } } } } }).requestBody.content['application/json'].schema;
+      schema.properties.event.properties.id.anyOf[0]!.maxLength = 100;
     });
     const medium = { method: 'post', template: path, headers, json: eventId(200) };
     const accepted = await send(medium);

@@ -19,7 +19,8 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  *   - the Authorization grammar holds over real HTTP too;
  *   - the page's icon exists;
  *   - what Node and Next answer, before any code of ours (proxy.ts included) runs, to methods they
- *     do not route: pinned here so the README's API note stays exact across upgrades.
+ *     do not route, and to paths with repeated slashes or backslashes: pinned here so the README's
+ *     API notes stay exact across upgrades.
  */
 
 const UUID = '00000000-0000-4000-8000-000000000000';
@@ -38,7 +39,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; location: string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -62,7 +63,7 @@ function rawRequest(port: number, method: string, pathname: string): Promise<{ s
         body = decoded;
       }
       // No answer at all (the connection closed): status 0.
-      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), body });
+      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), body });
     });
     socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
   });
@@ -185,6 +186,38 @@ describe.each([
       'CONNECT 127.0.0.1:80: 0 - ""',
     ]);
     expect((await request('GET', '/api/health')).status).toBe(200);
+  });
+
+  // Not what this service would choose (the route's own answer, or a problem+json 404; never a 3xx
+  // for a webhook), and out of its reach: Next's router answers a path with `//` or `\` anywhere
+  // with a 308 to the path with them collapsed, as the very first step of routing
+  // (node_modules/next/dist/server/lib/router-utils/resolve-routes.js, and base-server.js in
+  // minimal mode: vercel/next.js#27738), before headers, redirects, rewrites and proxy.ts, with no
+  // setting to turn it off (skipTrailingSlashRedirect covers the trailing slash only,
+  // skipProxyUrlNormalize only what the proxy sees). Backslashes are sent over a raw socket: fetch
+  // and browsers turn them into slashes before sending.
+  it.each([
+    ['//api/webhooks/subscription-billing', '/api/webhooks/subscription-billing'],
+    ['/api/webhooks//subscription-billing', '/api/webhooks/subscription-billing'],
+    ['/api/webhooks/subscription-billing//', '/api/webhooks/subscription-billing/'],
+    ['/api\\webhooks\\subscription-billing', '/api/webhooks/subscription-billing'],
+    ['/api//health?check=1', '/api/health?check=1'],
+    ['//api/wallet-link/%zz', '/api/wallet-link/%zz'],
+  ])('%s: repeated slashes or backslashes get Next\'s bare 308 to %s, for every method, before any code of ours', async (pathname, location) => {
+    for (const method of METHODS) {
+      const answer = await rawRequest(server.port, method, pathname);
+      expect({ method, status: answer.status, location: answer.location, type: answer.type, body: method === 'HEAD' ? '' : answer.body })
+        .toEqual({ method, status: 308, location, type: null, body: method === 'HEAD' ? '' : location });
+    }
+  });
+
+  it('delivers a billing webhook sent to a URL with a doubled slash only to a sender that follows the 308 (with its method and body)', async () => {
+    const body = JSON.stringify(fixture('initial-purchase', { id: `evt-doubled-${everyInterface}-${Date.now()}` }));
+    const headers = { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`, 'content-type': 'application/json' };
+    const refused = await request('POST', '/api/webhooks//subscription-billing', headers, body);
+    expect({ status: refused.status, location: refused.location, requestId: refused.requestId }).toEqual({ status: 308, location: '/api/webhooks/subscription-billing', requestId: null });
+    const followed = await fetch(`${server.url}/api/webhooks//subscription-billing`, { method: 'POST', headers, body, redirect: 'follow' });
+    expect({ status: followed.status, redirected: followed.redirected, body: await followed.json() }).toEqual({ status: 200, redirected: true, body: { received: true } });
   });
 
   it('has no bench floor: app/api/bench-floor is a route only in the bench\'s own build', async () => {

@@ -11,10 +11,12 @@ import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
-import { DEV_WEBHOOK_SECRETS, getConfig } from '../../lib/config.ts';
+import fc from 'fast-check';
+import { DEV_WEBHOOK_SECRETS, getConfig, loadConfig } from '../../lib/config.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { buildOpenApiDocument, OPERATIONS } from '../../lib/openapi/document.ts';
 import { problemSchema } from '../../lib/openapi/responses.ts';
+import { decodeEvmSignature } from '../../lib/wallets/verify.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { suiteDatabase } from '../support/databases.ts';
 import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
@@ -96,6 +98,71 @@ describe('the OpenAPI document', () => {
     }
   });
 });
+
+describe('payload.signature of an EVM wallet link, as this deployment is configured', () => {
+  type Schema = { description: string; pattern: string; maxLength: number };
+  const documentFor = (env: Record<string, string>) => buildOpenApiDocument(loadConfig(env)) as unknown as OpenApiDocument;
+  function evmSignatureOf(document: OpenApiDocument): Schema {
+    const body = buildContract(document).requestSchema('post', '/api/wallet-link') as { properties: { payload: { oneOf: { properties: Record<string, Schema & { const?: string }> }[] } } };
+    return body.properties.payload.oneOf.find((variant) => variant.properties.chain!.const === 'evm')!.properties.signature!;
+  }
+
+  it('with no RPC: contract-wallet signatures are 422 on every chain, named', () => {
+    const { description } = evmSignatureOf(documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453' }));
+    expect(description).toContain('Chains 1, 8453 have no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 `unsupported_signature_type`');
+    expect(description).not.toContain('checked on that chain');
+    expect(description).not.toContain('chain_unavailable');
+  });
+
+  it('with an RPC for some chains: checked on those chains (422 invalid_signature, 503 chain_unavailable), 422 unsupported on the others', () => {
+    const document = documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453,10', WALLET_EVM_RPC_URLS: '8453=https://base.example/v2/doc-key-5150,10=https://op.example/k' });
+    const { description } = evmSignatureOf(document);
+    expect(description).toContain('on chains 8453, 10 it is checked on that chain through its RPC (WALLET_EVM_RPC_URLS): 422 `invalid_signature` if the contract refuses it, 503 `chain_unavailable` if the RPC does not answer');
+    expect(description).toContain('Chain 1 has no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 `unsupported_signature_type`');
+    // The document is public: it names chains, never where their RPC is.
+    for (const secret of ['base.example', 'doc-key-5150', 'op.example']) expect(JSON.stringify(document)).not.toContain(secret);
+  });
+
+  it('with an RPC for every chain: no chain refuses a contract wallet for its signature type (only ERC-8010)', () => {
+    const { description } = evmSignatureOf(documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453', WALLET_EVM_RPC_URLS: '1=https://eth.example,8453=https://base.example' }));
+    expect(description).toContain('on chains 1, 8453 it is checked on that chain through its RPC');
+    expect(description).not.toContain('no RPC');
+    expect(description.match(/unsupported_signature_type/g)).toEqual(['unsupported_signature_type']);
+    expect(description).toContain('ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`');
+  });
+
+  // The server checks the shape of any EVM signature alike (lib/wallets/verify.ts decodeEvmSignature:
+  // hex bytes, 400 invalid_request otherwise) and leaves the rest to the key or the contract, so the
+  // document's pattern must accept and refuse exactly the same strings: a Safe's 65 bytes with v 31
+  // or 32, or a short contract signature, are for the chain to judge, not a 400.
+  it('accepts exactly the signatures the server decodes, whatever their length or v', () => {
+    for (const env of [{}, { WALLET_EVM_CHAIN_IDS: '1,8453', WALLET_EVM_RPC_URLS: '8453=https://base.example' }] as Record<string, string>[]) {
+      const contract = buildContract(documentFor(env));
+      const verdict = (signature: string) => contract.requestVerdict('post', '/api/wallet-link', { payload: { ...linkExample(contract), signature } }).valid;
+      const cases = [
+        `0x${'ab'.repeat(64)}1b`, `0x${'ab'.repeat(64)}00`, `0x${'ab'.repeat(64)}1f`, `0x${'ab'.repeat(64)}20`, `0x${'ab'.repeat(64)}FF`,
+        '0x01', `0x${'cd'.repeat(64)}`, `0x${'cd'.repeat(66)}`, `0x${'00'.repeat(200)}${'6492'.repeat(16)}`,
+        '0x', '0x0', `0x${'ab'.repeat(64)}1`, `ab${'ab'.repeat(64)}1b`, `0X${'ab'.repeat(65)}`, `0x${'zz'.repeat(65)}`, `0x${'ab'.repeat(65)}\n`, ` 0x${'ab'.repeat(65)}`,
+      ];
+      for (const signature of cases) expect({ signature, documented: verdict(signature) }).toEqual({ signature, documented: decodeEvmSignature(signature).ok });
+      expect(verdict(`0x${'ab'.repeat(64)}1f`)).toBe(true); // a Safe's eth_sign signature (v 31)
+      fc.assert(
+        fc.property(fc.constantFrom('0x', '', '0X'), fc.string({ unit: fc.constantFrom(...'0123456789abcdefABCDEFxg'), maxLength: 200 }), (prefix, digits) => {
+          const signature = prefix + digits;
+          expect(verdict(signature), signature).toBe(decodeEvmSignature(signature).ok);
+        }),
+        { numRuns: 300 },
+      );
+    }
+  });
+});
+
+/** The documented example of POST /api/wallet-link's payload, which the schema accepts. */
+function linkExample(contract: ReturnType<typeof buildContract>): Record<string, unknown> {
+  const example = contract.operation('post', '/api/wallet-link')!.requestBody!.content['application/json']!.example as { payload: Record<string, unknown> };
+  expect(contract.requestVerdict('post', '/api/wallet-link', example).valid).toBe(true);
+  return example.payload;
+}
 
 describe('real responses match the documented schemas', () => {
   suiteDatabase('pglite');

@@ -16,7 +16,9 @@ const cases: { name: string; env: Record<string, string>; eventId: string; kille
   { name: 'another event id', env: { FAULT_CRASH_AFTER_COMMIT: 'evt-2' }, eventId: 'evt-1', killed: false },
   { name: 'a prefix of the event id', env: { FAULT_CRASH_AFTER_COMMIT: 'evt' }, eventId: 'evt-1', killed: false },
   { name: 'the event id but deployed (VERCEL=1)', env: { FAULT_CRASH_AFTER_COMMIT: 'evt-1', VERCEL: '1' }, eventId: 'evt-1', killed: false },
+  { name: 'the event id but deployed (VERCEL=true: any value is)', env: { FAULT_CRASH_AFTER_COMMIT: 'evt-1', VERCEL: 'true' }, eventId: 'evt-1', killed: false },
   { name: 'the event id, not deployed', env: { FAULT_CRASH_AFTER_COMMIT: 'evt-1', VERCEL: '' }, eventId: 'evt-1', killed: true },
+  { name: 'the event id, not deployed (VERCEL blank)', env: { FAULT_CRASH_AFTER_COMMIT: 'evt-1', VERCEL: ' ' }, eventId: 'evt-1', killed: true },
 ];
 
 describe('the fault-injection hook (lib/faults.ts)', () => {

@@ -171,7 +171,11 @@ export async function startStack(options: StackOptions = {}): Promise<Reliabilit
     server: undefined as unknown as NextServer,
     servers,
     async startServer(extraEnv = {}) {
-      const server = await startNextServer({ env: { ...baseEnv, ...extraEnv }, timeoutMs: 90_000 });
+      // Started the way users start it (`next start` without -H, bound to every interface), not bound
+      // to 127.0.0.1: Next handled a malformed percent-path differently on the two, and only the
+      // loopback binding, where the bug did not show, was under this suite (requests still go to
+      // 127.0.0.1, which every-interface includes).
+      const server = await startNextServer({ env: { ...baseEnv, ...extraEnv }, timeoutMs: 90_000, everyInterface: true });
       servers.push(server);
       stack.server = server;
       return server;

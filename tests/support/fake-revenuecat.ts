@@ -32,6 +32,8 @@ export interface FakeRevenueCat {
   setClock(ms: number | undefined): void;
   /** Answers to serve, in order, before normal ones. */
   script(...answers: ScriptedAnswer[]): void;
+  /** Drop the scripted answers not served yet. */
+  unscript(): void;
   /** Answer this share of requests with a 500 (0..1), drawn from a seeded sequence. */
   failRate(rate: number, seed?: number): void;
   requests: { appUserId: string; authorization: string | undefined; status: number }[];
@@ -115,6 +117,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
       clock = ms;
     },
     script: (...answers) => void scripted.push(...answers),
+    unscript: () => void scripted.splice(0),
     failRate: (share, newSeed = 1) => {
       rate = share;
       seed = newSeed;

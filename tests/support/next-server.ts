@@ -13,7 +13,7 @@ export interface NextServer {
   port: number;
   /** pid of the process that serves requests (the next-server child). */
   serverPid: number;
-  /** ms from spawning `next start` to the first 200 from /api/health. */
+  /** ms from spawning `next start` to the first 200 from its ready path (/api/health unless told). */
   coldStartMs: number;
   /** Everything the server printed (stdout + stderr). */
   output(): string;
@@ -95,6 +95,12 @@ export interface StartOptions {
    * one failed on the other), so the HTTP-contract tests run on both. Requests still go to 127.0.0.1.
    */
   everyInterface?: boolean;
+  /**
+   * The path whose 200 says the server is up (default /api/health, which also needs the database).
+   * A server started with a refused configuration answers 503 there by design: wait for
+   * /api/health/live, which needs neither the database nor the configuration.
+   */
+  readyPath?: string;
 }
 
 export async function startNextServer(options: StartOptions = {}): Promise<NextServer> {
@@ -120,7 +126,7 @@ export async function startNextServer(options: StartOptions = {}): Promise<NextS
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`next start exited (${child.exitCode}):\n${output}`);
     try {
-      const response = await fetch(`${url}/api/health`);
+      const response = await fetch(`${url}${options.readyPath ?? '/api/health'}`);
       if (response.status === 200) {
         coldStartMs = performance.now() - started;
         break;
@@ -132,7 +138,7 @@ export async function startNextServer(options: StartOptions = {}): Promise<NextS
   }
   if (coldStartMs < 0) {
     killGroup(child.pid!, 'SIGKILL');
-    throw new Error(`next start did not answer /api/health within the time limit:\n${output}`);
+    throw new Error(`next start did not answer ${options.readyPath ?? '/api/health'} within the time limit:\n${output}`);
   }
   const serverPid = findServerPid(child.pid!);
 

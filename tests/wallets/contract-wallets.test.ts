@@ -3,9 +3,12 @@ import { serializeErc8010Signature } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
+import { getConfig } from '../../lib/config.ts';
 import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
+import { buildOpenApiDocument } from '../../lib/openapi/document.ts';
 import { log } from '../../lib/log.ts';
 import { linkResponseSchema, problemSchema } from '../../lib/openapi/responses.ts';
+import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
 import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -277,6 +280,86 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     expect(spent.body.detail).toBe('This challenge has been checked on chain 5 times; request a new one.');
     expect(rpc.requests).toBe(0);
     expect((await postLink(user, await signedBody(user, account.address, account.sign))).status).toBe(201);
+  });
+
+  // The limit bounds what definite answers cost; a chain that did not answer gave none, so (as the
+  // 503 says) the challenge stays open for the same signature however often the RPC fails.
+  it('does not count a check the chain did not answer: more RPC failures than the limit, then the same body links', async () => {
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const body = await signedBody(user, account.address, account.sign);
+    rpc.reset();
+    rpc.mode = 'http-error';
+    for (let attempt = 0; attempt < 7; attempt++) expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    rpc.mode = 'rpc-error';
+    expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    expect(rpc.requests).toBe(8); // each one did ask the chain
+    expect(await listLinks(user)).toEqual([]);
+    rpc.mode = 'forward';
+    const retried = await postLink(user, body);
+    expect(retried.status).toBe(201);
+    expect(retried.body.link).toMatchObject({ address: account.address, kind: 'erc1271' });
+  });
+
+  it('counts only definite answers toward the limit: 4 wrong signatures and any number of RPC failures leave one check', async () => {
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const body = await signedBody(user, account.address, account.sign);
+    const wrong = { payload: { ...body.payload, signature: await evmWallet().sign(body.payload.message) } };
+    for (let attempt = 0; attempt < 4; attempt++) {
+      expectProblem(await postLink(user, wrong), 422, 'invalid_signature');
+      rpc.mode = attempt % 2 === 0 ? 'http-error' : 'hang';
+      expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+      rpc.mode = 'forward';
+    }
+    const before = dbCallCount();
+    rpc.mode = 'http-error';
+    expectProblem(await postLink(user, body), 503, 'chain_unavailable');
+    // The check, then its refund: a failure costs one database call more than an answer.
+    expect(dbCallCount() - before).toBe(2);
+    rpc.mode = 'forward';
+    // The fifth definite answer is still allowed (the owner's signature), and a sixth would not be.
+    expect((await postLink(user, body)).status).toBe(201);
+    const nobody = evmWallet();
+    const spentWrong = await signedBody(user, nobody.address, evmWallet().sign);
+    for (let attempt = 0; attempt < 5; attempt++) expectProblem(await postLink(user, spentWrong), 422, 'invalid_signature');
+    rpc.mode = 'http-error';
+    expectProblem(await postLink(user, spentWrong), 400, 'challenge_expired');
+  });
+
+  // tests/conformance runs without an RPC; here the chain has one, so the document must say what the
+  // server then does with every signature whose shape it accepts (tests/openapi checks the words).
+  it('answers every signature the OpenAPI document accepts as documented, a Safe\'s 65 bytes with v 31 or 32 included', async () => {
+    const contract = buildContract(buildOpenApiDocument(getConfig()) as unknown as OpenApiDocument);
+    const described = contract.requestSchema('post', '/api/wallet-link') as { properties: { payload: { oneOf: { properties: { chain: { const: string }; signature: { description: string } } }[] } } };
+    expect(described.properties.payload.oneOf.find((variant) => variant.properties.chain.const === 'evm')!.properties.signature.description)
+      .toContain(`on chain ${CHAIN_ID} it is checked on that chain through its RPC`);
+    const user = await testUser();
+    const account = await newAccount();
+    await account.deploy();
+    const owner = evmWallet();
+    // A Safe signs eth_sign-style with v + 4 (31, 32); 0 and 1 are its contract and approved-hash kinds.
+    const safeStyle = (v: number) => async (message: string) => `${(await owner.sign(message)).slice(0, -2)}${v.toString(16).padStart(2, '0')}`;
+    const cases = [
+      { name: 'v 31', sign: safeStyle(31), status: 422 },
+      { name: 'v 32', sign: safeStyle(32), status: 422 },
+      { name: 'one byte', sign: async () => '0x01', status: 422 },
+      { name: '66 bytes', sign: async () => `0x${'ab'.repeat(66)}`, status: 422 },
+      { name: 'the account\'s own', sign: account.sign, status: 201 },
+    ];
+    for (const { name, sign, status } of cases) {
+      const body = await signedBody(user, account.address, sign);
+      expect({ name, verdict: contract.requestVerdict('post', '/api/wallet-link', body) }).toEqual({ name, verdict: { valid: true, errors: [] } });
+      const response = await postLink(user, body);
+      expect({ name, status: response.status, violations: contract.checkResponse('post', '/api/wallet-link', response) }).toEqual({ name, status, violations: [] });
+    }
+    const other = await newAccount();
+    const down = await signedBody(user, other.address, safeStyle(31));
+    rpc.mode = 'http-error';
+    const unavailable = await postLink(user, down);
+    expect({ status: unavailable.status, violations: contract.checkResponse('post', '/api/wallet-link', unavailable, { dependencyDown: true }) }).toEqual({ status: 503, violations: [] });
   });
 
   it('does not ask the chain about a challenge that cannot link: used, another user\'s, or a wallet linked elsewhere', async () => {
