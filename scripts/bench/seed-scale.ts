@@ -297,7 +297,7 @@ function billingEventsSql(part: number): string {
       when 'NON_RENEWING_PURCHASE' then jsonb_build_object('entitlementId', ${id}, 'action', 'grant', 'status', 'active', 'statusFrom', null, 'renewal', 'off', 'expiry', 'max', 'expiresAt', null, 'createsRow', false, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
       when 'CANCELLATION' then jsonb_build_object('entitlementId', ${id}, 'action', 'flag', 'status', 'cancelled_active', 'statusFrom', jsonb_build_array('active'), 'renewal', 'off', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
       when 'BILLING_ISSUE' then jsonb_build_object('entitlementId', ${id}, 'action', 'flag', 'status', case when e.grace_ms is null then 'billing_issue' else 'grace' end,
-        'statusFrom', jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace'), 'renewal', 'keep', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', ${iso('e.grace_ms')}, 'pendingProductId', null, 'autoResumeAt', null)
+        'statusFrom', jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace'), 'renewal', 'off', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', ${iso('e.grace_ms')}, 'pendingProductId', null, 'autoResumeAt', null)
       else jsonb_build_object('entitlementId', ${id}, 'action', 'revoke', 'status', 'expired', 'statusFrom', null, 'renewal', 'off', 'expiry', 'set', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
     end`;
   // (The seed's customers have one or two entitlements.)
@@ -424,7 +424,8 @@ function billingStateSql(parts: number): string {
       case l.last_type when 'CANCELLATION' then 'cancelled_active' when 'EXPIRATION' then 'expired'
                        when 'BILLING_ISSUE' then case when l.grace_ms is null then 'billing_issue' else 'grace' end
                        else 'active' end,
-      case when s.plan_kind = 'lifetime' then false when l.last_type in ('CANCELLATION', 'EXPIRATION') then false else true end,
+      -- (A billing issue turns renewal off until a payment recovers it.)
+      case when s.plan_kind = 'lifetime' then false when l.last_type in ('CANCELLATION', 'EXPIRATION', 'BILLING_ISSUE') then false else true end,
       ${SCHEMA}.ts(l.expires_ms), ${SCHEMA}.ts(l.grace_ms), null, s.store, 'PRODUCTION', l.period_type,
       case when s.plan_kind = 'lifetime' then null else s.otx end, l.tx, ${SCHEMA}.ts(l.purchased_ms), null,
       l.last_id, ${SCHEMA}.ts(l.last_ms), ${SCHEMA}.ts(l.last_received_ms), ${SCHEMA}.ts(l.grant_ms), 'webhook', null
