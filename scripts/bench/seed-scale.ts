@@ -424,6 +424,7 @@ function billingStateSql(parts: number): string {
       case l.last_type when 'CANCELLATION' then 'cancelled_active' when 'EXPIRATION' then 'expired'
                        when 'BILLING_ISSUE' then case when l.grace_ms is null then 'billing_issue' else 'grace' end
                        else 'active' end,
+      -- (A billing issue turns renewal off until a payment recovers it.)
       case when s.plan_kind = 'lifetime' then false when l.last_type in ('CANCELLATION', 'EXPIRATION', 'BILLING_ISSUE') then false else true end,
       ${SCHEMA}.ts(l.expires_ms), ${SCHEMA}.ts(l.grace_ms), null, s.store, 'PRODUCTION', l.period_type,
       case when s.plan_kind = 'lifetime' then null else s.otx end, l.tx, ${SCHEMA}.ts(l.purchased_ms), null,

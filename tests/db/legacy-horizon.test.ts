@@ -47,8 +47,7 @@ describe('the legacy horizon on an upgraded database (real Postgres server)', ()
     await event('recorded-since', 'grouped', '2026-11-22T10:00:00Z', { eventId: 'recorded-since' });
     await event('erased', null, '2026-11-23T10:00:00Z', null); // a deleted user's: filed under no one
 
-    // This migration first, then whatever came after it.
-    expect((await runMigrations(clientSession(client)))[0]).toBe(MIGRATION);
+    expect(await runMigrations(clientSession(client))).toContain(MIGRATION);
     const { rows } = await client.query(`select received_before from public.billing_legacy_horizon`);
     expect(rows).toEqual([{ received_before: new Date('2026-11-21T10:00:00Z') }]);
   });

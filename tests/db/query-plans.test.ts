@@ -58,8 +58,8 @@ type PlanMode = 'force_custom_plan' | 'force_generic_plan';
 /** The SQL functions of the service the workload must call (directly, or from one another). */
 const DRIVEN = [
   'record_billing_event', 'billing_log_and_fold', 'billing_lock_group', 'billing_apply_event', 'billing_group_state', 'billing_refold_group',
-  'billing_take_checkpoint', 'billing_mark_sync', 'record_billing_snapshot', 'billing_subscriber_known', 'billing_sync_begin', 'billing_sync_failed',
-  'billing_sync_found_nothing', 'billing_sync_claim', 'wallet_issue_challenge', 'wallet_link', 'wallet_start_contract_check', 'account_wallets',
+  'billing_take_checkpoint', 'billing_log_event', 'billing_mark_sync', 'record_billing_snapshot', 'billing_subscriber_known', 'billing_sync_begin', 'billing_sync_failed',
+  'billing_sync_found_nothing', 'billing_sync_claim', 'wallet_issue_challenge', 'wallet_link', 'wallet_start_contract_check', 'wallet_refund_contract_check', 'account_wallets',
   'wallet_unlink', 'apply_leagues_sync', 'get_account', 'account_entitlements', 'account_leagues', 'run_maintenance', 'wallets_maintain',
   'leagues_maintain', 'billing_sync_maintain', 'billing_maintain', 'billing_ensure_partitions', 'forget_user', 'wallets_forget_user',
   'leagues_forget_user', 'billing_forget_user', 'billing_events_page', 'billing_events_by_id', 'billing_rebuild_group', 'billing_store_plans',
@@ -250,6 +250,9 @@ describe('query plans at scale on postgres', () => {
       const contractChallenge = await run('wallets: a challenge for a contract wallet', () => issueChallenge(user, parseChallengeRequest({ chain: 'evm', address: contract.address, chainId: 1 }, WALLET_CONFIG)));
       await run('wallets: a contract wallet\'s check is counted', () => callDb('wallet_start_contract_check', {
         p_user_id: user.userId, p_challenge_id: contractChallenge.challengeId, p_message: contractChallenge.message, p_chain: 'evm', p_address_key: contract.address.toLowerCase(),
+      }));
+      await run('wallets: a check the chain did not answer is given back', () => callDb('wallet_refund_contract_check', {
+        p_user_id: user.userId, p_challenge_id: contractChallenge.challengeId,
       }));
       await run('wallets: the list', () => listWalletLinks(user));
 
