@@ -136,10 +136,33 @@ async function markFailed(appUserId: string, reason: SyncReason, error: string, 
 }
 
 /**
+ * At most this many syncs after webhooks run at once in one instance. Each is a call to RevenueCat
+ * and two database calls, the snapshot's fold among them: unbounded, a burst of webhooks would take
+ * the CPU and the pool from the webhooks that follow. Beyond it a subscriber stays marked (in the
+ * webhook's own transaction) and the sweep takes it.
+ */
+export const MAX_SYNCS_AFTER_WEBHOOKS = 2;
+let syncsAfterWebhooksInFlight = 0;
+
+/**
  * After a webhook's 200 (Next's `after()`): sync the subscribers it marked, one after another.
- * Never throws: a failure leaves the mark for the sweep, and the webhook already answered.
+ * Never throws: a failure, or no room among MAX_SYNCS_AFTER_WEBHOOKS, leaves the mark for the
+ * sweep, and the webhook already answered.
  */
 export async function syncMarkedAfterWebhook(appUserIds: string[], eventId: string): Promise<void> {
+  if (syncsAfterWebhooksInFlight >= MAX_SYNCS_AFTER_WEBHOOKS) {
+    log.info({ eventId, appUserIds: appUserIds.length }, 'billing sync after webhook: busy; left for the sweep');
+    return;
+  }
+  syncsAfterWebhooksInFlight++;
+  try {
+    await syncEachAfterWebhook(appUserIds, eventId);
+  } finally {
+    syncsAfterWebhooksInFlight--;
+  }
+}
+
+async function syncEachAfterWebhook(appUserIds: string[], eventId: string): Promise<void> {
   for (const appUserId of appUserIds) {
     try {
       const result = await syncSubscriber(appUserId, { reason: 'webhook', maxSlotWaitMs: 10_000 });

@@ -6,7 +6,7 @@ import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
-import { sweepBillingSync } from '../../lib/billing/sync.ts';
+import { MAX_SYNCS_AFTER_WEBHOOKS, sweepBillingSync } from '../../lib/billing/sync.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
@@ -101,6 +101,26 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
       expect(await db.sql('select app_user_id from public.billing_sync_queue where app_user_id = $1', [user])).toEqual([]);
     } finally {
       restore();
+    }
+  });
+
+  it(`runs at most ${MAX_SYNCS_AFTER_WEBHOOKS} syncs after webhooks at once; the other subscribers stay marked for the sweep`, async () => {
+    const slow = await startFakeRevenueCat({ latencyMs: 300 });
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'all', REVENUECAT_SECRET_API_KEY: slow.apiKey, REVENUECAT_API_URL: slow.url });
+    try {
+      const users = Array.from({ length: 8 }, () => `burst-${randomUUID()}`);
+      const answers = await Promise.all(users.map((user) => deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))));
+      expect(answers.map((answer) => answer.status)).toEqual(users.map(() => 200));
+      const marked = () => db.sql<{ app_user_id: string }>('select app_user_id from public.billing_sync_queue where app_user_id = any($1)', [users]);
+      // Until every sync that started has ended: the marks left are the ones nobody synced.
+      await until(async () => ({ synced: users.length - (await marked()).length, asked: slow.requests.length }), ({ synced, asked }) => asked > 0 && synced === asked);
+      expect(slow.peakConcurrency()).toBeLessThanOrEqual(MAX_SYNCS_AFTER_WEBHOOKS);
+      expect(slow.requests.length).toBeGreaterThanOrEqual(1);
+      expect((await marked()).length).toBe(users.length - slow.requests.length);
+      expect((await marked()).length).toBeGreaterThan(0);
+    } finally {
+      restore();
+      await slow.close();
     }
   });
 

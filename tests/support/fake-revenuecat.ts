@@ -37,6 +37,9 @@ export interface FakeRevenueCat {
   /** Answer this share of requests with a 500 (0..1), drawn from a seeded sequence. */
   failRate(rate: number, seed?: number): void;
   requests: { appUserId: string; authorization: string | undefined; status: number }[];
+  /** The most requests it was answering at once (reset with resetPeak). */
+  peakConcurrency(): number;
+  resetPeak(): void;
   close(): Promise<void>;
 }
 
@@ -62,7 +65,12 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
   };
   const hanging = new Set<import('node:http').ServerResponse>();
 
+  let inFlight = 0;
+  let peak = 0;
   const server: Server = createServer((req, res) => {
+    inFlight++;
+    peak = Math.max(peak, inFlight);
+    res.once('close', () => inFlight--);
     const match = /^\/v1\/subscribers\/([^/?]+)$/.exec((req.url ?? '').split('?')[0]!);
     const appUserId = match ? decodeURIComponent(match[1]!) : '';
     const send = (status: number, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) => {
@@ -123,6 +131,10 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
       seed = newSeed;
     },
     requests,
+    peakConcurrency: () => peak,
+    resetPeak: () => {
+      peak = inFlight;
+    },
     close: async () => {
       for (const res of hanging) res.destroy();
       server.closeAllConnections();
