@@ -519,10 +519,15 @@ async function billingWithSyncsAfterResponses(postgres: PostgresServer, baseEnv:
   try {
     const headers = { authorization: `Bearer ${BILLING_SECRET}` };
     const start = Date.now();
-    await post(server, '/api/webhooks/subscription-billing', headers, billingEvent(`sync-warm-${start}`, 0, start));
+    // Warmed up like the server it is compared with (which ran every scenario before): the same
+    // load for a few seconds, untimed, so its subscribers exist and its code is compiled.
+    await runScenario(server, 'warm-up', {
+      method: 'POST', path: '/api/webhooks/subscription-billing', headers, connections: FEW_CONNECTIONS, overallRate: FIXED_RATE, amount: FIXED_RATE * 5,
+      next: (index) => ({ body: JSON.stringify(billingEvent(`sync-warm-${start}`, index, start)) }),
+    });
     const result = await runScenario(server, SYNCS_AFTER_SCENARIO, {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(), connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
-      next: (index) => ({ body: JSON.stringify(billingEvent(`sync-${start}`, index, start)) }),
+      next: (index) => ({ body: JSON.stringify(billingEvent(`sync-${start}`, index, start + DAY_MS)) }),
     });
     console.log(`  (RevenueCat was called ${revenuecat.requests.length} times during and after that run)`);
     return result;
