@@ -261,6 +261,17 @@ async function post(server: NextServer, urlPath: string, headers: Record<string,
   return JSON.parse(text);
 }
 
+/** Link `count` fresh EVM wallets (real keys) to the token's user: challenge, sign, link. */
+async function linkFreshWallets(server: NextServer, token: string, count: number) {
+  for (let i = 0; i < count; i++) {
+    const account = privateKeyToAccount(generatePrivateKey());
+    const challenge = await post(server, '/api/wallet-link/challenge', { authorization: `Bearer ${token}` }, { chain: 'evm', address: account.address, chainId: 1 });
+    await post(server, '/api/wallet-link', { authorization: `Bearer ${token}` }, {
+      payload: { chain: 'evm', address: account.address, chainId: 1, message: challenge.message, signature: await account.signMessage({ message: challenge.message }) },
+    });
+  }
+}
+
 /** Fresh users, each with a challenge for `address(index)` (issued untimed), ready to sign. */
 async function challengedUsers(server: NextServer, embeddedDbDir: string, count: number, address: (index: number) => string, chainId: number) {
   return Promise.all(Array.from({ length: count }, async (_, index) => {
@@ -459,13 +470,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     // GET /api/me for a user with 3 wallets, 2 entitlements and 50 leagues.
     const meUserId = crypto.randomUUID();
     const meToken = await mintDevToken({ embeddedDbDir }, { userId: meUserId, email: 'me@example.test', expiresInSeconds: 3600 });
-    for (let i = 0; i < 3; i++) {
-      const account = privateKeyToAccount(generatePrivateKey());
-      const challenge = await post(server, '/api/wallet-link/challenge', { authorization: `Bearer ${meToken}` }, { chain: 'evm', address: account.address, chainId: 1 });
-      await post(server, '/api/wallet-link', { authorization: `Bearer ${meToken}` }, {
-        payload: { chain: 'evm', address: account.address, chainId: 1, message: challenge.message, signature: await account.signMessage({ message: challenge.message }) },
-      });
-    }
+    await linkFreshWallets(server, meToken, 3);
     for (const [index, entitlement] of ['pro', 'plus'].entries()) {
       const event = billingEvent(`${runId}-me`, index, Date.now());
       event.event.app_user_id = meUserId;
@@ -735,13 +740,7 @@ async function benchAtScale(): Promise<void> {
       }
       const meUserId = crypto.randomUUID();
       const meToken = await mintDevToken({ embeddedDbDir }, { userId: meUserId, email: 'me@example.test', expiresInSeconds: 3600 });
-      for (let i = 0; i < 3; i++) {
-        const account = privateKeyToAccount(generatePrivateKey());
-        const challenge = await post(server, '/api/wallet-link/challenge', { authorization: `Bearer ${meToken}` }, { chain: 'evm', address: account.address, chainId: 1 });
-        await post(server, '/api/wallet-link', { authorization: `Bearer ${meToken}` }, {
-          payload: { chain: 'evm', address: account.address, chainId: 1, message: challenge.message, signature: await account.signMessage({ message: challenge.message }) },
-        });
-      }
+      await linkFreshWallets(server, meToken, 3);
       for (const [index, entitlement] of ['pro', 'plus'].entries()) {
         const who = { ...customer(index, `${runId}-me`), appUserId: meUserId, anonymousId: null, entitlementIds: [entitlement] };
         await post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-me-${index}`, start)));

@@ -10,8 +10,7 @@ import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import {
   apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrders, DOC, entitlementsOf, event, expectEntitlementState, expiration,
-  isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem,
-} from './support.ts';
+  isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem, flowSettings } from './support.ts';
 
 /**
  * Audit (issues 11 and 14): RevenueCat's documented flows, written from RevenueCat's own pages
@@ -782,14 +781,7 @@ describe.each(DATABASE_KINDS)('audit: RevenueCat\'s documented flows in every de
   const db = suiteDatabase(kind);
   let restoreEnv: () => void;
   beforeAll(() => {
-    restoreEnv = setEnv({
-      REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
-      REVENUECAT_API_URL: revenuecat.url,
-      REVENUECAT_TIMEOUT_MS: '2000',
-      REVENUECAT_REQUESTS_PER_SECOND: '100',
-      // Webhooks never sync here: each flow says when RevenueCat's record is fetched.
-      BILLING_SYNC_AFTER: 'none',
-    });
+    restoreEnv = setEnv(flowSettings(revenuecat));
   });
   afterAll(() => restoreEnv());
 

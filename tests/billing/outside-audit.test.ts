@@ -5,8 +5,7 @@ import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import {
   apple, billingEvent, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME,
-  MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem,
-} from './support.ts';
+  MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem, flowSettings } from './support.ts';
 
 /**
  * Outside audit of the entitlement model (issues 11 and 14): sequences written to break it, from
@@ -597,14 +596,7 @@ describe.each(DATABASE_KINDS)('outside audit: adversarial flows in every deliver
   const db = suiteDatabase(kind);
   let restoreEnv: () => void;
   beforeAll(() => {
-    restoreEnv = setEnv({
-      REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
-      REVENUECAT_API_URL: revenuecat.url,
-      REVENUECAT_TIMEOUT_MS: '2000',
-      REVENUECAT_REQUESTS_PER_SECOND: '100',
-      // Webhooks never sync here: each flow says when RevenueCat's record is fetched.
-      BILLING_SYNC_AFTER: 'none',
-    });
+    restoreEnv = setEnv(flowSettings(revenuecat));
   });
   afterAll(() => {
     revenuecat.setClock(undefined);

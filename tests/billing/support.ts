@@ -185,3 +185,14 @@ export const DOC = {
   promo: 'https://www.revenuecat.com/docs/dashboard-and-metrics/customer-history/promotionals',
   v1: 'https://www.revenuecat.com/docs/api-v1/customer-info-model',
 };
+
+/** The settings of the flow suites: RevenueCat's stand-in, and webhooks that never sync (each flow says when RevenueCat's record is fetched). */
+export function flowSettings(revenuecat: FakeRevenueCat): Record<string, string> {
+  return {
+    REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
+    REVENUECAT_API_URL: revenuecat.url,
+    REVENUECAT_TIMEOUT_MS: '2000',
+    REVENUECAT_REQUESTS_PER_SECOND: '100',
+    BILLING_SYNC_AFTER: 'none',
+  };
+}
