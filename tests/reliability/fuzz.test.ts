@@ -80,8 +80,9 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     const tables = await stack.sql<{ name: string }>(
       `select format('%I.%I', table_schema, table_name) as name from information_schema.tables
        where table_type = 'BASE TABLE' and table_schema in ('public', 'auth', 'reliability') order by 1`);
-    snapshotSql = tables.map(({ name }) =>
-      `select '${name}' as t, count(*)::int as n, md5(coalesce(string_agg(x::text, '|' order by x::text), '')) as h from ${name} x`).join(' union all ');
+    // In table order: Postgres may run the union's parts in parallel and return them in any order.
+    snapshotSql = `select * from (${tables.map(({ name }) =>
+      `select '${name}' as t, count(*)::int as n, md5(coalesce(string_agg(x::text, '|' order by x::text), '')) as h from ${name} x`).join(' union all ')}) tables order by t`;
 
     users = await Promise.all(Array.from({ length: 12 }, () => stack.mintUser()));
     owner = await stack.mintUser();
