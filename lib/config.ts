@@ -197,8 +197,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
   const e = parsed.data;
-  // Any value, not only Vercel's own `1`: a `VERCEL=true` must not leave a deployment in local mode.
-  const deployed = e.VERCEL !== undefined;
+  const deployed = isDeployed(env);
   if (deployed && e.LOCAL_DEV) {
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
@@ -360,6 +359,15 @@ function sandboxGrants(e: z.infer<typeof envSchema>, local: boolean): boolean {
     throw new ConfigError('BILLING_SANDBOX_GRANTS and the deprecated BILLING_IGNORE_SANDBOX say opposite things; keep BILLING_SANDBOX_GRANTS and remove BILLING_IGNORE_SANDBOX.');
   }
   return e.BILLING_SANDBOX_GRANTS ?? fromDeprecated ?? local;
+}
+
+/**
+ * On Vercel: VERCEL set to any value, not only Vercel's own `1` (a `VERCEL=true` must not leave a
+ * deployment in local mode); empty counts as unset, as everywhere. Raw env, so the fault hook
+ * (lib/faults.ts) can ask without loading the configuration.
+ */
+export function isDeployed(env: Record<string, string | undefined> = process.env): boolean {
+  return emptyAsUnset(env.VERCEL) !== undefined;
 }
 
 /**
