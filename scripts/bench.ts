@@ -272,6 +272,40 @@ async function linkFreshWallets(server: NextServer, token: string, count: number
   }
 }
 
+/**
+ * The environment of a bench server: its own build, the bench's secrets, dev-key session tokens
+ * (local mode, asked for explicitly with LOCAL_DEV), and Postgres at `databaseUrl` or the embedded
+ * database in `embeddedDbDir` (where the dev signing key lives in both modes).
+ */
+function benchServerEnv(embeddedDbDir: string, databaseUrl: string | undefined): Record<string, string | undefined> {
+  return {
+    NEXT_DIST_DIR: BENCH_BUILD.distDir,
+    EMBEDDED_DB_DIR: embeddedDbDir,
+    SUBSCRIPTION_WEBHOOK_SECRET: BILLING_SECRET,
+    LEAGUES_WEBHOOK_SECRET: LEAGUES_SECRET,
+    SUPABASE_URL: undefined,
+    DATABASE_URL: databaseUrl,
+    LOCAL_DEV: '1',
+    VERCEL: undefined,
+    LOG_LEVEL: 'info',
+  };
+}
+
+/**
+ * GET /api/me's user: 3 wallets, the entitlements `pro` and `plus` bought (`purchase` makes each
+ * event body), and 50 leagues naming them. Returns their session token.
+ */
+async function prepareAccountUser(server: NextServer, embeddedDbDir: string, runId: string, purchase: (userId: string, entitlement: string, index: number) => unknown): Promise<string> {
+  const userId = crypto.randomUUID();
+  const token = await mintDevToken({ embeddedDbDir }, { userId, email: 'me@example.test', expiresInSeconds: 3600 });
+  await linkFreshWallets(server, token, 3);
+  for (const [index, entitlement] of ['pro', 'plus'].entries()) {
+    await post(server, '/api/webhooks/subscription-billing', { authorization: `Bearer ${BILLING_SECRET}` }, purchase(userId, entitlement, index));
+  }
+  await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(runId, 0, userId));
+  return token;
+}
+
 /** Fresh users, each with a challenge for `address(index)` (issued untimed), ready to sign. */
 async function challengedUsers(server: NextServer, embeddedDbDir: string, count: number, address: (index: number) => string, chainId: number) {
   return Promise.all(Array.from({ length: count }, async (_, index) => {
@@ -285,27 +319,19 @@ async function challengedUsers(server: NextServer, embeddedDbDir: string, count:
 async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain): Promise<ModeResult> {
   const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-${mode}-`));
   const embeddedDbDir = path.join(folder, 'pglite');
-  const env: Record<string, string | undefined> = {
-    NEXT_DIST_DIR: BENCH_BUILD.distDir,
-    // The inspector, for the CPU profile of the billing webhook (profiled in a run of its own).
-    NODE_OPTIONS: INSPECT_OPTION,
-    EMBEDDED_DB_DIR: embeddedDbDir, // also where the dev signing key lives, in both modes
-    SUBSCRIPTION_WEBHOOK_SECRET: BILLING_SECRET,
-    LEAGUES_WEBHOOK_SECRET: LEAGUES_SECRET,
-    SUPABASE_URL: undefined,
-    DATABASE_URL: undefined,
-    // Postgres mode with dev-key session tokens: local mode, asked for explicitly.
-    LOCAL_DEV: '1',
-    VERCEL: undefined,
-    LOG_LEVEL: 'info',
-    WALLET_EVM_CHAIN_IDS: `1,8453,${CONTRACT_CHAIN_ID}`,
-    WALLET_EVM_RPC_URLS: `${CONTRACT_CHAIN_ID}=${chain.url}`,
-  };
+  let databaseUrl: string | undefined;
   if (mode === 'postgres') {
     const name = `bench_${Date.now()}`;
     await createDatabase(postgres.url(), name);
-    env.DATABASE_URL = postgres.url(name);
+    databaseUrl = postgres.url(name);
   }
+  const env: Record<string, string | undefined> = {
+    ...benchServerEnv(embeddedDbDir, databaseUrl),
+    // The inspector, for the CPU profile of the billing webhook (profiled in a run of its own).
+    NODE_OPTIONS: INSPECT_OPTION,
+    WALLET_EVM_CHAIN_IDS: `1,8453,${CONTRACT_CHAIN_ID}`,
+    WALLET_EVM_RPC_URLS: `${CONTRACT_CHAIN_ID}=${chain.url}`,
+  };
 
   const server = await startNextServer({ env });
   const runId = `bench-${mode}-${Date.now()}`;
@@ -467,19 +493,11 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   }
 
   async function benchAccount() {
-    // GET /api/me for a user with 3 wallets, 2 entitlements and 50 leagues.
-    const meUserId = crypto.randomUUID();
-    const meToken = await mintDevToken({ embeddedDbDir }, { userId: meUserId, email: 'me@example.test', expiresInSeconds: 3600 });
-    await linkFreshWallets(server, meToken, 3);
-    for (const [index, entitlement] of ['pro', 'plus'].entries()) {
+    const meToken = await prepareAccountUser(server, embeddedDbDir, `${runId}-me`, (meUserId, entitlement, index) => {
       const event = billingEvent(`${runId}-me`, index, Date.now());
-      event.event.app_user_id = meUserId;
-      event.event.original_app_user_id = meUserId;
-      event.event.aliases = [meUserId];
-      event.event.entitlement_ids = [entitlement];
-      await post(server, '/api/webhooks/subscription-billing', billingHeaders, event);
-    }
-    await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-me`, 0, meUserId));
+      Object.assign(event.event, { app_user_id: meUserId, original_app_user_id: meUserId, aliases: [meUserId], entitlement_ids: [entitlement] });
+      return event;
+    });
     const meRequest: RequestSpec = { method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${meToken}` } };
     await measure('GET /api/me (full account)', meRequest);
     await measure(`GET /api/me (full account), ${FEW_CONNECTIONS} connections`, { ...meRequest, connections: FEW_CONNECTIONS });
@@ -699,12 +717,7 @@ async function benchAtScale(): Promise<void> {
     for (const [database, name] of [['empty', emptyName], ['seeded', seededName]] as const) {
       const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-scale-${database}-`));
       const embeddedDbDir = path.join(folder, 'pglite');
-      const server = await startNextServer({
-        env: {
-          NEXT_DIST_DIR: BENCH_BUILD.distDir, EMBEDDED_DB_DIR: embeddedDbDir, SUBSCRIPTION_WEBHOOK_SECRET: BILLING_SECRET, LEAGUES_WEBHOOK_SECRET: LEAGUES_SECRET,
-          SUPABASE_URL: undefined, DATABASE_URL: postgres.url(name), LOCAL_DEV: '1', VERCEL: undefined, LOG_LEVEL: 'info',
-        },
-      });
+      const server = await startNextServer({ env: benchServerEnv(embeddedDbDir, postgres.url(name)) });
       servers.push({ database, server, embeddedDbDir, folder });
     }
 
@@ -738,14 +751,10 @@ async function benchAtScale(): Promise<void> {
         await Promise.all(bought.slice(offset, offset + 20).map((who, index) =>
           post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-buy-${offset + index}`, start - DAY_MS)))));
       }
-      const meUserId = crypto.randomUUID();
-      const meToken = await mintDevToken({ embeddedDbDir }, { userId: meUserId, email: 'me@example.test', expiresInSeconds: 3600 });
-      await linkFreshWallets(server, meToken, 3);
-      for (const [index, entitlement] of ['pro', 'plus'].entries()) {
+      const meToken = await prepareAccountUser(server, embeddedDbDir, `${runId}-${database}-me`, (meUserId, entitlement, index) => {
         const who = { ...customer(index, `${runId}-me`), appUserId: meUserId, anonymousId: null, entitlementIds: [entitlement] };
-        await post(server, '/api/webhooks/subscription-billing', billingHeaders, JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-me-${index}`, start)));
-      }
-      await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-me`, 0, meUserId));
+        return JSON.parse(billingBody('INITIAL_PURCHASE', who, `${runId}-${database}-me-${index}`, start));
+      });
       // Some leagues before the first timed run, so the empty database's plans are not made for empty
       // league tables (they would stay until autovacuum re-analyzes them mid-run).
       for (let index = 1; index <= 20; index++) await post(server, '/api/webhooks/leagues-sync', { 'x-webhook-secret': LEAGUES_SECRET }, leaguesDelivery(`${runId}-${database}-prep`, index));
