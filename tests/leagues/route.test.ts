@@ -197,7 +197,7 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
     expect(dbCallCount()).toBe(calls);
   });
 
-  it('accepts the documented dev secret in local mode when none is set, and the README curl line works', async () => {
+  it('accepts the documented dev secret in local mode when none is set, and the documented curl line works', async () => {
     restores.push(setEnv({ DATABASE_URL: undefined, SUPABASE_URL: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
     const db = await useTestDatabase('pglite');
     try {
@@ -205,9 +205,8 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
       expect({ status: ok.status, body: ok.body }).toEqual({ status: 200, body: { received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 0 } });
       expect((await post(delivery(freshSource()), { 'x-webhook-secret': 'wrong' })).status).toBe(401);
 
-      // The newcomer's curl line in the README: its headers, its body, its answer, then its replay.
-      const readme = readFileSync('README.md', 'utf8');
-      const section = readme.slice(readme.indexOf('<!-- section:leagues -->'), readme.indexOf('<!-- /section:leagues -->'));
+      // The newcomer's curl line in the leagues docs: its headers, its body, its answer, then its replay.
+      const section = readFileSync('docs/leagues.md', 'utf8');
       const line = /^curl -s localhost:3000\/api\/webhooks\/leagues-sync (.*) -d '(.*)'\n# (\{.*?\});/m.exec(section);
       expect(line).not.toBeNull();
       const [, flags, body, answer] = line!;
