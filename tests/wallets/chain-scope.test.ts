@@ -26,6 +26,8 @@ import { evmWallet } from './wallets.ts';
 
 const CONFIG = { wallet: { evmChainIds: [1, 8453], solanaClusters: ['mainnet'], evmRpcUrls: new Map<number, string>() } };
 const newUser = () => ({ userId: randomUUID(), email: null });
+type EvmLink = Extract<WalletLink, { chain: 'evm' }>;
+const evmLinks = async (user: User) => (await listWalletLinks(user)).links as EvmLink[];
 type User = ReturnType<typeof newUser>;
 
 /**
@@ -88,7 +90,7 @@ describe.each(DATABASE_KINDS)('wallet links scoped to what proved them, on %s', 
     const onBase = await claim(user, address, 8453, 'erc6492');
     expect([onMainnet, onBase]).toMatchObject([{ status: 201 }, { status: 201 }]);
     expect(await claim(user, address, 8453, CONTRACT)).toMatchObject({ status: 200, link: { accountId: `eip155:8453:${address}` } });
-    expect((await listWalletLinks(user)).links.map((link) => link.accountId)).toEqual([`eip155:1:${address}`, `eip155:8453:${address}`]);
+    expect((await evmLinks(user)).map((link) => link.accountId)).toEqual([`eip155:1:${address}`, `eip155:8453:${address}`]);
 
     // Its key's proof replaces them with one link that holds the address on every chain.
     const key = await claim(user, address, 8453, KEY);
@@ -188,7 +190,7 @@ describe.each(DATABASE_KINDS)('20261127000400_wallets_chain_scope.sql on a datab
 
     expect(await runMigrations(session)).toContain(MIGRATION);
     const { rows: [listed] } = await session.query('select public.account_wallets($1) as links', [a]);
-    expect((listed!.links as WalletLink[]).map(({ address, chainId, kind: proof, scope, accountId }) => ({ address, chainId, proof, scope, accountId }))).toEqual([
+    expect((listed!.links as EvmLink[]).map(({ address, chainId, kind: proof, scope, accountId }) => ({ address, chainId, proof, scope, accountId }))).toEqual([
       { address: contract, chainId: 8453, proof: 'erc6492', scope: 'chain', accountId: `eip155:8453:${contract}` },
       { address: key, chainId: 1, proof: 'eoa', scope: 'evm', accountId: `eip155:1:${key}` },
     ]);
