@@ -177,7 +177,9 @@ const deletedSchema = (field: string, what: string) => z.object({ [field]: z.int
 
 export const maintenanceResponseSchema = z
   .object({
-    wallets: deletedSchema('challengesDeleted', 'Wallet challenges deleted (a day after they expired)'),
+    wallets: deletedSchema('challengesDeleted', 'Wallet challenges deleted (a day after they expired)').extend({
+      contractChecksDeleted: z.int().meta({ description: 'Smart-contract wallet checks forgotten (10 minutes after they were made, when the per-account limit no longer counts them)' }),
+    }),
     leagues: deletedSchema('deliveriesDeleted', 'League sync deliveries deleted (7 days after they arrived)'),
     billingSync: deletedSchema('refreshRequestsDeleted', 'Per-user refresh limiter rows deleted (10 minutes after the refresh)'),
     billing: z.looseObject({

@@ -112,6 +112,22 @@ describe.each(DATABASE_KINDS)('wallet links scoped to what proved them, on %s', 
     expect((await listWalletLinks(user)).links).toHaveLength(9);
   });
 
+  it('keeps contract checks for the 10 minutes the per-account limit looks back: maintenance deletes older ones, and a deleted user\'s', async () => {
+    const [a, b] = [newUser(), newUser()];
+    const check = (user: User, age: string) => db.sql(`insert into public.wallet_contract_checks (user_id, checked_at) values ($1, now() - $2::interval)`, [user.userId, age]);
+    await check(a, '11 minutes');
+    await check(a, '10 minutes 1 second');
+    await check(a, '9 minutes');
+    await check(b, '1 minute');
+    const run = () => callDb<{ challengesDeleted: number; contractChecksDeleted: number; done: boolean }>('wallets_maintain', { p_now: new Date(), p_deadline: new Date(Date.now() + 5_000) });
+    expect(await run()).toMatchObject({ contractChecksDeleted: 2, done: true });
+    expect(await run()).toMatchObject({ contractChecksDeleted: 0, done: true });
+    const left = () => db.sql<{ user_id: string }>('select user_id from public.wallet_contract_checks where user_id = any ($1::uuid[]) order by checked_at', [[a.userId, b.userId]]);
+    expect(await left()).toEqual([{ user_id: a.userId }, { user_id: b.userId }]);
+    expect(await callDb('forget_user', { p_user_id: a.userId })).toMatchObject({ walletLinks: 0, walletChallenges: 0 });
+    expect(await left()).toEqual([{ user_id: b.userId }]);
+  });
+
   // Two scopes can overlap without sharing a key of the unique constraint (a key's link, a contract
   // link on chain 8453): wallet_link takes a lock on the address. A real race on the Postgres server
   // (PGlite runs one transaction at a time): A's key link is made in a transaction left open, B's
