@@ -37,6 +37,12 @@ export interface LocalChain {
   /** A smart account owned by `owner` (a new salt each call unless given); not deployed until `deploy()`. */
   smartAccount(owner: PrivateKeyAccount, salt?: Hex): Promise<SmartAccountHandle>;
   /**
+   * EIP-7702: the ordinary wallet `key` delegates its address to the SmartAccount implementation,
+   * initialised with `owner` as its signer (a real type-4 transaction, sent and paid by anvil's
+   * dev account). The address is then both a key's and a smart account's, on this chain only.
+   */
+  delegate(key: PrivateKeyAccount, owner: Address): Promise<Pick<SmartAccountHandle, 'address' | 'signWith'>>;
+  /**
    * A "wallet" of HostileFactory, never deployed: its ERC-6492 signature makes the validator deploy
    * it in the eth_call and ask it, and it answers by reverting with `revertBytes` bytes, or (0) by
    * spending all the gas the call has.
@@ -95,10 +101,13 @@ export async function startLocalChain({ chainId = 31337, gasLimit }: { chainId?:
   const hostileDeployment = await deployer.deployContract({ abi: contracts.HostileFactory.abi, bytecode: contracts.HostileFactory.bytecode });
   const hostileFactory = (await client.waitForTransactionReceipt({ hash: hostileDeployment })).contractAddress!;
 
+  /** How a SmartAccount at `address` on this chain answers personal_sign: ERC-7739, made by `signer`. */
+  const signerFor = (address: Address) => (signer: PrivateKeyAccount, message: string) =>
+    signer.sign({ hash: erc7739HashMessage({ message, verifierDomain: { name: 'SmartAccount', version: '1', chainId, verifyingContract: address } }) });
+
   async function smartAccount(owner: PrivateKeyAccount, salt: Hex = `0x${randomBytes(32).toString('hex')}`): Promise<SmartAccountHandle> {
     const address = (await client.readContract({ address: factory, abi: factoryAbi, functionName: 'accountAddress', args: [owner.address, salt] })) as Address;
-    const signWith = (signer: PrivateKeyAccount, message: string) =>
-      signer.sign({ hash: erc7739HashMessage({ message, verifierDomain: { name: 'SmartAccount', version: '1', chainId, verifyingContract: address } }) });
+    const signWith = signerFor(address);
     const sign = (message: string) => signWith(owner, message);
     return {
       address,
@@ -127,6 +136,16 @@ export async function startLocalChain({ chainId = 31337, gasLimit }: { chainId?:
     };
   }
 
+  async function delegate(key: PrivateKeyAccount, owner: Address) {
+    const implementation = (await client.readContract({ address: factory, abi: factoryAbi, functionName: 'implementation' })) as Address;
+    const authorization = await deployer.signAuthorization({ account: key, contractAddress: implementation });
+    const hash = await deployer.writeContract({
+      address: key.address, abi: contracts.SmartAccount.abi, functionName: 'initialize', args: [owner], authorizationList: [authorization],
+    });
+    await client.waitForTransactionReceipt({ hash });
+    return { address: key.address, signWith: signerFor(key.address) };
+  }
+
   async function hostileAccount(revertBytes: bigint) {
     const abi = contracts.HostileFactory.abi;
     const salt: Hex = `0x${randomBytes(32).toString('hex')}`;
@@ -150,6 +169,7 @@ export async function startLocalChain({ chainId = 31337, gasLimit }: { chainId?:
     factory,
     hostileFactory,
     smartAccount,
+    delegate,
     hostileAccount,
     stop: () => stopChild(child),
   };

@@ -569,6 +569,34 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
     expect({ status: again.status, id: again.body.link.id }).toEqual({ status: 200, id: linked.body.link.id });
   });
 
+  // EIP-7702: an ordinary wallet's address runs a smart account's code on one chain, with another
+  // key as its signer. Both can prove the address; whoever links first holds it where the scopes meet.
+  it('gives an address that is both a key\'s and (by EIP-7702 delegation) a contract\'s one owner where the scopes meet', async () => {
+    const [keyHolder, delegateOwner] = [await testUser(), await testUser()];
+    const key = privateKeyToAccount(generatePrivateKey());
+    const signer = privateKeyToAccount(generatePrivateKey());
+    const delegated = await chain.delegate(key, signer.address);
+    const signedByKey = async (user: User, chainId: number) => signedBody(user, key.address, (message) => key.signMessage({ message }), chainId);
+
+    // The delegated code's signer proves the address on this chain: a contract's link, this chain only.
+    const contractLink = await postLink(delegateOwner, await signedBody(delegateOwner, key.address, (message) => delegated.signWith(signer, message)));
+    expect(contractLink.status).toBe(201);
+    expect(contractLink.body.link).toMatchObject({ kind: 'erc1271', scope: 'chain', accountId: `eip155:${CHAIN_ID}:${key.address}` });
+    // The key's owner proves the key, but its link would hold this chain too: 409, on any chain.
+    expectProblem(await postLink(keyHolder, await signedByKey(keyHolder, OTHER_CHAIN_ID)), 409, 'wallet_already_linked');
+    expectProblem(await postLink(keyHolder, await signedByKey(keyHolder, CHAIN_ID)), 409, 'wallet_already_linked');
+
+    // The other way round: once the key's owner linked it, the delegated code's signer gets 409 without a chain call.
+    const [first, second] = [await testUser(), await testUser()];
+    const otherKey = privateKeyToAccount(generatePrivateKey());
+    const otherDelegated = await chain.delegate(otherKey, signer.address);
+    const keyLink = await postLink(first, await signedBody(first, otherKey.address, (message) => otherKey.signMessage({ message }), OTHER_CHAIN_ID));
+    expect(keyLink.body.link).toMatchObject({ kind: 'eoa', scope: 'evm' });
+    rpc.reset();
+    expectProblem(await postLink(second, await signedBody(second, otherKey.address, (message) => otherDelegated.signWith(signer, message))), 409, 'wallet_already_linked');
+    expect(rpc.requests).toBe(0);
+  });
+
   it('never shows the RPC URL (its credentials and API key) to a caller or in the log', async () => {
     const keyed = await startRpcProxy(chain.url);
     const url = new URL(keyed.url);
