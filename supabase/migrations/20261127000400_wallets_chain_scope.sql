@@ -77,6 +77,49 @@ revoke all on table public.wallet_contract_checks from public, anon, authenticat
 revoke all on sequence public.wallet_contract_checks_id_seq from public, anon, authenticated;
 grant select, insert, update, delete on table public.wallet_contract_checks to service_role;
 
+-- The caller's challenge for this message and wallet, locked for the transaction (the row lock
+-- makes "used once" hold against another session): the first refusals of wallet_link and of
+-- wallet_start_contract_check, in their order (20261122000200_wallets.sql lists them).
+create function public.wallet_challenge_for(
+  p_user_id uuid,
+  p_challenge_id uuid,
+  p_message text,
+  p_chain text,
+  p_address_key text
+)
+returns public.wallet_challenges
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_challenge public.wallet_challenges;
+begin
+  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
+  if not found or v_challenge.user_id <> p_user_id then
+    raise exception 'challenge_not_found' using errcode = 'PT400',
+      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
+  end if;
+  if v_challenge.message <> p_message then
+    raise exception 'invalid_message' using errcode = 'PT422',
+      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
+  end if;
+  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
+    raise exception 'address_mismatch' using errcode = 'PT422',
+      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
+  end if;
+
+  -- An expired message proves nothing any more, not even for an idempotent retry (the service
+  -- refuses it by its own clock before calling, too).
+  if v_challenge.expires_at <= now() then
+    raise exception 'challenge_expired' using errcode = 'PT400',
+      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
+  end if;
+  return v_challenge;
+end;
+$$;
+
 -- Before a contract wallet's signature is sent to its chain (20261124001300_contract_wallets.sql):
 -- the same refusals as wallet_link below, in the same order, with the scope rule of this migration
 -- (a contract proof on chain N meets the address's key link, or its contract link on chain N), then
@@ -109,23 +152,7 @@ declare
 begin
   perform pg_advisory_xact_lock(4361, hashtext(p_user_id::text));
 
-  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
-  if not found or v_challenge.user_id <> p_user_id then
-    raise exception 'challenge_not_found' using errcode = 'PT400',
-      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
-  end if;
-  if v_challenge.message <> p_message then
-    raise exception 'invalid_message' using errcode = 'PT422',
-      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
-  end if;
-  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
-    raise exception 'address_mismatch' using errcode = 'PT422',
-      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
-  end if;
-  if v_challenge.expires_at <= now() then
-    raise exception 'challenge_expired' using errcode = 'PT400',
-      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
-  end if;
+  v_challenge := public.wallet_challenge_for(p_user_id, p_challenge_id, p_message, p_chain, p_address_key);
 
   -- The caller's link that already holds this wallet on this chain: their key's, or their
   -- contract link on this chain.
@@ -213,24 +240,7 @@ begin
   perform pg_advisory_xact_lock(4361, hashtext(p_user_id::text));
   perform pg_advisory_xact_lock(4362, hashtext(p_chain || ':' || p_address_key));
 
-  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
-  if not found or v_challenge.user_id <> p_user_id then
-    raise exception 'challenge_not_found' using errcode = 'PT400',
-      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
-  end if;
-  if v_challenge.message <> p_message then
-    raise exception 'invalid_message' using errcode = 'PT422',
-      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
-  end if;
-  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
-    raise exception 'address_mismatch' using errcode = 'PT422',
-      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
-  end if;
-
-  if v_challenge.expires_at <= now() then
-    raise exception 'challenge_expired' using errcode = 'PT400',
-      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
-  end if;
+  v_challenge := public.wallet_challenge_for(p_user_id, p_challenge_id, p_message, p_chain, p_address_key);
   if v_challenge.used_at is not null then
     select * into v_link from public.wallet_links l
     where l.user_id = p_user_id and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key
@@ -373,6 +383,7 @@ declare
 begin
   foreach v_fn in array array[
     'public.wallet_link_json(public.wallet_links)',
+    'public.wallet_challenge_for(uuid, uuid, text, text, text)',
     'public.wallet_start_contract_check(uuid, uuid, text, text, text)',
     'public.wallet_link(uuid, uuid, text, text, text, text)',
     'public.wallets_maintain(timestamptz, timestamptz)',
