@@ -140,7 +140,9 @@ function withGasLimit<T extends { method: string; params?: unknown }>(args: T): 
 function isExecutionFailure(error: unknown): boolean {
   const rpcError = error instanceof BaseError ? error.walk((cause) => cause instanceof RpcRequestError) : undefined;
   if (!(rpcError instanceof RpcRequestError)) return false;
-  return rpcError.code === 3 || ((rpcError.code === -32000 || rpcError.code === -32603) && /revert|out ?of ?gas|\bOOG\b|MemoryOOG|PrecompileOOG/i.test(rpcError.details));
+  if (rpcError.code === 3) return true;
+  // revm (anvil, reth) names each way to run out of gas: OutOfGas, MemoryOOG, PrecompileOOG, ...
+  return (rpcError.code === -32000 || rpcError.code === -32603) && (/revert|out ?of ?gas/i.test(rpcError.details) || /OOG\b/.test(rpcError.details));
 }
 
 /** Network errors that mean no request reached the provider: it is down or not where configured. */

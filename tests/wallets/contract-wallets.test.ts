@@ -383,6 +383,15 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
       // Each of the 5 was the node's answer of more than 1 MB, not read past the cap.
       expect(otherRpc.answerBytes.every((bytes) => bytes > 1024 * 1024)).toBe(true);
       expect(warn.mock.calls.filter(([fields]) => (fields as { error?: string }).error === 'ResponseBodyTooLargeError')).toHaveLength(5);
+
+      // More data than the gas limit can pay for: the node says the call ran out of gas (anvil:
+      // -32603 "EVM error MemoryOOG"), the contract's failure, so 422, counted like the rest.
+      const bigger = await otherChain.hostileAccount(700_000n);
+      const spent = await signedBody(user, bigger.address, bigger.signCounterfactual, OTHER_CHAIN_ID);
+      otherRpc.reset();
+      expectProblem(await postLink(user, spent), 422, 'invalid_signature');
+      expect(otherRpc.answerBytes).toEqual([expect.any(Number)]);
+      expect(otherRpc.answerBytes[0]).toBeLessThan(1024);
     } finally {
       warn.mockRestore();
     }
