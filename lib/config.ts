@@ -229,7 +229,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     databaseMode,
     databaseUrl: e.DATABASE_URL,
     databasePool: databasePoolFor(deployed, e.DATABASE_POOL_MAX),
-    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join('.data', 'pglite')),
+    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join(/*turbopackIgnore: true*/ '.data', 'pglite')),
     supabase: databaseMode === 'supabase' ? { url: supabaseUrl!, secretKey: supabaseSecretKey! } : undefined,
     auth: {
       mode: authMode,
