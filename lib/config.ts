@@ -76,6 +76,7 @@ export const envSchema = z.object({
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
   LOCAL_DEV: booleanFlag(false),
   VERCEL: optionalString,
+  CORS_ORIGINS: commaList,
 });
 
 /** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start`). */
@@ -150,6 +151,8 @@ export interface Config {
   };
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
   frontend: { supabaseUrl?: string; publishableKey?: string };
+  /** Browser origins allowed to call the API cross-origin (CORS_ORIGINS; lib/http/cors.ts). */
+  corsOrigins: string[];
   logLevel: string;
   /** Settings that work but should change (a deprecated name), for the startup log. */
   warnings: string[];
@@ -270,6 +273,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       supabaseUrl: e.NEXT_PUBLIC_SUPABASE_URL?.replace(/\/+$/, '') ?? supabaseUrl,
       publishableKey: e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_PUBLISHABLE_KEY,
     },
+    corsOrigins: parseCorsOrigins(e.CORS_ORIGINS ?? [], local),
     logLevel: e.LOG_LEVEL,
     warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
       `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,
@@ -339,6 +343,31 @@ export function parseRpcUrls(value: string | undefined, evmChainIds: readonly nu
     urls.set(chainId, url.toString());
   });
   return urls;
+}
+
+/**
+ * CORS_ORIGINS: the origins of browser frontends on other sites than the service, comma-separated
+ * (`https://app.example.com,http://localhost:5173`). Exact origins only (scheme, host, port; no
+ * path, no wildcard): each is echoed back to that origin alone. https outside local mode, except a
+ * frontend's dev server on this machine.
+ */
+export function parseCorsOrigins(values: string[], local: boolean): string[] {
+  return values.map((value) => {
+    if (value.includes('*')) throw new ConfigError('CORS_ORIGINS takes exact origins (https://app.example.com), never a wildcard: list each frontend.');
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" is not an origin such as https://app.example.com.`);
+    }
+    if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, '')) {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" is not an origin (scheme, host and port only, such as https://app.example.com).`);
+    }
+    if (url.protocol === 'http:' && !local && !isLoopbackHost(url.hostname)) {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" must be https:// outside local mode (http:// only for a dev server on this machine).`);
+    }
+    return url.origin;
+  });
 }
 
 function isLoopbackHost(hostname: string): boolean {

@@ -42,7 +42,7 @@ describe.skipIf(!hasChromium)('`next dev` in Chromium', () => {
       ...process.env, NODE_ENV: 'development', NEXT_TELEMETRY_DISABLED: '1', NEXT_DIST_DIR: '.next-devtest',
       EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn',
     })) if (value !== undefined) env[key] = value;
-    dev = spawn(process.execPath, ['node_modules/next/dist/bin/next', 'dev', '-p', String(port), '-H', '127.0.0.1'], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    dev = spawn(process.execPath, ['node_modules/next/dist/bin/next', 'dev', '-p', String(port), '-H', '127.0.0.1'], { env: env as NodeJS.ProcessEnv, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     dev.stdout!.on('data', (chunk) => (output += chunk));
     dev.stderr!.on('data', (chunk) => (output += chunk));
     const deadline = Date.now() + 180_000;
