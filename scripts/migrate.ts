@@ -8,7 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { migrationTarget, runMigrations, type MigrateOptions } from '../lib/db/migrate.ts';
 import { openPglite } from '../lib/db/pglite.ts';
-import { clientSession } from '../lib/db/postgres.ts';
+import { clientSession, withLibpqSslModes } from '../lib/db/postgres.ts';
 
 const target = migrationTarget(process.env, path.resolve(process.env.EMBEDDED_DB_DIR?.trim() || path.join('.data', 'pglite')));
 const progress: MigrateOptions = {
@@ -22,7 +22,7 @@ try {
   }
   if (target.kind === 'postgres') {
     console.error(`migrating the database of ${target.from} (${new URL(target.url).host})`);
-    const client = new pg.Client({ connectionString: target.url, application_name: 'account-link-service migrate' });
+    const client = new pg.Client({ connectionString: withLibpqSslModes(target.url), application_name: 'account-link-service migrate' });
     await client.connect();
     try {
       report(await runMigrations(clientSession(client), progress));
