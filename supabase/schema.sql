@@ -198,6 +198,14 @@ create table public.wallet_challenges (
 );
 alter table public.wallet_challenges enable row level security;
 
+create table public.wallet_contract_checks (
+  id bigint generated always as identity not null,
+  user_id uuid not null,
+  checked_at timestamp with time zone default now() not null,
+  constraint wallet_contract_checks_pkey PRIMARY KEY (id)
+);
+alter table public.wallet_contract_checks enable row level security;
+
 create table public.wallet_links (
   id uuid default gen_random_uuid() not null,
   user_id uuid not null,
@@ -209,11 +217,16 @@ create table public.wallet_links (
   challenge_id uuid not null,
   created_at timestamp with time zone default now() not null,
   kind text default 'eoa'::text not null,
+  contract_chain_id bigint generated always as (
+CASE
+    WHEN (kind = 'eoa'::text) THEN NULL::bigint
+    ELSE chain_id
+END) stored,
   constraint wallet_links_chain_check CHECK ((chain = ANY (ARRAY['evm'::text, 'solana'::text]))),
   constraint wallet_links_kind CHECK (((kind = ANY (ARRAY['eoa'::text, 'erc1271'::text, 'erc6492'::text])) AND ((chain = 'evm'::text) OR (kind = 'eoa'::text)))),
   constraint wallet_links_network CHECK ((((chain = 'evm'::text) AND (chain_id IS NOT NULL) AND (cluster IS NULL)) OR ((chain = 'solana'::text) AND (cluster IS NOT NULL) AND (chain_id IS NULL)))),
   constraint wallet_links_pkey PRIMARY KEY (id),
-  constraint wallet_links_one_owner UNIQUE (chain, address_key)
+  constraint wallet_links_one_owner UNIQUE NULLS NOT DISTINCT (chain, address_key, contract_chain_id)
 );
 alter table public.wallet_links enable row level security;
 
@@ -231,6 +244,8 @@ CREATE INDEX league_members_app_user_id_idx ON public.league_members USING btree
 CREATE INDEX league_sync_deliveries_received_at_idx ON public.league_sync_deliveries USING btree (received_at);
 CREATE INDEX wallet_challenges_expires ON public.wallet_challenges USING btree (expires_at);
 CREATE INDEX wallet_challenges_user_created ON public.wallet_challenges USING btree (user_id, created_at);
+CREATE INDEX wallet_contract_checks_at ON public.wallet_contract_checks USING btree (checked_at);
+CREATE INDEX wallet_contract_checks_user ON public.wallet_contract_checks USING btree (user_id, checked_at);
 CREATE INDEX wallet_links_user ON public.wallet_links USING btree (user_id, created_at);
 
 CREATE OR REPLACE FUNCTION public.account_entitlements(p_user_id text, p_now timestamp with time zone DEFAULT now())
@@ -1887,6 +1902,40 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.wallet_challenge_for(p_user_id uuid, p_challenge_id uuid, p_message text, p_chain text, p_address_key text)
+ RETURNS wallet_challenges
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_challenge public.wallet_challenges;
+begin
+  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
+  if not found or v_challenge.user_id <> p_user_id then
+    raise exception 'challenge_not_found' using errcode = 'PT400',
+      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
+  end if;
+  if v_challenge.message <> p_message then
+    raise exception 'invalid_message' using errcode = 'PT422',
+      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
+  end if;
+  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
+    raise exception 'address_mismatch' using errcode = 'PT422',
+      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
+  end if;
+
+  -- An expired message proves nothing any more, not even for an idempotent retry (the service
+  -- refuses it by its own clock before calling, too).
+  if v_challenge.expires_at <= now() then
+    raise exception 'challenge_expired' using errcode = 'PT400',
+      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
+  end if;
+  return v_challenge;
+end;
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.wallet_issue_challenge(p_user_id uuid, p_challenge_id uuid, p_chain text, p_address text, p_address_key text, p_chain_id bigint, p_cluster text, p_nonce text, p_message text, p_issued_at timestamp with time zone, p_expires_at timestamp with time zone)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1946,31 +1995,19 @@ AS $function$
 declare
   v_challenge public.wallet_challenges;
   v_link public.wallet_links;
+  v_scope bigint;
   v_count integer;
 begin
   perform pg_advisory_xact_lock(4361, hashtext(p_user_id::text));
+  perform pg_advisory_xact_lock(4362, hashtext(p_chain || ':' || p_address_key));
 
-  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
-  if not found or v_challenge.user_id <> p_user_id then
-    raise exception 'challenge_not_found' using errcode = 'PT400',
-      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
-  end if;
-  if v_challenge.message <> p_message then
-    raise exception 'invalid_message' using errcode = 'PT422',
-      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
-  end if;
-  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
-    raise exception 'address_mismatch' using errcode = 'PT422',
-      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
-  end if;
-
-  if v_challenge.expires_at <= now() then
-    raise exception 'challenge_expired' using errcode = 'PT400',
-      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
-  end if;
+  v_challenge := public.wallet_challenge_for(p_user_id, p_challenge_id, p_message, p_chain, p_address_key);
   if v_challenge.used_at is not null then
     select * into v_link from public.wallet_links l
-    where l.user_id = p_user_id and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key;
+    where l.user_id = p_user_id and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key
+      and (l.contract_chain_id is null or l.contract_chain_id = v_challenge.chain_id)
+    order by l.contract_chain_id nulls first
+    limit 1;
     if found then
       return jsonb_build_object('link', public.wallet_link_json(v_link), 'alreadyLinked', true);
     end if;
@@ -1982,30 +2019,47 @@ begin
       detail = 'This challenge was replaced by newer ones (at most 5 are open at a time); request a new one.';
   end if;
 
+  -- The scope this proof gives: every chain for a key, the challenge's chain for a contract.
+  v_scope := case when p_kind = 'eoa' then null else v_challenge.chain_id end;
+
+  if exists (
+    select 1 from public.wallet_links l
+    where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key and l.user_id <> p_user_id
+      and (v_scope is null or l.contract_chain_id is null or l.contract_chain_id = v_scope)) then
+    raise exception 'wallet_already_linked' using errcode = 'PT409',
+      detail = 'This wallet is already linked to another account.';
+  end if;
+
   select * into v_link from public.wallet_links l
-  where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key;
+  where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key and l.user_id = p_user_id
+    and (l.contract_chain_id is null or l.contract_chain_id = v_scope)
+  order by l.contract_chain_id nulls first
+  limit 1;
   if found then
-    if v_link.user_id <> p_user_id then
-      raise exception 'wallet_already_linked' using errcode = 'PT409',
-        detail = 'This wallet is already linked to another account.';
-    end if;
     update public.wallet_challenges set used_at = now() where id = v_challenge.id;
     return jsonb_build_object('link', public.wallet_link_json(v_link), 'alreadyLinked', true);
   end if;
 
-  select count(*) into v_count from public.wallet_links l where l.user_id = p_user_id;
+  -- A key proof replaces the caller's contract links of the address: the count leaves them out.
+  select count(*) into v_count from public.wallet_links l
+  where l.user_id = p_user_id
+    and not (v_scope is null and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key);
   if v_count >= 10 then
     raise exception 'too_many_wallets' using errcode = 'PT409',
       detail = 'An account can link at most 10 wallets; unlink one first.';
+  end if;
+  if v_scope is null then
+    delete from public.wallet_links l
+    where l.user_id = p_user_id and l.chain = v_challenge.chain and l.address_key = v_challenge.address_key;
   end if;
 
   insert into public.wallet_links (user_id, chain, address, address_key, chain_id, cluster, challenge_id, kind)
   values (p_user_id, v_challenge.chain, v_challenge.address, v_challenge.address_key,
           v_challenge.chain_id, v_challenge.cluster, v_challenge.id, p_kind)
-  on conflict (chain, address_key) do nothing
+  on conflict do nothing
   returning * into v_link;
   if not found then
-    -- Another user's request linked this wallet between our check and our insert.
+    -- Cannot happen under the address lock; kept so a unique violation is never a 500.
     raise exception 'wallet_already_linked' using errcode = 'PT409',
       detail = 'This wallet is already linked to another account.';
   end if;
@@ -2029,6 +2083,8 @@ AS $function$
     'chainId', l.chain_id,
     'cluster', l.cluster,
     'kind', l.kind,
+    'scope', case when l.chain = 'evm' then case when l.contract_chain_id is null then 'evm' else 'chain' end end,
+    'accountId', case when l.chain = 'evm' then 'eip155:' || l.chain_id || ':' || l.address end,
     'createdAt', to_char(l.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
 $function$
 ;
@@ -2059,30 +2115,22 @@ CREATE OR REPLACE FUNCTION public.wallet_start_contract_check(p_user_id uuid, p_
 AS $function$
 declare
   v_challenge public.wallet_challenges;
-  v_link public.wallet_links;
+  v_mine boolean;
   v_count integer;
+  v_recent integer;
+  v_oldest timestamptz;
 begin
-  select * into v_challenge from public.wallet_challenges where id = p_challenge_id for update;
-  if not found or v_challenge.user_id <> p_user_id then
-    raise exception 'challenge_not_found' using errcode = 'PT400',
-      detail = 'No challenge with this Request ID was issued to you; request a new one from POST /api/wallet-link/challenge.';
-  end if;
-  if v_challenge.message <> p_message then
-    raise exception 'invalid_message' using errcode = 'PT422',
-      detail = 'The message is not the one issued for this challenge; sign the challenge text exactly as issued.';
-  end if;
-  if v_challenge.chain <> p_chain or v_challenge.address_key <> p_address_key then
-    raise exception 'address_mismatch' using errcode = 'PT422',
-      detail = 'The wallet in the payload is not the wallet this challenge was issued for.';
-  end if;
-  if v_challenge.expires_at <= now() then
-    raise exception 'challenge_expired' using errcode = 'PT400',
-      detail = 'This challenge has expired; request a new one and sign it within 10 minutes.';
-  end if;
+  perform pg_advisory_xact_lock(4361, hashtext(p_user_id::text));
 
-  select * into v_link from public.wallet_links l
-  where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key;
-  if v_challenge.used_at is not null and not (found and v_link.user_id = p_user_id) then
+  v_challenge := public.wallet_challenge_for(p_user_id, p_challenge_id, p_message, p_chain, p_address_key);
+
+  -- The caller's link that already holds this wallet on this chain: their key's, or their
+  -- contract link on this chain.
+  v_mine := exists (
+    select 1 from public.wallet_links l
+    where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key and l.user_id = p_user_id
+      and (l.contract_chain_id is null or l.contract_chain_id = v_challenge.chain_id));
+  if v_challenge.used_at is not null and not v_mine then
     raise exception 'challenge_already_used' using errcode = 'PT409',
       detail = 'This challenge has already been used; request a new one.';
   end if;
@@ -2090,11 +2138,14 @@ begin
     raise exception 'challenge_expired' using errcode = 'PT400',
       detail = 'This challenge was replaced by newer ones (at most 5 are open at a time); request a new one.';
   end if;
-  if found and v_link.user_id <> p_user_id then
+  if exists (
+    select 1 from public.wallet_links l
+    where l.chain = v_challenge.chain and l.address_key = v_challenge.address_key and l.user_id <> p_user_id
+      and (l.contract_chain_id is null or l.contract_chain_id = v_challenge.chain_id)) then
     raise exception 'wallet_already_linked' using errcode = 'PT409',
       detail = 'This wallet is already linked to another account.';
   end if;
-  if not found then
+  if not v_mine then
     select count(*) into v_count from public.wallet_links l where l.user_id = p_user_id;
     if v_count >= 10 then
       raise exception 'too_many_wallets' using errcode = 'PT409',
@@ -2106,8 +2157,21 @@ begin
     raise exception 'challenge_expired' using errcode = 'PT400',
       detail = 'This challenge has been checked on chain 5 times; request a new one.';
   end if;
+
+  delete from public.wallet_contract_checks c
+  where c.user_id = p_user_id and c.checked_at <= now() - interval '10 minutes';
+  select count(*), min(c.checked_at) into v_recent, v_oldest
+  from public.wallet_contract_checks c
+  where c.user_id = p_user_id and c.checked_at > now() - interval '10 minutes';
+  if v_recent >= 20 then
+    return jsonb_build_object(
+      'started', false,
+      'retryAfterSeconds', greatest(1, ceil(extract(epoch from (v_oldest + interval '10 minutes' - now())))::integer));
+  end if;
+
+  insert into public.wallet_contract_checks (user_id) values (p_user_id);
   update public.wallet_challenges set contract_checks = contract_checks + 1 where id = v_challenge.id;
-  return jsonb_build_object('contractChecks', v_challenge.contract_checks + 1);
+  return jsonb_build_object('started', true, 'contractChecks', v_challenge.contract_checks + 1);
 end;
 $function$
 ;
@@ -2158,6 +2222,7 @@ begin
   get diagnostics v_links = row_count;
   delete from public.wallet_challenges where user_id = p_user_id;
   get diagnostics v_challenges = row_count;
+  delete from public.wallet_contract_checks where user_id = p_user_id;
   return jsonb_build_object('walletLinks', v_links, 'walletChallenges', v_challenges);
 end;
 $function$
@@ -2172,6 +2237,8 @@ AS $function$
 declare
   v_batch integer;
   v_deleted integer := 0;
+  v_checks_batch integer := 0;
+  v_checks_deleted integer := 0;
 begin
   loop
     delete from public.wallet_challenges c
@@ -2185,7 +2252,23 @@ begin
     v_deleted := v_deleted + v_batch;
     exit when v_batch < 1000 or clock_timestamp() >= p_deadline;
   end loop;
-  return jsonb_build_object('challengesDeleted', v_deleted, 'done', v_batch < 1000);
+  if v_batch < 1000 then
+    loop
+      delete from public.wallet_contract_checks c
+      where c.id = any (array(
+        select x.id from public.wallet_contract_checks x
+        where x.checked_at <= p_now - interval '10 minutes'
+        order by x.checked_at
+        limit 1000
+        for update skip locked));
+      get diagnostics v_checks_batch = row_count;
+      v_checks_deleted := v_checks_deleted + v_checks_batch;
+      exit when v_checks_batch < 1000 or clock_timestamp() >= p_deadline;
+    end loop;
+  end if;
+  return jsonb_build_object(
+    'challengesDeleted', v_deleted, 'contractChecksDeleted', v_checks_deleted,
+    'done', v_batch < 1000 and v_checks_batch < 1000);
 end;
 $function$
 ;
@@ -2232,7 +2315,9 @@ grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb
 grant execute on function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.run_maintenance(p_now timestamp with time zone, p_budget_ms integer) to service_role;
 grant execute on function public.schema_versions() to service_role;
+grant execute on function public.wallet_challenge_for(p_user_id uuid, p_challenge_id uuid, p_message text, p_chain text, p_address_key text) to service_role;
 grant delete, insert, select, update on table public.wallet_challenges to service_role;
+grant delete, insert, select, update on table public.wallet_contract_checks to service_role;
 grant execute on function public.wallet_issue_challenge(p_user_id uuid, p_challenge_id uuid, p_chain text, p_address text, p_address_key text, p_chain_id bigint, p_cluster text, p_nonce text, p_message text, p_issued_at timestamp with time zone, p_expires_at timestamp with time zone) to service_role;
 grant execute on function public.wallet_link(p_user_id uuid, p_challenge_id uuid, p_message text, p_chain text, p_address_key text, p_kind text) to service_role;
 grant execute on function public.wallet_link_json(l wallet_links) to service_role;
