@@ -186,7 +186,7 @@ describe.each(DATABASE_KINDS)('20261127000400_wallets_chain_scope.sql on a datab
       cpSync(path.join('supabase/migrations', file), path.join(before, file));
     }
     opened = await openBlank(kind);
-    await runMigrations(opened.session, before);
+    await runMigrations(opened.session, { dir: before });
   });
   afterAll(async () => {
     await opened?.close();
