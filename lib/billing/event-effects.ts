@@ -79,8 +79,11 @@ export interface EntitlementEffect {
   /**
    * How `expiresAt` merges with the stored expiry. max (grants): the later of both, null = forever.
    * extend (flags): the later of both; an event without one leaves it. set: exactly this.
+   * period (a CANCELLATION): exactly this when the event is about the row's current period (the
+   * same transaction; without transaction ids, the same purchase time), else like extend: where
+   * RevenueCat says the period ends earlier (Stripe gave up retrying, a promotional grant revoked), it does.
    */
-  expiry: 'max' | 'extend' | 'set' | null;
+  expiry: 'max' | 'extend' | 'set' | 'period' | null;
   /** ISO 8601, null = never expires (only meaningful with `expiry`). */
   expiresAt: string | null;
   graceExpiresAt: string | null;
@@ -89,6 +92,11 @@ export interface EntitlementEffect {
   autoResumeAt: string | null;
   /** Whether a flag/refund/revoke for an entitlement with no stored row creates it from the event. */
   createsRow: boolean;
+  /**
+   * A grant that only re-enables renewal (UNCANCELLATION): on a row in `grace` or `billing_issue`
+   * the billing issue stands (status, grace end, and not renewing until a payment recovers it).
+   */
+  keepsBillingIssue?: boolean;
 }
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
@@ -137,6 +145,28 @@ export interface BillingEventPlan {
 export interface DescribeOptions {
   /** Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless BILLING_SANDBOX_GRANTS=true). */
   ignoreSandbox?: boolean;
+  /**
+   * The event was recorded already and `now` is the time it was ordered at (its stored `event_at`,
+   * which holds the bound below): its plan is computed again exactly as it was (a rebuild, plans
+   * computed for events stored without one).
+   */
+  recorded?: boolean;
+}
+
+/**
+ * The furthest past its receive time an event may claim to have been generated. RevenueCat stamps
+ * an event when it generates it and sends it within seconds (a retry keeps the stamp, so it is
+ * older, never newer); beyond clock skew, a later stamp is wrong (RevenueCat's own sample TRANSFER
+ * carries the year 4466). Such an event is ordered at its receive time plus this bound, so it cannot
+ * fold after every later event forever.
+ */
+export const MAX_EVENT_AHEAD_MS = 5 * 60_000;
+
+/** The time an event is ordered at: its stamp, bounded by when it was received (see MAX_EVENT_AHEAD_MS). */
+function boundedEventTime(stamp: string | null, now: Date, recorded: boolean): string {
+  const bound = now.getTime() + (recorded ? 0 : MAX_EVENT_AHEAD_MS);
+  if (stamp === null || Date.parse(stamp) > bound) return new Date(stamp === null ? now.getTime() : bound).toISOString();
+  return stamp;
 }
 
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
@@ -157,15 +187,24 @@ export const RECORD_ONLY_TYPES = ['TEST', 'INVOICE_ISSUANCE', 'VIRTUAL_CURRENCY_
 
 const STILL_GRANTING: EntitlementStatus[] = ['active', 'cancelled_active', 'billing_issue'];
 
+/**
+ * The pending product of a Google Play subscription replaced at once by an unnamed product (a
+ * PRODUCT_CHANGE without new_product_id): the next Play subscription of the customer supersedes it.
+ */
+export const REPLACED_ON_PLAY = '*';
+
 export function isAnonymousId(id: string): boolean {
   return id.startsWith(ANONYMOUS_ID_PREFIX);
 }
 
-/** Describe one event's effects. `now` is used only when the event has no usable timestamp. */
+/**
+ * Describe one event's effects. `now` is when it was received: the time of an event without a
+ * usable timestamp, and the bound of one stamped later (MAX_EVENT_AHEAD_MS).
+ */
 export function describeEventEffects(event: BillingEvent, now: Date, options: DescribeOptions = {}): BillingEventPlan {
   const type = event.type;
   const eventTime = readTime(event.event_timestamp_ms);
-  const eventAt = typeof eventTime === 'string' ? eventTime : now.toISOString();
+  const eventAt = boundedEventTime(typeof eventTime === 'string' ? eventTime : null, now, options.recorded ?? false);
   const environment = readText(event.environment);
   const period: PeriodFacts = {
     productId: readText(event.product_id),
@@ -265,14 +304,17 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
   const prepaid = period.periodType?.toUpperCase() === 'PREPAID';
   switch (type) {
     case 'INITIAL_PURCHASE':
-    case 'UNCANCELLATION':
       return { ...grant, renewal: prepaid ? 'off' : 'on' };
+    case 'UNCANCELLATION':
+      // Re-enables renewal; a billing issue (a grace period) stands until a payment recovers it.
+      return { ...grant, renewal: prepaid ? 'off' : 'on', keepsBillingIssue: true };
     case 'RENEWAL':
     case 'SUBSCRIPTION_EXTENDED':
       return { ...grant, renewal: prepaid ? 'off' : 'continue' };
     case 'REFUND_REVERSED':
-      // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it.
-      return { ...grant, renewal: 'keep' };
+      // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it. A
+      // purchase without an expiry (a lifetime) never renews: active, like the purchase itself.
+      return { ...grant, renewal: period.expiresAt === null ? 'off' : 'keep' };
     case 'NON_RENEWING_PURCHASE':
       return { ...grant, renewal: 'off' };
     case 'TEMPORARY_ENTITLEMENT_GRANT':
@@ -285,8 +327,11 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
         const refunded = Date.parse(expiresAt) <= Date.parse(eventAt);
         return { ...FLAG, action: 'refund', status: refunded ? 'refunded' : null, expiry: 'set', expiresAt, createsRow: true };
       }
-      if (reason === 'BILLING_ERROR') return { ...flag, status: 'billing_issue', statusFrom: STILL_GRANTING, renewal: 'off' };
-      return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
+      // The expiration it carries is RevenueCat's word on when the period ends (Stripe's, once its
+      // retries failed; a promotional grant revoked early): it may shorten the current period.
+      const cancel: Effect = { ...flag, expiry: 'period', renewal: 'off' };
+      if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
+      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'] };
     }
     case 'BILLING_ISSUE': {
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
@@ -296,7 +341,9 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], renewal: 'off', graceExpiresAt };
     }
     case 'SUBSCRIPTION_PAUSED':
-      return { ...flag, renewal: 'off', autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
+      // A pause scheduled for the period's end is not a cancellation: the subscription still renews
+      // unless the pause takes effect (its EXPIRATION); only an unsubscribe turns renewal off.
+      return { ...flag, autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
     case 'EXPIRATION': {
       const paused = readText(event.expiration_reason)?.toUpperCase() === 'SUBSCRIPTION_PAUSED';
       return {
@@ -306,7 +353,14 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
     }
     case 'PRODUCT_CHANGE': {
       const pendingProductId = readText(event.new_product_id);
-      return pendingProductId ? { ...flag, pendingProductId, createsRow: false } : null;
+      if (pendingProductId) return { ...flag, pendingProductId, createsRow: false };
+      // Google Play names the new product only for a DEFERRED change: without it the replacement was
+      // immediate, the old subscription is cancelled, and whichever Play subscription begins after
+      // it supersedes it (the new product's INITIAL_PURCHASE, under a new order id).
+      if (period.store?.toUpperCase() === 'PLAY_STORE') {
+        return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off', pendingProductId: REPLACED_ON_PLAY, createsRow: false };
+      }
+      return null;
     }
   }
   return null;
