@@ -79,9 +79,10 @@ export interface EntitlementEffect {
   /**
    * How `expiresAt` merges with the stored expiry. max (grants): the later of both, null = forever.
    * extend (flags): the later of both; an event without one leaves it. set: exactly this.
-   * period (a CANCELLATION): exactly this when the event is about the row's current period (the
-   * same transaction; without transaction ids, the same purchase time), else like extend: where
-   * RevenueCat says the period ends earlier (Stripe gave up retrying, a promotional grant revoked), it does.
+   * period (a CANCELLATION saying the period already ended): exactly this when the event is about
+   * the row's current period (the same transaction; without transaction ids, the same purchase
+   * time), else like extend: where RevenueCat says the period ended sooner (Stripe gave up
+   * retrying, a promotional grant revoked), it did.
    */
   expiry: 'max' | 'extend' | 'set' | 'period' | null;
   /** ISO 8601, null = never expires (only meaningful with `expiry`). */
@@ -327,9 +328,11 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
         const refunded = Date.parse(expiresAt) <= Date.parse(eventAt);
         return { ...FLAG, action: 'refund', status: refunded ? 'refunded' : null, expiry: 'set', expiresAt, createsRow: true };
       }
-      // The expiration it carries is RevenueCat's word on when the period ends (Stripe's, once its
-      // retries failed; a promotional grant revoked early): it may shorten the current period.
-      const cancel: Effect = { ...flag, expiry: 'period', renewal: 'off' };
+      // One whose expiration is not after it says the period already ended (Stripe gave up
+      // retrying; a promotional grant was revoked early): it ends the current period there, even
+      // sooner than stored. Otherwise it carries the period's end, and extends like any flag.
+      const ended = period.expiresAt !== null && Date.parse(period.expiresAt) <= Date.parse(eventAt);
+      const cancel: Effect = { ...flag, expiry: ended ? 'period' : 'extend', renewal: 'off' };
       if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
       return { ...cancel, status: 'cancelled_active', statusFrom: ['active'] };
     }

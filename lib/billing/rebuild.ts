@@ -1,6 +1,7 @@
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { subscriberResponseSchema } from '../revenuecat/subscriber.ts';
+import { storedV2Customer } from '../revenuecat/v2.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import { describeSnapshot } from './snapshot.ts';
 import type { BillingEvent } from './webhook-body.ts';
@@ -65,7 +66,7 @@ export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }):
     const response = subscriberResponseSchema.safeParse(body);
     // A snapshot of a deleted user keeps only its id: it means nothing any more.
     if (!response.success || !body.app_user_id) return describeEventEffects({ id: entry.eventId, type: 'SYNC' }, new Date(entry.eventAt), { recorded: true });
-    return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
+    return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox, v2: storedV2Customer(body.v2) });
   }
   // An event stored without a usable timestamp (or stamped past its receive time's bound) was
   // ordered at the time kept in event_at.

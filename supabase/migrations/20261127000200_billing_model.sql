@@ -4,9 +4,10 @@
 --
 --   * UNCANCELLATION re-enables renewal only: on a subscription failing to charge (grace,
 --     billing_issue) the billing issue stands until a payment recovers it, with its grace period.
---   * A CANCELLATION about the row's current period (the same transaction; without transaction ids
---     the same purchase) sets the period's end to the expiration it carries, shorter or not:
---     Stripe gave up retrying, or a promotional grant was revoked early, and its EXPIRATION was lost.
+--   * A CANCELLATION saying the period already ended (its expiration not after the event), about
+--     the row's current period (the same transaction; without transaction ids the same purchase),
+--     ends the period there, sooner than stored: Stripe gave up retrying, or a promotional grant
+--     was revoked early, and its EXPIRATION was lost.
 --   * Lineage: a Google Play subscription replaced at once by an unnamed product (a PRODUCT_CHANGE
 --     without new_product_id, pending product '*') is superseded by the customer's Play
 --     subscription that began after it (the new product's INITIAL_PURCHASE, under a new order id).
@@ -146,7 +147,8 @@ begin
     -- A purchase v1 lists that no entitlement points to (v1 shows, per entitlement, only the
     -- purchase that lasts longest): it may grant what earlier events said, or have been refunded
     -- (v1 still lists it). Its rows stay as the events left them, except where the record proves
-    -- they cannot grant: the entitlement shows another purchase that ends sooner than the row would.
+    -- they cannot grant: the entitlement shows another purchase that ends sooner than the row would,
+    -- or REST v2 lists every entitlement it grants and not this one.
     if coalesce((v_source->>'asEventsSaid')::boolean, false) then
       update public.entitlements set
         status = 'expired',
@@ -159,8 +161,11 @@ begin
         last_event_at = greatest(last_event_at, p_event_at),
         updated_at = now()
       where app_user_id = v_owner and source_key = v_key and grants_until > p_event_at
-        and (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id) is not null
-        and grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id)::timestamptz;
+        -- (REST v2 said it grants these: they stand.)
+        and not entitlement_id = any (array(select jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb))))
+        and (v_source->>'mapping' = 'complete'
+             or ((p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id) is not null
+                 and grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id)::timestamptz));
       v_applied := v_applied + 1;
       continue;
     end if;
@@ -345,8 +350,8 @@ begin
                        -- The later of the two; an event without an expiry says nothing about it.
                        when 'extend' then case when v_expires is null or v_row.expires_at is null then v_row.expires_at
                                                else greatest(v_row.expires_at, v_expires) end
-                       -- RevenueCat's word on when the row's current period ends (the same
-                       -- transaction, or without transaction ids the same purchase), shorter or not.
+                       -- A cancellation saying the row's current period already ended (the same
+                       -- transaction, or without transaction ids the same purchase): it ended then.
                        when 'period' then case when v_expires is null then v_row.expires_at
                                                when coalesce(v_period->>'transactionId' = v_row.transaction_id, v_purchased = v_row.period_purchased_at, false)
                                                  then v_expires

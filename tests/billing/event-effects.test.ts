@@ -30,8 +30,7 @@ const grant = (renewal: Renewal, expiresAt: string | null = iso(EXPIRES)): Parti
   ({ ...NONE, action: 'grant', status: 'active', renewal, expiry: 'max', expiresAt, createsRow: false });
 // Flags carry the event's expiry: the stored one extends to the later of the two.
 const flag: Partial<EntitlementEffect> = { ...NONE, action: 'flag', expiry: 'extend', expiresAt: iso(EXPIRES), createsRow: true };
-// A cancellation's expiration is RevenueCat's word on its period's end: it may shorten it (period).
-const cancel: Partial<EntitlementEffect> = { ...flag, expiry: 'period', status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
+const cancel: Partial<EntitlementEffect> = { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
 
 const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementEffect>[]; plan?: Partial<BillingEventPlan> }[] = [
   { name: 'INITIAL_PURCHASE: active, renewing, until the max of expiries', event: event('INITIAL_PURCHASE'), effects: [grant('on')], plan: { rank: 0 } },
@@ -57,7 +56,12 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
     event: event('CANCELLATION', { cancel_reason: reason }), effects: [cancel], plan: { rank: 1 as const },
   })),
   { name: 'CANCELLATION BILLING_ERROR: will not renew, billing_issue unless in grace', event: event('CANCELLATION', { cancel_reason: 'BILLING_ERROR' }),
-    effects: [{ ...flag, expiry: 'period', status: 'billing_issue', statusFrom: ['active', 'cancelled_active', 'billing_issue'], renewal: 'off' }] },
+    effects: [{ ...flag, status: 'billing_issue', statusFrom: ['active', 'cancelled_active', 'billing_issue'], renewal: 'off' }] },
+  // One whose expiration is not after it says the period already ended: it may shorten it (period).
+  ...(['BILLING_ERROR', 'DEVELOPER_INITIATED'] as const).map((reason) => ({
+    name: `CANCELLATION ${reason} ending at the event: ends the current period there`, event: event('CANCELLATION', { cancel_reason: reason, expiration_at_ms: AT }),
+    effects: [{ action: 'flag' as const, expiry: 'period' as const, expiresAt: iso(AT), renewal: 'off' as const }],
+  })),
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending before the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT - 1000 }),
     effects: [{ ...NONE, action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT - 1000), createsRow: true }], plan: { rank: 2 } },
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending at the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT }),
