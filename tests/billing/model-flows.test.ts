@@ -322,8 +322,15 @@ const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID() });
 
 let revenuecat: FakeRevenueCat;
 
-/** Deliver an item; a webhook that says when it arrived is delivered with the clock at that time. */
-async function deliver(item: FlowItem, users: Users): Promise<void> {
+/**
+ * Deliver an item; a webhook that says when it arrived is delivered with the clock at that time. A
+ * snapshot is the user's "Refresh purchases", which a user may do once per 5 s: a flow's second
+ * one stands for a refresh made later (its user's last request is moved back out of the way).
+ */
+async function deliver(db: TestDatabase, item: FlowItem, users: Users): Promise<void> {
+  if (isSnapshotItem(item)) {
+    await db.sql(`update public.billing_sync_requests set requested_at = requested_at - interval '1 minute' where app_user_id = $1`, [users[item.snapshotOf as Role]]);
+  }
   if (!isReceived(item)) return deliverFlowItem(item, users, revenuecat);
   await receivedAt(item.receivedAt, () => deliverFlowItem(item.item, users, revenuecat));
 }
@@ -337,8 +344,12 @@ async function runFlow(db: TestDatabase, flow: Flow, run: Run, withRecord: boole
   for (const order of orders(itemsOf(newUsers()).length)) {
     const users = newUsers();
     const items = itemsOf(users);
-    for (const index of order) await deliver(items[index]!, users);
-    for (const state of expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} ${run} order ${order.join(',')}, day ${state.now}`);
+    for (const index of order) await deliver(db, items[index]!, users);
+    for (const state of expected) {
+      // The record is RevenueCat's word as of its time: what the state was before it is not asked.
+      if (items.length > flow.items(users).length && state.now < flow.record!.at) continue;
+      await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} ${run} order ${order.join(',')}, day ${state.now}`);
+    }
   }
 }
 
