@@ -16,26 +16,36 @@ import type { BillingEvent } from './webhook-body.ts';
  *
  * | event                                                 | effect on the source's row of each entitlement id                       |
  * |-------------------------------------------------------|--------------------------------------------------------------------------|
- * | INITIAL_PURCHASE, UNCANCELLATION                      | grant, renewing: active until the later expiry of the two (the event's   |
+ * | INITIAL_PURCHASE                                      | grant, renewing: active until the later expiry of the two (the event's   |
  * |                                                       |   own when the row no longer grants as the new period begins); a Play    |
  * |                                                       |   prepaid plan (period_type PREPAID) never renews                        |
+ * | UNCANCELLATION                                        | the same, but on a row in grace / billing_issue it only re-enables       |
+ * |                                                       |   renewal: the billing issue stands (grace end, not renewing) until a    |
+ * |                                                       |   payment recovers it                                                    |
  * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
  * |                                                       |   cancelled subscription stays cancelled_active                          |
- * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
+ * | REFUND_REVERSED                                       | grant, renewal as it was (a lifetime: never renewing, active)            |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
  * |                                                       |   it begins (beside another source's it stands)                          |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
+ * | CANCELLATION whose expiration is not after it         | also ends the row's current period there (the same transaction), sooner |
+ * |                                                       |   than stored: Stripe gave up retrying, a promotional grant revoked      |
  * | CANCELLATION CUSTOMER_SUPPORT                         | refund: until the event's expiry; refunded when that is not after it     |
  * | BILLING_ISSUE                                         | flag: will not renew; grace until the later grace expiry, else           |
  * |                                                       |   billing_issue; never revokes                                           |
- * | SUBSCRIPTION_PAUSED                                   | flag: will not renew, auto-resume time kept                              |
+ * | SUBSCRIPTION_PAUSED                                   | flag: auto-resume time kept; renewal unchanged (a scheduled pause is not |
+ * |                                                       |   an unsubscribe; its EXPIRATION ends access)                            |
  * | PRODUCT_CHANGE                                        | flag: pending product = new_product_id                                   |
+ * | PRODUCT_CHANGE, Google Play, no new_product_id        | flag: an immediate replacement: will not renew, cancelled_active, and    |
+ * |                                                       |   the next Play subscription of the customer supersedes it               |
  * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED)          |
  * | TRANSFER                                              | move: the rows of transferred_from (of the event's environment, and      |
  * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
+ *
+ * Every event is ordered at its event_timestamp_ms, at most MAX_EVENT_AHEAD_MS past its receive time.
  *
  * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
  * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
