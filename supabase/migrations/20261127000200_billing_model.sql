@@ -144,77 +144,60 @@ begin
     v_key := public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId');
     v_keys := v_keys || v_key;
     v_products := v_products || (v_source->>'productId');
-    -- A purchase v1 lists that no entitlement points to (v1 shows, per entitlement, only the
-    -- purchase that lasts longest): it may grant what earlier events said, or have been refunded
-    -- (v1 still lists it). Its rows stay as the events left them, except where the record proves
-    -- they cannot grant: the entitlement shows another purchase that ends sooner than the row would,
-    -- or REST v2 lists every entitlement it grants and not this one.
-    if coalesce((v_source->>'asEventsSaid')::boolean, false) then
+    -- A purchase v1 lists that no entitlement points to (asEventsSaid; v1 shows, per entitlement,
+    -- only the purchase that lasts longest) may grant what earlier events said, or have been
+    -- refunded (v1 still lists it): its rows stay as the events left them. Any other is written as
+    -- the record says.
+    if not coalesce((v_source->>'asEventsSaid')::boolean, false) then
+      insert into public.entitlements (
+        app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
+        store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+        origin, synced_at, last_event_id, last_event_at
+      )
+      select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
+             (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
+             v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
+             (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
+             'sync', p_event_at, p_event_id, p_event_at
+      from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
+      on conflict (app_user_id, entitlement_id, source_key) do nothing;
       update public.entitlements set
-        status = 'expired',
-        will_renew = false,
-        expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-        grace_expires_at = null,
+        status = v_source->>'status',
+        will_renew = (v_source->>'willRenew')::boolean,
+        expires_at = (v_source->>'expiresAt')::timestamptz,
+        grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
+        store = coalesce(v_source->>'store', store),
+        environment = coalesce(v_source->>'environment', environment),
+        period_type = coalesce(v_source->>'periodType', period_type),
+        transaction_id = coalesce(v_source->>'transactionId', transaction_id),
+        period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
+        auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
+        granted_at = p_event_at,
         origin = 'sync',
         synced_at = p_event_at,
         last_event_id = p_event_id,
         last_event_at = greatest(last_event_at, p_event_at),
         updated_at = now()
-      where app_user_id = v_owner and source_key = v_key and grants_until > p_event_at
-        -- (REST v2 said it grants these: they stand.)
-        and not entitlement_id = any (array(select jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb))))
-        and (v_source->>'mapping' = 'complete'
-             or ((p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id) is not null
-                 and grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id)::timestamptz));
-      v_applied := v_applied + 1;
-      continue;
+      where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
     end if;
-    insert into public.entitlements (
-      app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
-      store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-      origin, synced_at, last_event_id, last_event_at
-    )
-    select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
-           (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
-           v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
-           (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
-           'sync', p_event_at, p_event_id, p_event_at
-    from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
-    on conflict (app_user_id, entitlement_id, source_key) do nothing;
+    -- Rows of the product the record proves do not grant: REST v2 lists every entitlement it grants
+    -- and not theirs (the dashboard mapping changed), or, for a purchase no entitlement points to,
+    -- the entitlement shows another purchase that ends sooner than the row would.
     update public.entitlements set
-      status = v_source->>'status',
-      will_renew = (v_source->>'willRenew')::boolean,
-      expires_at = (v_source->>'expiresAt')::timestamptz,
-      grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
-      store = coalesce(v_source->>'store', store),
-      environment = coalesce(v_source->>'environment', environment),
-      period_type = coalesce(v_source->>'periodType', period_type),
-      transaction_id = coalesce(v_source->>'transactionId', transaction_id),
-      period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
-      auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
-      granted_at = p_event_at,
+      status = 'expired',
+      will_renew = false,
+      expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
+      grace_expires_at = null,
       origin = 'sync',
       synced_at = p_event_at,
       last_event_id = p_event_id,
       last_event_at = greatest(last_event_at, p_event_at),
       updated_at = now()
-    where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
-    -- REST v2 lists every entitlement a purchase grants: its rows of any other entitlement no longer
-    -- grant (the dashboard mapping changed).
-    if v_source->>'mapping' = 'complete' then
-      update public.entitlements set
-        status = 'expired',
-        will_renew = false,
-        expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-        grace_expires_at = null,
-        origin = 'sync',
-        synced_at = p_event_at,
-        last_event_id = p_event_id,
-        last_event_at = greatest(last_event_at, p_event_at),
-        updated_at = now()
-      where app_user_id = v_owner and source_key = v_key and grants_until > p_event_at
-        and not entitlement_id = any (array(select jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb))));
-    end if;
+    where app_user_id = v_owner and source_key = v_key and grants_until > p_event_at
+      and not entitlement_id = any (array(select jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb))))
+      and (v_source->>'mapping' = 'complete'
+           or (coalesce((v_source->>'asEventsSaid')::boolean, false)
+               and grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id)::timestamptz));
     v_applied := v_applied + 1;
   end loop;
   if p_plan ? 'snapshot' then

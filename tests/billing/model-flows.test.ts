@@ -52,6 +52,17 @@ const playPremium = (order: string) => ({ ...play(order, 'premium:monthly'), ent
 /** RevenueCat's own sample TRANSFER is stamped 78789789798798 (the year 4466). */
 const YEAR_4466 = 78_789_789_798_798;
 
+/** An App Store and a Play lifetime of `pro`, and a snapshot where v1 shows only the Play one under it. */
+const twoLifetimes = (u: Users): FlowItem[] => [
+  lifetimePurchase(u.alice, 1, appleLifetime),
+  lifetimePurchase(u.alice, 2, playLifetime),
+  snapshot('alice', 5, {
+    entitlements: { pro: ent(PLAY_LIFETIME, { purchased: day(2), expires: null }) },
+    non_subscriptions: { [LIFETIME]: [v1Purchase(1, 'app_store', appleLifetime.transaction_id)], [PLAY_LIFETIME]: [v1Purchase(2, 'play_store', playLifetime.transaction_id)] },
+    productEntitlements: { [LIFETIME]: ['pro'], [PLAY_LIFETIME]: ['pro'] },
+  }),
+];
+
 /** A webhook that reached the service at a given time (days), whatever its stamp says. */
 interface Received {
   receivedAt: number;
@@ -107,13 +118,7 @@ const flows: Flow[] = [
     name: 'M03 two lifetimes of one entitlement (App Store, Play), v1 shows the Play one, which is refunded: the App Store lifetime still grants',
     doc: `v1 entitlement: "the product identifier that unlocked this entitlement" and the purchase with the latest expiration is shown (${DOC.v1}); "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
     items: (u) => [
-      lifetimePurchase(u.alice, 1, appleLifetime),
-      lifetimePurchase(u.alice, 2, playLifetime),
-      snapshot('alice', 5, {
-        entitlements: { pro: ent(PLAY_LIFETIME, { purchased: day(2), expires: null }) },
-        non_subscriptions: { [LIFETIME]: [v1Purchase(1, 'app_store', appleLifetime.transaction_id)], [PLAY_LIFETIME]: [v1Purchase(2, 'play_store', playLifetime.transaction_id)] },
-        productEntitlements: { [LIFETIME]: ['pro'], [PLAY_LIFETIME]: ['pro'] },
-      }),
+      ...twoLifetimes(u),
       refund(u.alice, 10, 2, 10, playLifetime),
     ],
     record: {
@@ -244,15 +249,7 @@ const flows: Flow[] = [
   {
     name: 'M09 a lifetime v1 lists in non_subscriptions but not under its entitlement: its source still reads active after a sync',
     doc: `v1 non_subscriptions: "Non-subscription purchases of the Customer" and the entitlement shows one purchase (${DOC.v1})`,
-    items: (u) => [
-      lifetimePurchase(u.alice, 1, appleLifetime),
-      lifetimePurchase(u.alice, 2, playLifetime),
-      snapshot('alice', 5, {
-        entitlements: { pro: ent(PLAY_LIFETIME, { purchased: day(2), expires: null }) },
-        non_subscriptions: { [LIFETIME]: [v1Purchase(1, 'app_store', appleLifetime.transaction_id)], [PLAY_LIFETIME]: [v1Purchase(2, 'play_store', playLifetime.transaction_id)] },
-        productEntitlements: { [LIFETIME]: ['pro'], [PLAY_LIFETIME]: ['pro'] },
-      }),
-    ],
+    items: twoLifetimes,
     expected: [{
       now: 6,
       state: { alice: { pro: {
