@@ -381,6 +381,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
     info: {
       title: 'Account-link service API',
       version: '1.0.0',
+      license: { name: 'MIT', identifier: 'MIT' },
       description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`.',
     },
     servers: [{ url: serverUrl, description: serverUrl === '/' ? 'This deployment: the origin this document was fetched from' : 'This deployment' }],
