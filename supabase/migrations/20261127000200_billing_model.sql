@@ -180,57 +180,42 @@ begin
         updated_at = now()
       where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
     end if;
-    -- Rows of the product the record proves do not grant: REST v2 lists every entitlement it grants
-    -- and not theirs (the dashboard mapping changed), or, for a purchase no entitlement points to,
-    -- the entitlement shows another purchase that ends sooner than the row would.
-    update public.entitlements set
-      status = 'expired',
-      will_renew = false,
-      expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-      grace_expires_at = null,
-      origin = 'sync',
-      synced_at = p_event_at,
-      last_event_id = p_event_id,
-      last_event_at = greatest(last_event_at, p_event_at),
-      updated_at = now()
-    where app_user_id = v_owner and source_key = v_key and grants_until > p_event_at
-      and not entitlement_id = any (array(select jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb))))
-      and (v_source->>'mapping' = 'complete'
-           or (coalesce((v_source->>'asEventsSaid')::boolean, false)
-               and grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>entitlement_id)::timestamptz));
     v_applied := v_applied + 1;
   end loop;
+  -- What the record proves no longer grants, in one statement:
+  --   * rows of products it no longer shows (by product, not by source: v1 keys subscriptions by
+  --     product, so a sandbox purchase of a product hides the production one of the same product
+  --     from the snapshot; that one stays);
+  --   * rows of an entitlement it does not list: v1 lists every entitlement of the customer,
+  --     expired ones included, so one it omits is not the customer's (the dashboard mapping
+  --     changed, or RevenueCat revoked it), whatever grants it here (snapshots stored before the
+  --     list was kept carry none);
+  --   * rows of a product it shows, of an entitlement the product does not grant: REST v2 lists
+  --     every entitlement the product grants and not this one (mapping `complete`), or, for a
+  --     purchase no entitlement points to, the entitlement shows another purchase that ends sooner
+  --     than the row would (v1 would have shown this one).
   if p_plan ? 'snapshot' then
-    update public.entitlements set
+    update public.entitlements e set
       status = 'expired',
       will_renew = false,
-      expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
+      expires_at = least(coalesce(e.expires_at, 'infinity'), p_event_at),
       grace_expires_at = null,
       origin = 'sync',
       synced_at = p_event_at,
       last_event_id = p_event_id,
-      last_event_at = greatest(last_event_at, p_event_at),
+      last_event_at = greatest(e.last_event_at, p_event_at),
       updated_at = now()
-    -- (By product, not by source: v1 keys subscriptions by product, so a sandbox purchase of a
-    -- product hides the production one of the same product from the snapshot; that one stays.)
-    where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at
-      and not coalesce(product_id = any (v_products), false);
-    -- v1 lists every entitlement of the customer, expired ones included: one it does not list is
-    -- not the customer's (the dashboard mapping changed, or RevenueCat revoked it), whatever grants it here.
-    if jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array' then
-      update public.entitlements set
-        status = 'expired',
-        will_renew = false,
-        expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-        grace_expires_at = null,
-        origin = 'sync',
-        synced_at = p_event_at,
-        last_event_id = p_event_id,
-        last_event_at = greatest(last_event_at, p_event_at),
-        updated_at = now()
-      where app_user_id = v_owner and grants_until > p_event_at
-        and not entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds')));
-    end if;
+    where e.app_user_id = v_owner and e.grants_until > p_event_at
+      and ((not e.source_key = any (v_keys) and not coalesce(e.product_id = any (v_products), false))
+           or (jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array'
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds'))))
+           or exists (
+             select 1 from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) as src(value)
+             where public.billing_source_key(src.value->>'environment', src.value->>'store', src.value->>'productId', null, src.value->>'transactionId') = e.source_key
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(coalesce(src.value->'entitlementIds', '[]'::jsonb))))
+               and (src.value->>'mapping' = 'complete'
+                    or (coalesce((src.value->>'asEventsSaid')::boolean, false)
+                        and e.grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>e.entitlement_id)::timestamptz))));
     v_applied := v_applied + 1;
   end if;
 
