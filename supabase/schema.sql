@@ -550,6 +550,7 @@ declare
   v_will_renew boolean;
   v_expires timestamptz;
   v_continues boolean;
+  v_keeps_issue boolean;
   v_new_period boolean;
   v_found boolean;
   v_applied integer := 0;
@@ -640,69 +641,78 @@ begin
     v_key := public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId');
     v_keys := v_keys || v_key;
     v_products := v_products || (v_source->>'productId');
-    insert into public.entitlements (
-      app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
-      store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-      origin, synced_at, last_event_id, last_event_at
-    )
-    select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
-           (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
-           v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
-           (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
-           'sync', p_event_at, p_event_id, p_event_at
-    from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
-    on conflict (app_user_id, entitlement_id, source_key) do nothing;
-    update public.entitlements set
-      status = v_source->>'status',
-      will_renew = (v_source->>'willRenew')::boolean,
-      expires_at = (v_source->>'expiresAt')::timestamptz,
-      grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
-      store = coalesce(v_source->>'store', store),
-      environment = coalesce(v_source->>'environment', environment),
-      period_type = coalesce(v_source->>'periodType', period_type),
-      transaction_id = coalesce(v_source->>'transactionId', transaction_id),
-      period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
-      auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
-      granted_at = p_event_at,
-      origin = 'sync',
-      synced_at = p_event_at,
-      last_event_id = p_event_id,
-      last_event_at = greatest(last_event_at, p_event_at),
-      updated_at = now()
-    where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
-    v_applied := v_applied + 1;
-  end loop;
-  if p_plan ? 'snapshot' then
-    update public.entitlements set
-      status = 'expired',
-      will_renew = false,
-      expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-      grace_expires_at = null,
-      origin = 'sync',
-      synced_at = p_event_at,
-      last_event_id = p_event_id,
-      last_event_at = greatest(last_event_at, p_event_at),
-      updated_at = now()
-    -- (By product, not by source: v1 keys subscriptions by product, so a sandbox purchase of a
-    -- product hides the production one of the same product from the snapshot; that one stays.)
-    where app_user_id = v_owner and not source_key = any (v_keys) and grants_until > p_event_at
-      and not coalesce(product_id = any (v_products), false);
-    -- v1 lists every entitlement of the customer, expired ones included: one it does not list is
-    -- not the customer's (the dashboard mapping changed, or RevenueCat revoked it), whatever grants it here.
-    if jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array' then
+    -- A purchase v1 lists that no entitlement points to (asEventsSaid; v1 shows, per entitlement,
+    -- only the purchase that lasts longest) may grant what earlier events said, or have been
+    -- refunded (v1 still lists it): its rows stay as the events left them. Any other is written as
+    -- the record says.
+    if not coalesce((v_source->>'asEventsSaid')::boolean, false) then
+      insert into public.entitlements (
+        app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
+        store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+        origin, synced_at, last_event_id, last_event_at
+      )
+      select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
+             (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
+             v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
+             (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
+             'sync', p_event_at, p_event_id, p_event_at
+      from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
+      on conflict (app_user_id, entitlement_id, source_key) do nothing;
       update public.entitlements set
-        status = 'expired',
-        will_renew = false,
-        expires_at = least(coalesce(expires_at, 'infinity'), p_event_at),
-        grace_expires_at = null,
+        status = v_source->>'status',
+        will_renew = (v_source->>'willRenew')::boolean,
+        expires_at = (v_source->>'expiresAt')::timestamptz,
+        grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
+        store = coalesce(v_source->>'store', store),
+        environment = coalesce(v_source->>'environment', environment),
+        period_type = coalesce(v_source->>'periodType', period_type),
+        transaction_id = coalesce(v_source->>'transactionId', transaction_id),
+        period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
+        auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
+        granted_at = p_event_at,
         origin = 'sync',
         synced_at = p_event_at,
         last_event_id = p_event_id,
         last_event_at = greatest(last_event_at, p_event_at),
         updated_at = now()
-      where app_user_id = v_owner and grants_until > p_event_at
-        and not entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds')));
+      where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
     end if;
+    v_applied := v_applied + 1;
+  end loop;
+  -- What the record proves no longer grants, in one statement:
+  --   * rows of products it no longer shows (by product, not by source: v1 keys subscriptions by
+  --     product, so a sandbox purchase of a product hides the production one of the same product
+  --     from the snapshot; that one stays);
+  --   * rows of an entitlement it does not list: v1 lists every entitlement of the customer,
+  --     expired ones included, so one it omits is not the customer's (the dashboard mapping
+  --     changed, or RevenueCat revoked it), whatever grants it here (snapshots stored before the
+  --     list was kept carry none);
+  --   * rows of a product it shows, of an entitlement the product does not grant: REST v2 lists
+  --     every entitlement the product grants and not this one (mapping `complete`), or, for a
+  --     purchase no entitlement points to, the entitlement shows another purchase that ends sooner
+  --     than the row would (v1 would have shown this one).
+  if p_plan ? 'snapshot' then
+    update public.entitlements e set
+      status = 'expired',
+      will_renew = false,
+      expires_at = least(coalesce(e.expires_at, 'infinity'), p_event_at),
+      grace_expires_at = null,
+      origin = 'sync',
+      synced_at = p_event_at,
+      last_event_id = p_event_id,
+      last_event_at = greatest(e.last_event_at, p_event_at),
+      updated_at = now()
+    where e.app_user_id = v_owner and e.grants_until > p_event_at
+      and ((not e.source_key = any (v_keys) and not coalesce(e.product_id = any (v_products), false))
+           or (jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array'
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds'))))
+           or exists (
+             select 1 from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) as src(value)
+             where public.billing_source_key(src.value->>'environment', src.value->>'store', src.value->>'productId', null, src.value->>'transactionId') = e.source_key
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(coalesce(src.value->'entitlementIds', '[]'::jsonb))))
+               and (src.value->>'mapping' = 'complete'
+                    or (coalesce((src.value->>'asEventsSaid')::boolean, false)
+                        and e.grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>e.entitlement_id)::timestamptz))));
     v_applied := v_applied + 1;
   end if;
 
@@ -742,14 +752,19 @@ begin
         -- Continues the stored period when that still grants as this one begins (a renewal); else
         -- (lapsed, expired, refunded, temporary) it starts afresh.
         v_continues := v_row.grants_until >= v_start and v_row.status <> 'temporary' and v_action = 'grant';
+        -- An UNCANCELLATION of a subscription failing to charge re-enables renewal only: the billing
+        -- issue (its grace period) stands until a payment recovers it (a RENEWAL).
+        v_keeps_issue := v_continues and coalesce((v_effect->>'keepsBillingIssue')::boolean, false) and v_row.status in ('grace', 'billing_issue');
         v_new_period := v_purchased is not null and (v_row.period_purchased_at is null or v_purchased > v_row.period_purchased_at);
         -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
         -- unless the period it continues had lapsed or was failing to charge (a billing error turned
         -- renewal off; the payment that recovers it turns it back on).
-        v_will_renew := case v_renewal when 'on' then true when 'off' then false
-                                       when 'continue' then not v_continues or v_row.will_renew or v_row.status in ('billing_issue', 'grace')
-                                       else v_row.will_renew end;
+        v_will_renew := case when v_keeps_issue then false
+                             when v_renewal = 'on' then true when v_renewal = 'off' then false
+                             when v_renewal = 'continue' then not v_continues or v_row.will_renew or v_row.status in ('billing_issue', 'grace')
+                             else v_row.will_renew end;
         v_status := case when v_action = 'temporary_grant' then 'temporary'
+                         when v_keeps_issue then v_row.status
                          when not v_will_renew and v_renewal <> 'off' then 'cancelled_active'
                          else 'active' end;
         update public.entitlements set
@@ -758,7 +773,7 @@ begin
           expires_at = case when v_continues
                             then nullif(greatest(coalesce(v_row.expires_at, 'infinity'), coalesce(v_expires, 'infinity')), 'infinity')
                             else v_expires end,
-          grace_expires_at = null,
+          grace_expires_at = case when v_keeps_issue then v_row.grace_expires_at end,
           pending_product_id = case when v_continues and not v_new_period then v_row.pending_product_id end,
           auto_resume_at = null,
           store = coalesce(v_store, v_row.store),
@@ -799,6 +814,13 @@ begin
                        when 'set' then v_expires
                        -- The later of the two; an event without an expiry says nothing about it.
                        when 'extend' then case when v_expires is null or v_row.expires_at is null then v_row.expires_at
+                                               else greatest(v_row.expires_at, v_expires) end
+                       -- A cancellation saying the row's current period already ended (the same
+                       -- transaction, or without transaction ids the same purchase): it ended then.
+                       when 'period' then case when v_expires is null then v_row.expires_at
+                                               when coalesce(v_period->>'transactionId' = v_row.transaction_id, v_purchased = v_row.period_purchased_at, false)
+                                                 then v_expires
+                                               when v_row.expires_at is null then v_row.expires_at
                                                else greatest(v_row.expires_at, v_expires) end
                        else v_row.expires_at end,
         grace_expires_at = case when v_status = 'grace' then greatest(v_row.grace_expires_at, (v_effect->>'graceExpiresAt')::timestamptz) end,
@@ -867,7 +889,11 @@ begin
       and o.status = any (c_granting)
       and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
       and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
-      and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id)
+      and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id
+           -- Google Play replaced it at once with a product it did not name (a PRODUCT_CHANGE without
+           -- new_product_id): the Play subscription that began after it is the replacement.
+           or (o.pending_product_id = '*' and upper(coalesce(o.store, '')) = 'PLAY_STORE' and upper(coalesce(n.store, '')) = 'PLAY_STORE'
+               and n.original_transaction_id is not null))
       -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
       and n.status <> 'temporary'
       and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')

@@ -6,6 +6,7 @@ import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
+import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
 import { describeSnapshot, trimSnapshot } from './snapshot.ts';
 
@@ -104,13 +105,29 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     const entitlements = await callDb<EntitlementRow[]>('billing_sync_found_nothing', { p_app_user_id: appUserId, p_fetch_started_at: fetchStartedAt });
     return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: true };
   }
-  const plan = describeSnapshot(fetched.response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox });
+  const v2 = await fetchV2IfConfigured(appUserId, revenuecat, deadline);
+  const plan = describeSnapshot(fetched.response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox, v2 });
   const result = await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
-    p_body: trimSnapshot(fetched.response, appUserId),
+    p_body: trimSnapshot(fetched.response, appUserId, v2),
     p_plan: plan,
     p_fetch_started_at: fetchStartedAt,
   });
   return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
+}
+
+/**
+ * REST v2's list of the customer's purchases with every entitlement each grants, when configured
+ * (REVENUECAT_V2_SECRET_API_KEY, REVENUECAT_PROJECT_ID). It only completes v1's record: when it
+ * fails the snapshot is v1's alone, as without v2 (logged, never an error of the sync).
+ */
+async function fetchV2IfConfigured(appUserId: string, revenuecat: ReturnType<typeof requireRevenueCat>, deadline: number): Promise<V2Customer | null> {
+  if (!revenuecat.v2) return null;
+  try {
+    return await fetchV2Customer(appUserId, { apiUrl: revenuecat.apiUrl, timeoutMs: revenuecat.timeoutMs, deadline, ...revenuecat.v2 });
+  } catch (error) {
+    log.warn({ appUserId, err: { message: (error as Error).message } }, 'billing sync: RevenueCat v2 failed; the snapshot is v1\'s alone');
+    return null;
+  }
 }
 
 /** POST /api/admin/billing/sync: `{ "app_user_id": "..." }`. */
