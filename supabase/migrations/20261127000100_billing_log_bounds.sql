@@ -646,8 +646,8 @@ begin
     exit when v_month_end > v_tried_before;
     -- Groups still waiting (their checkpoint failed above): their events of the month are kept aside.
     v_members := array(
-      select m.app_user_id from public.billing_subscribers g join public.billing_subscribers m on m.group_id = g.app_user_id
-      where g.pending_since < v_month_end);
+      select m.app_user_id from public.billing_subscribers m
+      where m.group_id = any (array(select g.app_user_id from public.billing_subscribers g where g.pending_since < v_month_end order by g.pending_since)));
     begin
       v_rows := '[]'::jsonb;
       if cardinality(v_members) > 0 then
@@ -689,7 +689,8 @@ begin
 
   -- Done: no month before the cutoff is left, no dedupe key of one, and no group waits for a checkpoint.
   v_done := v_pending < 10000 and v_content < 10000
-    and not exists (select 1 from public.billing_subscribers where pending_since < v_cutoff)
+    -- (The oldest pending receive time, by the index: an exists would be planned as a read of the table.)
+    and coalesce((select pending_since from public.billing_subscribers where pending_since is not null order by pending_since limit 1) >= v_cutoff, true)
     and not exists (
       select 1 from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
       where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
