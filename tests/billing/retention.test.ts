@@ -397,14 +397,21 @@ describe('billing maintenance from the service (lib/billing/maintenance.ts)', ()
     const user = `unplanned-${randomUUID()}`;
     const old = history(user);
     await deliverAll(old);
-    // As a version before plans left them: no plan, no rank.
+    // As a version before plans left them: no plan, no rank (on a database that had such events,
+    // the upgrade recorded until when they were received).
     await db.sql('update public.billing_events set plan = null, sort_rank = null where event_id = any($1)', [ids(old)]);
     await receivedMonthsAgo(db, ids(old), RETENTION_MONTHS + 1);
-    const before = await comparable(db, user, 45);
-    const result = await maintainBilling({ now: new Date(), budgetMs: 20_000, callBudgetMs: 2_000 });
-    expect(result).toMatchObject({ plansMissing: [] });
-    expect(result.checkpoints).toBeGreaterThanOrEqual(1);
-    expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 1)));
-    expect(await comparable(db, user, 45)).toEqual(before);
+    await db.sql('update public.billing_legacy_horizon set received_before = now()');
+    try {
+      const before = await comparable(db, user, 45);
+      const result = await maintainBilling({ now: new Date(), budgetMs: 20_000, callBudgetMs: 2_000 });
+      expect(result).toMatchObject({ plansMissing: [], failed: 0 });
+      expect(result.calls).toBeGreaterThanOrEqual(2);
+      expect(result.checkpoints).toBeGreaterThanOrEqual(1);
+      expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 1)));
+      expect(await comparable(db, user, 45)).toEqual(before);
+    } finally {
+      await db.sql('update public.billing_legacy_horizon set received_before = null');
+    }
   });
 });
