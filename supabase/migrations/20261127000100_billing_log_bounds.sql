@@ -59,6 +59,16 @@ as $$
               then (left(p_key, 26) || '+00')::timestamptz end
 $$;
 
+-- The event id of a sort key (what follows its time and rank).
+create or replace function public.billing_key_event(p_key text)
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select substring(p_key from '^[^:]*:[^:]*:[^:]*:[^:]*:(.*)$')
+$$;
+
 -- 1. Schema.
 alter table public.billing_subscribers
   -- On a group's own row: how many of its events a fold replays (those after the checkpoints), and
@@ -383,10 +393,9 @@ begin
     where app_user_id = v_group;
     perform public.billing_log_event(p_body, p_plan, v_received, v_outcome, v_owner, false);
     -- Generated before a later snapshot confirmed the last one (the group's last entry): that one already knew of it.
-    if v_folded like '%:sync:%' then
+    if public.billing_key_event(v_folded) like 'sync:%' then
       v_after_snapshot := exists (
-        select 1 from public.billing_events e
-        where e.event_id = substring(v_folded from '^[^:]*:[^:]*:[^:]*:[^:]*:(sync:.*)$') and e.confirmed_at > v_event_at);
+        select 1 from public.billing_events e where e.event_id = public.billing_key_event(v_folded) and e.confirmed_at > v_event_at);
     end if;
   else
     -- Inside the history: the fold reads the event from the log, so it goes in first.
@@ -511,7 +520,7 @@ begin
   -- The group's last entry (its watermark names it), when that is a snapshot.
   select e.event_id, e.received_at, e.owner_id into v_last
   from public.billing_events e
-  where v_folded is not null and e.event_id = substring(v_folded from '^[^:]*:[^:]*:[^:]*:[^:]*:(sync:.*)$')
+  where public.billing_key_event(v_folded) like 'sync:%' and e.event_id = public.billing_key_event(v_folded)
     and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) = v_folded
     and (e.plan - 'eventId' - 'eventAt') = (p_plan - 'eventId' - 'eventAt')
     and public.billing_sort_key(v_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), p_plan->>'eventId') collate "C" > v_folded collate "C"
@@ -748,7 +757,7 @@ declare
 begin
   foreach v_fn in array array[
     'public.billing_tail_bound()', 'public.billing_checkpoint_lag()', 'public.billing_content_window()',
-    'public.billing_key_time(text)', 'public.billing_group_from(text)', 'public.billing_recorded_event(text)',
+    'public.billing_key_time(text)', 'public.billing_key_event(text)', 'public.billing_group_from(text)', 'public.billing_recorded_event(text)',
     'public.billing_lock_group(text[])', 'public.billing_refold_group(text, text, text)', 'public.billing_checkpoint_tail(text)',
     'public.billing_log_and_fold(jsonb, jsonb)', 'public.record_billing_event(jsonb, jsonb, text, text)',
     'public.record_billing_snapshot(jsonb, jsonb, timestamptz)', 'public.billing_maintain(timestamptz, integer, integer)',
