@@ -14,8 +14,8 @@
 --      * when the group's state is a month old (pending_since) and its last event is at least
 --        billing_checkpoint_lag() old, the next event first checkpoints the group where it stands:
 --        a copy of its rows, no replay (RevenueCat's retries are long over for anything before it);
---      * when its tail passes billing_tail_bound() events, it is checkpointed so that only the
---        newest half stays unfolded: a late event replays at most the bound.
+--      * when its tail reaches billing_tail_bound() events, it is checkpointed so that only the
+--        newest half stays unfolded: a late event replays fewer than the bound.
 -- 3. Retention (billing_maintain) finds the groups a month's drop waits for through pending_since,
 --    never by reading the month; each group is checkpointed in a subtransaction of its own, and one
 --    that fails (its lock held, an error) is reported and tried again by the next run, while the
@@ -307,10 +307,10 @@ $$;
 
 -- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
 -- group's entitlements to the fold of its history: on top when it is the newest, else the history
--- since the checkpoint again. Returns {duplicate, outcome, ownerId, groupId, newSource} and, for an
--- event placed among what was already folded, afterSnapshot: a snapshot that a later one confirmed
--- came before it (RevenueCat's record had already moved past it). Checkpoints the group on the way
--- when its tail is old or long (see the top of this file).
+-- since the checkpoint again. Returns {duplicate, outcome, ownerId, groupId, newSource,
+-- afterSnapshot}: afterSnapshot, the event was generated between a snapshot and a later confirmation
+-- of it (RevenueCat's record had already moved past it). Checkpoints the group on the way when its
+-- tail is old or long (see the top of this file).
 create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
 returns jsonb
 language plpgsql
