@@ -63,7 +63,8 @@ export interface BillingWebhookBody {
 
 /** A digest of the event's content: the same JSON value (whatever its key order or spacing) gives the same digest. */
 export function contentDigest(event: Record<string, unknown>): string {
-  const { id: _absent, ...content } = event;
+  const content = { ...event };
+  delete content.id;
   return createHash('sha256').update(canonicalJson(content), 'utf8').digest('hex');
 }
 

@@ -658,6 +658,8 @@ begin
       select m.app_user_id from public.billing_subscribers m
       where m.group_id = any (array(select g.app_user_id from public.billing_subscribers g where g.pending_since < v_month_end order by g.pending_since)));
     begin
+      -- Locked first, so nothing changes in it between the copy and the drop (a user's deletion erasing events).
+      execute format('lock table public.%I in access exclusive mode', v_partition.name);
       v_rows := '[]'::jsonb;
       if cardinality(v_members) > 0 then
         execute format('select coalesce(jsonb_agg(to_jsonb(e)), ''[]''::jsonb) from public.%I e where e.subject_id = any ($1)', v_partition.name)
@@ -750,6 +752,14 @@ where e.subject_id is not null and e.received_at <= (select received_before from
 group by e.subject_id
 on conflict (app_user_id) do nothing;
 select public.billing_recount_tails();
+-- Events without an id recorded in the last hours, under the id their content made before
+-- (sha256:<hex>): a redelivery of one within the window is still recognised.
+insert into public.billing_content_keys (digest, event_id, received_at)
+select distinct on (substring(e.event_id from 8)) substring(e.event_id from 8), e.event_id, e.received_at
+from public.billing_events e
+where e.received_at > now() - public.billing_content_window() and e.event_id ~ '^sha256:[0-9a-f]{64}$'
+order by substring(e.event_id from 8), e.received_at
+on conflict (digest) do nothing;
 
 do $$
 declare
