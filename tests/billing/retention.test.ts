@@ -149,6 +149,18 @@ describe.each(DATABASE_KINDS)('billing retention on %s', (kind) => {
     expect(await db.sql('select count(*)::int as n from public.billing_event_ids where event_id = $1', [body.event.id])).toEqual([{ n: 1 }]);
   });
 
+  it('keeps the content digest of an event without an id for RevenueCat\'s retry window (3 hours), then deletes it', async () => {
+    const user = `digest-${randomUUID()}`;
+    await deliverAll([{ event: { type: 'INITIAL_PURCHASE', app_user_id: user, product_id: 'pro_monthly', entitlement_ids: ['pro'] } } as unknown as BillingWebhookBody]);
+    const digests = () => db.sql<{ n: number }>(`select count(*)::int as n from public.billing_content_keys
+      where event_id in (select event_id from public.billing_events where app_user_id = $1)`, [user]);
+    await maintain(db);
+    expect(await digests()).toEqual([{ n: 1 }]);
+    const result = await maintain(db, `now() + interval '3 hours 1 minute'`) as Maintained & { contentKeysPruned: number };
+    expect(result.contentKeysPruned).toBeGreaterThanOrEqual(1);
+    expect(await digests()).toEqual([{ n: 0 }]);
+  });
+
   it('moves rows that landed in the default partition into their month when maintenance makes it', async () => {
     const body = billingEvent('initial-purchase', `default-${randomUUID()}`, { at: 0, purchased: 0, expires: 30 });
     await deliverAll([body]);
