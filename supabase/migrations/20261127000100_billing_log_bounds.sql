@@ -274,6 +274,31 @@ begin
 end;
 $$;
 
+-- Checkpoint the group where it stands: its rows are the fold of its history up to its watermark,
+-- so they are the checkpoint at it, for the price of a copy (nothing is replayed). Not over events
+-- an older version stored without plans (their rows came from older rules; a fold computes them):
+-- false then, and nothing is done.
+create or replace function public.billing_checkpoint_here(p_group text)
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_folded text;
+  v_pending timestamptz;
+  v_legacy timestamptz := (select received_before from public.billing_legacy_horizon);
+begin
+  select folded_key, pending_since into v_folded, v_pending from public.billing_subscribers where app_user_id = p_group;
+  if v_folded is null or (v_legacy is not null and v_pending <= v_legacy) then
+    return false;
+  end if;
+  perform public.billing_take_checkpoint(array(select app_user_id from public.billing_subscribers where group_id = p_group), v_folded);
+  update public.billing_subscribers set tail_events = 0, pending_since = null where app_user_id = p_group;
+  return true;
+end;
+$$;
+
 -- The tail bound: checkpoint the group so that only the newest half of billing_tail_bound() events
 -- stays after its checkpoint (one replay of the tail now; every later fold replays less than the bound).
 create or replace function public.billing_checkpoint_tail(p_group text)
@@ -287,6 +312,14 @@ declare
   v_from timestamptz := public.billing_group_from(p_group);
   v_key text;
 begin
+  -- A tail far past the bound (a history from before tails were bounded): replaying it would take
+  -- seconds, so the group is checkpointed where it stands; an event older than that can no longer
+  -- take its place (it marks the customer for a sync instead).
+  if (select tail_events from public.billing_subscribers where app_user_id = p_group) > 2 * public.billing_tail_bound() then
+    if public.billing_checkpoint_here(p_group) then
+      return;
+    end if;
+  end if;
   select k.sort_key into v_key from (
     select public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
     from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
@@ -332,7 +365,6 @@ declare
   v_folded text;
   v_tail integer;
   v_pending timestamptz;
-  v_legacy timestamptz;
   v_base text;
   v_key text;
   v_before text;
@@ -371,15 +403,13 @@ begin
   select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
   if v_folded is null or v_key collate "C" >= v_folded collate "C" then
-    -- The group's rows are the fold up to its watermark: when that state is old enough, they are
-    -- its checkpoint, for the price of a copy. Old enough: its tail is long or a month old, and its
-    -- last event so far back that nothing before it can still be on its way (RevenueCat's retries
-    -- end within hours). Not over events an older version stored without plans (they were never folded).
+    -- Checkpointed where it stands (a copy) when that state is old enough: its tail is long or a
+    -- month old, and its last event so far back that nothing before it can still be on its way
+    -- (RevenueCat's retries end within hours).
+    -- (Nested: SQL does not promise to evaluate the terms of an "and" in order.)
     if v_folded is not null and (v_tail >= public.billing_tail_bound() or v_pending < v_received - interval '30 days')
        and public.billing_key_time(v_folded) < v_received - public.billing_checkpoint_lag() then
-      select received_before into v_legacy from public.billing_legacy_horizon;
-      if v_legacy is null or v_pending > v_legacy then
-        perform public.billing_take_checkpoint(array(select app_user_id from public.billing_subscribers where group_id = v_group), v_folded);
+      if public.billing_checkpoint_here(v_group) then
         v_tail := 0;
         v_pending := null;
       end if;
@@ -566,7 +596,6 @@ declare
   v_started timestamptz := clock_timestamp();
   v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
   v_cutoff timestamptz := date_trunc('month', p_now) - make_interval(months => greatest(p_retention_months, 1));
-  v_legacy timestamptz := (select received_before from public.billing_legacy_horizon);
   -- Every group pending since before this was tried in this call.
   v_tried_before timestamptz := 'infinity';
   v_made integer;
@@ -584,6 +613,7 @@ declare
   v_candidate record;
   v_group text;
   v_state record;
+  v_copied boolean;
   v_members text[];
   v_key text;
   v_month_end timestamptz;
@@ -609,15 +639,16 @@ begin
     begin
       v_group := public.billing_lock_group(array[v_candidate.group_id]);
       -- As it is now, under its lock (a webhook may have checkpointed or joined it meanwhile).
-      select folded_key, pending_since into v_state from public.billing_subscribers where app_user_id = v_group and group_id = v_group;
+      select folded_key, pending_since, tail_events into v_state from public.billing_subscribers where app_user_id = v_group and group_id = v_group;
       continue when v_state.pending_since is null or v_state.pending_since >= v_cutoff;
       v_members := array(select app_user_id from public.billing_subscribers where group_id = v_group);
+      -- Quiet (or with a tail far past the bound): checkpointed where it stands, a copy of its rows.
+      v_copied := false;
       if public.billing_key_time(v_state.folded_key) < p_now - public.billing_checkpoint_lag()
-         and (v_legacy is null or v_state.pending_since > v_legacy) then
-        -- Quiet: its rows are the fold up to its watermark.
-        perform public.billing_take_checkpoint(v_members, v_state.folded_key);
-        update public.billing_subscribers set tail_events = 0, pending_since = null where app_user_id = v_group;
-      else
+         or v_state.tail_events > 2 * public.billing_tail_bound() then
+        v_copied := public.billing_checkpoint_here(v_group);
+      end if;
+      if not v_copied then
         select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") into v_key
         from public.billing_events e
         where e.subject_id = any (v_members) and e.event_at >= public.billing_group_from(v_group) and e.received_at < v_cutoff
@@ -768,7 +799,8 @@ begin
   foreach v_fn in array array[
     'public.billing_tail_bound()', 'public.billing_checkpoint_lag()', 'public.billing_content_window()',
     'public.billing_key_time(text)', 'public.billing_key_event(text)', 'public.billing_group_from(text)', 'public.billing_recorded_event(text)',
-    'public.billing_lock_group(text[])', 'public.billing_refold_group(text, text, text)', 'public.billing_checkpoint_tail(text)',
+    'public.billing_lock_group(text[])', 'public.billing_refold_group(text, text, text)', 'public.billing_checkpoint_here(text)',
+    'public.billing_checkpoint_tail(text)',
     'public.billing_log_and_fold(jsonb, jsonb)', 'public.record_billing_event(jsonb, jsonb, text, text)',
     'public.record_billing_snapshot(jsonb, jsonb, timestamptz)', 'public.billing_maintain(timestamptz, integer, integer)',
     'public.billing_recount_tails()'

@@ -234,6 +234,25 @@ describe.each(DATABASE_KINDS)('bounded folds and retention on %s', (kind) => {
     expect(view[0]).toMatchObject({ status: 'cancelled_active', willRenew: false, active: true });
   });
 
+  it('checkpoints a tail from before tails were bounded (far past the bound) where the group stands, without replaying it', async () => {
+    const user = `long-tail-${randomUUID()}`;
+    for (const body of daily(user, 420)) await record(body);
+    // As a database upgraded with this history finds it: no checkpoint, every event in the tail.
+    await db.sql('update public.billing_subscribers set base_key = null, base_rows = null, base_customer = null where group_id = $1', [user]);
+    await db.sql('select public.billing_recount_tails()');
+    expect(await groupOf(user)).toMatchObject({ base_key: null, tail_events: 421, replayed: 421 });
+
+    const next = billingEvent('renewal', user, { at: 421.001, purchased: 421, expires: 422 }, { transaction_id: `${user}-t421` });
+    expect(await record(next)).toMatchObject({ duplicate: false, outcome: 'applied' });
+    const group = await groupOf(user);
+    expect(group).toMatchObject({ base_key: group.folded_key, tail_events: 0, replayed: 0 });
+    const after = await comparable(db, user, 421.5);
+    expect(after[0]).toMatchObject({ active: true, status: 'active', expiresAt: new Date(day(422)).toISOString() });
+    // Folding again from that checkpoint gives the same rows.
+    await db.sql(`select public.billing_refold_group($1, '')`, [user]);
+    expect(await comparable(db, user, 421.5)).toEqual(after);
+  });
+
   it('checkpoints a group when an event arrives long after the last (a copy of its rows): retention then has nothing to do for it', async () => {
     const user = `incremental-${randomUUID()}`;
     const old = history(user);
