@@ -521,7 +521,7 @@ $$;
 -- it like an event, then clear the marks it answers (those made before the fetch began). A snapshot
 -- that says what the group's last entry, a snapshot after its checkpoint, said (the same plan but
 -- for its id and time) is not stored: that one is confirmed at this one's time instead, and so are
--- the rows it wrote (synced_at), as storing it would have left them. Returns {outcome, ownerId,
+-- the rows it wrote (synced_at shows that time, as if it had been stored). Returns {outcome, ownerId,
 -- entitlements}: the synced id's entitlements as GET /api/me shows them; outcome stale when nothing changed.
 create or replace function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamptz)
 returns jsonb
