@@ -72,6 +72,8 @@ export const envSchema = z.object({
   /** RevenueCat REST API v2 (lib/revenuecat/v2.ts): a v2 secret key and the project it reads, both or neither. */
   REVENUECAT_V2_SECRET_API_KEY: optionalString,
   REVENUECAT_PROJECT_ID: z.preprocess(emptyAsUnset, z.string().regex(/^[A-Za-z0-9_-]{1,255}$/, 'must be a RevenueCat project id (proj...)').optional()),
+  /** Local mode only: sync from this service's own stand-in of RevenueCat's REST API (lib/revenuecat/stand-in.ts) instead of RevenueCat. */
+  REVENUECAT_STAND_IN: booleanFlag(false),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
   BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
@@ -104,6 +106,14 @@ export const DEV_WEBHOOK_SECRETS = {
   subscription: 'dev-subscription-webhook-secret',
   leagues: 'dev-leagues-webhook-secret',
 } as const;
+
+/**
+ * The local RevenueCat stand-in (REVENUECAT_STAND_IN=1, local mode only): where it answers, under
+ * the service's own origin, and the key the service sends it, as it would send RevenueCat its
+ * secret key. Public on purpose: the stand-in exists only in local mode.
+ */
+export const REVENUECAT_STAND_IN_PATH = '/api/dev/revenuecat';
+export const REVENUECAT_STAND_IN_KEY = 'dev-revenuecat-stand-in-key';
 
 export interface Config {
   /**
@@ -146,6 +156,8 @@ export interface Config {
     apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
     /** REST v2 beside v1 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants. */
     v2?: { apiKey: string; projectId: string };
+    /** The local stand-in answers instead of RevenueCat (REVENUECAT_STAND_IN=1, local mode only). */
+    standIn?: boolean;
   };
   /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER; none: only the sweep and explicit syncs). */
   billingSyncAfter: 'gaps' | 'all' | 'none';
@@ -263,6 +275,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
   const revenuecatV2 = revenueCatV2(e);
+  const origin = new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin;
+  if (e.REVENUECAT_STAND_IN) assertStandInAllowed(env, local);
 
   const config: Config = {
     deployed,
@@ -294,12 +308,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
           requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
           v2: revenuecatV2,
         }
-      : undefined,
+      : e.REVENUECAT_STAND_IN
+        ? {
+            apiKey: REVENUECAT_STAND_IN_KEY,
+            apiUrl: `${origin}${REVENUECAT_STAND_IN_PATH}`,
+            timeoutMs: e.REVENUECAT_TIMEOUT_MS,
+            requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
+            standIn: true,
+          }
+        : undefined,
     billingSyncAfter: e.BILLING_SYNC_AFTER,
     billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
     adminSecret: e.ADMIN_API_SECRET,
-    appOrigin: new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin,
+    appOrigin: origin,
     wallet: {
       evmChainIds,
       solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'],
@@ -344,6 +366,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
   }
   return config;
+}
+
+/**
+ * The RevenueCat stand-in answers from what this service's own webhooks said: a development
+ * convenience, never beside real keys or on a deployment (there it would let anyone decide a
+ * customer's entitlements by sending webhooks with a dev secret). Refused as a whole configuration
+ * outside local mode, and beside a RevenueCat key or URL, naming the settings.
+ */
+function assertStandInAllowed(env: Record<string, string | undefined>, local: boolean): void {
+  if (!local) {
+    throw new ConfigError('REVENUECAT_STAND_IN=1 is for local mode only (it answers as RevenueCat from what local webhooks said): remove it here and set REVENUECAT_SECRET_API_KEY for syncs.');
+  }
+  const set = ['REVENUECAT_SECRET_API_KEY', 'REVENUECAT_API_URL', 'REVENUECAT_V2_SECRET_API_KEY', 'REVENUECAT_PROJECT_ID'].filter((name) => emptyAsUnset(env[name]) !== undefined);
+  if (set.length > 0) throw new ConfigError(`REVENUECAT_STAND_IN=1 answers as RevenueCat itself, at this service's ${REVENUECAT_STAND_IN_PATH}: remove ${set.join(', ')}, or the stand-in.`);
 }
 
 /**
@@ -521,7 +557,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
       leagues: describeSecrets(config, 'leagues'),
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
-    revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
+    revenuecat: config.revenuecat
+      ? `${config.revenuecat.standIn ? `local stand-in (${REVENUECAT_STAND_IN_PATH})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter})`
+      : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))

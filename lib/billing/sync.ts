@@ -5,6 +5,7 @@ import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
+import { recordRun } from '../operations/runs.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
@@ -234,5 +235,7 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
       log.warn({ appUserId, err: { message: (error as Error).message } }, 'billing sweep: sync failed');
     }
   }
-  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
+  const result = { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
+  await recordRun('billing_sweep', new Date(started), result);
+  return result;
 }

@@ -43,6 +43,8 @@ export interface Operation {
   answers: Answer[];
   errors: ProblemCode[];
   tags: string[];
+  /** Path parameters that are not UUIDs (the default). */
+  pathParameters?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
 
 const BODY_ERRORS: ProblemCode[] = ['invalid_json', 'invalid_request', 'payload_too_large', 'unsupported_media_type'];
@@ -177,6 +179,24 @@ export const OPERATIONS: Operation[] = [
     request: { schema: () => adminSyncBodySchema, maxBytes: DEFAULT_MAX_BODY_BYTES, example: { app_user_id: EXAMPLE_USER_ID } },
     answers: [{ status: 200, description: 'Synced', schema: responses.adminBillingSyncResponseSchema }],
     errors: [...BODY_ERRORS, 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/status', tags: ['Operations'], security: 'adminSecret',
+    summary: 'The service at a glance (operator)',
+    description: 'Per webhook, the last event stored (when, type, outcome) and the counts of the last 24 hours by outcome (after RevenueCat\'s "Send test event", a `TEST` with outcome `ignored`); ' +
+      'the sync queue (depth, due, the oldest due) and the last sweep; the last maintenance run and what the event log\'s retention is behind; the database\'s migrations against this code\'s ' +
+      '(a database behind its code answers here too, with what is pending); and which optional parts are on, by name. One database call. `npm run status` shows the same.',
+    answers: [{ status: 200, description: 'The status', schema: responses.serviceStatusSchema }],
+    errors: ['invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/billing/subscribers/{appUserId}', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Why a subscriber has (or lacks) each entitlement (operator)',
+    description: 'From the stored log, in words: the customer\'s ids (aliases, transfers), every event and snapshot in event order with what it did to which row (its outcome, its owner; for an event that came late, that the history was folded again with it in its place), ' +
+      'and per entitlement why it grants or not now. The history is replayed as the fold does inside a transaction that is rolled back: nothing changes. An id no event or sync named: 404 `subscriber_unknown`. `npm run billing:explain` shows the same.',
+    pathParameters: { appUserId: { description: 'The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded', schema: { type: 'string', minLength: 1, maxLength: 256 } } },
+    answers: [{ status: 200, description: 'The explanation', schema: responses.subscriberExplanationSchema }],
+    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',
@@ -327,7 +347,8 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
     const ops = OPERATIONS.filter((op) => op.path === path);
     const allow = allowHeaderFor(ops.map((op) => op.method));
     const parameters = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
-      name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
+      name, in: 'path', required: true,
+      ...(ops.find((op) => op.pathParameters?.[name!])?.pathParameters![name!] ?? { description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' } }),
     }));
     const item: Record<string, unknown> = {
       description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other of GET, POST, PUT, PATCH and DELETE answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`; a method outside that set gets a 400 before the app (from Node or Next).`,
