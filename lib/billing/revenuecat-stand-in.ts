@@ -90,25 +90,25 @@ export function recordOf(rows: StoredRow[]): V1Customer {
     const sandbox = row.environment?.toUpperCase() === 'SANDBOX';
     if (row.original_transaction_id === null && row.status !== 'temporary') {
       nonSubscriptions[row.product_id] ??= [{
-        id: row.transaction_id ?? row.last_event_id, purchase_date: row.period_purchased_at ?? row.granted_at, store, is_sandbox: sandbox,
+        id: row.transaction_id ?? row.last_event_id, purchase_date: v1Time(row.period_purchased_at ?? row.granted_at), store, is_sandbox: sandbox,
         store_transaction_id: row.transaction_id,
       }];
     } else {
       const issue = row.status === 'grace' || row.status === 'billing_issue';
       subscriptions[row.product_id] ??= {
-        purchase_date: row.period_purchased_at ?? row.granted_at,
-        original_purchase_date: row.granted_at ?? row.period_purchased_at,
-        expires_date: row.expires_at,
+        purchase_date: v1Time(row.period_purchased_at ?? row.granted_at),
+        original_purchase_date: v1Time(row.granted_at ?? row.period_purchased_at),
+        expires_date: v1Time(row.expires_at),
         period_type: (row.period_type ?? 'normal').toLowerCase(),
         store,
         is_sandbox: sandbox,
         ownership_type: 'PURCHASED',
         store_transaction_id: row.transaction_id,
-        unsubscribe_detected_at: !row.will_renew && !issue && row.status !== 'refunded' ? row.last_event_at : null,
-        billing_issues_detected_at: issue ? row.last_event_at : null,
-        grace_period_expires_date: row.status === 'grace' ? row.grace_expires_at : null,
-        refunded_at: row.status === 'refunded' ? (row.expires_at ?? row.last_event_at) : null,
-        auto_resume_date: row.auto_resume_at,
+        unsubscribe_detected_at: !row.will_renew && !issue && row.status !== 'refunded' ? v1Time(row.last_event_at) : null,
+        billing_issues_detected_at: issue ? v1Time(row.last_event_at) : null,
+        grace_period_expires_date: row.status === 'grace' ? v1Time(row.grace_expires_at) : null,
+        refunded_at: row.status === 'refunded' ? v1Time(row.expires_at ?? row.last_event_at) : null,
+        auto_resume_date: v1Time(row.auto_resume_at),
       };
     }
     const shown = longest.get(row.entitlement_id);
@@ -117,13 +117,16 @@ export function recordOf(rows: StoredRow[]): V1Customer {
   for (const [entitlementId, row] of longest) {
     entitlements[entitlementId] = {
       product_identifier: row.product_id,
-      purchase_date: row.period_purchased_at ?? row.granted_at,
-      expires_date: row.expires_at,
-      grace_period_expires_date: row.status === 'grace' ? row.grace_expires_at : null,
+      purchase_date: v1Time(row.period_purchased_at ?? row.granted_at),
+      expires_date: v1Time(row.expires_at),
+      grace_period_expires_date: row.status === 'grace' ? v1Time(row.grace_expires_at) : null,
     };
   }
   return { entitlements, subscriptions, non_subscriptions: nonSubscriptions };
 }
+
+/** v1's times: ISO 8601 in UTC (with the milliseconds the events carried, so a sync confirms them exactly). */
+const v1Time = (value: string | null) => (value === null ? null : new Date(value).toISOString());
 
 const endOf = (row: StoredRow) => (row.grants_until === 'infinity' || row.expires_at === null ? Infinity : Math.max(Date.parse(row.expires_at), row.grace_expires_at ? Date.parse(row.grace_expires_at) : 0));
 
