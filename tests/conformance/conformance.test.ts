@@ -112,7 +112,7 @@ async function credentialsFor(method: string, path: string): Promise<Record<stri
   }
 }
 
-const fillPath = (template: string) => template.replace('{linkId}', randomUUID());
+const fillPath = (template: string) => template.replace('{linkId}', randomUUID()).replace('{appUserId}', `conformance-${randomUUID()}`);
 
 /**
  * Judge one answer to a body by the document: documented, and the schema's verdict kept (a body it

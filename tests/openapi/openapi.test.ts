@@ -29,8 +29,9 @@ import { evmWallet } from '../wallets/wallets.ts';
 function routeFiles(dir = 'app/api'): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
-    // The catch-all (app/api/[[...path]]) answers unknown paths; it is not an endpoint.
-    if (entry.isDirectory()) return entry.name.startsWith('[[...') ? [] : routeFiles(full);
+    // The catch-all (app/api/[[...path]]) answers unknown paths, and app/api/dev holds local mode's
+    // stand-ins of outside services (a 404 anywhere else): neither is an endpoint of the service.
+    if (entry.isDirectory()) return entry.name.startsWith('[[...') || full === path.join('app', 'api', 'dev') ? [] : routeFiles(full);
     return entry.name === 'route.ts' ? [full] : [];
   });
 }
