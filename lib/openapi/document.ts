@@ -4,6 +4,7 @@ import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../http/body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
+import { ALLOW_ORDER } from '../http/route.ts';
 import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
 import { CONTRACT_CHECK_GAS } from '../wallets/contract-signatures.ts';
 import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
@@ -310,11 +311,38 @@ function operationId(method: string, path: string): string {
   return `${method}${path.replace(/\/api|[{}]/g, '').split(/[/.-]/).map((part) => part.charAt(0).toUpperCase() + part.slice(1)).join('')}`;
 }
 
-/** What `Allow` lists for a path: its methods, HEAD with GET, and OPTIONS (lib/http/route.ts). */
-export function allowHeaderFor(methods: string[]): string {
-  const order = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-  const upper = order.filter((method) => methods.includes(method.toLowerCase()));
-  return [...upper, ...(upper.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].join(', ');
+const METHODS_OF_EVERY_PATH = 'Every path below also answers OPTIONS (204, no body, `Allow` listing its methods) and, where it has GET, HEAD (as GET without a body). ' +
+  'Any other of GET, POST, PUT, PATCH and DELETE answers 405 `method_not_allowed` (problem+json) with the same `Allow`; a method outside that set gets a 400 before the app (from Node or Next). ' +
+  `\`Allow\` lists the path's operations, then HEAD where there is GET, then OPTIONS, in the order ${ALLOW_ORDER.join(', ')}.`;
+
+/**
+ * OPTIONS and 405 are the same on every path (lib/http/route.ts), so the document says them once,
+ * here, instead of as an operation of each path: a client generator sees only the operations a
+ * client calls. tests/conformance checks every OPTIONS and 405 answer against this.
+ */
+function methodsOfEveryPath() {
+  const allow = { description: 'The methods of the path (see `allow` for the rule)', required: true, schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$' } };
+  return {
+    description: METHODS_OF_EVERY_PATH,
+    allow: { order: ALLOW_ORDER, headWithGet: true },
+    options: {
+      responses: {
+        '204': { description: 'No body; `Allow` lists the methods of the path', headers: { Allow: allow, ...commonHeaderRefs } },
+      },
+    },
+    otherMethods: {
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      responses: {
+        '405': {
+          description: `\`method_not_allowed\`: ${PROBLEM_CATALOG.method_not_allowed[1]}`,
+          'x-problem-codes': ['method_not_allowed'],
+          headers: { Allow: allow, ...commonHeaderRefs },
+          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+        },
+      },
+    },
+    unknownMethods: 'A method outside GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS gets a 400 before the app (from Node or Next); TRACE and CONNECT are not answered by the app either.',
+  };
 }
 
 /**
@@ -325,14 +353,10 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const path of new Set(OPERATIONS.map((op) => op.path))) {
     const ops = OPERATIONS.filter((op) => op.path === path);
-    const allow = allowHeaderFor(ops.map((op) => op.method));
     const parameters = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
       name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
     }));
-    const item: Record<string, unknown> = {
-      description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other of GET, POST, PUT, PATCH and DELETE answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`; a method outside that set gets a 400 before the app (from Node or Next).`,
-      ...(parameters.length ? { parameters } : {}),
-    };
+    const item: Record<string, unknown> = parameters.length ? { parameters } : {};
     for (const op of ops) {
       const requestSchema = op.request && withBodyRules(jsonSchema(op.request.schema(config), 'input'));
       item[op.method] = {
@@ -351,18 +375,6 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
         responses: responsesOf(op),
       };
     }
-    item.options = {
-      operationId: operationId('options', path),
-      summary: 'The methods this path answers',
-      tags: ['Service'],
-      security: [],
-      responses: {
-        '204': {
-          description: 'No body; `Allow` lists the methods',
-          headers: { Allow: { description: 'The methods of this path', required: true, schema: { type: 'string', const: allow } }, ...commonHeaderRefs },
-        },
-      },
-    };
     paths[path] = item;
   }
 
@@ -384,17 +396,18 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
       title: 'Account-link service API',
       version: '1.0.0',
       license: { name: 'MIT', identifier: 'MIT' },
-      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`.',
+      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`. ' + METHODS_OF_EVERY_PATH,
     },
     servers: [{ url: serverUrl, description: serverUrl === '/' ? 'This deployment: the origin this document was fetched from' : 'This deployment' }],
     tags: [
-      { name: 'Service', description: 'Health, this document, and the methods of each path' },
+      { name: 'Service', description: 'Health and this document' },
       { name: 'Account', description: "The signed-in caller's account" },
       { name: 'Wallet links', description: 'Link a wallet by signing a one-time challenge' },
       { name: 'Webhooks', description: 'Deliveries from RevenueCat and the league sync worker' },
       { name: 'Operations', description: 'Vercel Cron and operator routes' },
     ],
     paths,
+    'x-path-methods': methodsOfEveryPath(),
     components: { schemas: { ...schemas, JsonValue: JSON_VALUE_SCHEMA }, headers: COMMON_HEADERS, securitySchemes: SECURITY_SCHEMES },
   };
 }
