@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ACCOUNT_EVENTS_TIMING } from '../account-changes.ts';
 import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
 import type { Config } from '../config.ts';
@@ -8,6 +9,7 @@ import { ALLOW_ORDER } from '../http/route.ts';
 import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
 import { CONTRACT_CHECK_GAS } from '../wallets/contract-signatures.ts';
 import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
+import { SESSION_COOKIE } from '../web/session-cookie.ts';
 import * as responses from './responses.ts';
 
 void responses; // registers the response schemas (their .meta ids) before the document is built
@@ -20,7 +22,7 @@ void responses; // registers the response schemas (their .meta ids) before the d
  * production server and checks every answer against it.
  */
 
-type Security = 'session' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
+type Security = 'session' | 'pageSession' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
 
 /** A documented answer other than a problem: a status, and a JSON body schema (none: no body). */
 export interface Answer {
@@ -29,6 +31,12 @@ export interface Answer {
   schema?: z.ZodType;
   /** Headers this answer always carries (besides the ones every answer carries). */
   headers?: Record<string, { description: string; schema: Record<string, unknown> }>;
+  /**
+   * A `text/event-stream` answer instead of JSON: the `data` schema of each event it sends, by
+   * event name (as `x-events` of the media type: OpenAPI 3.1 has no words for a stream's items),
+   * and an example of the stream.
+   */
+  eventStream?: { events: Record<string, z.ZodType>; example: string };
 }
 
 /** What the configuration contributes to the document (the networks a wallet may be on). */
@@ -39,7 +47,8 @@ export interface Operation {
   path: string;
   summary: string;
   description?: string;
-  security: Security;
+  /** The credential; several: any one of them. */
+  security: Security | Security[];
   request?: { schema: (config: DocumentConfig) => z.ZodType; maxBytes: number; example: unknown };
   answers: Answer[];
   errors: ProblemCode[];
@@ -84,6 +93,24 @@ export const OPERATIONS: Operation[] = [
     description: 'Entitlement `active` and `status` are computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
     answers: [{ status: 200, description: 'The account', schema: responses.accountResponseSchema }],
     errors: [...SESSION_ERRORS, ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/me/events', tags: ['Account'], security: ['session', 'pageSession'],
+    summary: "Server-sent events: the caller's account changed (local mode)",
+    description: 'A `text/event-stream` of `account_changed` events, one after each change to the caller\'s account: a billing event or a sync that changed entitlements, a wallet linked or unlinked, a league delivery naming the caller. ' +
+      'An event says what changed and when, not what it now is: read GET /api/me on each, and on every (re)connection, since what changed while no stream was open is not replayed. ' +
+      `A comment line every ${ACCOUNT_EVENTS_TIMING.keepAliveMs / 1000} s keeps the connection open; the server ends it after ${ACCOUNT_EVENTS_TIMING.maxLifetimeMs / 60_000} minutes and EventSource reconnects after the stream's \`retry\` (${ACCOUNT_EVENTS_TIMING.retryMs} ms). ` +
+      'Served in local mode only (one process sees every change): a deployment answers 404 `live_updates_not_served` and sends the same payload from the database through Supabase Realtime, private channel `user:<user id>`, event `account_changed`. ' +
+      'Authenticated like GET /api/me; a page of this site may instead rely on the account page\'s session cookie, since EventSource cannot send headers.',
+    answers: [{
+      status: 200,
+      description: 'The stream (`retry:`, then events and keep-alive comments)',
+      eventStream: {
+        events: { account_changed: responses.accountChangeSchema },
+        example: `retry: ${ACCOUNT_EVENTS_TIMING.retryMs}\n\nevent: account_changed\ndata: {"what":"entitlements","at":"2026-01-01T00:00:00.000Z"}\n\n: keep-alive\n\n`,
+      },
+    }],
+    errors: [...SESSION_ERRORS, 'live_updates_not_served', 'service_misconfigured', 'internal_error'],
   },
   {
     method: 'post', path: '/api/wallet-link/challenge', tags: ['Wallet links'], security: 'session',
@@ -203,6 +230,7 @@ export const OPERATIONS: Operation[] = [
 
 const SECURITY_SCHEMES = {
   session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A Supabase session access token (local mode: `npm run token`).' },
+  pageSession: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "The account page's session, which the page keeps in an httpOnly cookie: taken only by GET /api/me/events (a browser's EventSource sends no headers), and only from this site." },
   billingSecret: { type: 'http', scheme: 'bearer', description: 'SUBSCRIPTION_WEBHOOK_SECRET, as RevenueCat sends it: `Authorization: Bearer <secret>`.' },
   leaguesSecret: { type: 'apiKey', in: 'header', name: 'x-webhook-secret', description: 'LEAGUES_WEBHOOK_SECRET.' },
   cronSecret: { type: 'http', scheme: 'bearer', description: 'CRON_SECRET, as Vercel Cron sends it: `Authorization: Bearer <secret>`.' },
@@ -295,6 +323,7 @@ function responsesOf(op: Operation): Record<string, unknown> {
     const problem = problems.get(status);
     const content = {
       ...(answer?.schema ? { 'application/json': { schema: { $ref: `#/components/schemas/${schemaId(answer.schema)}` } } } : {}),
+      ...(answer?.eventStream ? { 'text/event-stream': eventStreamContent(answer.eventStream) } : {}),
       ...problem?.content,
     };
     return [String(status), {
@@ -304,6 +333,15 @@ function responsesOf(op: Operation): Record<string, unknown> {
       ...(Object.keys(content).length ? { content } : {}),
     }];
   }));
+}
+
+/** A `text/event-stream` media type: the stream as text, each event's `data` schema in `x-events`. */
+function eventStreamContent({ events, example }: NonNullable<Answer['eventStream']>) {
+  return {
+    schema: { type: 'string', description: 'Server-sent events (WHATWG HTML): blocks of `event:` and `data:` lines (the data is one line of JSON), comments (`:`), and `retry:`, each block ended by a blank line' },
+    'x-events': Object.fromEntries(Object.entries(events).map(([name, schema]) => [name, jsonSchema(schema, 'output')])),
+    example,
+  };
 }
 
 /** "/api/wallet-link/{linkId}" + "delete" -> "deleteWalletLinkLinkId" */
@@ -364,7 +402,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
         summary: op.summary,
         ...(op.description ? { description: op.description } : {}),
         tags: op.tags,
-        security: op.security === 'none' ? [] : [{ [op.security]: [] }],
+        security: [op.security].flat().filter((scheme) => scheme !== 'none').map((scheme) => ({ [scheme]: [] })),
         ...(op.request ? {
           requestBody: {
             required: true,

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
 import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 import { evmWallet, solanaWallet, type TestWallet } from '../wallets/wallets.ts';
-import { buildContract, HTTP_METHODS, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
+import { buildContract, HTTP_METHODS, parseEventStream, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
 import { mutationOf, valueOf } from './generate.ts';
 import { DESCRIBED_RULES, explainedRefusal, SHAPE_CODES } from './rules.ts';
 import { startConformanceStack, type ConformanceStack } from './stack.ts';
@@ -69,7 +69,8 @@ async function send(request: Sent): Promise<Observed & { json?: { code?: string;
   const contentType = request.contentType === undefined ? (body === undefined ? null : 'application/json') : request.contentType;
   if (contentType) headers['content-type'] = contentType;
   const response = await fetch(`${stack.server.url}${request.path ?? request.template}`, { method: request.method.toUpperCase(), headers, body, redirect: 'manual' });
-  const text = await response.text();
+  // A stream of events does not end on its own: read its first block, then hang up.
+  const text = isEventStream(response) ? await readEventStream(response, (read) => read.includes('\n\n')) : await response.text();
   tally.requests++;
   tally.byStatus.set(response.status, (tally.byStatus.get(response.status) ?? 0) + 1);
   let json;
@@ -79,6 +80,24 @@ async function send(request: Sent): Promise<Observed & { json?: { code?: string;
     json = undefined;
   }
   return { status: response.status, headers: response.headers, text, json };
+}
+
+const isEventStream = (response: Response) => response.headers.get('content-type')?.split(';')[0]!.trim() === 'text/event-stream';
+
+/** Read a server-sent events answer until `enough` says so, then hang up. */
+async function readEventStream(response: Response, enough: (text: string) => boolean): Promise<string> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  try {
+    while (!enough(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return text;
 }
 
 /** Send, and require the answer to be one the document describes. */
@@ -159,7 +178,7 @@ describe('the production server and the OpenAPI document it serves', () => {
     // Only what a client calls: OPTIONS and 405 are said once for every path (x-path-methods), not per path.
     const documented = contract.operations.map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort();
     expect(documented).toEqual([
-      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/openapi.json', 'GET /api/wallet-link',
+      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/me/events', 'GET /api/openapi.json', 'GET /api/wallet-link',
       'POST /api/admin/billing/sync', 'POST /api/me/billing/sync', 'POST /api/wallet-link', 'POST /api/wallet-link/challenge', 'POST /api/webhooks/leagues-sync', 'POST /api/webhooks/subscription-billing',
     ]);
   });
@@ -220,6 +239,25 @@ describe('the production server and the OpenAPI document it serves', () => {
       const observed = await sendDocumented({ method, template: path, headers, json });
       expect(observed.status, `${key}: ${observed.text.slice(0, 300)}`).toBe(expected[key]);
     }
+  });
+
+  it('streams the documented account_changed events on GET /api/me/events: a webhook for the caller arrives as one, valid against its x-events schema', async () => {
+    const { userId, authorization } = await stack.mintToken();
+    const response = await fetch(`${stack.server.url}/api/me/events`, { headers: { authorization } });
+    expect(response.status).toBe(200);
+    let received = '';
+    const reading = readEventStream(response, (text) => {
+      received = text;
+      return text.includes('event: account_changed');
+    });
+    await expect.poll(() => received).toContain('retry:'); // subscribed
+    const purchase = contract.operation('post', '/api/webhooks/subscription-billing')!.requestBody!.content['application/json']!.example as { event: object };
+    const event = { ...purchase.event, id: randomUUID(), app_user_id: userId, original_app_user_id: userId, aliases: [userId], purchased_at_ms: Date.now(), event_timestamp_ms: Date.now(), expiration_at_ms: Date.now() + 86_400_000 };
+    expect((await sendDocumented({ method: 'post', template: '/api/webhooks/subscription-billing', headers: await credentialsFor('post', '/api/webhooks/subscription-billing'), json: { event } })).status).toBe(200);
+    const text = await reading;
+    expect(contract.checkResponse('get', '/api/me/events', { status: response.status, headers: response.headers, text })).toEqual([]);
+    const changes = parseEventStream(text).filter((block) => block.event === 'account_changed').map((block) => JSON.parse(block.data!));
+    expect(changes).toEqual([{ what: 'entitlements', at: expect.any(String) }]);
   });
 
   it('answers rate limits with the documented 429, Retry-After and retryAfter', async () => {
@@ -382,7 +420,7 @@ describe('the production server and the OpenAPI document it serves', () => {
       const scheme = Object.keys(operation.security[0] ?? {})[0];
       return scheme !== undefined && (served as unknown as { components: { securitySchemes: Record<string, { scheme?: string }> } }).components.securitySchemes[scheme]!.scheme === 'bearer';
     });
-    expect(bearerRoutes.length).toBe(10); // six with a session token, the billing webhook, two cron routes and admin
+    expect(bearerRoutes.length).toBe(11); // seven with a session token, the billing webhook, two cron routes and admin
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...bearerRoutes), fc.nat(), fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: undefined }), async ({ path, method, operation }, pick, random) => {
         const valid = (await credentialsFor(method, path)).authorization!.replace(/^Bearer /, '');
@@ -506,6 +544,22 @@ describe('the suite catches a server and a document that drift apart', () => {
     const noToken = await send({ method: 'get', template: '/api/me' });
     expect(contract.checkResponse('get', '/api/me', noToken)).toEqual([]);
     expect(problemCode.checkResponse('get', '/api/me', noToken).join('\n')).toMatch(/problem code missing_token not listed/);
+  });
+
+  it('an event stream whose events the document does not describe', async () => {
+    const observed = { status: 200, headers: new Headers({ 'content-type': 'text/event-stream' }), text: 'retry: 2000\n\nevent: account_changed\ndata: {"what":"wallets","at":"2026-01-01T00:00:00.000Z"}\n\n' };
+    expect(contract.checkResponse('get', '/api/me/events', observed)).toEqual([]);
+    const otherKinds = drifted((d) => {
+      const media = (d.paths['/api/me/events']!.get as { responses: Record<string, { content: Record<string, { 'x-events': Record<string, { properties: { what: { enum: string[] } } }> }> }> }).responses['200']!.content['text/event-stream']!;
+      media['x-events'].account_changed!.properties.what.enum = ['entitlements'];
+    });
+    expect(otherKinds.checkResponse('get', '/api/me/events', observed).join('\n')).toMatch(/event "account_changed" data does not match its schema: data\/what must be equal to one of the allowed values/);
+    const renamed = drifted((d) => {
+      const media = (d.paths['/api/me/events']!.get as { responses: Record<string, { content: Record<string, { 'x-events': Record<string, unknown> }> }> }).responses['200']!.content['text/event-stream']!;
+      media['x-events'] = { accountChanged: media['x-events'].account_changed };
+    });
+    expect(renamed.checkResponse('get', '/api/me/events', observed).join('\n')).toMatch(/event "account_changed" not documented \(documented: accountChanged\)/);
+    expect(contract.checkResponse('get', '/api/me/events', { ...observed, text: 'retry: 2000\n\nevnt: account_changed\n\n' }).join('\n')).toMatch(/lines the format does not have: evnt/);
   });
 
   it('an OPTIONS or 405 answer that breaks what x-path-methods says for every path', async () => {

@@ -75,6 +75,51 @@ export interface Contract {
 
 const DOCUMENT_ID = 'urn:conformance:openapi';
 
+/** A `text/event-stream` media type as the document gives it: each event's `data` schema by name. */
+interface EventStreamMedia {
+  schema: unknown;
+  'x-events'?: Record<string, unknown>;
+}
+
+export interface EventStreamBlock {
+  event?: string;
+  data?: string;
+  retry?: string;
+  comments: string[];
+  unknownFields: string[];
+}
+
+/**
+ * The complete blocks of a server-sent events text (WHATWG HTML, "Interpreting an event stream"):
+ * lines `field: value` or `:comment`, a block ended by a blank line; a last block without its
+ * blank line is not complete (the reader stopped mid-stream) and is left out.
+ */
+export function parseEventStream(text: string): EventStreamBlock[] {
+  const blocks: EventStreamBlock[] = [];
+  let block: EventStreamBlock = { comments: [], unknownFields: [] };
+  const lines = text.split(/\r\n|\r|\n/);
+  lines.pop(); // the text after the last line break: an unfinished line
+  for (const line of lines) {
+    if (line === '') {
+      if (block.event !== undefined || block.data !== undefined || block.retry !== undefined || block.comments.length > 0) blocks.push(block);
+      block = { comments: [], unknownFields: [] };
+      continue;
+    }
+    if (line.startsWith(':')) {
+      block.comments.push(line.slice(1).trim());
+      continue;
+    }
+    const at = line.indexOf(':');
+    const field = at < 0 ? line : line.slice(0, at);
+    const value = at < 0 ? '' : line.slice(at + 1).replace(/^ /, '');
+    if (field === 'data') block.data = block.data === undefined ? value : `${block.data}\n${value}`;
+    else if (field === 'event') block.event = value;
+    else if (field === 'retry') block.retry = value;
+    else if (field !== 'id') block.unknownFields.push(field);
+  }
+  return blocks;
+}
+
 /** JSON pointer escape of one segment. */
 const escape = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
 
@@ -167,6 +212,7 @@ export function buildContract(document: OpenApiDocument): Contract {
     }
     if (method.toLowerCase() === 'head') return problems;
     if (!mediaType || !content[mediaType]) return [...problems, `${where}: content type ${contentType} not documented (documented: ${Object.keys(content).join(', ')})`];
+    if (mediaType === 'text/event-stream') return [...problems, ...checkEventStream(where, [...base, 'responses', String(observed.status), 'content', mediaType], content[mediaType] as EventStreamMedia, observed.text)];
     let body: unknown;
     try {
       body = JSON.parse(observed.text);
@@ -179,6 +225,34 @@ export function buildContract(document: OpenApiDocument): Contract {
       const problem = body as { code?: string; status?: number };
       if (!response['x-problem-codes']?.includes(problem.code ?? '')) problems.push(`${where}: problem code ${problem.code} not listed for this status (listed: ${response['x-problem-codes']?.join(', ')})`);
       if (problem.status !== observed.status) problems.push(`${where}: problem status ${problem.status} is not the HTTP status`);
+    }
+    return problems;
+  }
+
+  /**
+   * A server-sent events stream (as much of it as was read): every complete block's fields are ones
+   * the format has, and each event's name is one the document lists in `x-events`, its `data`
+   * JSON valid against that schema.
+   */
+  function checkEventStream(where: string, pointer: string[], media: EventStreamMedia, text: string): string[] {
+    const problems: string[] = [];
+    for (const block of parseEventStream(text)) {
+      if (block.unknownFields.length > 0) problems.push(`${where}: event stream lines the format does not have: ${block.unknownFields.join(', ')}`);
+      if (block.data === undefined) continue;
+      const name = block.event ?? 'message';
+      if (!media['x-events']?.[name]) {
+        problems.push(`${where}: event "${name}" not documented (documented: ${Object.keys(media['x-events'] ?? {}).join(', ')})`);
+        continue;
+      }
+      let data: unknown;
+      try {
+        data = JSON.parse(block.data);
+      } catch {
+        problems.push(`${where}: event "${name}" data is not JSON: ${block.data.slice(0, 200)}`);
+        continue;
+      }
+      const validate = validatorAt([...pointer, 'x-events', name]);
+      if (!validate(data)) problems.push(`${where}: event "${name}" data does not match its schema: ${ajv.errorsText(validate.errors)}; data ${block.data.slice(0, 300)}`);
     }
     return problems;
   }

@@ -48,10 +48,15 @@ describe('the OpenAPI document', () => {
     document = response.body;
   });
 
-  it('is OpenAPI 3.1 with its five security schemes', () => {
+  it('is OpenAPI 3.1 with its six security schemes', () => {
     expect(document.openapi).toBe('3.1.0');
-    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['adminSecret', 'billingSecret', 'cronSecret', 'leaguesSecret', 'session']);
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['adminSecret', 'billingSecret', 'cronSecret', 'leaguesSecret', 'pageSession', 'session']);
     expect(document.components.securitySchemes.leaguesSecret).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-webhook-secret' });
+    // The page's cookie is taken by the event stream alone (EventSource sends no headers).
+    expect(document.components.securitySchemes.pageSession).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'account_session' });
+    const withCookie = Object.entries(document.paths as Record<string, Record<string, { security?: Record<string, string[]>[] }>>)
+      .flatMap(([p, item]) => Object.entries(item).filter(([, op]) => op.security?.some((requirement) => 'pageSession' in requirement)).map(([m]) => `${m.toUpperCase()} ${p}`));
+    expect(withCookie).toEqual(['GET /api/me/events']);
   });
 
   it('describes exactly the routes that exist, method by method, and OPTIONS and 405 once for every path', async () => {
