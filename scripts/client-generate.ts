@@ -20,7 +20,7 @@ const HEADER = `// The types of this service's OpenAPI document (GET /api/openap
 
 /** The types file for the document as the code describes it today. */
 export async function generateClientTypes(): Promise<string> {
-  const document = buildOpenApiDocument(loadConfig({}));
+  const document = forAnyDeployment(buildOpenApiDocument(loadConfig({})));
   // The document is built in memory, so nothing is fetched and no Redocly config file is read.
   const nodes = await openapiTS(document as unknown as OpenAPI3, {
     silent: true,
@@ -30,6 +30,30 @@ export async function generateClientTypes(): Promise<string> {
     transform: (_schema, { path }) => (path === '#/components/schemas/JsonValue' ? ts.factory.createTypeReferenceNode('JsonValue') : undefined),
   });
   return `${HEADER}\n${astToString(nodes)}`;
+}
+
+/**
+ * The networks a wallet may be on are each deployment's configuration (its own /api/openapi.json
+ * lists them, and it answers 400 `unsupported_chain` for others): the client serves any
+ * deployment, so in its types a chain id is any number and a cluster any string.
+ */
+function forAnyDeployment<T>(document: T): T {
+  const widen = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(widen);
+    if (node === null || typeof node !== 'object') return node;
+    const copy = Object.fromEntries(Object.entries(node).map(([key, value]) => [key, widen(value)]));
+    if (copy.properties && typeof copy.properties === 'object') {
+      for (const name of ['chainId', 'cluster']) {
+        const property = (copy.properties as Record<string, Record<string, unknown>>)[name];
+        if (property?.enum) delete property.enum;
+      }
+    }
+    return copy;
+  };
+  const { paths, ...rest } = document as { paths: Record<string, Record<string, { requestBody?: unknown }>> };
+  const widened = Object.fromEntries(Object.entries(paths).map(([path, item]) => [path, Object.fromEntries(Object.entries(item).map(([method, op]) =>
+    [method, op && typeof op === 'object' && 'requestBody' in op ? { ...op, requestBody: widen(op.requestBody) } : op]))]));
+  return { ...rest, paths: widened } as T;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

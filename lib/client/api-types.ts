@@ -811,21 +811,15 @@ export interface operations {
                     chain: "evm";
                     /** @description EIP-55: all lower case, all upper case, or mixed case that is a correct EIP-55 checksum (400 `invalid_address` otherwise). */
                     address: string;
-                    /**
-                     * @description One of the EVM chains this deployment accepts (400 `unsupported_chain` otherwise)
-                     * @enum {integer}
-                     */
-                    chainId: 1 | 8453;
+                    /** @description One of the EVM chains this deployment accepts (400 `unsupported_chain` otherwise) */
+                    chainId: number;
                 } | {
                     /** @constant */
                     chain: "solana";
                     /** @description Base58 of a 32-byte ed25519 public key: it decodes to exactly 32 bytes that are a point on the curve (400 `invalid_address` otherwise). */
                     address: string;
-                    /**
-                     * @description One of the Solana clusters this deployment accepts (400 `unsupported_chain` otherwise)
-                     * @enum {string}
-                     */
-                    cluster: "mainnet";
+                    /** @description One of the Solana clusters this deployment accepts (400 `unsupported_chain` otherwise) */
+                    cluster: string;
                 };
             };
         };
@@ -1034,11 +1028,8 @@ export interface operations {
                         chain: "evm";
                         /** @description EIP-55: all lower case, all upper case, or mixed case that is a correct EIP-55 checksum (400 `invalid_address` otherwise). */
                         address: string;
-                        /**
-                         * @description One of the EVM chains this deployment accepts (400 `unsupported_chain` otherwise)
-                         * @enum {integer}
-                         */
-                        chainId: 1 | 8453;
+                        /** @description One of the EVM chains this deployment accepts (400 `unsupported_chain` otherwise) */
+                        chainId: number;
                         /** @description The challenge's `message`, exactly as issued */
                         message: string;
                         /** @description personal_sign (EIP-191) of `message`, as hex bytes: `0x` and an even number of hex digits (400 `invalid_request` otherwise). An ordinary wallet's is 65 bytes (r, s, v) that recover `address`, checked offline. Any other signature (another length, ERC-6492's magic suffix, or 65 bytes that do not recover `address`, such as a Safe's with v 31 or 32) is a smart-contract wallet's (ERC-1271/ERC-6492): Chains 1, 8453 have no contract-wallet checks here, so there it is 422 `unsupported_signature_type` (`invalid_signature` for 65 bytes). ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`. */
@@ -1048,11 +1039,8 @@ export interface operations {
                         chain: "solana";
                         /** @description Base58 of a 32-byte ed25519 public key: it decodes to exactly 32 bytes that are a point on the curve (400 `invalid_address` otherwise). */
                         address: string;
-                        /**
-                         * @description One of the Solana clusters this deployment accepts (400 `unsupported_chain` otherwise)
-                         * @enum {string}
-                         */
-                        cluster: "mainnet";
+                        /** @description One of the Solana clusters this deployment accepts (400 `unsupported_chain` otherwise) */
+                        cluster: string;
                         /** @description The challenge's `message`, exactly as issued */
                         message: string;
                         /** @description ed25519 signature of the UTF-8 `message`, base58: it decodes to exactly 64 bytes (400 `invalid_request` otherwise). */

@@ -24,7 +24,7 @@ export interface AccountState {
   loading: boolean;
   /** Why the last read failed (an ApiProblemError for an answer of the service); cleared by the next success. */
   error: Error | undefined;
-  /** A channel is connected: changes show by themselves. */
+  /** A channel is connected and the account was read since it connected: changes show by themselves. */
   live: boolean;
   /** Read the account again (reads asked for while one runs share one more read after it). */
   refresh(): Promise<Account | undefined>;
@@ -86,15 +86,21 @@ export function AccountProvider({ client, channel, initialAccount, children }: A
 
   useEffect(() => {
     if (!channel) return;
+    let connected = false;
     const stop = channel.subscribe({
+      // Catch up on what changed while no channel was open; live once that read is in.
       onConnected: () => {
-        setLive(true);
-        void refresh();
+        connected = true;
+        void refresh().then(() => setLive(connected));
       },
       onChange: () => void refresh(),
-      onDisconnected: () => setLive(false),
+      onDisconnected: () => {
+        connected = false;
+        setLive(false);
+      },
     });
     return () => {
+      connected = false;
       stop();
       setLive(false);
     };

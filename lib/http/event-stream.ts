@@ -51,7 +51,8 @@ export function eventStreamResponse(request: Request, options: EventStreamOption
       };
       // The first bytes go out at once, so the client sees the answer (EventSource `open`) now.
       write(`retry: ${options.retryMs}\n\n`);
-      let stop: (() => void) | undefined;
+      // What stops the source, once it started (it may end the stream before it returns).
+      const source: { stop?: () => void } = {};
       const keepAlive = setInterval(() => write(KEEP_ALIVE_COMMENT), options.keepAliveMs);
       const lifetime = setTimeout(() => end(), options.maxLifetimeMs);
       end = () => {
@@ -60,7 +61,7 @@ export function eventStreamResponse(request: Request, options: EventStreamOption
         clearInterval(keepAlive);
         clearTimeout(lifetime);
         signal.removeEventListener('abort', end);
-        stop?.();
+        source.stop?.();
         try {
           controller.close();
         } catch {
@@ -69,7 +70,8 @@ export function eventStreamResponse(request: Request, options: EventStreamOption
       };
       signal.addEventListener('abort', end);
       if (signal.aborted) return end();
-      stop = options.start((event, data) => write(eventStreamMessage(event, data)));
+      source.stop = options.start((event, data) => write(eventStreamMessage(event, data)));
+      if (!open) source.stop(); // ended while starting
     },
     cancel() {
       end();

@@ -26,6 +26,10 @@ describe('lib/client/api-types.ts', () => {
     expect(ids.length).toBe(15);
     for (const id of ids) expect(committed).toContain(`    ${id}: {`);
     expect(committed).not.toMatch(/options: operations/);
+    // A deployment's networks are its configuration: the client's types take any.
+    expect(committed.match(/^\s+chainId\??: .*;$/gm)?.map((line) => line.trim())).toEqual(expect.arrayContaining(['chainId: number;', 'chainId?: number;']));
+    expect(committed).not.toMatch(/chainId\??: \d/);
+    expect(committed).not.toMatch(/cluster\??: "/);
   });
 
   it('knows the kinds of change the service publishes and documents for account_changed', () => {
