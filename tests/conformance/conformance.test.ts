@@ -547,7 +547,8 @@ describe('the suite catches a server and a document that drift apart', () => {
   });
 
   it('an event stream whose events the document does not describe', async () => {
-    const observed = { status: 200, headers: new Headers({ 'content-type': 'text/event-stream' }), text: 'retry: 2000\n\nevent: account_changed\ndata: {"what":"wallets","at":"2026-01-01T00:00:00.000Z"}\n\n' };
+    const headers = new Headers({ 'content-type': 'text/event-stream', 'x-request-id': 'drift-1', 'server-timing': 'db;desc="0 calls";dur=0.0, total;dur=1.2' });
+    const observed = { status: 200, headers, text: 'retry: 2000\n\nevent: account_changed\ndata: {"what":"wallets","at":"2026-01-01T00:00:00.000Z"}\n\n' };
     expect(contract.checkResponse('get', '/api/me/events', observed)).toEqual([]);
     const otherKinds = drifted((d) => {
       const media = (d.paths['/api/me/events']!.get as { responses: Record<string, { content: Record<string, { 'x-events': Record<string, { properties: { what: { enum: string[] } } }> }> }> }).responses['200']!.content['text/event-stream']!;

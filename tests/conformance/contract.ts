@@ -101,7 +101,7 @@ export function parseEventStream(text: string): EventStreamBlock[] {
   lines.pop(); // the text after the last line break: an unfinished line
   for (const line of lines) {
     if (line === '') {
-      if (block.event !== undefined || block.data !== undefined || block.retry !== undefined || block.comments.length > 0) blocks.push(block);
+      if (block.event !== undefined || block.data !== undefined || block.retry !== undefined || block.comments.length > 0 || block.unknownFields.length > 0) blocks.push(block);
       block = { comments: [], unknownFields: [] };
       continue;
     }
