@@ -20,7 +20,12 @@ export type LiveChannelSettings = { kind: 'supabase'; supabase: SupabaseBrowserS
  */
 export function LiveAccount({ initialAccount, live, children }: { initialAccount: Account; live?: LiveChannelSettings; children: ReactNode }) {
   const { userId } = initialAccount;
-  const channel = useMemo(() => (live ? pageChannel(live, userId) : undefined), [live, userId]);
+  // One channel for the same settings, even when the server renders the page again (a new object).
+  const settings = JSON.stringify(live ?? null);
+  const channel = useMemo(() => {
+    const parsed = JSON.parse(settings) as LiveChannelSettings | null;
+    return parsed ? pageChannel(parsed, userId) : undefined;
+  }, [settings, userId]);
   return <AccountProvider client={pageApi} channel={channel} initialAccount={initialAccount}>{children}</AccountProvider>;
 }
 
