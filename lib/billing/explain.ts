@@ -115,21 +115,14 @@ export interface SubscriberExplanation {
   }[];
   /** The rows of the other ids of this history (the other side of a transfer, aliases), one sentence each. */
   elsewhere: string[];
-  /** Every entry of the log, in event order: what it was and what it did. */
-  history: {
-    eventId: string;
-    type: string;
-    eventAt: string;
-    receivedAt: string;
-    /** What was stored when it arrived. */
-    outcome: string;
-    ownerId: string | null;
+  /** Every entry of the log, in event order: what it was (`outcome`: what was stored when it arrived) and what it did. */
+  history: (Pick<ExplainEntry, 'eventId' | 'type' | 'eventAt' | 'receivedAt' | 'outcome' | 'ownerId'> & {
     /** The entry in one line: when, what, about which product. */
     title: string;
     /** What it did, in words. */
     did: string;
     changes: { appUserId: string; entitlementId: string; productId: string | null; before: RowState | null; after: RowState | null; words: string }[];
-  }[];
+  })[];
   /** Marks for a sync from RevenueCat, in words (empty: none). */
   sync: string[];
   /** The stored rows are the fold of the stored log (false: the decision code changed since; `npm run billing:rebuild` shows it). */

@@ -211,3 +211,21 @@ export function flowSettings(revenuecat: FakeRevenueCat): Record<string, string>
     BILLING_SYNC_AFTER: 'none',
   };
 }
+
+/**
+ * A month past the default retention (15 months ago) with its partition made, and customers (fresh
+ * ids, each with a purchase) whose oldest event not in a checkpoint counts as received in it: what a
+ * retention run must checkpoint before it drops the month. Returns the month (YYYY_MM) and the ids.
+ */
+export async function customersWaitingInAnOldMonth(db: TestDatabase, prefix: string, count: number): Promise<{ month: string; users: string[] }> {
+  const start = new Date();
+  start.setUTCDate(1);
+  start.setUTCMonth(start.getUTCMonth() - 15);
+  await db.sql('select public.billing_ensure_partitions($1::date, $1::date)', [start.toISOString().slice(0, 10)]);
+  const users = Array.from({ length: count }, () => `${prefix}-${randomUUID()}`);
+  for (const user of users) {
+    expect((await deliver(purchase(user, 0, 0, 30))).status).toBe(200);
+    await db.sql('update public.billing_subscribers set pending_since = $2 where app_user_id = $1', [user, start.toISOString()]);
+  }
+  return { month: start.toISOString().slice(0, 7).replace('-', '_'), users };
+}

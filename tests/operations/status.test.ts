@@ -12,7 +12,7 @@ import { readMigrationFiles } from '../../lib/db/migrate.ts';
 import { describeStatus } from '../../lib/operations/status.ts';
 import { serviceStatusSchema } from '../../lib/openapi/responses.ts';
 import { fixture } from '../billing/fixtures.ts';
-import { deliver, flowSettings, purchase } from '../billing/support.ts';
+import { customersWaitingInAnOldMonth, deliver, flowSettings, purchase } from '../billing/support.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, openTestDatabase, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
@@ -119,15 +119,7 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
   });
 
   it('says what billing retention is behind, and what the next run dropped', async () => {
-    // A month past the retention, and a customer whose oldest event not in a checkpoint was received in it.
-    const month = new Date();
-    month.setUTCDate(1);
-    month.setUTCMonth(month.getUTCMonth() - 15);
-    const name = month.toISOString().slice(0, 7).replace('-', '_');
-    await db.sql('select public.billing_ensure_partitions($1::date, $1::date)', [month.toISOString().slice(0, 10)]);
-    const user = `old-${randomUUID()}`;
-    expect((await deliver(purchase(user, 0, 0, 30))).status).toBe(200);
-    await db.sql(`update public.billing_subscribers set pending_since = $2 where app_user_id = $1`, [user, month.toISOString()]);
+    const { month: name } = await customersWaitingInAnOldMonth(db, 'old', 1);
     let body = await status();
     expect(body.maintenance.behind).toMatchObject({ monthsToDrop: [name], customersWaiting: 1, heldEvents: 0 });
     expect(body.attention).toEqual([`Billing events of ${name} are past the retention and not dropped yet (1 customer(s) wait for a checkpoint): run \`npm run db:maintain\`.`]);

@@ -1,11 +1,10 @@
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
 import { addMaintenanceCounts, runMaintenance } from '../../lib/maintenance.ts';
 import { maintenanceResponseSchema } from '../../lib/openapi/responses.ts';
-import { deliver, purchase } from '../billing/support.ts';
+import { customersWaitingInAnOldMonth } from '../billing/support.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
@@ -139,16 +138,7 @@ describe('npm run db:maintain', () => {
   });
 
   it('says which billing months are past the retention and how many customers they wait for, counts the checkpoints, and names what it dropped', async () => {
-    const month = new Date();
-    month.setUTCDate(1);
-    month.setUTCMonth(month.getUTCMonth() - 15);
-    const name = month.toISOString().slice(0, 7).replace('-', '_');
-    await db.sql('select public.billing_ensure_partitions($1::date, $1::date)', [month.toISOString().slice(0, 10)]);
-    const users = [`maintain-a-${randomUUID()}`, `maintain-b-${randomUUID()}`];
-    for (const user of users) {
-      expect((await deliver(purchase(user, 0, 0, 30))).status).toBe(200);
-      await db.sql('update public.billing_subscribers set pending_since = $2 where app_user_id = $1', [user, month.toISOString()]);
-    }
+    const { month: name } = await customersWaitingInAnOldMonth(db, 'maintain', 2);
     const { stderr } = await run([]);
     expect(stderr).toContain(`Billing event log: month(s) past the retention: ${name}; 2 customer(s) to checkpoint first.`);
     expect(stderr).toContain('2/2 customers checkpointed');
