@@ -11,7 +11,7 @@ import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { DAY_MS, T0 } from './fixtures.ts';
-import { apple, day, deliver, flowSettings, MONTHLY, purchase, refund, renewal, transfer, YEARLY } from './support.ts';
+import { apple, billingEvent, day, deliver, flowSettings, MONTHLY, purchase, refund, renewal, transfer, YEARLY } from './support.ts';
 
 /**
  * "Why does this user (not) have pro?" from the stored log: a customer with an alias, a refund of a
@@ -138,6 +138,20 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     expect(await get(anon)).toMatchObject({ status: 200, body: { appUserId: anon } });
     expect(await get(`nobody-${randomUUID()}`)).toMatchObject({ status: 404, body: { code: 'subscriber_unknown' } });
     expect(await get(alice, 'Bearer not-the-admin-secret')).toMatchObject({ status: 401, body: { code: 'invalid_admin_secret' } });
+  });
+
+  it('explains a history an older version stored without plans: computes them as a rebuild would, and stores none', async () => {
+    const user = randomUUID();
+    const first = purchase(user, 0, 0, 30);
+    const cancelled = billingEvent('cancellation-unsubscribe', user, { at: 10, purchased: 0, expires: 30 }, { ...apple('1000'), cancel_reason: 'UNSUBSCRIBE' });
+    for (const body of [first, cancelled]) expect((await deliver(body)).status).toBe(200);
+    const withPlans = await explainSubscriber(user, new Date(day(20)));
+    await db.sql('update public.billing_events set plan = null where subject_id = $1', [user]);
+    const without = await explainSubscriber(user, new Date(day(20)));
+    expect(without.entitlements).toEqual(withPlans.entitlements);
+    expect(without.history.map((entry) => entry.changes)).toEqual(withPlans.history.map((entry) => entry.changes));
+    expect(without.entitlements[0]!.why[1]).toContain(`cancelled: active until ${utc(30)}, then ends (monthly, will not renew); period from INITIAL_PURCHASE ${first.event.id}`);
+    expect(await db.sql('select count(*)::int as n from public.billing_events where subject_id = $1 and plan is null', [user])).toEqual([{ n: 2 }]);
   });
 
   it('explains a TEST event\'s user: recorded, changes nothing', async () => {
