@@ -17,7 +17,7 @@ import { billingEvent, day, deliver } from './support.ts';
  * (and stays marked), and a webhook's sync is left to the sweep without another database write.
  * (Its own file: the instance remembers a spent budget for a while, which must not leak into others.)
  */
-const CRON_SECRET = 'cron-secret-for-budget-tests';
+const CRON_SECRET = 'cron-secret-for-budget-tests-0123456789';
 const MONTHLY = 'com.example.pro.monthly';
 
 let revenuecat: FakeRevenueCat;
@@ -25,6 +25,7 @@ let restoreEnv: () => void;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
   restoreEnv = setEnv({
+    LOCAL_DEV: '1',
     REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
     REVENUECAT_API_URL: revenuecat.url,
     REVENUECAT_REQUESTS_PER_SECOND: '2',

@@ -17,8 +17,8 @@ import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts
  * sweep, an operator) heals what the webhooks alone got wrong, and every failure of RevenueCat
  * leaves the stored state as it was.
  */
-const CRON_SECRET = 'cron-secret-for-tests';
-const ADMIN_SECRET = 'admin-secret-for-tests';
+const CRON_SECRET = 'cron-secret-for-tests-0123456789abcdef';
+const ADMIN_SECRET = 'admin-secret-for-tests-0123456789abcdef';
 const MONTHLY = 'com.example.pro.monthly';
 
 let revenuecat: FakeRevenueCat;
@@ -26,6 +26,8 @@ let restoreEnv: () => void;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
   restoreEnv = setEnv({
+    // Real secrets beside dev tokens: local mode, asked for.
+    LOCAL_DEV: '1',
     REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
     REVENUECAT_API_URL: revenuecat.url,
     REVENUECAT_TIMEOUT_MS: '400',
