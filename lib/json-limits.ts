@@ -83,7 +83,7 @@ export function findUnstorableJson(root: unknown): UnstorableJson | undefined {
       const problem = unstorableString(value, path || '(body)');
       if (problem) return problem;
     } else if (typeof value === 'number' && !Number.isFinite(value)) {
-      return { path: path || '(body)', message: 'number out of range', detail: 'A number is too large to represent.' };
+      return { path: path || '(body)', message: 'too large a number', detail: 'A number is too large to represent.' };
     } else if (Array.isArray(value)) {
       value.forEach((item, index) => stack.push({ value: item, path: joinPath(path, String(index)) }));
     } else if (value !== null && typeof value === 'object') {
