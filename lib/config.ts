@@ -487,7 +487,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
       leagues: describeSecrets(config, 'leagues'),
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
-    revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
+    revenuecat: config.revenuecat
+      ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))
