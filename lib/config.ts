@@ -42,11 +42,18 @@ const commaList = z.preprocess(
 
 export const envSchema = z.object({
   DATABASE_URL: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
+  /** The Vercel-Supabase integration's pooled connection string (used when DATABASE_URL is unset). */
+  POSTGRES_URL: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
+  /** The integration's direct connection string: only `npm run migrate` uses it (lib/db/migrate.ts). */
+  POSTGRES_URL_NON_POOLING: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
   DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(100).optional()),
   SUPABASE_URL: optionalUrl,
   SUPABASE_SECRET_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
   SUPABASE_PUBLISHABLE_KEY: optionalString,
+  /** The integration's (legacy) names for the publishable key. */
+  SUPABASE_ANON_KEY: optionalString,
+  NEXT_PUBLIC_SUPABASE_ANON_KEY: optionalString,
   SUPABASE_JWT_SECRET: optionalString,
   SUPABASE_JWT_ISSUER: optionalString,
   AUTH_VERIFY_SESSION: booleanFlag(undefined),
@@ -77,6 +84,11 @@ export const envSchema = z.object({
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
   LOCAL_DEV: booleanFlag(false),
   VERCEL: optionalString,
+  /** Set by Vercel: production, preview or development; with the two below, APP_ORIGIN's default. */
+  VERCEL_ENV: optionalString,
+  VERCEL_PROJECT_PRODUCTION_URL: optionalString,
+  VERCEL_URL: optionalString,
+  CORS_ORIGINS: commaList,
 });
 
 /** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start`). */
@@ -153,6 +165,8 @@ export interface Config {
   };
   /** What the account page's browser code needs to sign in with Supabase Auth (public values). */
   frontend: { supabaseUrl?: string; publishableKey?: string };
+  /** Browser origins allowed to call the API cross-origin (CORS_ORIGINS; lib/http/cors.ts). */
+  corsOrigins: string[];
   logLevel: string;
   /** Settings that work but should change (a deprecated name), for the startup log. */
   warnings: string[];
@@ -205,16 +219,22 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
   const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
+  // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
+  // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
+  const databaseUrl = e.DATABASE_URL ?? e.POSTGRES_URL;
   const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
+  const supabasePublishableKey = e.SUPABASE_PUBLISHABLE_KEY ?? e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_ANON_KEY ?? e.NEXT_PUBLIC_SUPABASE_ANON_KEY;
+  const supabaseProjectUrl = e.SUPABASE_URL ?? e.NEXT_PUBLIC_SUPABASE_URL;
+  const appOrigin = e.APP_ORIGIN ?? vercelOrigin(e);
 
-  const databaseMode: DatabaseMode = e.DATABASE_URL
+  const databaseMode: DatabaseMode = databaseUrl
     ? 'postgres'
-    : e.SUPABASE_URL && supabaseSecretKey
+    : supabaseProjectUrl && supabaseSecretKey
       ? 'supabase'
       : 'embedded';
 
-  const authMode: AuthMode = e.SUPABASE_URL ? 'supabase-jwks' : e.SUPABASE_JWT_SECRET ? 'hs256' : 'dev-key';
-  const supabaseUrl = e.SUPABASE_URL?.replace(/\/+$/, '');
+  const authMode: AuthMode = supabaseProjectUrl ? 'supabase-jwks' : e.SUPABASE_JWT_SECRET ? 'hs256' : 'dev-key';
+  const supabaseUrl = supabaseProjectUrl?.replace(/\/+$/, '');
 
   const evmChainIds = (e.WALLET_EVM_CHAIN_IDS ?? ['1', '8453']).map((id) => {
     const n = Number(id);
@@ -230,14 +250,14 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     deployed,
     local,
     databaseMode,
-    databaseUrl: e.DATABASE_URL,
+    databaseUrl,
     databasePool: databasePoolFor(deployed, e.DATABASE_POOL_MAX),
-    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join('.data', 'pglite')),
+    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join(/*turbopackIgnore: true*/ '.data', 'pglite')),
     supabase: databaseMode === 'supabase' ? { url: supabaseUrl!, secretKey: supabaseSecretKey! } : undefined,
     auth: {
       mode: authMode,
       supabaseUrl,
-      apiKey: e.SUPABASE_PUBLISHABLE_KEY ?? supabaseSecretKey,
+      apiKey: supabasePublishableKey ?? supabaseSecretKey,
       jwtSecret: e.SUPABASE_JWT_SECRET,
       issuer: e.SUPABASE_JWT_ISSUER ?? (supabaseUrl ? `${supabaseUrl}/auth/v1` : undefined),
       // The liveness check needs the Auth server, so it defaults to on only where there is one.
@@ -261,7 +281,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
     adminSecret: e.ADMIN_API_SECRET,
-    appOrigin: new URL(e.APP_ORIGIN ?? LOCAL_APP_ORIGIN).origin,
+    appOrigin: new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin,
     wallet: {
       evmChainIds,
       solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'],
@@ -272,8 +292,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     // would freeze at build time.
     frontend: {
       supabaseUrl: e.NEXT_PUBLIC_SUPABASE_URL?.replace(/\/+$/, '') ?? supabaseUrl,
-      publishableKey: e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_PUBLISHABLE_KEY,
+      publishableKey: supabasePublishableKey,
     },
+    corsOrigins: parseCorsOrigins(e.CORS_ORIGINS ?? [], local),
     logLevel: e.LOG_LEVEL,
     warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
       `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,
@@ -303,7 +324,10 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   if (config.revenuecat) assertRevenueCatUrl(config.revenuecat.apiUrl);
-  if (!local) assertDeployable(config, e.APP_ORIGIN);
+  if (!local) {
+    assertDeployable(config, appOrigin);
+    config.warnings.push(...optionalPartsOff(config));
+  }
   if (config.auth.verifySession && !config.auth.supabaseUrl) {
     throw new ConfigError('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');
   }
@@ -352,6 +376,51 @@ export function parseRpcUrls(value: string | undefined, evmChainIds: readonly nu
     urls.set(chainId, url.toString());
   });
   return urls;
+}
+
+/**
+ * APP_ORIGIN's default on Vercel: the project's production domain for production deployments
+ * (VERCEL_PROJECT_PRODUCTION_URL: its shortest custom domain, else its vercel.app one), and a preview
+ * deployment's own URL (VERCEL_URL) for previews, so the messages wallets sign there name the site
+ * they are signed on. Vercel gives host names without a scheme.
+ */
+function vercelOrigin(e: z.infer<typeof envSchema>): string | undefined {
+  const host = e.VERCEL_ENV === 'production' ? e.VERCEL_PROJECT_PRODUCTION_URL : e.VERCEL_ENV === 'preview' ? e.VERCEL_URL : undefined;
+  return host ? `https://${host.replace(/^https?:\/\//, '').replace(/\/+$/, '')}` : undefined;
+}
+
+/** What runs without its setting, said once at startup outside local mode (its routes answer 503). */
+function optionalPartsOff(config: Config): string[] {
+  const off: string[] = [];
+  if (config.webhookSecrets.leagues.length === 0) off.push('LEAGUES_WEBHOOK_SECRET is not set: POST /api/webhooks/leagues-sync answers 503 webhook_not_configured until it is.');
+  if (!config.cronSecret) off.push('CRON_SECRET is not set: the daily cron jobs (billing sweep, retention) answer 503 and never run; the event log grows without bound.');
+  if (!config.revenuecat) off.push('REVENUECAT_SECRET_API_KEY is not set: no sync with RevenueCat (webhooks only; refresh, sweep and operator syncs answer 503).');
+  return off;
+}
+
+/**
+ * CORS_ORIGINS: the origins of browser frontends on other sites than the service, comma-separated
+ * (`https://app.example.com,http://localhost:5173`). Exact origins only (scheme, host, port; no
+ * path, no wildcard): each is echoed back to that origin alone. https outside local mode, except a
+ * frontend's dev server on this machine.
+ */
+export function parseCorsOrigins(values: string[], local: boolean): string[] {
+  return values.map((value) => {
+    if (value.includes('*')) throw new ConfigError('CORS_ORIGINS takes exact origins (https://app.example.com), never a wildcard: list each frontend.');
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" is not an origin such as https://app.example.com.`);
+    }
+    if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.origin !== value.replace(/\/$/, '')) {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" is not an origin (scheme, host and port only, such as https://app.example.com).`);
+    }
+    if (url.protocol === 'http:' && !local && !isLoopbackHost(url.hostname)) {
+      throw new ConfigError(`CORS_ORIGINS: "${value}" must be https:// outside local mode (http:// only for a dev server on this machine).`);
+    }
+    return url.origin;
+  });
 }
 
 function isLoopbackHost(hostname: string): boolean {
@@ -412,17 +481,18 @@ const REAL_SECRETS: ReadonlySet<string> = new Set([
 
 /**
  * Anything that says "this is a real deployment" off Vercel (on Vercel, `deployed` already rules
- * local mode out): a database URL, any Supabase setting (server or browser side), any real secret
- * (REAL_SECRETS), a URL of another machine for RevenueCat or a chain's RPC (the service would spend
- * real keys and trust real answers), or an https:// APP_ORIGIN that is not this machine (the site is
- * served to others). A deployment that forgot its database must not fall back to local sign-in, the
- * dev key and the dev secrets beside its real keys: it is refused, naming what to set. LOCAL_DEV=1
- * keeps local mode on purpose. Raw env, so an empty value still counts as unset.
+ * local mode out): a database URL (DATABASE_URL, the integration's POSTGRES_URL*), any Supabase
+ * setting (server or browser side), any real secret (REAL_SECRETS), a URL of another machine for
+ * RevenueCat or a chain's RPC (the service would spend real keys and trust real answers), or an
+ * https:// APP_ORIGIN that is not this machine (the site is served to others). A deployment that
+ * forgot its database must not fall back to local sign-in, the dev key and the dev secrets beside
+ * its real keys: it is refused, naming what to set. LOCAL_DEV=1 keeps local mode on purpose. Raw
+ * env, so an empty value still counts as unset.
  */
 function productionLike(env: Record<string, string | undefined>): boolean {
   return Object.entries(env).some(([name, value]) => {
     if (emptyAsUnset(value) === undefined) return false;
-    if (name === 'DATABASE_URL' || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name) || REAL_SECRETS.has(name)) return true;
+    if (name === 'DATABASE_URL' || /^POSTGRES_URL/.test(name) || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name) || REAL_SECRETS.has(name)) return true;
     if (name === 'APP_ORIGIN') return isPublicHttpsOrigin(value!);
     if (name === 'REVENUECAT_API_URL') return !isLoopbackUrl(value!);
     if (name === 'WALLET_EVM_RPC_URLS') return value!.split(',').some((entry) => entry.trim() !== '' && !isLoopbackUrl(entry.slice(entry.indexOf('=') + 1)));
@@ -457,7 +527,6 @@ function assertDeployable(config: Config, appOrigin: string | undefined): void {
   if (config.databaseMode === 'embedded') missing.push('DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY (the database)');
   if (config.auth.mode === 'dev-key') missing.push('SUPABASE_URL or SUPABASE_JWT_SECRET (to verify session tokens)');
   if (config.webhookSecrets.subscription.length === 0) missing.push('SUBSCRIPTION_WEBHOOK_SECRET');
-  if (config.webhookSecrets.leagues.length === 0) missing.push('LEAGUES_WEBHOOK_SECRET');
   // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
   if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {

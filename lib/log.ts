@@ -1,7 +1,11 @@
+import { createRequire } from 'node:module';
 import pino from 'pino';
 
 /**
- * JSON logs, one object per line. Callers log ids, codes and counts, never header values, tokens or
+ * Logs, one line per event. Deployed and under `next start`: JSON objects with the level's name
+ * (`"level":"info"`, what Vercel's log view and drains read), an ISO 8601 `time`, and on request
+ * lines the request id and Vercel's `x-vercel-id`. Under `npm run dev`: readable lines (pino-pretty),
+ * unless LOG_FORMAT=json. Callers log ids, codes and counts, never header values, tokens or
  * secrets; the redact list is a second line of defence for the obvious field names.
  */
 // An invalid LOG_LEVEL must not crash the process before the configuration can say what is
@@ -9,13 +13,29 @@ import pino from 'pino';
 const requestedLevel = process.env.LOG_LEVEL?.trim();
 const level = requestedLevel && (Object.hasOwn(pino.levels.values, requestedLevel) || requestedLevel === 'silent') ? requestedLevel : 'info';
 
-export const log = pino({
+const options: pino.LoggerOptions = {
   level,
   base: { service: 'account-link-service' },
+  timestamp: pino.stdTimeFunctions.isoTime,
+  formatters: { level: (label) => ({ level: label }) },
   redact: {
     paths: ['authorization', 'token', 'secret', '*.authorization', '*.token', '*.secret', 'headers', '*.headers'],
     censor: '[redacted]',
   },
-});
+};
+
+/** Readable lines for a developer's terminal: `next dev` sets NODE_ENV=development. */
+export function wantsReadableLogs(env: Record<string, string | undefined> = process.env): boolean {
+  const format = env.LOG_FORMAT?.trim().toLowerCase();
+  return format === 'pretty' || (format !== 'json' && env.NODE_ENV === 'development');
+}
+
+function readableStream(): pino.DestinationStream {
+  // Loaded only here, so a production bundle never needs it.
+  const pretty = createRequire(import.meta.url)('pino-pretty') as (options: object) => pino.DestinationStream;
+  return pretty({ colorize: process.stdout.isTTY, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' });
+}
+
+export const log = wantsReadableLogs() ? pino(options, readableStream()) : pino(options);
 
 export type Logger = pino.Logger;

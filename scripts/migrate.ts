@@ -1,31 +1,39 @@
-// npm run migrate - apply supabase/migrations to the configured database (DATABASE_URL, or the
-// embedded folder). Supabase projects use `supabase db push` on the same files instead.
-// Reads .env.local like the server.
+// npm run migrate - apply supabase/migrations to the database, recording each in the Supabase CLI's
+// ledger (so `supabase db push` and `supabase migration list` agree with it). Run it from a shell or
+// CI before a deployment whose code brings new migrations: a deployed instance never migrates.
+// Where: POSTGRES_URL_NON_POOLING, else DATABASE_URL, else POSTGRES_URL, else the embedded folder
+// (see migrationTarget). Reads .env / .env.local like the server.
 import './load-env.ts';
-import { getConfig } from '../lib/config.ts';
-import { runMigrations } from '../lib/db/migrate.ts';
+import path from 'node:path';
+import pg from 'pg';
+import { migrationTarget, runMigrations, type MigrateOptions } from '../lib/db/migrate.ts';
 import { openPglite } from '../lib/db/pglite.ts';
-import { clientSession, openPostgres } from '../lib/db/postgres.ts';
+import { clientSession, withLibpqSslModes } from '../lib/db/postgres.ts';
+
+const target = migrationTarget(process.env, path.resolve(process.env.EMBEDDED_DB_DIR?.trim() || path.join('.data', 'pglite')));
+const progress: MigrateOptions = {
+  onApply: (file, index, total) => console.error(`applying ${index + 1}/${total}: ${file.fileName}`),
+};
 
 try {
-  const config = getConfig();
-  if (config.databaseMode === 'supabase') {
-    console.error('Supabase mode: apply the migrations with `supabase db push`.');
+  if (target.kind === 'data-api-only') {
+    console.error('Only the Supabase Data API is configured, which cannot run DDL: run `supabase db push`, or set POSTGRES_URL_NON_POOLING (Supabase: Project Settings > Database > Connection string, "Direct connection") and run this again.');
     process.exit(1);
   }
-  if (config.databaseMode === 'postgres') {
-    const db = await openPostgres({ connectionString: config.databaseUrl!, max: 1, migrate: false });
-    const client = await db.pool.connect();
+  if (target.kind === 'postgres') {
+    console.error(`migrating the database of ${target.from} (${new URL(target.url).host})`);
+    const client = new pg.Client({ connectionString: withLibpqSslModes(target.url), application_name: 'account-link-service migrate' });
+    await client.connect();
     try {
-      report(await runMigrations(clientSession(client)));
+      report(await runMigrations(clientSession(client), progress));
     } finally {
-      client.release();
-      await db.close();
+      await client.end();
     }
   } else {
-    const db = await openPglite(config.embeddedDbDir, { migrate: false });
+    console.error(`migrating the embedded database in ${target.dir}`);
+    const db = await openPglite(target.dir, { migrate: false });
     try {
-      report(await runMigrations(db.session));
+      report(await runMigrations(db.session, progress));
     } finally {
       await db.close();
     }
@@ -36,5 +44,5 @@ try {
 }
 
 function report(applied: string[]) {
-  console.log(applied.length ? `applied: ${applied.join(', ')}` : 'up to date');
+  console.log(applied.length ? `applied ${applied.length}: ${applied.join(', ')}` : 'up to date');
 }

@@ -2,6 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { getConfig, type Config } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
+import { pendingMigrations, readMigrationFiles, type MigrationFile } from './migrate.ts';
+import { log } from '../log.ts';
 
 export { DbError } from './errors.ts';
 export type { DbErrorKind } from './errors.ts';
@@ -73,31 +75,79 @@ const state: PortState = ((globalThis as Record<symbol, PortState>)[STATE_KEY] ?
 export function getDatabase(): Promise<DatabaseAdapter> {
   if (!state.opening) {
     const opening = openConfigured(getConfig()).catch((error: unknown) => {
-      // Do not keep a failed open: the next request tries again (the database may be back).
-      if (state.opening === opening) state.opening = undefined;
       const mapped = toDbError(error);
-      throw mapped instanceof DbError ? mapped : new DbError('unavailable', (error as Error).message, { cause: error });
+      const failure = mapped instanceof DbError ? mapped : new DbError('unavailable', (error as Error).message, { cause: error });
+      // Do not keep a failed open: the next request tries again (the database may be back). A
+      // schema behind the code is asked again a few seconds later, not by every request meanwhile.
+      const forget = () => {
+        if (state.opening === opening) state.opening = undefined;
+      };
+      if (failure.reason === SCHEMA_BEHIND) setTimeout(forget, SCHEMA_RECHECK_MS).unref();
+      else forget();
+      throw failure;
     });
     state.opening = opening;
   }
   return state.opening;
 }
 
+/** The reason of the DbError a deployed instance gives while its database lacks migrations. */
+export const SCHEMA_BEHIND = 'schema_behind';
+const SCHEMA_RECHECK_MS = 5_000;
+
+/**
+ * Local and embedded mode migrate on first use. A deployment never migrates inside a request (an
+ * index build over a year of events would outlast the function's time limit, on every new
+ * instance): it checks that the ledger lists every migration of its code, and until it does,
+ * every call fails as unavailable (503 with a generic body), and the log says what to run.
+ */
 async function openConfigured(config: Config): Promise<DatabaseAdapter> {
+  const migrate = config.local;
   switch (config.databaseMode) {
     case 'embedded': {
       const { openPglite } = await import('./pglite.ts');
       return openPglite(config.embeddedDbDir);
     }
     case 'postgres': {
-      const { openPostgres } = await import('./postgres.ts');
-      return openPostgres({ connectionString: config.databaseUrl!, ...config.databasePool });
+      const { openPostgres, clientSession } = await import('./postgres.ts');
+      const db = await openPostgres({ connectionString: config.databaseUrl!, ...config.databasePool, migrate });
+      if (!migrate) {
+        try {
+          const client = await db.pool.connect();
+          try {
+            refuseIfBehind(await pendingMigrations(clientSession(client)));
+          } finally {
+            client.release();
+          }
+        } catch (error) {
+          await db.close();
+          throw error;
+        }
+      }
+      return db;
     }
     case 'supabase': {
       const { openSupabase } = await import('./supabase.ts');
-      return openSupabase(config.supabase!);
+      const db = openSupabase(config.supabase!);
+      if (!migrate) {
+        // A database from before the function existed lacks the migration that made it: behind.
+        const versions = await db.call('schema_versions', {}).catch((error: unknown) => {
+          if (error instanceof DbError && error.kind === 'unavailable') throw error;
+          return [];
+        });
+        const applied = new Set(Array.isArray(versions) ? versions.map(String) : []);
+        refuseIfBehind(readMigrationFiles().filter((file) => !applied.has(file.version)));
+      }
+      return db;
     }
   }
+}
+
+function refuseIfBehind(files: MigrationFile[]): void {
+  const pending = files.map((file) => file.fileName);
+  if (pending.length === 0) return;
+  log.error({ pending }, `the database lacks ${pending.length} migration(s) of this deployment: run \`npm run migrate\` (or \`supabase db push\` on Supabase) from a shell or CI; until then every request answers 503`);
+  throw new DbError('unavailable', SCHEMA_BEHIND, { detail: `pending migrations: ${pending.join(', ')}` });
 }
 
 /** Use this adapter instead of the configured one (tests, scripts). */

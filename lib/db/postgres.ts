@@ -53,7 +53,7 @@ export interface PostgresOptions {
 export async function openPostgres(options: PostgresOptions): Promise<DatabaseAdapter & { pool: pg.Pool }> {
   const waits = { ...DATABASE_WAITS, ...options.waits };
   const pool = new pg.Pool({
-    connectionString: options.connectionString,
+    connectionString: withLibpqSslModes(options.connectionString),
     max: options.max ?? 10,
     connectionTimeoutMillis: waits.connectionMs,
     idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
@@ -91,6 +91,20 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
       if (!pool.ended) await pool.end();
     },
   };
+}
+
+/**
+ * `sslmode` as libpq (psql, and every Postgres document) means it. node-postgres reads `require`,
+ * `prefer` and `verify-ca` as `verify-full` unless told otherwise, which refuses Supabase's
+ * connection strings (the Vercel integration's POSTGRES_URL ends in `sslmode=require`: encrypted,
+ * against a certificate of Supabase's own authority). With `uselibpqcompat=true` they keep libpq's
+ * meaning; `verify-full`, or `sslrootcert` with Supabase's CA certificate, still verifies.
+ */
+export function withLibpqSslModes(connectionString: string): string {
+  const query = connectionString.indexOf('?');
+  const params = new URLSearchParams(query === -1 ? '' : connectionString.slice(query + 1));
+  if (!params.has('sslmode') || params.has('uselibpqcompat')) return connectionString;
+  return `${connectionString}&uselibpqcompat=true`;
 }
 
 export function clientSession(client: pg.PoolClient | pg.Client): SqlSession {

@@ -1,8 +1,9 @@
-import { ConfigError } from '../config.ts';
+import { ConfigError, getConfig } from '../config.ts';
 import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
-import { acceptRequestId } from './request-id.ts';
+import { corsPreflightHeaders, corsResponseHeaders } from './cors.ts';
+import { acceptRequestId, vercelRequestId } from './request-id.ts';
 import { ApiError, isProblemCode, PROBLEM_CATALOG, problemFromDomainError, problemResponse, RETRY_AFTER_SECONDS, type ProblemCode } from './problem.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -32,7 +33,8 @@ type NextHandler = (request: Request, context: NextRouteContext) => Promise<Resp
  */
 export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>): Record<HttpMethod | 'OPTIONS', NextHandler> {
   const allowed = ALL_METHODS.filter((method) => handlers[method]);
-  const allow = [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].join(', ');
+  const readable = [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])];
+  const allow = [...readable, 'OPTIONS'].join(', ');
 
   const methodNotAllowed: RouteHandler = (request) => {
     throw new ApiError('method_not_allowed', {
@@ -40,7 +42,14 @@ export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>)
       headers: { allow },
     });
   };
-  const options: RouteHandler = () => new Response(null, { status: 204, headers: { allow } });
+  const options: RouteHandler = (request) => new Response(null, {
+    status: 204,
+    headers: {
+      allow,
+      ...corsPreflightHeaders(request.headers.get('origin'), allowedCorsOrigins(), request.headers.get('access-control-request-method'),
+        request.headers.get('access-control-request-headers'), readable),
+    },
+  });
 
   const wrapped = {} as Record<HttpMethod | 'OPTIONS', NextHandler>;
   for (const method of ALL_METHODS) wrapped[method] = wrap(handlers[method] ?? methodNotAllowed);
@@ -52,8 +61,9 @@ function wrap(handler: RouteHandler): NextHandler {
   return async (request, nextContext) => {
     const started = performance.now();
     const requestId = acceptRequestId(request.headers.get('x-request-id'));
+    const vercelId = vercelRequestId(request.headers.get('x-vercel-id'));
     const path = new URL(request.url).pathname;
-    let requestLog = log.child({ requestId });
+    let requestLog = log.child(vercelId ? { requestId, vercelId } : { requestId });
     const db: DbRequestStats = { calls: 0, ms: 0 };
     let response: Response;
     try {
@@ -76,11 +86,25 @@ function wrap(handler: RouteHandler): NextHandler {
     }
     const ms = performance.now() - started;
     response = withHeader(response, 'x-request-id', requestId);
+    // A preflight's CORS headers are the OPTIONS handler's alone (none when it refused).
+    const preflight = request.method === 'OPTIONS' && request.headers.has('access-control-request-method');
+    if (!preflight) {
+      for (const [name, value] of Object.entries(corsResponseHeaders(request.headers.get('origin'), allowedCorsOrigins()))) response = withHeader(response, name, value);
+    }
     // Server-Timing (visible in browser dev tools, and read by the bench): database calls and time.
     response = withHeader(response, 'server-timing', `db;desc="${db.calls} calls";dur=${db.ms.toFixed(1)}, total;dur=${ms.toFixed(1)}`);
     requestLog.info({ method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
     return response;
   };
+}
+
+/** CORS_ORIGINS; none while the configuration is refused (every answer is a 503 then anyway). */
+function allowedCorsOrigins(): readonly string[] {
+  try {
+    return getConfig().corsOrigins;
+  } catch {
+    return [];
+  }
 }
 
 /** All a caller learns of a refused configuration; the server log names what to set. */

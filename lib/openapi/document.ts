@@ -5,6 +5,7 @@ import type { Config } from '../config.ts';
 import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../http/body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
 import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
+import { CONTRACT_CHECK_GAS } from '../wallets/contract-signatures.ts';
 import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
 import * as responses from './responses.ts';
 
@@ -89,15 +90,16 @@ export const OPERATIONS: Operation[] = [
     description: 'At most 10 challenges a minute per user (429 with Retry-After); at most 5 open at once (a 6th retires the oldest). A challenge expires after 10 minutes and can be used once.',
     request: { schema: ({ wallet }) => walletBodySchemas(wallet).challenge, maxBytes: WALLET_BODY_MAX_BYTES, example: { chain: 'evm', address: EXAMPLE_EVM_ADDRESS, chainId: 1 } },
     answers: [{ status: 201, description: 'The challenge', schema: responses.challengeResponseSchema }],
-    errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...SESSION_ERRORS, 'rate_limited', ...ALWAYS],
+    errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...WRITE_SESSION_ERRORS, 'rate_limited', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',
     summary: 'Link the wallet that signed the caller’s challenge',
     description: 'A wallet is linked to at most one user. ' +
-      'An ordinary wallet\'s 65-byte signature is checked offline (`kind: "eoa"`). Any other EVM signature (longer, ERC-6492 wrapped, or 65 bytes that do not recover the address) is a smart-contract wallet\'s, checked on the chain of the message\'s Chain ID through its RPC (WALLET_EVM_RPC_URLS): ' +
-      'ERC-6492 for an account not deployed yet (`kind: "erc6492"`), ERC-1271 for a deployed one (`kind: "erc1271"`). A chain without an RPC answers 422 `unsupported_signature_type` (or `invalid_signature` for 65 bytes). ' +
-      'An RPC that fails or does not answer within WALLET_EVM_RPC_TIMEOUT_MS gives 503 `chain_unavailable` with Retry-After; it consumes nothing, so retry with the same signature.',
+      'An ordinary wallet\'s 65-byte signature is checked offline (`kind: "eoa"`); its link holds the address on every EVM chain (`scope: "evm"`). Any other EVM signature (longer, ERC-6492 wrapped, or 65 bytes that do not recover the address) is a smart-contract wallet\'s, checked on the chain of the message\'s Chain ID through that chain\'s RPC: ' +
+      'ERC-6492 for an account not deployed yet (`kind: "erc6492"`), ERC-1271 for a deployed one (`kind: "erc1271"`); its link holds the address on that chain only (`scope: "chain"`, `accountId` `eip155:<chainId>:<address>`). A chain where this service does not check contract wallets answers 422 `unsupported_signature_type` (or `invalid_signature` for 65 bytes). ' +
+      `A contract check is bounded (${CONTRACT_CHECK_GAS.toLocaleString('en-US')} gas, a 1 MB answer, a time limit); a challenge allows 5 of them and an account 20 in 10 minutes (then 429 \`rate_limited\` with Retry-After). ` +
+      'An RPC that fails or does not answer in time gives 503 `chain_unavailable` with Retry-After: nothing is linked, so retry with the same signature (the check counts toward the 5 unless the RPC provider itself failed).',
     request: {
       schema: ({ wallet }) => walletBodySchemas(wallet).link,
       maxBytes: WALLET_BODY_MAX_BYTES,
@@ -114,7 +116,7 @@ export const OPERATIONS: Operation[] = [
       { status: 200, description: 'This wallet was already linked to the caller (`alreadyLinked: true`); nothing changed', schema: responses.linkResponseSchema },
     ],
     errors: [...BODY_ERRORS, 'invalid_address', 'unsupported_chain', ...WRITE_SESSION_ERRORS, 'challenge_not_found', 'challenge_expired', 'challenge_already_used',
-      'invalid_message', 'address_mismatch', 'invalid_signature', 'unsupported_signature_type', 'chain_unavailable', 'wallet_already_linked', 'too_many_wallets', ...ALWAYS],
+      'invalid_message', 'address_mismatch', 'invalid_signature', 'unsupported_signature_type', 'chain_unavailable', 'wallet_already_linked', 'too_many_wallets', 'rate_limited', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/wallet-link', tags: ['Wallet links'], security: 'session',
@@ -381,6 +383,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
     info: {
       title: 'Account-link service API',
       version: '1.0.0',
+      license: { name: 'MIT', identifier: 'MIT' },
       description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`.',
     },
     servers: [{ url: serverUrl, description: serverUrl === '/' ? 'This deployment: the origin this document was fetched from' : 'This deployment' }],

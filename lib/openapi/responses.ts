@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ENTITLEMENT_STATUSES } from '../billing/event-effects.ts';
 import { LEAGUE_STATUSES, MEMBER_ROLES } from '../leagues/sync-schema.ts';
-import { WALLET_PROOF_KINDS } from '../wallets/links.ts';
+import { EVM_LINK_SCOPES, WALLET_PROOF_KINDS } from '../wallets/links.ts';
 
 /**
  * The response bodies, as zod schemas: the OpenAPI document is generated from them, and the
@@ -38,6 +38,12 @@ export const walletLinkSchema = z
       chainId: z.int().meta({ description: 'The chain the proof was made on (a smart-contract wallet was checked there)' }),
       kind: z.enum(WALLET_PROOF_KINDS).meta({
         description: 'What proved the wallet when it was linked: `eoa` its own key (checked offline), `erc1271` a deployed smart-contract wallet, `erc6492` a smart-contract wallet not deployed yet',
+      }),
+      scope: z.enum(EVM_LINK_SCOPES).meta({
+        description: 'Where the link holds the address. `evm` (kind `eoa`): on every EVM chain, since a key is the same wallet on all of them. `chain` (kind `erc1271`, `erc6492`): on chain `chainId` only, since the same address on another chain is another contract (or none); another account may link it there. One account holds a wallet where scopes overlap.',
+      }),
+      accountId: z.string().regex(/^eip155:[0-9]{1,32}:0x[0-9a-fA-F]{40}$/).meta({
+        description: 'CAIP-10 account id of the wallet on the chain the proof was made on, `eip155:<chainId>:<address>`; for scope `chain`, what the link holds',
       }),
       createdAt: isoTime,
     }),
@@ -171,7 +177,9 @@ const deletedSchema = (field: string, what: string) => z.object({ [field]: z.int
 
 export const maintenanceResponseSchema = z
   .object({
-    wallets: deletedSchema('challengesDeleted', 'Wallet challenges deleted (a day after they expired)'),
+    wallets: deletedSchema('challengesDeleted', 'Wallet challenges deleted (a day after they expired)').extend({
+      contractChecksDeleted: z.int().meta({ description: 'Smart-contract wallet checks forgotten (10 minutes after they were made, when the per-account limit no longer counts them)' }),
+    }),
     leagues: deletedSchema('deliveriesDeleted', 'League sync deliveries deleted (7 days after they arrived)'),
     billingSync: deletedSchema('refreshRequestsDeleted', 'Per-user refresh limiter rows deleted (10 minutes after the refresh)'),
     billing: z.looseObject({

@@ -4,7 +4,7 @@
  * types them and normalises `createdAt` to ISO 8601 UTC.
  */
 export type WalletLink =
-  | { id: string; chain: 'evm'; address: string; chainId: number; kind: WalletProofKind; createdAt: string }
+  | { id: string; chain: 'evm'; address: string; chainId: number; kind: WalletProofKind; scope: EvmLinkScope; accountId: string; createdAt: string }
   | { id: string; chain: 'solana'; address: string; cluster: string; kind: 'eoa'; createdAt: string };
 
 /**
@@ -14,6 +14,16 @@ export type WalletLink =
 export const WALLET_PROOF_KINDS = ['eoa', 'erc1271', 'erc6492'] as const;
 export type WalletProofKind = (typeof WALLET_PROOF_KINDS)[number];
 
+/**
+ * Where an EVM link holds its address. `evm`: on every EVM chain, because the wallet's key proved
+ * it and a key is the same wallet everywhere. `chain`: on chain `chainId` only, because a contract
+ * proved it, and the same address on another chain is another contract (or none), with owners of
+ * its own. One account holds a scope; scopes that overlap (a key's link and any contract link of
+ * its address) too.
+ */
+export const EVM_LINK_SCOPES = ['evm', 'chain'] as const;
+export type EvmLinkScope = (typeof EVM_LINK_SCOPES)[number];
+
 /** A link as the SQL functions return it (`public.wallet_link_json`). */
 export interface WalletLinkRow {
   id: string;
@@ -22,12 +32,18 @@ export interface WalletLinkRow {
   chainId?: number | string | null;
   cluster?: string | null;
   kind: WalletProofKind;
+  /** EVM links: see EvmLinkScope. */
+  scope?: EvmLinkScope;
+  /** EVM links: CAIP-10 `eip155:<chainId>:<address>`, the account on the chain the proof was made on. */
+  accountId?: string;
   createdAt: string;
 }
 
 export function toWalletLink(row: WalletLinkRow): WalletLink {
   const createdAt = new Date(row.createdAt).toISOString();
-  if (row.chain === 'evm') return { id: row.id, chain: 'evm', address: row.address, chainId: Number(row.chainId), kind: row.kind, createdAt };
+  if (row.chain === 'evm') {
+    return { id: row.id, chain: 'evm', address: row.address, chainId: Number(row.chainId), kind: row.kind, scope: row.scope!, accountId: row.accountId!, createdAt };
+  }
   return { id: row.id, chain: 'solana', address: row.address, cluster: String(row.cluster), kind: 'eoa', createdAt };
 }
 
@@ -35,3 +51,4 @@ export function toWalletLink(row: WalletLinkRow): WalletLink {
 export function toWalletLinks(rows: readonly WalletLinkRow[] | null | undefined): WalletLink[] {
   return (rows ?? []).map(toWalletLink);
 }
+

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { DomainError, parseWithSchema } from '../errors.ts';
+import { log } from '../log.ts';
 import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
 import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
 import { decodeEvmSignature, decodeSolanaSignature, EVM_SIGNATURE_BYTES } from './verify.ts';
@@ -32,8 +33,8 @@ const solanaAddressDoc = {
  * signature to (400 invalid_request otherwise): a Safe's 65 bytes with v 31/32, or a contract's
  * signature of any length, is for the wallet's key or its contract to judge, not a shape error.
  * What happens to a contract wallet's signature depends on the chain (an RPC in
- * WALLET_EVM_RPC_URLS or not), so the description is built from the configuration, naming chains
- * and never where their RPC is.
+ * WALLET_EVM_RPC_URLS or not), so the description is built from the configuration, naming chains,
+ * never where their RPC is nor the setting (the document is public).
  */
 function evmSignatureDoc(networks: Pick<Config['wallet'], 'evmChainIds' | 'evmRpcUrls'>) {
   const checked = networks.evmChainIds.filter((id) => networks.evmRpcUrls.has(id));
@@ -46,8 +47,8 @@ function evmSignatureDoc(networks: Pick<Config['wallet'], 'evmChainIds' | 'evmRp
       'personal_sign (EIP-191) of `message`, as hex bytes: `0x` and an even number of hex digits (400 `invalid_request` otherwise).',
       'An ordinary wallet\'s is 65 bytes (r, s, v) that recover `address`, checked offline.',
       'Any other signature (another length, ERC-6492\'s magic suffix, or 65 bytes that do not recover `address`, such as a Safe\'s with v 31 or 32) is a smart-contract wallet\'s (ERC-1271/ERC-6492):',
-      ...(checked.length > 0 ? [`on ${chains(checked)} it is checked on that chain through its RPC (WALLET_EVM_RPC_URLS): 422 \`invalid_signature\` if the contract refuses it, 503 \`chain_unavailable\` if the RPC does not answer.`] : []),
-      ...(unchecked.length > 0 ? [`${capitalized(chains(unchecked))} ${unchecked.length === 1 ? 'has' : 'have'} no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 \`unsupported_signature_type\` (\`invalid_signature\` for 65 bytes).`] : []),
+      ...(checked.length > 0 ? [`on ${chains(checked)} it is checked on that chain through its RPC: 422 \`invalid_signature\` if the contract refuses it, 503 \`chain_unavailable\` if the RPC does not answer.`] : []),
+      ...(unchecked.length > 0 ? [`${capitalized(chains(unchecked))} ${unchecked.length === 1 ? 'has' : 'have'} no contract-wallet checks here, so there it is 422 \`unsupported_signature_type\` (\`invalid_signature\` for 65 bytes).`] : []),
       'ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`.',
     ].join(' '),
   };
@@ -69,12 +70,12 @@ export function walletBodySchemas(networks?: WalletConfig['wallet']) {
   const evm = {
     chain: z.literal('evm'),
     address: documented ? address.meta(evmAddressDoc) : address,
-    chainId: documented ? chainId.meta({ enum: networks.evmChainIds, description: 'One of the EVM chains this deployment accepts (WALLET_EVM_CHAIN_IDS; 400 `unsupported_chain` otherwise)' }) : chainId,
+    chainId: documented ? chainId.meta({ enum: networks.evmChainIds, description: 'One of the EVM chains this deployment accepts (400 `unsupported_chain` otherwise)' }) : chainId,
   };
   const solana = {
     chain: z.literal('solana'),
     address: documented ? address.meta(solanaAddressDoc) : address,
-    cluster: documented ? cluster.meta({ enum: networks.solanaClusters, description: 'One of the Solana clusters this deployment accepts (WALLET_SOLANA_CLUSTERS; 400 `unsupported_chain` otherwise)' }) : cluster,
+    cluster: documented ? cluster.meta({ enum: networks.solanaClusters, description: 'One of the Solana clusters this deployment accepts (400 `unsupported_chain` otherwise)' }) : cluster,
   };
   const signed = (signatureDoc: { pattern: string; description: string } | undefined) => ({
     message: documented ? message.meta({ description: 'The challenge\'s `message`, exactly as issued' }) : message,
@@ -131,10 +132,14 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
   return { ...wallet, message: payload.message, signature: decoded.bytes };
 }
 
-/** Why a contract wallet cannot link on this chain, and what the operator sets to change that. */
+/**
+ * Why a contract wallet cannot link on this chain, for the caller; what would change that is the
+ * operator's business, so it goes to the log (an answer names no setting).
+ */
 export function noContractWallets(chainId: number): string {
-  return `Smart-contract wallets are checked on their chain, and this service has no RPC for chain ${chainId}: ` +
-    `they cannot link on it until the operator adds one to WALLET_EVM_RPC_URLS (e.g. ${chainId}=https://...).`;
+  log.info({ chainId }, `a smart-contract wallet tried to link on chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check them`);
+  return `Smart-contract wallets are checked on their chain, and this service does not check them on chain ${chainId}: ` +
+    'link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.';
 }
 
 type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain: 'solana'; address: string; cluster: string };

@@ -12,9 +12,9 @@ import type { ChallengeInput, LinkInput } from './schemas.ts';
 
 /**
  * The wallet-link use cases. Each makes exactly one database call (one SQL function in
- * supabase/migrations/20261122000200_wallets.sql and 20261124001300_contract_wallets.sql), after
+ * supabase/migrations/20261122000200_wallets.sql and the migrations that redefine them), after
  * every check that needs no database; linking a smart-contract wallet makes two, around the call
- * to its chain, or three when the chain does not answer (see linkWallet).
+ * to its chain, or three when the chain's provider failed (see linkWallet).
  * `now` is injectable for the tests; the routes use the real clock.
  */
 
@@ -63,34 +63,40 @@ export interface LinkResult {
  * An ordinary wallet's signature is checked locally (no RPC). Any other EVM signature is a
  * smart-contract wallet's to check on its chain: first the challenge is checked (and the check
  * counted) without consuming it, so a chain is only asked about an open challenge of this
- * caller, at most 5 times per challenge; then the chain answers (ERC-6492 / ERC-1271); only a
- * valid answer links. An invalid signature (422) or a chain that did not answer (503) leaves the
- * challenge open for another try. Only definite answers count toward the 5: when the chain did
- * not answer, the check is given back (supabase/migrations/20261126000300_contract_check_refund.sql)
- * before the 503, so the same signature can be sent again however often the RPC fails.
+ * caller, at most 5 times per challenge and 20 times per account in 10 minutes (429 beyond); then
+ * the chain answers (ERC-6492 / ERC-1271); only a valid answer links. An invalid signature (422)
+ * or a chain that gave no verdict (503) leaves the challenge open for another try. The check is
+ * given back to the challenge (supabase/migrations/20261126000300_contract_check_refund.sql)
+ * before the 503 only when the provider failed in a way no request can cause (an HTTP 5xx, a
+ * refused connection): a timeout or an oversized answer may be what the caller's contract was
+ * built for, so it counts (20261127000400_wallets_chain_scope.sql).
  */
 export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
   const config = getConfig();
   const proof = await verifyLinkProof(input, { appOrigin: config.appOrigin, now, contractChains: config.wallet.evmRpcUrls });
   let kind: 'eoa' | ContractProofKind = 'eoa';
   if (proof.kind === 'contract') {
-    await callDb('wallet_start_contract_check', {
+    const started = await callDb<ContractCheckStart>('wallet_start_contract_check', {
       p_user_id: user.userId,
       p_challenge_id: proof.challengeId,
       p_message: input.message,
       p_chain: input.chain,
       p_address_key: input.addressKey,
     });
-    const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
-    let check: Awaited<ReturnType<typeof verifyContractSignature>>;
-    try {
-      check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
-    } catch (error) {
-      // No answer from the chain (chain_unavailable, or anything unforeseen): not a check.
-      await refundContractCheck(user, proof.challengeId);
-      throw error;
+    if (!started.started) {
+      const seconds = Math.max(1, Math.ceil(started.retryAfterSeconds));
+      throw new DomainError('rate_limited', `At most 20 smart-contract wallet checks per account in 10 minutes; retry in ${seconds} s.`, { retryAfterSeconds: seconds });
     }
-    if (!check.valid) {
+    const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
+    const check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
+    if (check.outcome === 'unanswered') {
+      if (check.providerFault) await refundContractCheck(user, proof.challengeId);
+      throw new DomainError(
+        'chain_unavailable',
+        `The RPC of chain ${proof.chainId} did not answer, so this smart-contract wallet's signature could not be checked. Nothing was linked: retry with the same signature (a challenge allows 5 checks on chain; one the provider failed is not counted).`,
+      );
+    }
+    if (check.outcome === 'invalid') {
       throw new DomainError('invalid_signature', `Neither the key of ${input.address} nor a smart-contract wallet at that address on chain ${proof.chainId} accepts this signature over this exact message.`);
     }
     kind = check.kind;
@@ -106,8 +112,11 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
   return { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked };
 }
 
+/** What wallet_start_contract_check answers: the check counted, or the account's rate says wait. */
+type ContractCheckStart = { started: true; contractChecks: number } | { started: false; retryAfterSeconds: number };
+
 /**
- * Give back the check counted for a chain that did not answer. The caller still gets the chain's
+ * Give back the check counted for a chain whose provider failed. The caller still gets the chain's
  * 503 if this fails too (the database is then likely down as well); the check then stays counted,
  * which costs the user one of their 5 tries, never a wrong answer.
  */

@@ -8,7 +8,7 @@ export interface PolicyOptions {
   nonce: string;
   /** Origins the page's scripts may call besides this site (the Supabase project for sign-in). */
   connectTo?: string[];
-  /** `next dev` evaluates code for hot reload and its overlay; a production build never does. */
+  /** `next dev` evaluates code and injects styles for hot reload and its overlay; a production build never does. */
   development?: boolean;
 }
 
@@ -16,7 +16,9 @@ export function contentSecurityPolicy({ nonce, connectTo = [], development = fal
   return [
     "default-src 'self'",
     `script-src 'self' 'nonce-${nonce}' 'strict-dynamic'${development ? " 'unsafe-eval'" : ''}`,
-    `style-src 'self' 'nonce-${nonce}'`,
+    // Next's development overlay and dev tools inject style elements without the nonce (33 refused
+    // styles and an unstyled box on the page otherwise); a production build injects none.
+    development ? "style-src 'self' 'unsafe-inline'" : `style-src 'self' 'nonce-${nonce}'`,
     // Swagger UI draws its icons as data: SVG images.
     "img-src 'self' data: blob:",
     "font-src 'self'",

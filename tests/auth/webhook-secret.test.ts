@@ -42,10 +42,14 @@ describe.each([
     }
   });
 
-  it('fails closed when unset outside local mode: the whole configuration is refused (503 service_misconfigured)', () => {
-    const restore = setEnv({ DATABASE_URL: 'postgres://db/app', [env]: undefined, [`${env}_PREVIOUS`]: undefined });
+  it('fails closed when unset outside local mode: nothing is accepted', () => {
+    const deployable = { DATABASE_URL: 'postgres://db/app', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'billing-secret' };
+    const restore = setEnv({ ...deployable, [env]: undefined, [`${env}_PREVIOUS`]: undefined });
     try {
-      expect(codeFor([[header, wrap('')], [header, wrap('anything')]], webhook)).toMatch(new RegExp(`^ConfigError: .*${env}`));
+      // The billing secret is required: the whole configuration is refused (503 service_misconfigured).
+      // The leagues webhook is optional: its route alone answers 503 webhook_not_configured.
+      const expected = webhook === 'subscription' ? new RegExp(`^ConfigError: .*${env}`) : /^webhook_not_configured$/;
+      expect(codeFor([[header, wrap('')], [header, wrap('anything')]], webhook)).toMatch(expected);
     } finally {
       restore();
     }

@@ -198,7 +198,7 @@ describe.each(DATABASE_KINDS)('upgrading a filled billing log to the partitioned
     if (kind === 'pglite') {
       mkdirSync(root, { recursive: true });
       const pglite = await openPglite(path.join(root, 'db'), { migrate: false });
-      await runMigrations(pglite.session, beforeDir);
+      await runMigrations(pglite.session, { dir: beforeDir });
       sql = async (text, values) => (await pglite.session.query(text, values)).rows;
       migrateAll = () => runMigrations(pglite.session);
       close = () => pglite.close();
@@ -208,7 +208,7 @@ describe.each(DATABASE_KINDS)('upgrading a filled billing log to the partitioned
       await createDatabase(serverUrl, name);
       const postgres = await openPostgres({ connectionString: serverUrl.replace(/\/postgres$/, `/${name}`), max: 2, migrate: false });
       const client = await postgres.pool.connect();
-      await runMigrations(clientSession(client), beforeDir);
+      await runMigrations(clientSession(client), { dir: beforeDir });
       client.release();
       sql = async (text, values) => (await postgres.pool.query(text, values)).rows;
       migrateAll = async () => {

@@ -136,7 +136,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     const refused = page.locator('main [role="alert"]');
     await refused.waitFor();
     expect(await refused.textContent()).toBe(`The signature was not made by the key of ${owner.address} over this exact message. Smart-contract wallets are checked on ` +
-      'their chain, and this service has no RPC for chain 1: they cannot link on it until the operator adds one to WALLET_EVM_RPC_URLS (e.g. 1=https://...).');
+      'their chain, and this service does not check them on chain 1: link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.');
     expect(await page.getByTestId('wallet-address').count()).toBe(0);
 
     // The person says no in their wallet.

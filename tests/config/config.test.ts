@@ -82,11 +82,11 @@ describe('configuration', () => {
   // The gaps an outside review found: a deployment that is not on Vercel, or not completely set up,
   // silently got the dev key, the dev webhook secrets, local sign-in or the embedded database.
   const incomplete: { name: string; env: Record<string, string>; mentions: string[] }[] = [
-    { name: 'only DATABASE_URL (self-hosting)', env: { DATABASE_URL: 'postgres://db/app' }, mentions: ['SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'APP_ORIGIN'] },
-    { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x' }, mentions: ['DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
-    { name: 'only the browser-side Supabase settings', env: { NEXT_PUBLIC_SUPABASE_URL: 'https://abc.supabase.co' }, mentions: ['DATABASE_URL', 'SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
+    { name: 'only DATABASE_URL (self-hosting)', env: { DATABASE_URL: 'postgres://db/app' }, mentions: ['SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET', 'APP_ORIGIN'] },
+    { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x' }, mentions: ['DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
+    { name: 'only the browser-side Supabase settings', env: { NEXT_PUBLIC_SUPABASE_URL: 'https://abc.supabase.co' }, mentions: ['DATABASE_URL', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
     { name: 'the HS256 secret alone', env: { SUPABASE_JWT_SECRET: 'x'.repeat(40) }, mentions: ['DATABASE_URL', 'SUBSCRIPTION_WEBHOOK_SECRET'] },
-    { name: 'everything but the webhook secrets', env: { ...COMPLETE, SUBSCRIPTION_WEBHOOK_SECRET: '', LEAGUES_WEBHOOK_SECRET: '' }, mentions: ['SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET'] },
+    { name: 'everything but the webhook secrets', env: { ...COMPLETE, SUBSCRIPTION_WEBHOOK_SECRET: '', LEAGUES_WEBHOOK_SECRET: '' }, mentions: ['SUBSCRIPTION_WEBHOOK_SECRET'] },
     { name: 'everything but APP_ORIGIN', env: { ...COMPLETE, APP_ORIGIN: '' }, mentions: ['APP_ORIGIN'] },
     { name: 'an http:// APP_ORIGIN', env: { ...COMPLETE, APP_ORIGIN: 'http://app.example.com' }, mentions: ['APP_ORIGIN'] },
   ];
@@ -109,7 +109,7 @@ describe('configuration', () => {
   });
 
   it('refuses to run on Vercel with nothing configured, saying what to set', () => {
-    expect(() => loadConfig({ VERCEL: '1' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET.*SUBSCRIPTION_WEBHOOK_SECRET.*LEAGUES_WEBHOOK_SECRET.*APP_ORIGIN/);
+    expect(() => loadConfig({ VERCEL: '1' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET.*SUBSCRIPTION_WEBHOOK_SECRET.*APP_ORIGIN/);
   });
 
   it('runs with a complete configuration, on Vercel or elsewhere, with no dev default in it', () => {

@@ -29,7 +29,7 @@ describe('the legacy horizon on an upgraded database (real Postgres server)', ()
     for (const file of readdirSync('supabase/migrations').filter((file) => file.endsWith('.sql') && file < MIGRATION)) {
       cpSync(path.join('supabase/migrations', file), path.join(before, file));
     }
-    await runMigrations(clientSession(client), before);
+    await runMigrations(clientSession(client), { dir: before });
   });
   afterAll(async () => {
     await client?.end();

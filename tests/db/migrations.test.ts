@@ -3,7 +3,12 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runMigrations } from '../../lib/db/migrate.ts';
+import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
+import { LEDGER_SQL, runMigrations, splitStatements } from '../../lib/db/migrate.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
+import { createDatabase } from '../support/postgres-server.ts';
+import { inject } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
@@ -43,6 +48,60 @@ async function apiRoleGrants(sql: Sql): Promise<string[]> {
   return [...relations, ...functions].map((row) => row.grant);
 }
 
+/** A database with nothing in it (not even the migrations), to run SQL on. */
+async function openEmptyDatabase(kind: 'pglite' | 'postgres'): Promise<{ exec(sql: string): Promise<void>; sql: Sql; close(): Promise<void> }> {
+  if (kind === 'pglite') {
+    const dir = mkdtempSync(path.join(tmpdir(), 'replay-'));
+    const db = await openPglite(path.join(dir, 'db'), { migrate: false });
+    return {
+      exec: (sql) => db.session.exec(sql),
+      sql: async (text, values) => (await db.session.query(text, values)).rows as never,
+      close: async () => {
+        await db.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const name = `replay_${randomBytes(4).toString('hex')}`;
+  await createDatabase(inject('postgresServerUrl'), name);
+  const db = await openPostgres({ connectionString: inject('postgresServerUrl').replace(/\/postgres$/, `/${name}`), max: 1, migrate: false });
+  return {
+    exec: async (sql) => {
+      await db.pool.query(sql);
+    },
+    sql: async (text, values) => (await db.pool.query(text, values)).rows,
+    close: () => db.close(),
+  };
+}
+
+/** What a schema holds, as text to compare: tables and columns, indexes, functions with their bodies, policies. */
+async function schemaFingerprint(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ item: string }>(`
+    select 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || coalesce(column_default, '') as item
+    from information_schema.columns where table_schema = 'public'
+    union all select 'index ' || indexdef from pg_indexes where schemaname = 'public'
+    union all select 'function ' || pg_get_functiondef(p.oid) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public' and p.prokind = 'f'
+    union all select 'policy ' || tablename || ' ' || policyname || ' ' || coalesce(qual, '') from pg_policies where schemaname = 'public'
+    order by 1`);
+  return rows.map((row) => row.item);
+}
+
+describe('splitStatements', () => {
+  it('splits at top-level semicolons only: not inside quotes, identifiers, dollar-quoted bodies or comments', () => {
+    const sql = [
+      "create table t (a text default 'x;y', \"b;c\" int); -- a comment; with a semicolon",
+      'create function f() returns int language plpgsql as $$ begin return 1; end; $$;',
+      "/* block; comment */ select E'it\\'s; fine', $tag$ $$; $tag$;",
+      '  ',
+    ].join('\n');
+    expect(splitStatements(sql)).toEqual([
+      "create table t (a text default 'x;y', \"b;c\" int)",
+      '-- a comment; with a semicolon\ncreate function f() returns int language plpgsql as $$ begin return 1; end; $$',
+      "/* block; comment */ select E'it\\'s; fine', $tag$ $$; $tag$",
+    ]);
+  });
+});
+
 describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   let db: TestDatabase;
   beforeAll(async () => {
@@ -50,9 +109,26 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   });
   afterAll(() => db.close());
 
-  it('applied every migration once, in file-name order', async () => {
-    const rows = await db.sql<{ name: string }>('select name from public.schema_migrations order by applied_at, name');
-    expect(rows.map((row) => row.name)).toEqual(migrationFiles);
+  it('applied every migration once, recorded in the Supabase CLI\'s ledger in its format (version, name, statements)', async () => {
+    const rows = await db.sql<{ version: string; name: string; statements: string[] }>('select version, name, statements from supabase_migrations.schema_migrations order by version');
+    expect(rows.map((row) => `${row.version}_${row.name}.sql`)).toEqual(migrationFiles);
+    for (const row of rows) expect(row.statements.length).toBeGreaterThan(0);
+    // No second ledger: the runner's own table of earlier versions is gone.
+    expect(await db.sql(`select to_regclass('public.schema_migrations') as legacy`)).toEqual([{ legacy: null }]);
+  });
+
+  it('records statements that rebuild the same schema when run one by one (what `supabase migration fetch` writes back)', async () => {
+    const rows = await db.sql<{ statements: string[] }>('select statements from supabase_migrations.schema_migrations order by version');
+    const replay = await openEmptyDatabase(kind);
+    try {
+      // As the CLI does before it applies anything: the roles Supabase has, and its ledger.
+      await replay.exec(BOOTSTRAP_SQL);
+      await replay.exec(LEDGER_SQL);
+      for (const { statements } of rows) for (const statement of statements) await replay.exec(statement);
+      expect(await schemaFingerprint(replay.sql)).toEqual(await schemaFingerprint(db.sql));
+    } finally {
+      await replay.close();
+    }
   });
 
   it('is a no-op when run again', async () => {
@@ -154,8 +230,8 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
       openPostgres({ connectionString: migratorUrl, max: 2 }),
     ]);
     try {
-      const { rows } = await first.pool.query('select name from public.schema_migrations order by name');
-      expect(rows.map((row: { name: string }) => row.name)).toEqual(migrationFiles);
+      const { rows } = await first.pool.query(`select version || '_' || name || '.sql' as file from supabase_migrations.schema_migrations order by version`);
+      expect(rows.map((row: { file: string }) => row.file)).toEqual(migrationFiles);
       expect(await second.call('health_check', {})).toMatchObject({ ok: true });
     } finally {
       await first.close();

@@ -74,16 +74,29 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('documents smart-contract wallets: the link kind, and 503 chain_unavailable with Retry-After on POST /api/wallet-link', () => {
+  it('documents smart-contract wallets: the link kind and scope, 503 chain_unavailable and 429 rate_limited with Retry-After on POST /api/wallet-link', () => {
     const link = document.components.schemas.WalletLink;
     const [evm, solana] = link.oneOf ?? link.anyOf;
     expect(evm.properties.kind.enum).toEqual(['eoa', 'erc1271', 'erc6492']);
+    expect(evm.properties.scope.enum).toEqual(['evm', 'chain']);
+    expect(evm.properties.accountId.pattern).toBe('^eip155:[0-9]{1,32}:0x[0-9a-fA-F]{40}$');
     expect(solana.properties.kind.const).toBe('eoa');
-    expect(evm.required).toContain('kind');
-    const unavailable = document.paths['/api/wallet-link'].post.responses['503'];
-    expect(unavailable['x-problem-codes']).toContain('chain_unavailable');
-    expect(unavailable.headers).toHaveProperty('Retry-After');
-    expect(document.paths['/api/wallet-link'].post.description).toContain('WALLET_EVM_RPC_URLS');
+    expect(solana.properties).not.toHaveProperty('scope');
+    expect(evm.required).toEqual(expect.arrayContaining(['kind', 'scope', 'accountId']));
+    const responses = document.paths['/api/wallet-link'].post.responses;
+    expect(responses['503']['x-problem-codes']).toContain('chain_unavailable');
+    expect(responses['503'].headers).toHaveProperty('Retry-After');
+    expect(responses['429']['x-problem-codes']).toContain('rate_limited');
+    expect(responses['429'].headers).toHaveProperty('Retry-After');
+    expect(document.paths['/api/wallet-link'].post.description).toContain('2,000,000 gas');
+    // A challenge is asked for with a live session, as a link is.
+    expect(document.paths['/api/wallet-link/challenge'].post.responses['401']['x-problem-codes']).toContain('session_revoked');
+  });
+
+  it('names no setting in the wallet-link operations: the document is public', () => {
+    for (const [p, ops] of Object.entries(document.paths as Record<string, unknown>).filter(([p]) => p.startsWith('/api/wallet-link'))) {
+      expect({ p, text: JSON.stringify(ops).match(/WALLET_[A-Z_]+/g) }).toEqual({ p, text: null });
+    }
   });
 
   it('lists problem codes, with problem+json bodies, for every operation that can fail', () => {
@@ -110,7 +123,7 @@ describe('payload.signature of an EVM wallet link, as this deployment is configu
 
   it('with no RPC: contract-wallet signatures are 422 on every chain, named', () => {
     const { description } = evmSignatureOf(documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453' }));
-    expect(description).toContain('Chains 1, 8453 have no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 `unsupported_signature_type`');
+    expect(description).toContain('Chains 1, 8453 have no contract-wallet checks here, so there it is 422 `unsupported_signature_type`');
     expect(description).not.toContain('checked on that chain');
     expect(description).not.toContain('chain_unavailable');
   });
@@ -118,8 +131,8 @@ describe('payload.signature of an EVM wallet link, as this deployment is configu
   it('with an RPC for some chains: checked on those chains (422 invalid_signature, 503 chain_unavailable), 422 unsupported on the others', () => {
     const document = documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453,10', WALLET_EVM_RPC_URLS: '8453=https://base.example/v2/doc-key-5150,10=https://op.example/k' });
     const { description } = evmSignatureOf(document);
-    expect(description).toContain('on chains 8453, 10 it is checked on that chain through its RPC (WALLET_EVM_RPC_URLS): 422 `invalid_signature` if the contract refuses it, 503 `chain_unavailable` if the RPC does not answer');
-    expect(description).toContain('Chain 1 has no RPC here (WALLET_EVM_RPC_URLS), so there it is 422 `unsupported_signature_type`');
+    expect(description).toContain('on chains 8453, 10 it is checked on that chain through its RPC: 422 `invalid_signature` if the contract refuses it, 503 `chain_unavailable` if the RPC does not answer');
+    expect(description).toContain('Chain 1 has no contract-wallet checks here, so there it is 422 `unsupported_signature_type`');
     // The document is public: it names chains, never where their RPC is.
     for (const secret of ['base.example', 'doc-key-5150', 'op.example']) expect(JSON.stringify(document)).not.toContain(secret);
   });
@@ -127,7 +140,7 @@ describe('payload.signature of an EVM wallet link, as this deployment is configu
   it('with an RPC for every chain: no chain refuses a contract wallet for its signature type (only ERC-8010)', () => {
     const { description } = evmSignatureOf(documentFor({ WALLET_EVM_CHAIN_IDS: '1,8453', WALLET_EVM_RPC_URLS: '1=https://eth.example,8453=https://base.example' }));
     expect(description).toContain('on chains 1, 8453 it is checked on that chain through its RPC');
-    expect(description).not.toContain('no RPC');
+    expect(description).not.toContain('no contract-wallet checks');
     expect(description.match(/unsupported_signature_type/g)).toEqual(['unsupported_signature_type']);
     expect(description).toContain('ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`');
   });

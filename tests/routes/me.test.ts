@@ -62,7 +62,9 @@ describe.each(DATABASE_KINDS)('GET /api/me on %s', (kind) => {
     expect(response.body).toEqual({
       userId: user.userId,
       email: 'ana@example.test',
-      wallets: [{ id: link.body.link.id, chain: 'evm', address: wallet.address, chainId: 8453, kind: 'eoa', createdAt: expect.any(String) }],
+      wallets: [{
+        id: link.body.link.id, chain: 'evm', address: wallet.address, chainId: 8453, kind: 'eoa', scope: 'evm', accountId: `eip155:8453:${wallet.address}`, createdAt: expect.any(String),
+      }],
       entitlements: [{
         id: 'pro', active: true, status: 'active', productId: 'pro_monthly', expiresAt: new Date(now + 30 * 86_400_000).toISOString(),
         willRenew: true, graceExpiresAt: null, store: 'APP_STORE', environment: 'PRODUCTION', periodType: 'NORMAL', syncedAt: null,

@@ -17,10 +17,10 @@ export interface CompiledContract {
   bytecode: Hex;
 }
 
-export type TestContracts = Record<'SmartAccount' | 'SmartAccountFactory', CompiledContract>;
+export type TestContracts = Record<'SmartAccount' | 'SmartAccountFactory' | 'HostileFactory', CompiledContract>;
 
 const ROOT = process.cwd();
-const SOURCES = ['tests/contracts/SmartAccount.sol'];
+const SOURCES = ['tests/contracts/SmartAccount.sol', 'tests/contracts/HostileFactory.sol'];
 const SETTINGS = {
   optimizer: { enabled: true, runs: 200 },
   // Anvil's default hardfork runs it (PUSH0, MCOPY); no chain ever sees these contracts.
@@ -91,10 +91,10 @@ function compile(sources: Record<string, string>, imports: Record<string, string
   ) as SolcOutput;
   const errors = (output.errors ?? []).filter((error) => error.severity === 'error');
   if (errors.length > 0) throw new Error(`solc failed:\n${errors.map((error) => error.formattedMessage).join('\n')}`);
-  const contract = (name: keyof TestContracts): CompiledContract => {
-    const compiled = output.contracts['SmartAccount.sol']?.[name];
+  const contract = (name: keyof TestContracts, file = 'SmartAccount.sol'): CompiledContract => {
+    const compiled = output.contracts[file]?.[name];
     if (!compiled) throw new Error(`solc produced no ${name}`);
     return { abi: compiled.abi, bytecode: `0x${compiled.evm.bytecode.object}` };
   };
-  return { SmartAccount: contract('SmartAccount'), SmartAccountFactory: contract('SmartAccountFactory') };
+  return { SmartAccount: contract('SmartAccount'), SmartAccountFactory: contract('SmartAccountFactory'), HostileFactory: contract('HostileFactory', 'HostileFactory.sol') };
 }

@@ -32,8 +32,22 @@ export interface LocalChain {
   url: string;
   client: PublicClient;
   factory: Address;
+  /** tests/contracts/HostileFactory.sol: ERC-6492 "factories" that make the validator's eth_call expensive. */
+  hostileFactory: Address;
   /** A smart account owned by `owner` (a new salt each call unless given); not deployed until `deploy()`. */
   smartAccount(owner: PrivateKeyAccount, salt?: Hex): Promise<SmartAccountHandle>;
+  /**
+   * EIP-7702: the ordinary wallet `key` delegates its address to the SmartAccount implementation,
+   * initialised with `owner` as its signer (a real type-4 transaction, sent and paid by anvil's
+   * dev account). The address is then both a key's and a smart account's, on this chain only.
+   */
+  delegate(key: PrivateKeyAccount, owner: Address): Promise<Pick<SmartAccountHandle, 'address' | 'signWith'>>;
+  /**
+   * A "wallet" of HostileFactory, never deployed: its ERC-6492 signature makes the validator deploy
+   * it in the eth_call and ask it, and it answers by reverting with `revertBytes` bytes, or (0) by
+   * spending all the gas the call has.
+   */
+  hostileAccount(revertBytes: bigint): Promise<{ address: Address; signCounterfactual(message: string): Promise<Hex> }>;
   stop(): Promise<void>;
 }
 
@@ -67,9 +81,14 @@ export function anvilBinary(): string {
   return path.join(path.dirname(packageJson), 'bin', process.platform === 'win32' ? 'anvil.exe' : 'anvil');
 }
 
-export async function startLocalChain({ chainId = 31337 }: { chainId?: number } = {}): Promise<LocalChain> {
+/**
+ * `gasLimit`: the block gas limit, which is also the gas an eth_call without one may spend (anvil's
+ * default is 30M; RPC providers allow far more: geth's default cap is 50M, some providers' 500M+).
+ */
+export async function startLocalChain({ chainId = 31337, gasLimit }: { chainId?: number; gasLimit?: bigint } = {}): Promise<LocalChain> {
   const contracts = testContracts();
-  const child = spawn(anvilBinary(), ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const options = ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), ...(gasLimit ? ['--gas-limit', String(gasLimit)] : [])];
+  const child = spawn(anvilBinary(), options, { stdio: ['ignore', 'pipe', 'pipe'] });
   const url = await listeningUrl(child);
   const chain = defineChain({ id: chainId, name: `anvil ${chainId}`, nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [url] } } });
   const client = createPublicClient({ chain, transport: http(url), pollingInterval: 20 });
@@ -78,11 +97,17 @@ export async function startLocalChain({ chainId = 31337 }: { chainId?: number } 
   const deployment = await deployer.deployContract({ abi: contracts.SmartAccountFactory.abi, bytecode: contracts.SmartAccountFactory.bytecode });
   const factory = (await client.waitForTransactionReceipt({ hash: deployment })).contractAddress!;
   const factoryAbi = contracts.SmartAccountFactory.abi;
+  // Deployed second, so the first (the account factory) has the same address on every test chain.
+  const hostileDeployment = await deployer.deployContract({ abi: contracts.HostileFactory.abi, bytecode: contracts.HostileFactory.bytecode });
+  const hostileFactory = (await client.waitForTransactionReceipt({ hash: hostileDeployment })).contractAddress!;
+
+  /** How a SmartAccount at `address` on this chain answers personal_sign: ERC-7739, made by `signer`. */
+  const signerFor = (address: Address) => (signer: PrivateKeyAccount, message: string) =>
+    signer.sign({ hash: erc7739HashMessage({ message, verifierDomain: { name: 'SmartAccount', version: '1', chainId, verifyingContract: address } }) });
 
   async function smartAccount(owner: PrivateKeyAccount, salt: Hex = `0x${randomBytes(32).toString('hex')}`): Promise<SmartAccountHandle> {
     const address = (await client.readContract({ address: factory, abi: factoryAbi, functionName: 'accountAddress', args: [owner.address, salt] })) as Address;
-    const signWith = (signer: PrivateKeyAccount, message: string) =>
-      signer.sign({ hash: erc7739HashMessage({ message, verifierDomain: { name: 'SmartAccount', version: '1', chainId, verifyingContract: address } }) });
+    const signWith = signerFor(address);
     const sign = (message: string) => signWith(owner, message);
     return {
       address,
@@ -111,13 +136,41 @@ export async function startLocalChain({ chainId = 31337 }: { chainId?: number } 
     };
   }
 
+  async function delegate(key: PrivateKeyAccount, owner: Address) {
+    const implementation = (await client.readContract({ address: factory, abi: factoryAbi, functionName: 'implementation' })) as Address;
+    const authorization = await deployer.signAuthorization({ account: key, contractAddress: implementation });
+    const hash = await deployer.writeContract({
+      address: key.address, abi: contracts.SmartAccount.abi, functionName: 'initialize', args: [owner], authorizationList: [authorization],
+    });
+    await client.waitForTransactionReceipt({ hash });
+    return { address: key.address, signWith: signerFor(key.address) };
+  }
+
+  async function hostileAccount(revertBytes: bigint) {
+    const abi = contracts.HostileFactory.abi;
+    const salt: Hex = `0x${randomBytes(32).toString('hex')}`;
+    const address = (await client.readContract({ address: hostileFactory, abi, functionName: 'accountAddress', args: [revertBytes, salt] })) as Address;
+    return {
+      address,
+      // The signature inside is any 65 bytes: the account never gets to judge it.
+      signCounterfactual: async () => serializeErc6492Signature({
+        address: hostileFactory,
+        data: encodeFunctionData({ abi, functionName: 'createAccount', args: [revertBytes, salt] }),
+        signature: `0x${'11'.repeat(65)}`,
+      }),
+    };
+  }
+
   return {
     chainId,
     pid: child.pid!,
     url,
     client,
     factory,
+    hostileFactory,
     smartAccount,
+    delegate,
+    hostileAccount,
     stop: () => stopChild(child),
   };
 }
@@ -171,6 +224,10 @@ export interface RpcProxy {
   methods: string[];
   /** The Authorization header of each request since the last reset. */
   authorizations: (string | undefined)[];
+  /** The `gas` of each eth_call since the last reset (undefined: none was sent). */
+  callGas: (string | undefined)[];
+  /** The size in bytes of each answer forwarded from the chain since the last reset. */
+  answerBytes: number[];
   reset(): void;
   close(): Promise<void>;
 }
@@ -184,10 +241,14 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
     requests: 0,
     methods: [],
     authorizations: [],
+    callGas: [],
+    answerBytes: [],
     reset() {
       proxy.requests = 0;
       proxy.methods = [];
       proxy.authorizations = [];
+      proxy.callGas = [];
+      proxy.answerBytes = [];
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -203,8 +264,12 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
     proxy.requests += 1;
     proxy.authorizations.push(request.headers.authorization);
     try {
-      const parsed = JSON.parse(body.toString()) as { method?: string; id?: unknown } | { method?: string; id?: unknown }[];
-      for (const call of Array.isArray(parsed) ? parsed : [parsed]) proxy.methods.push(String(call.method));
+      type Call = { method?: string; id?: unknown; params?: { gas?: string }[] };
+      const parsed = JSON.parse(body.toString()) as Call | Call[];
+      for (const call of Array.isArray(parsed) ? parsed : [parsed]) {
+        proxy.methods.push(String(call.method));
+        if (call.method === 'eth_call') proxy.callGas.push(call.params?.[0]?.gas);
+      }
     } catch {
       proxy.methods.push('(not JSON)');
     }
@@ -226,6 +291,11 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
       default: {
         const upstream = httpRequest({ host: targetUrl.hostname, port: targetUrl.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json' } }, (answer) => {
           response.writeHead(answer.statusCode ?? 502, { 'content-type': answer.headers['content-type'] ?? 'application/json' });
+          let bytes = 0;
+          answer.on('data', (chunk: Buffer) => {
+            bytes += chunk.length;
+          });
+          answer.on('close', () => proxy.answerBytes.push(bytes));
           answer.pipe(response);
         });
         upstream.on('error', () => response.writeHead(502).end());

@@ -32,7 +32,15 @@ const USER = 'postgres';
 const PASSWORD = 'postgres-test-password';
 const SETTINGS = ['listen_addresses=127.0.0.1', 'max_connections=200', 'fsync=off', 'track_functions=pl', 'unix_socket_directories='];
 
-export async function startPostgresServer(): Promise<PostgresServer> {
+export interface PostgresServerOptions {
+  /**
+   * Serve TLS with a self-signed certificate (like Supabase's, which no public authority signs):
+   * for connection strings that end in `sslmode=require`.
+   */
+  ssl?: boolean;
+}
+
+export async function startPostgresServer(options: PostgresServerOptions = {}): Promise<PostgresServer> {
   const binaries = await postgresBinaries();
   const owner = runAsOwner();
   const root = mkdtempSync(path.join(os.tmpdir(), 'account-link-pg-'));
@@ -50,13 +58,23 @@ export async function startPostgresServer(): Promise<PostgresServer> {
   if (initdb.status !== 0) throw new Error(`initdb failed: ${initdb.error?.message ?? ''}${initdb.stderr}`);
   rmSync(passwordFile);
 
+  const settings = [...SETTINGS];
+  if (options.ssl) {
+    const cert = path.join(dataDir, 'server.crt');
+    const key = path.join(dataDir, 'server.key');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    chmodSync(key, 0o600);
+    if (owner) for (const file of [cert, key]) chownSync(file, owner.uid, owner.gid);
+    settings.push('ssl=on', `ssl_cert_file=${cert}`, `ssl_key_file=${key}`);
+  }
+
   const port = await freePort();
   let child: ChildProcess | undefined;
   const killOnExit = () => child?.kill('SIGQUIT');
   process.once('exit', killOnExit);
 
   const start = async () => {
-    child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...SETTINGS.flatMap((setting) => ['-c', setting])], { ...owner, stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...settings.flatMap((setting) => ['-c', setting])], { ...owner, stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     child.stderr!.on('data', (chunk) => (log = (log + chunk).slice(-4000)));
     await waitUntilAccepting(port, child, () => log);

@@ -4,7 +4,7 @@ import * as linkIdRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
 import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -13,7 +13,7 @@ import { evmWallet } from './wallets.ts';
 
 /**
  * Who may call the wallet-link endpoints: the session-token error table on all four, and the
- * liveness check of link and unlink against a stand-in Supabase Auth server over real HTTP.
+ * liveness check of challenge, link and unlink against a stand-in Supabase Auth server over real HTTP.
  */
 
 const wallet = evmWallet();
@@ -72,14 +72,14 @@ describe('session tokens on the wallet-link endpoints (embedded dev key)', () =>
   });
 });
 
-describe('session liveness (AUTH_VERIFY_SESSION) against a Supabase Auth stand-in over HTTP', () => {
+describe.each(DATABASE_KINDS)('session liveness (AUTH_VERIFY_SESSION) against a Supabase Auth stand-in over HTTP, on %s', (kind) => {
   let auth: FakeSupabaseAuth;
   let db: TestDatabase;
   let restoreEnv: () => void;
   beforeAll(async () => {
     auth = await startFakeSupabaseAuth();
     restoreEnv = setEnv({ SUPABASE_URL: auth.url, SUPABASE_PUBLISHABLE_KEY: auth.apiKey, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'true', LOCAL_DEV: '1' });
-    db = await useTestDatabase('postgres');
+    db = await useTestDatabase(kind);
   });
   afterAll(async () => {
     restoreEnv();
@@ -88,43 +88,68 @@ describe('session liveness (AUTH_VERIFY_SESSION) against a Supabase Auth stand-i
     await auth.close().catch(() => undefined);
   });
 
+  const askChallenge = (token: string, address: string = wallet.address) =>
+    callRoute(challengeRoute, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: { chain: 'evm', address, chainId: 1 } });
+  const postSigned = async (token: string, message: string, signer = wallet) => callRoute(linkRoute, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: { payload: { chain: 'evm', address: signer.address, chainId: 1, message, signature: await signer.sign(message) } },
+  });
+
   /** Challenge and link with a Supabase-shaped token; returns the link response. */
   async function link(token: string) {
-    const authorization = `Bearer ${token}`;
-    const challenge = await callRoute(challengeRoute, { method: 'POST', headers: { authorization }, body: { chain: 'evm', address: wallet.address, chainId: 1 } });
+    const challenge = await askChallenge(token);
     expect(challenge.status).toBe(201);
-    const signature = await wallet.sign(challenge.body.message);
-    return callRoute(linkRoute, {
-      method: 'POST',
-      headers: { authorization },
-      body: { payload: { chain: 'evm', address: wallet.address, chainId: 1, message: challenge.body.message, signature } },
-    });
+    return postSigned(token, challenge.body.message);
   }
 
-  it('links and unlinks with a live session, asking the Auth server each time', async () => {
+  it('links and unlinks with a live session, asking the Auth server each time (challenge, link, unlink)', async () => {
     const userId = randomUUID();
     const token = await auth.mint({ userId, email: 'live@example.com' });
     const asked = () => auth.requests.filter((r) => r.path === '/auth/v1/user').length;
     const before = asked();
-    const linked = await link(token);
+    const challenge = await askChallenge(token);
+    expect(challenge.status).toBe(201);
+    expect(asked() - before).toBe(1);
+    const linked = await postSigned(token, challenge.body.message);
     expect(linked.status).toBe(201);
     expect(linked.body).toMatchObject({ userId, email: 'live@example.com' });
-    expect(asked() - before).toBe(1); // the link, not the challenge
+    expect(asked() - before).toBe(2);
     const removed = await callRoute(linkIdRoute, { method: 'DELETE', headers: { authorization: `Bearer ${token}` }, params: { linkId: linked.body.link.id } });
     expect(removed.status).toBe(204);
-    expect(asked() - before).toBe(2);
+    expect(asked() - before).toBe(3);
   });
 
-  it('answers 401 session_revoked to link and unlink once the user signed out, changing nothing', async () => {
+  it('answers 401 session_revoked to a challenge request once the user signed out, storing no challenge', async () => {
+    const userId = randomUUID();
+    const token = await auth.mint({ userId });
+    const other = evmWallet();
+    expect((await askChallenge(token, other.address)).status).toBe(201);
+    auth.revoke(userId);
+    const before = dbCallCount();
+    const refused = await askChallenge(token, other.address);
+    expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 401, code: 'session_revoked' });
+    expect(refused.headers.get('www-authenticate')).toMatch(/^Bearer realm="account-link", error="invalid_token"/);
+    expect(dbCallCount()).toBe(before);
+    expect(await db.sql('select 1 from public.wallet_challenges where user_id = $1', [userId])).toHaveLength(1);
+  });
+
+  it('answers 401 session_revoked to challenge, link and unlink once the user signed out, changing nothing', async () => {
     const userId = randomUUID();
     const token = await auth.mint({ userId });
     const linked = await link(token);
     expect(linked.status).toBe(201);
+    const other = evmWallet();
+    const pending = await askChallenge(token, other.address);
+    expect(pending.status).toBe(201);
     auth.revoke(userId);
     const unlink = await callRoute(linkIdRoute, { method: 'DELETE', headers: { authorization: `Bearer ${token}` }, params: { linkId: linked.body.link.id } });
     expect({ status: unlink.status, code: unlink.body.code }).toEqual({ status: 401, code: 'session_revoked' });
-    const relink = await link(token);
-    expect({ status: relink.status, code: relink.body.code }).toEqual({ status: 401, code: 'session_revoked' });
+    const challenge = await askChallenge(token);
+    expect({ status: challenge.status, code: challenge.body.code }).toEqual({ status: 401, code: 'session_revoked' });
+    // A challenge issued while the session was alive links nothing once it is signed out.
+    const late = await postSigned(token, pending.body.message, other);
+    expect({ status: late.status, code: late.body.code }).toEqual({ status: 401, code: 'session_revoked' });
     const list = await callRoute(linkRoute, { headers: { authorization: `Bearer ${token}` } });
     expect(list.body.links).toHaveLength(1);
   });

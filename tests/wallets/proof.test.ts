@@ -1,8 +1,9 @@
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { base58 } from '@scure/base';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DomainError } from '../../lib/errors.ts';
 import { problemFromDomainError, type ApiError } from '../../lib/http/problem.ts';
+import { log } from '../../lib/log.ts';
 import { parseEvmAddress, parseSolanaAddress } from '../../lib/wallets/address.ts';
 import { buildChallenge, CHALLENGE_TTL_MS, maskEmail } from '../../lib/wallets/challenge.ts';
 import { toWalletLink, toWalletLinks } from '../../lib/wallets/links.ts';
@@ -201,11 +202,18 @@ describe('request bodies', () => {
     expect({ code: error.code, status: error.status }).toEqual({ code, status });
   });
 
-  it('names the chain and the variable to set when a contract-wallet signature has no RPC to check it', async () => {
-    const error = await apiError(() => parseLinkRequest({ payload: { ...payload, chainId: 8453, signature: `0x${'ab'.repeat(200)}` } }, CONFIG));
-    expect(error.options.detail).toBe("This 200-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). Smart-contract wallets are checked on their chain, and this service has " +
-      'no RPC for chain 8453: they cannot link on it until the operator adds one to WALLET_EVM_RPC_URLS (e.g. 8453=https://...).');
-    expect(error.options.errors).toEqual([{ path: 'payload.signature', message: error.options.detail }]);
+  it('names the chain to the caller, and the variable to set only in the log, when a contract-wallet signature has no RPC to check it', async () => {
+    const info = vi.spyOn(log, 'info');
+    try {
+      const error = await apiError(() => parseLinkRequest({ payload: { ...payload, chainId: 8453, signature: `0x${'ab'.repeat(200)}` } }, CONFIG));
+      expect(error.options.detail).toBe("This 200-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). Smart-contract wallets are checked on their chain, and this service does " +
+        'not check them on chain 8453: link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.');
+      expect(error.options.errors).toEqual([{ path: 'payload.signature', message: error.options.detail }]);
+      expect(JSON.stringify(error.options)).not.toMatch(/WALLET_|RPC_URL/);
+      expect(info).toHaveBeenCalledWith({ chainId: 8453 }, expect.stringContaining('add one to WALLET_EVM_RPC_URLS (8453=https://...)'));
+    } finally {
+      info.mockRestore();
+    }
   });
 
   it('lets any signature through to the chain where there is an RPC (its contract judges it)', () => {
@@ -236,8 +244,8 @@ describe('proof of ownership (pure, injected clock)', () => {
     for (const tampered of [stranger, v29]) {
       const error = await apiError(async () => verifyLinkProof(parseLinkRequest(tampered, CONFIG), { appOrigin: APP_ORIGIN, now: NOW, contractChains: new Map([[8453, 'x']]) }));
       expect({ code: error.code, status: error.status }).toEqual({ code: 'invalid_signature', status: 422 });
-      expect(error.options.detail).toContain('no RPC for chain 1');
-      expect(error.options.detail).toContain('WALLET_EVM_RPC_URLS');
+      expect(error.options.detail).toContain('this service does not check them on chain 1');
+      expect(error.options.detail).not.toContain('WALLET_EVM_RPC_URLS');
     }
     // The key's own signature never goes to a chain, RPC or not.
     expect(await verifyLinkProof(parseLinkRequest(body, rpcFor1), { appOrigin: APP_ORIGIN, now: NOW, contractChains: rpcFor1.wallet.evmRpcUrls })).toEqual({ challengeId: challenge.challengeId, kind: 'eoa' });
@@ -300,11 +308,14 @@ describe('proof of ownership (pure, injected clock)', () => {
 describe('the link mapper for GET /api/me', () => {
   it('types the rows of account_wallets and normalises createdAt', () => {
     const rows = [
-      { id: 'a', chain: 'evm' as const, address: '0xC02aaA39b223FE8D0A0e5C4F27eAD9083C756Cc2', chainId: 8453, kind: 'erc1271' as const, createdAt: '2026-11-22T10:00:00.123Z' },
+      {
+        id: 'a', chain: 'evm' as const, address: '0xC02aaA39b223FE8D0A0e5C4F27eAD9083C756Cc2', chainId: 8453, kind: 'erc1271' as const,
+        scope: 'chain' as const, accountId: 'eip155:8453:0xC02aaA39b223FE8D0A0e5C4F27eAD9083C756Cc2', createdAt: '2026-11-22T10:00:00.123Z',
+      },
       { id: 'b', chain: 'solana' as const, address: 'So11111111111111111111111111111111111111112', cluster: 'mainnet', kind: 'eoa' as const, createdAt: '2026-11-22T10:00:01.000+00:00' },
     ];
     expect(toWalletLinks(rows)).toEqual([
-      { id: 'a', chain: 'evm', address: rows[0]!.address, chainId: 8453, kind: 'erc1271', createdAt: '2026-11-22T10:00:00.123Z' },
+      { id: 'a', chain: 'evm', address: rows[0]!.address, chainId: 8453, kind: 'erc1271', scope: 'chain', accountId: rows[0]!.accountId, createdAt: '2026-11-22T10:00:00.123Z' },
       { id: 'b', chain: 'solana', address: rows[1]!.address, cluster: 'mainnet', kind: 'eoa', createdAt: '2026-11-22T10:00:01.000Z' },
     ]);
     expect(toWalletLinks(null)).toEqual([]);

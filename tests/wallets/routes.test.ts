@@ -92,7 +92,11 @@ describe.each(DATABASE_KINDS)('wallet-link routes on %s', (kind) => {
       userId: user.userId,
       email: user.email,
       alreadyLinked: false,
-      link: { id: expect.any(String), chain: wallet.chain, address: wallet.address, ...networkOf(wallet), kind: 'eoa', createdAt: expect.stringMatching(/Z$/) },
+      link: {
+        id: expect.any(String), chain: wallet.chain, address: wallet.address, ...networkOf(wallet), kind: 'eoa', createdAt: expect.stringMatching(/Z$/),
+        // An EVM key's link holds the address on every EVM chain; its CAIP-10 id names where it was proven.
+        ...(wallet.chain === 'evm' ? { scope: 'evm', accountId: `eip155:1:${wallet.address}` } : {}),
+      },
     });
 
     const again = await postLink(user, body);
