@@ -70,6 +70,9 @@ export const envSchema = z.object({
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
   REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
   BILLING_USER_REFRESHES_PER_DAY: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(1000).default(20)),
+  /** RevenueCat REST API v2 (lib/revenuecat/v2.ts): a v2 secret key and the project it reads, both or neither. */
+  REVENUECAT_V2_SECRET_API_KEY: optionalString,
+  REVENUECAT_PROJECT_ID: z.preprocess(emptyAsUnset, z.string().regex(/^[A-Za-z0-9_-]{1,255}$/, 'must be a RevenueCat project id (proj...)').optional()),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
   BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
@@ -140,7 +143,11 @@ export interface Config {
    */
   billingIgnoreSandbox: boolean;
   /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
-  revenuecat?: { apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number };
+  revenuecat?: {
+    apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
+    /** REST v2 beside v1 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants. */
+    v2?: { apiKey: string; projectId: string };
+  };
   /** How many of a user's own refreshes reach RevenueCat in a day (BILLING_USER_REFRESHES_PER_DAY, default 20). */
   billingUserRefreshesPerDay: number;
   /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER; none: only the sweep and explicit syncs). */
@@ -207,6 +214,18 @@ export function resetConfig(): void {
   cached = undefined;
 }
 
+/**
+ * REST v2 settings: both or neither, and only beside a v1 key (a snapshot is v1's record, which v2
+ * completes with what each purchase grants). Refused otherwise, naming the variables, never values.
+ */
+function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectId: string } | undefined {
+  const { REVENUECAT_V2_SECRET_API_KEY: apiKey, REVENUECAT_PROJECT_ID: projectId } = e;
+  if (!apiKey && !projectId) return undefined;
+  if (!apiKey || !projectId) throw new ConfigError('REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID go together: set both (RevenueCat REST v2) or neither.');
+  if (!e.REVENUECAT_SECRET_API_KEY) throw new ConfigError('REVENUECAT_V2_SECRET_API_KEY needs REVENUECAT_SECRET_API_KEY (v1) too: v2 completes v1\'s record, it does not replace it.');
+  return { apiKey, projectId };
+}
+
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -246,6 +265,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const secretsFor = (current: string | undefined, previous: string | undefined, devSecret: string) =>
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
+  const revenuecatV2 = revenueCatV2(e);
+
   const config: Config = {
     deployed,
     local,
@@ -274,6 +295,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
           apiUrl: e.REVENUECAT_API_URL.replace(/\/+$/, ''),
           timeoutMs: e.REVENUECAT_TIMEOUT_MS,
           requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
+          v2: revenuecatV2,
         }
       : undefined,
     billingUserRefreshesPerDay: e.BILLING_USER_REFRESHES_PER_DAY,
@@ -473,7 +495,7 @@ export function isDeployed(env: Record<string, string | undefined> = process.env
  * newcomer's local run (the dev key and the dev secrets would let anyone in beside it).
  */
 const REAL_SECRETS: ReadonlySet<string> = new Set([
-  'REVENUECAT_SECRET_API_KEY',
+  'REVENUECAT_SECRET_API_KEY', 'REVENUECAT_V2_SECRET_API_KEY',
   'SUBSCRIPTION_WEBHOOK_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS',
   'LEAGUES_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET_PREVIOUS',
   'CRON_SECRET', 'ADMIN_API_SECRET',
@@ -557,7 +579,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat
-      ? `${new URL(config.revenuecat.apiUrl).host} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      ? `${new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
       : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0

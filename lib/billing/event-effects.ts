@@ -16,26 +16,36 @@ import type { BillingEvent } from './webhook-body.ts';
  *
  * | event                                                 | effect on the source's row of each entitlement id                       |
  * |-------------------------------------------------------|--------------------------------------------------------------------------|
- * | INITIAL_PURCHASE, UNCANCELLATION                      | grant, renewing: active until the later expiry of the two (the event's   |
+ * | INITIAL_PURCHASE                                      | grant, renewing: active until the later expiry of the two (the event's   |
  * |                                                       |   own when the row no longer grants as the new period begins); a Play    |
  * |                                                       |   prepaid plan (period_type PREPAID) never renews                        |
+ * | UNCANCELLATION                                        | the same, but on a row in grace / billing_issue it only re-enables       |
+ * |                                                       |   renewal: the billing issue stands (grace end, not renewing) until a    |
+ * |                                                       |   payment recovers it                                                    |
  * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
  * |                                                       |   cancelled subscription stays cancelled_active                          |
- * | REFUND_REVERSED                                       | grant, renewal as it was                                                 |
+ * | REFUND_REVERSED                                       | grant, renewal as it was (a lifetime: never renewing, active)            |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
  * |                                                       |   it begins (beside another source's it stands)                          |
  * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
+ * | CANCELLATION whose expiration is not after it         | also ends the row's current period there (the same transaction), sooner |
+ * |                                                       |   than stored: Stripe gave up retrying, a promotional grant revoked      |
  * | CANCELLATION CUSTOMER_SUPPORT                         | refund: until the event's expiry; refunded when that is not after it     |
  * | BILLING_ISSUE                                         | flag: will not renew; grace until the later grace expiry, else           |
  * |                                                       |   billing_issue; never revokes                                           |
- * | SUBSCRIPTION_PAUSED                                   | flag: will not renew, auto-resume time kept                              |
+ * | SUBSCRIPTION_PAUSED                                   | flag: auto-resume time kept; renewal unchanged (a scheduled pause is not |
+ * |                                                       |   an unsubscribe; its EXPIRATION ends access)                            |
  * | PRODUCT_CHANGE                                        | flag: pending product = new_product_id                                   |
+ * | PRODUCT_CHANGE, Google Play, no new_product_id        | flag: an immediate replacement: will not renew, cancelled_active, and    |
+ * |                                                       |   the next Play subscription of the customer supersedes it               |
  * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED)          |
  * | TRANSFER                                              | move: the rows of transferred_from (of the event's environment, and      |
  * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
+ *
+ * Every event is ordered at its event_timestamp_ms, at most MAX_EVENT_AHEAD_MS past its receive time.
  *
  * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
  * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
@@ -79,8 +89,12 @@ export interface EntitlementEffect {
   /**
    * How `expiresAt` merges with the stored expiry. max (grants): the later of both, null = forever.
    * extend (flags): the later of both; an event without one leaves it. set: exactly this.
+   * period (a CANCELLATION saying the period already ended): exactly this when the event is about
+   * the row's current period (the same transaction; without transaction ids, the same purchase
+   * time), else like extend: where RevenueCat says the period ended sooner (Stripe gave up
+   * retrying, a promotional grant revoked), it did.
    */
-  expiry: 'max' | 'extend' | 'set' | null;
+  expiry: 'max' | 'extend' | 'set' | 'period' | null;
   /** ISO 8601, null = never expires (only meaningful with `expiry`). */
   expiresAt: string | null;
   graceExpiresAt: string | null;
@@ -89,6 +103,11 @@ export interface EntitlementEffect {
   autoResumeAt: string | null;
   /** Whether a flag/refund/revoke for an entitlement with no stored row creates it from the event. */
   createsRow: boolean;
+  /**
+   * A grant that only re-enables renewal (UNCANCELLATION): on a row in `grace` or `billing_issue`
+   * the billing issue stands (status, grace end, and not renewing until a payment recovers it).
+   */
+  keepsBillingIssue?: boolean;
 }
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
@@ -137,6 +156,28 @@ export interface BillingEventPlan {
 export interface DescribeOptions {
   /** Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless BILLING_SANDBOX_GRANTS=true). */
   ignoreSandbox?: boolean;
+  /**
+   * The event was recorded already and `now` is the time it was ordered at (its stored `event_at`,
+   * which holds the bound below): its plan is computed again exactly as it was (a rebuild, plans
+   * computed for events stored without one).
+   */
+  recorded?: boolean;
+}
+
+/**
+ * The furthest past its receive time an event may claim to have been generated. RevenueCat stamps
+ * an event when it generates it and sends it within seconds (a retry keeps the stamp, so it is
+ * older, never newer); beyond clock skew, a later stamp is wrong (RevenueCat's own sample TRANSFER
+ * carries the year 4466). Such an event is ordered at its receive time plus this bound, so it cannot
+ * fold after every later event forever.
+ */
+export const MAX_EVENT_AHEAD_MS = 5 * 60_000;
+
+/** The time an event is ordered at: its stamp, bounded by when it was received (see MAX_EVENT_AHEAD_MS). */
+function boundedEventTime(stamp: string | null, now: Date, recorded: boolean): string {
+  const bound = now.getTime() + (recorded ? 0 : MAX_EVENT_AHEAD_MS);
+  if (stamp === null || Date.parse(stamp) > bound) return new Date(stamp === null ? now.getTime() : bound).toISOString();
+  return stamp;
 }
 
 export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
@@ -157,15 +198,24 @@ export const RECORD_ONLY_TYPES = ['TEST', 'INVOICE_ISSUANCE', 'VIRTUAL_CURRENCY_
 
 const STILL_GRANTING: EntitlementStatus[] = ['active', 'cancelled_active', 'billing_issue'];
 
+/**
+ * The pending product of a Google Play subscription replaced at once by an unnamed product (a
+ * PRODUCT_CHANGE without new_product_id): the next Play subscription of the customer supersedes it.
+ */
+export const REPLACED_ON_PLAY = '*';
+
 export function isAnonymousId(id: string): boolean {
   return id.startsWith(ANONYMOUS_ID_PREFIX);
 }
 
-/** Describe one event's effects. `now` is used only when the event has no usable timestamp. */
+/**
+ * Describe one event's effects. `now` is when it was received: the time of an event without a
+ * usable timestamp, and the bound of one stamped later (MAX_EVENT_AHEAD_MS).
+ */
 export function describeEventEffects(event: BillingEvent, now: Date, options: DescribeOptions = {}): BillingEventPlan {
   const type = event.type;
   const eventTime = readTime(event.event_timestamp_ms);
-  const eventAt = typeof eventTime === 'string' ? eventTime : now.toISOString();
+  const eventAt = boundedEventTime(typeof eventTime === 'string' ? eventTime : null, now, options.recorded ?? false);
   const environment = readText(event.environment);
   const period: PeriodFacts = {
     productId: readText(event.product_id),
@@ -265,14 +315,17 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
   const prepaid = period.periodType?.toUpperCase() === 'PREPAID';
   switch (type) {
     case 'INITIAL_PURCHASE':
-    case 'UNCANCELLATION':
       return { ...grant, renewal: prepaid ? 'off' : 'on' };
+    case 'UNCANCELLATION':
+      // Re-enables renewal; a billing issue (a grace period) stands until a payment recovers it.
+      return { ...grant, renewal: prepaid ? 'off' : 'on', keepsBillingIssue: true };
     case 'RENEWAL':
     case 'SUBSCRIPTION_EXTENDED':
       return { ...grant, renewal: prepaid ? 'off' : 'continue' };
     case 'REFUND_REVERSED':
-      // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it.
-      return { ...grant, renewal: 'keep' };
+      // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it. A
+      // purchase without an expiry (a lifetime) never renews: active, like the purchase itself.
+      return { ...grant, renewal: period.expiresAt === null ? 'off' : 'keep' };
     case 'NON_RENEWING_PURCHASE':
       return { ...grant, renewal: 'off' };
     case 'TEMPORARY_ENTITLEMENT_GRANT':
@@ -285,8 +338,13 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
         const refunded = Date.parse(expiresAt) <= Date.parse(eventAt);
         return { ...FLAG, action: 'refund', status: refunded ? 'refunded' : null, expiry: 'set', expiresAt, createsRow: true };
       }
-      if (reason === 'BILLING_ERROR') return { ...flag, status: 'billing_issue', statusFrom: STILL_GRANTING, renewal: 'off' };
-      return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
+      // One whose expiration is not after it says the period already ended (Stripe gave up
+      // retrying; a promotional grant was revoked early): it ends the current period there, even
+      // sooner than stored. Otherwise it carries the period's end, and extends like any flag.
+      const ended = period.expiresAt !== null && Date.parse(period.expiresAt) <= Date.parse(eventAt);
+      const cancel: Effect = { ...flag, expiry: ended ? 'period' : 'extend', renewal: 'off' };
+      if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
+      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'] };
     }
     case 'BILLING_ISSUE': {
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
@@ -296,7 +354,9 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], renewal: 'off', graceExpiresAt };
     }
     case 'SUBSCRIPTION_PAUSED':
-      return { ...flag, renewal: 'off', autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
+      // A pause scheduled for the period's end is not a cancellation: the subscription still renews
+      // unless the pause takes effect (its EXPIRATION); only an unsubscribe turns renewal off.
+      return { ...flag, autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
     case 'EXPIRATION': {
       const paused = readText(event.expiration_reason)?.toUpperCase() === 'SUBSCRIPTION_PAUSED';
       return {
@@ -306,7 +366,14 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
     }
     case 'PRODUCT_CHANGE': {
       const pendingProductId = readText(event.new_product_id);
-      return pendingProductId ? { ...flag, pendingProductId, createsRow: false } : null;
+      if (pendingProductId) return { ...flag, pendingProductId, createsRow: false };
+      // Google Play names the new product only for a DEFERRED change: without it the replacement was
+      // immediate, the old subscription is cancelled, and whichever Play subscription begins after
+      // it supersedes it (the new product's INITIAL_PURCHASE, under a new order id).
+      if (period.store?.toUpperCase() === 'PLAY_STORE') {
+        return { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off', pendingProductId: REPLACED_ON_PLAY, createsRow: false };
+      }
+      return null;
     }
   }
   return null;

@@ -1,6 +1,7 @@
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { subscriberResponseSchema } from '../revenuecat/subscriber.ts';
+import { storedV2Customer } from '../revenuecat/v2.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import { describeSnapshot } from './snapshot.ts';
 import type { BillingEvent } from './webhook-body.ts';
@@ -64,11 +65,12 @@ export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }):
     const body = entry.body as { app_user_id?: string } & Record<string, unknown>;
     const response = subscriberResponseSchema.safeParse(body);
     // A snapshot of a deleted user keeps only its id: it means nothing any more.
-    if (!response.success || !body.app_user_id) return describeEventEffects({ id: entry.eventId, type: 'SYNC' }, new Date(entry.eventAt));
-    return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
+    if (!response.success || !body.app_user_id) return describeEventEffects({ id: entry.eventId, type: 'SYNC' }, new Date(entry.eventAt), { recorded: true });
+    return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox, v2: storedV2Customer(body.v2) });
   }
-  // An event stored without a usable timestamp was ordered at its receive time, kept in event_at.
-  return describeEventEffects((entry.body as { event: BillingEvent }).event, new Date(entry.eventAt), options);
+  // An event stored without a usable timestamp (or stamped past its receive time's bound) was
+  // ordered at the time kept in event_at.
+  return describeEventEffects((entry.body as { event: BillingEvent }).event, new Date(entry.eventAt), { ...options, recorded: true });
 }
 
 export async function rebuildBilling(requested: RebuildOptions): Promise<RebuildReport> {

@@ -1,4 +1,5 @@
 import type { RevenueCatEntitlement, RevenueCatNonSubscription, RevenueCatSubscription, SubscriberResponse } from '../revenuecat/subscriber.ts';
+import type { V2Customer, V2Item } from '../revenuecat/v2.ts';
 import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type EntitlementStatus } from './event-effects.ts';
 
 /**
@@ -21,7 +22,20 @@ import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type Entitleme
  * | unsubscribe_detected_at                                          | cancelled_active  | no     |
  * | otherwise (a non-subscription: lifetime unless its entitlement   | active            | yes    |
  * |   says an expiry; a prepaid plan; a promotional grant)           |                   | (no)   |
- * | a non-subscription no entitlement points to (refunded, unmapped) | expired           | no     |
+ * | a non-subscription no entitlement points to                      | as events said *  |        |
+ *
+ * (*) v1 shows, per entitlement, only the purchase that lasts longest: a purchase no entitlement
+ * points to may grant (a second lifetime beside the one shown), or have been refunded (v1 still
+ * lists it), or unlock nothing. Its rows keep what the events said, except where the record proves
+ * they cannot grant: the entitlement shows a purchase that ends sooner than the row would.
+ *
+ * Which entitlements a product grants: v1 says it only for the purchase each entitlement shows;
+ * the rows earlier events made say it for the rest (a snapshot writes every row of a product it
+ * shows). REST v2, when configured, lists every subscription and purchase with every entitlement it
+ * grants (mapping `complete`: its rows of other entitlements stop granting), and a one-time
+ * purchase's `owned` / `refunded`. Without v2 a subscription no entitlement points to and no event
+ * told of grants nothing here until an entitlement shows it (the next sync after the purchase
+ * shown instead ends: a refund marks its customer for one).
  *
  * And per entitlement: a row of one RevenueCat does not list at all (v1 lists expired ones too) is
  * expired, whatever product grants it here (the dashboard mapping changed, or it was revoked).
@@ -40,8 +54,12 @@ export interface SnapshotSource {
   transactionId: string | null;
   periodType: string | null;
   autoResumeAt: string | null;
-  /** The entitlements RevenueCat shows this product granting (the one that expires furthest per entitlement). */
+  /** The entitlements RevenueCat shows this product granting (v1: where it is the purchase that lasts longest; v2: all). */
   entitlementIds: string[];
+  /** complete: REST v2 listed every entitlement it grants (its rows of any other stop granting); partial: v1's. */
+  mapping: 'complete' | 'partial';
+  /** Its rows stay as the events left them, unless an entitlement shows a purchase that ends sooner (see the table). */
+  asEventsSaid: boolean;
 }
 
 export interface SnapshotPlan extends BillingEventPlan {
@@ -52,6 +70,8 @@ export interface SnapshotPlan extends BillingEventPlan {
      * ones even when their purchases are left out): a row of an entitlement not among them stops granting.
      */
     entitlementIds: string[];
+    /** Per entitlement v1 lists: until when the purchase it shows grants (ISO 8601; null = forever). */
+    entitlementExpiries: Record<string, string | null>;
   };
 }
 
@@ -60,6 +80,8 @@ export interface DescribeSnapshotOptions {
   eventId: string;
   /** Sandbox purchases are left out, as their events would change nothing (config.billingIgnoreSandbox). */
   ignoreSandbox?: boolean;
+  /** The customer as REST v2 lists it (null: v2 not configured, or it failed). */
+  v2?: V2Customer | null;
 }
 
 export function describeSnapshot(response: SubscriberResponse, appUserId: string, options: DescribeSnapshotOptions): SnapshotPlan {
@@ -90,13 +112,16 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     }
     if (!source.entitlementIds.includes(entitlementId)) source.entitlementIds.push(entitlementId);
   }
-  // A one-time purchase no entitlement points to grants nothing: v1 shows, per entitlement, the
-  // purchase that lasts longest, and a lifetime one always would. It was refunded, or its product
-  // no longer unlocks anything (the dashboard mapping changed).
+  // A one-time purchase no entitlement points to: v1 cannot say whether it grants (see the table).
   for (const productId of oneTime) {
     const source = sources.get(productId)!;
-    if (source.entitlementIds.length === 0) Object.assign(source, { status: 'expired', expiresAt: new Date(at).toISOString() });
+    if (source.entitlementIds.length === 0) source.asEventsSaid = true;
   }
+  if (options.v2) completeFromV2(sources, options.v2, at);
+  const entitlementExpiries = Object.fromEntries(Object.entries(response.subscriber.entitlements).map(([id, entitlement]) => {
+    const ends = [time(entitlement.expires_date), time(entitlement.grace_period_expires_date)];
+    return [id, ends[0] === null ? null : new Date(Math.max(ends[0], ends[1] ?? ends[0])).toISOString()];
+  }));
 
   const original = response.subscriber.original_app_user_id ?? null;
   const named = [...new Set([appUserId, ...(original ? [original] : [])])].slice(0, MAX_IDS_PER_EVENT);
@@ -121,15 +146,85 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     snapshot: {
       sources: [...sources.values()].filter((source) => !(options.ignoreSandbox && source.environment === 'SANDBOX')),
       entitlementIds: Object.keys(response.subscriber.entitlements),
+      entitlementExpiries,
     },
   };
 }
 
-/** The snapshot as stored beside the events: customer attributes (personal, and unbounded) left out. */
-export function trimSnapshot(response: SubscriberResponse, appUserId: string): Record<string, unknown> {
+/**
+ * The snapshot as stored beside the events: customer attributes (personal, and unbounded) left out;
+ * what REST v2 said (trimmed) under `v2`, so a rebuild computes the same plan.
+ */
+export function trimSnapshot(response: SubscriberResponse, appUserId: string, v2: V2Customer | null = null): Record<string, unknown> {
   const subscriber: Record<string, unknown> = { ...response.subscriber };
   delete subscriber.subscriber_attributes;
-  return { app_user_id: appUserId, request_date: response.request_date ?? null, request_date_ms: response.request_date_ms, subscriber };
+  return { app_user_id: appUserId, request_date: response.request_date ?? null, request_date_ms: response.request_date_ms, subscriber, ...(v2 ? { v2 } : {}) };
+}
+
+/**
+ * What REST v2 adds: each product's every entitlement (v1 shows a product only where it is the
+ * purchase an entitlement shows), and whether a one-time purchase is still owned or was refunded.
+ * Timing (expiry, grace, unsubscribe, billing issue) stays v1's, which says more of it.
+ */
+function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at: number): void {
+  for (const item of v2.subscriptions) {
+    if (item.productId === null) continue;
+    const source = findSource(sources, item);
+    if (source) {
+      grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
+      continue;
+    }
+    // Only v2 shows it (v1 keyed it otherwise): what v2 says of access.
+    const grants = item.givesAccess === true && (item.endsAt === null || item.endsAt > at);
+    const renews = item.autoRenewalStatus !== 'will_not_renew' && item.autoRenewalStatus !== 'requires_price_increase_consent';
+    sources.set(item.productId, {
+      ...blankSource(item.productId, item),
+      status: grants ? (renews ? 'active' : 'cancelled_active') : 'expired',
+      willRenew: grants && renews,
+      expiresAt: item.endsAt === null ? (grants ? null : new Date(at).toISOString()) : new Date(grants ? item.endsAt : Math.min(item.endsAt, at)).toISOString(),
+      purchasedAt: item.startsAt === null ? null : new Date(item.startsAt).toISOString(),
+      entitlementIds: [...item.entitlementIds],
+      mapping: item.entitlementsComplete ? 'complete' : 'partial',
+    });
+  }
+  // One-time purchases, per product: owned while any purchase of it is.
+  const purchases = new Map<string, V2Item[]>();
+  for (const item of v2.purchases) {
+    if (item.productId !== null) purchases.set(`${item.environment}\n${item.productId}`, [...(purchases.get(`${item.environment}\n${item.productId}`) ?? []), item]);
+  }
+  for (const items of purchases.values()) {
+    const source = findSource(sources, items[0]!);
+    if (!source) continue;
+    const owned = items.filter((item) => item.status !== 'refunded');
+    if (owned.length > 0) {
+      grantsFromV2(source, [...new Set(owned.flatMap((item) => item.entitlementIds))], owned.every((item) => item.entitlementsComplete));
+    } else {
+      Object.assign(source, { status: 'refunded', willRenew: false, expiresAt: new Date(at).toISOString(), graceExpiresAt: null, asEventsSaid: false });
+    }
+  }
+}
+
+/** The v1 source of the product v2 names: the same store identifier (or Play subscription id), store and environment. */
+function findSource(sources: Map<string, SnapshotSource>, item: V2Item): SnapshotSource | undefined {
+  const fits = (source: SnapshotSource) => source.environment === item.environment && (source.store === null || source.store === item.store);
+  const exact = sources.get(item.productId!);
+  if (exact && fits(exact)) return exact;
+  // Google Play: v1 keys a base plan `<subscription id>:<base plan id>`; v2 may name either.
+  const subscriptionId = item.productId!.split(':')[0];
+  const candidates = [...sources.values()].filter((source) => fits(source) && source.productId.split(':')[0] === subscriptionId);
+  return candidates.length === 1 ? candidates[0] : undefined;
+}
+
+function grantsFromV2(source: SnapshotSource, entitlementIds: string[], complete: boolean): void {
+  source.entitlementIds = [...new Set([...source.entitlementIds, ...entitlementIds])];
+  source.mapping = complete ? 'complete' : 'partial';
+}
+
+function blankSource(productId: string, item: V2Item): SnapshotSource {
+  return {
+    productId, environment: item.environment, store: item.store, status: 'expired', willRenew: false, expiresAt: null, graceExpiresAt: null,
+    purchasedAt: null, transactionId: item.storeIdentifier, periodType: null, autoResumeAt: null, entitlementIds: [], mapping: 'partial', asEventsSaid: false,
+  };
 }
 
 function subscriptionSource(productId: string, subscription: RevenueCatSubscription, at: number): SnapshotSource {
@@ -161,6 +256,8 @@ function subscriptionSource(productId: string, subscription: RevenueCatSubscript
     periodType: upper(subscription.period_type),
     autoResumeAt: iso(subscription.auto_resume_date),
     entitlementIds: [],
+    mapping: 'partial',
+    asEventsSaid: false,
   };
 }
 
@@ -178,6 +275,8 @@ function nonSubscriptionSource(productId: string, purchase: RevenueCatNonSubscri
     periodType: 'NORMAL',
     autoResumeAt: null,
     entitlementIds: [],
+    mapping: 'partial',
+    asEventsSaid: false,
   };
 }
 
@@ -198,6 +297,8 @@ function entitlementOnlySource(productId: string, entitlement: RevenueCatEntitle
     periodType: null,
     autoResumeAt: null,
     entitlementIds: [],
+    mapping: 'partial',
+    asEventsSaid: false,
   };
 }
 

@@ -7,6 +7,7 @@ import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
+import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
 import { describeSnapshot, trimSnapshot } from './snapshot.ts';
 
@@ -129,7 +130,8 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     const entitlements = await callDb<EntitlementRow[]>('billing_sync_found_nothing', { p_app_user_id: appUserId, p_fetch_started_at: fetchStartedAt });
     return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: true };
   }
-  const result = await recordSnapshot(appUserId, fetched.response, fetchStartedAt, options.reason);
+  const v2 = await fetchV2IfConfigured(appUserId, revenuecat, deadline);
+  const result = await recordSnapshot(appUserId, fetched.response, v2, fetchStartedAt, options.reason);
   return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
 }
 
@@ -140,7 +142,7 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
  * caller's: 502 upstream_invalid, nothing stored, and the subscriber marked with a backoff (not
  * a 400, and not a failure the sweep retries at once, forever).
  */
-async function recordSnapshot(appUserId: string, response: SubscriberResponse, fetchStartedAt: Date, reason: SyncReason) {
+async function recordSnapshot(appUserId: string, response: SubscriberResponse, v2: V2Customer | null, fetchStartedAt: Date, reason: SyncReason) {
   const refused = async (operatorDetail: string) => {
     const error = new DomainError('upstream_invalid', 'RevenueCat answered with something this service cannot use; nothing was changed.', {
       operatorDetail: `RevenueCat's answer could not be stored: ${operatorDetail}`,
@@ -150,13 +152,13 @@ async function recordSnapshot(appUserId: string, response: SubscriberResponse, f
   };
   let plan;
   try {
-    plan = describeSnapshot(response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox });
+    plan = describeSnapshot(response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox, v2 });
   } catch (error) {
     throw await refused((error as Error).message);
   }
   try {
     return await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
-      p_body: trimSnapshot(response, appUserId),
+      p_body: trimSnapshot(response, appUserId, v2),
       p_plan: plan,
       p_fetch_started_at: fetchStartedAt,
     });
@@ -171,6 +173,21 @@ function formatWait(seconds: number): string {
   if (seconds < 60) return `${seconds} s`;
   const minutes = Math.ceil(seconds / 60);
   return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ''}`;
+}
+
+/**
+ * REST v2's list of the customer's purchases with every entitlement each grants, when configured
+ * (REVENUECAT_V2_SECRET_API_KEY, REVENUECAT_PROJECT_ID). It only completes v1's record: when it
+ * fails the snapshot is v1's alone, as without v2 (logged, never an error of the sync).
+ */
+async function fetchV2IfConfigured(appUserId: string, revenuecat: ReturnType<typeof requireRevenueCat>, deadline: number): Promise<V2Customer | null> {
+  if (!revenuecat.v2) return null;
+  try {
+    return await fetchV2Customer(appUserId, { apiUrl: revenuecat.apiUrl, timeoutMs: revenuecat.timeoutMs, deadline, ...revenuecat.v2 });
+  } catch (error) {
+    log.warn({ appUserId, err: { message: (error as Error).message } }, 'billing sync: RevenueCat v2 failed; the snapshot is v1\'s alone');
+    return null;
+  }
 }
 
 /** POST /api/admin/billing/sync: `{ "app_user_id": "..." }`. */

@@ -57,7 +57,7 @@ export async function fetchSubscriber(appUserId: string, options: RevenueCatClie
     if (!fits(0)) throw unavailable('RevenueCat did not answer in time; nothing was changed.', 'no time was left before the deadline for another attempt', 30);
     const attemptMs = Math.min(options.timeoutMs, timeLeft());
     let response: Response;
-    let body: Uint8Array | undefined;
+    let body: unknown;
     try {
       response = await fetch(url, {
         headers: { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' },
@@ -65,7 +65,7 @@ export async function fetchSubscriber(appUserId: string, options: RevenueCatClie
         redirect: 'error',
       });
       // The timeout covers the body too; anything else than a 200 or a 201 is not read.
-      body = response.status === 200 || response.status === 201 ? await readAnswer(response) : undefined;
+      body = response.status === 200 || response.status === 201 ? await readRevenueCatJson(response) : undefined;
     } catch (error) {
       if (error instanceof DomainError) throw error; // an answer read and refused: asking again gets the same
       const timedOut = (error as Error).name === 'TimeoutError';
@@ -106,7 +106,7 @@ export async function fetchSubscriber(appUserId: string, options: RevenueCatClie
           : `RevenueCat answered ${response.status} to GET /v1/subscribers: check REVENUECAT_API_URL.`,
       });
     }
-    return { response: parseSubscriber(body, response), created: response.status === 201 };
+    return { response: asSubscriber(body), created: response.status === 201 };
   }
 }
 
@@ -143,12 +143,15 @@ async function readAnswer(response: Response): Promise<Uint8Array> {
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
- * The answer as a subscriber, held to what every JSON this service stores must hold
- * (lib/json-limits.ts): what RevenueCat sends is not trusted more than what a client sends, and
- * anything it cannot be is this service's upstream failing (502 upstream_invalid, the subscriber
- * marked for the sweep with a backoff), never the caller's mistake and never a database error.
+ * An answer of RevenueCat's REST API (v1 here, v2 in lib/revenuecat/v2.ts) as JSON, held to what
+ * every JSON this service stores must hold (lib/json-limits.ts): at most MAX_SUBSCRIBER_BYTES,
+ * UTF-8, nesting at most MAX_JSON_DEPTH, no NUL or lone surrogate, no `__proto__`. What RevenueCat
+ * sends is not trusted more than what a client sends, and anything it cannot be is this service's
+ * upstream failing (502 upstream_invalid, the subscriber marked for the sweep with a backoff), never
+ * the caller's mistake and never a database error.
  */
-function parseSubscriber(bytes: Uint8Array, response: Response): SubscriberResponse {
+export async function readRevenueCatJson(response: Response): Promise<unknown> {
+  const bytes = await readAnswer(response);
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -165,6 +168,10 @@ function parseSubscriber(bytes: Uint8Array, response: Response): SubscriberRespo
   const unstorable = findUnstorableJson(body);
   // The path is RevenueCat's keys, the offending one among them: quoted with its escapes.
   if (unstorable) throw invalid(`holds what cannot be stored, at ${JSON.stringify(unstorable.path.slice(0, 200))}: ${unstorable.message}`);
+  return body;
+}
+
+function asSubscriber(body: unknown): SubscriberResponse {
   const parsed = subscriberResponseSchema.safeParse(body);
   if (!parsed.success) {
     const where = parsed.error.issues.slice(0, 3).map((issue) => issue.path.join('.').slice(0, 200) || '(body)').join(', ');

@@ -293,7 +293,6 @@ const webhookFlows: Flow[] = [
       purchase(u.alice, 10.001, 10, 45, { ...play('GPA.2000-0000-0000-00002', 'premium:monthly'), entitlement_ids: ['premium'] }),
     ],
     expected: [{ now: 11, state: { alice: { premium: { active: true, willRenew: true, expiresAt: isoDay(45) }, basic: { active: false, willRenew: false } } } }],
-    knownFailure: 'the old Play product keeps granting and shows willRenew until its own period end: no lineage without new_product_id or a shared original transaction',
   },
   {
     name: 'W28b Play immediate upgrade delivered as RENEWAL continuing the old original transaction: the old stops granting',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeEventEffects, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
-import { billingWebhookBodySchema, type BillingEvent } from '../../lib/billing/webhook-body.ts';
+import { describeEventEffects, MAX_EVENT_AHEAD_MS, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
+import { billingWebhookBodySchema, CONTENT_DIGEST, type BillingEvent } from '../../lib/billing/webhook-body.ts';
 import { CORPUS_ANON, CORPUS_ANON2, CORPUS_USER, FIXTURE_NAMES, loadFixture } from './fixtures.ts';
 
 // What each event type means per entitlement: the issue's table, one row per case.
@@ -33,14 +33,15 @@ const flag: Partial<EntitlementEffect> = { ...NONE, action: 'flag', expiry: 'ext
 const cancel: Partial<EntitlementEffect> = { ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off' };
 
 const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementEffect>[]; plan?: Partial<BillingEventPlan> }[] = [
-  ...['INITIAL_PURCHASE', 'UNCANCELLATION'].map((type) => ({
-    name: `${type}: active, renewing, until the max of expiries`, event: event(type), effects: [grant('on')], plan: { rank: 0 as const },
-  })),
+  { name: 'INITIAL_PURCHASE: active, renewing, until the max of expiries', event: event('INITIAL_PURCHASE'), effects: [grant('on')], plan: { rank: 0 } },
+  // It re-enables renewal; a billing issue (grace) stands until a payment recovers it.
+  { name: 'UNCANCELLATION: active, renewing, a billing issue kept', event: event('UNCANCELLATION'), effects: [{ ...grant('on'), keepsBillingIssue: true }], plan: { rank: 0 } },
   // A renewal keeps what the subscriber chose (the trial cancelled less than 24 h before it converts).
   ...['RENEWAL', 'SUBSCRIPTION_EXTENDED'].map((type) => ({
     name: `${type}: active, renewal as it was (on after a lapse), until the max of expiries`, event: event(type), effects: [grant('continue')], plan: { rank: 0 as const },
   })),
   { name: 'REFUND_REVERSED: active, renewal as it was', event: event('REFUND_REVERSED'), effects: [grant('keep')], plan: { rank: 0 } },
+  { name: 'REFUND_REVERSED of a lifetime purchase: active, never renewing', event: event('REFUND_REVERSED', { expiration_at_ms: null }), effects: [grant('off', null)] },
   { name: 'a grant for two entitlements: one effect each', event: event('RENEWAL', { entitlement_ids: ['pro', 'ads_free'] }),
     effects: [{ ...grant('continue'), entitlementId: 'pro' }, { ...grant('continue'), entitlementId: 'ads_free' }] },
   { name: 'INITIAL_PURCHASE without expiry: lifetime', event: event('INITIAL_PURCHASE', { expiration_at_ms: null }), effects: [grant('on', null)] },
@@ -56,6 +57,11 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   })),
   { name: 'CANCELLATION BILLING_ERROR: will not renew, billing_issue unless in grace', event: event('CANCELLATION', { cancel_reason: 'BILLING_ERROR' }),
     effects: [{ ...flag, status: 'billing_issue', statusFrom: ['active', 'cancelled_active', 'billing_issue'], renewal: 'off' }] },
+  // One whose expiration is not after it says the period already ended: it may shorten it (period).
+  ...(['BILLING_ERROR', 'DEVELOPER_INITIATED'] as const).map((reason) => ({
+    name: `CANCELLATION ${reason} ending at the event: ends the current period there`, event: event('CANCELLATION', { cancel_reason: reason, expiration_at_ms: AT }),
+    effects: [{ action: 'flag' as const, expiry: 'period' as const, expiresAt: iso(AT), renewal: 'off' as const }],
+  })),
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending before the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT - 1000 }),
     effects: [{ ...NONE, action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT - 1000), createsRow: true }], plan: { rank: 2 } },
   { name: 'CANCELLATION CUSTOMER_SUPPORT ending at the event: refunded', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: AT }),
@@ -71,8 +77,9 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
     effects: [{ action: 'flag', status: 'billing_issue', expiry: 'extend', expiresAt: iso(EXPIRES + 7 * 86_400_000) }] },
   { name: 'BILLING_ISSUE without a grace period: billing_issue, never revoked', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null }),
     effects: [{ action: 'flag', status: 'billing_issue', graceExpiresAt: null, renewal: 'off', expiry: 'extend' }] },
-  { name: 'SUBSCRIPTION_PAUSED: will not renew, auto-resume kept, access unchanged', event: event('SUBSCRIPTION_PAUSED', { auto_resume_at_ms: EXPIRES + 86_400_000 }),
-    effects: [{ ...flag, renewal: 'off', autoResumeAt: iso(EXPIRES + 86_400_000) }] },
+  // A pause scheduled for the period's end is not an unsubscribe: renewal as it was.
+  { name: 'SUBSCRIPTION_PAUSED: renewal as it was, auto-resume kept, access unchanged', event: event('SUBSCRIPTION_PAUSED', { auto_resume_at_ms: EXPIRES + 86_400_000 }),
+    effects: [{ ...flag, renewal: 'keep', autoResumeAt: iso(EXPIRES + 86_400_000) }] },
   { name: 'EXPIRATION: expired', event: event('EXPIRATION', { expiration_reason: 'UNSUBSCRIBE' }),
     effects: [{ ...NONE, action: 'revoke', status: 'expired', renewal: 'off', expiry: 'set', expiresAt: iso(EXPIRES), createsRow: true }], plan: { rank: 2 } },
   { name: 'EXPIRATION SUBSCRIPTION_PAUSED: paused', event: event('EXPIRATION', { expiration_reason: 'SUBSCRIPTION_PAUSED' }),
@@ -88,6 +95,9 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   { name: 'PRODUCT_CHANGE: pending product, no access change', event: event('PRODUCT_CHANGE', { new_product_id: 'pro_yearly' }),
     effects: [{ ...flag, pendingProductId: 'pro_yearly', createsRow: false }] },
   { name: 'PRODUCT_CHANGE without new_product_id: nothing', event: event('PRODUCT_CHANGE'), effects: [], plan: { ignoredReason: 'no_effect' } },
+  // Google Play names the new product only for a DEFERRED change: without it, replaced at once.
+  { name: 'Play PRODUCT_CHANGE without new_product_id: cancelled, replaced by the next Play subscription', event: event('PRODUCT_CHANGE', { store: 'PLAY_STORE' }),
+    effects: [{ ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off', pendingProductId: '*', createsRow: false }] },
   { name: 'TRANSFER: rows move to the first non-anonymous destination',
     event: { id: 't1', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user', '$RCAnonymousID:a'], transferred_to: ['$RCAnonymousID:b', 'new-user', 'other'] },
     effects: [], plan: { ownerCandidates: ['new-user'], subjectId: 'new-user', linkedIds: ['new-user', 'old-user', '$RCAnonymousID:a'], movedIds: ['old-user', '$RCAnonymousID:a'],
@@ -149,12 +159,29 @@ describe('describeEventEffects: what an event means per entitlement', () => {
     if (expectedPlan) expect(plan).toMatchObject(expectedPlan);
   });
 
+  it('keeps a billing issue only on an UNCANCELLATION', () => {
+    expect(describeEventEffects(event('INITIAL_PURCHASE'), NOW).effects[0]).not.toHaveProperty('keepsBillingIssue');
+  });
+
   it('carries the period facts the guards compare', () => {
     const plan = describeEventEffects(event('RENEWAL', { transaction_id: 't-2', original_transaction_id: 't-1', store: 'PLAY_STORE', period_type: 'TRIAL' }), NOW);
     expect(plan.period).toEqual({
       productId: 'pro_monthly', purchasedAt: iso(PURCHASED), expiresAt: iso(EXPIRES), transactionId: 't-2', originalTransactionId: 't-1', store: 'PLAY_STORE', periodType: 'TRIAL',
     });
     expect(plan).toMatchObject({ eventId: 'evt-RENEWAL', type: 'RENEWAL', appUserId: 'user-1', environment: 'PRODUCTION', eventAt: iso(AT) });
+  });
+
+  it('orders an event stamped past its receive time at most MAX_EVENT_AHEAD_MS after it; a recorded one at its stored time', () => {
+    // RevenueCat's own sample TRANSFER: event_timestamp_ms 78789789798798 (the year 4466).
+    const sample = { id: 't-4466', type: 'TRANSFER', event_timestamp_ms: 78_789_789_798_798, transferred_from: ['a'], transferred_to: ['b'] };
+    const bounded = describeEventEffects(sample, NOW);
+    expect(bounded.eventAt).toBe(iso(NOW.getTime() + MAX_EVENT_AHEAD_MS));
+    // Within the bound (clock skew), and any past stamp: the stamp.
+    expect(describeEventEffects({ ...sample, event_timestamp_ms: NOW.getTime() + 1000 }, NOW).eventAt).toBe(iso(NOW.getTime() + 1000));
+    expect(describeEventEffects(event('RENEWAL'), NOW).eventAt).toBe(iso(AT));
+    // Computed again from the stored body at its stored time: the same plan.
+    expect(describeEventEffects(sample, new Date(bounded.eventAt), { recorded: true })).toEqual(bounded);
+    expect(describeEventEffects(event('RENEWAL'), new Date(AT), { recorded: true }).eventAt).toBe(iso(AT));
   });
 
   it('ignores sandbox events when asked (deployed, unless BILLING_SANDBOX_GRANTS=true), and only them', () => {
@@ -248,15 +275,27 @@ describe('the envelope', () => {
     expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
   });
 
-  it('identifies an event without id (the contract shows none) by its content, and takes no type as an unknown one', () => {
-    const parsed = billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } });
-    expect(parsed.event.id).toMatch(/^sha256:[0-9a-f]{64}$/);
-    // The same content in another key order is the same event; other content is another.
-    expect(billingWebhookBodySchema.parse({ event: { purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' } }).event.id).toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 } }).event.id).not.toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } }).event.id).toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { id: 'e1' } }).event.type).toBe('');
-    expect(describeEventEffects(billingWebhookBodySchema.parse({ event: { id: 'e1', app_user_id: 'u1' } }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
+  it('recognises an event without id (the contract shows none) by a digest of its content, gives each its own id, and takes no type as an unknown one', () => {
+    const parse = (event: Record<string, unknown>) => billingWebhookBodySchema.parse({ event });
+    const parsed = parse({ app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 });
+    const digest = parsed[CONTENT_DIGEST]!;
+    expect(digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(parsed.event.id).toMatch(new RegExp(`^sha256:${digest}:[0-9a-f-]{36}$`));
+    // The same content in another key order has the same digest (a redelivery), yet every parse its
+    // own id: whether it is a redelivery or a new event is the database's call (its retry window).
+    const again = parse({ purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' });
+    expect(again[CONTENT_DIGEST]).toBe(digest);
+    expect(again.event.id).not.toBe(parsed.event.id);
+    expect(parse({ id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 })[CONTENT_DIGEST]).toBe(digest);
+    expect(parse({ app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 })[CONTENT_DIGEST]).not.toBe(digest);
+    // An explicit id is only an id, whatever its shape: it has no digest, and is kept as sent.
+    const shaped = parse({ id: `sha256:${digest}`, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 });
+    expect(shaped[CONTENT_DIGEST]).toBeUndefined();
+    expect(shaped.event.id).toBe(`sha256:${digest}`);
+    // The digest never reaches the stored body (a symbol: JSON has none).
+    expect(JSON.parse(JSON.stringify(parsed))).toEqual({ event: { ...parsed.event } });
+    expect(parse({ id: 'e1' }).event.type).toBe('');
+    expect(describeEventEffects(parse({ id: 'e1', app_user_id: 'u1' }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
   });
 
   it('accepts an id of 256 characters, any type string, and nulls everywhere else', () => {

@@ -71,12 +71,53 @@ describe('describeSnapshot: a product of RevenueCat\'s record at the snapshot\'s
     expect(byProduct.rc_promo_support_yearly).toMatchObject({ status: 'active', entitlementIds: ['support'], store: null });
   });
 
-  it('reads a one-time purchase no entitlement points to as granting nothing (refunded, or its product unmapped)', () => {
+  it('leaves a one-time purchase no entitlement points to as the events said (v1 shows one purchase per entitlement; a refunded one stays listed)', () => {
     const plan = snapshot({
-      non_subscriptions: { lifetime: [{ id: 'a1', is_sandbox: false, purchase_date: iso(AT - 60 * DAY), store: 'app_store' }] },
-      entitlements: {},
+      non_subscriptions: {
+        lifetime: [{ id: 'a1', is_sandbox: false, purchase_date: iso(AT - 60 * DAY), store: 'app_store' }],
+        lifetime_play: [{ id: 'a2', is_sandbox: false, purchase_date: iso(AT - 50 * DAY), store: 'play_store' }],
+      },
+      entitlements: { pro: { product_identifier: 'lifetime_play', expires_date: null, purchase_date: iso(AT - 50 * DAY) } },
     });
-    expect(plan.snapshot.sources).toEqual([expect.objectContaining({ productId: 'lifetime', status: 'expired', willRenew: false, entitlementIds: [] })]);
+    expect(plan.snapshot.sources).toEqual([
+      expect.objectContaining({ productId: 'lifetime', asEventsSaid: true, entitlementIds: [], mapping: 'partial' }),
+      expect.objectContaining({ productId: 'lifetime_play', asEventsSaid: false, status: 'active', entitlementIds: ['pro'] }),
+    ]);
+    // What the entitlement shows lasts forever: nothing proves the other lifetime does not grant it.
+    expect(plan.snapshot.entitlementExpiries).toEqual({ pro: null });
+  });
+
+  it('says until when each entitlement\'s shown purchase grants (the later of its expiry and grace end)', () => {
+    const plan = snapshot({ entitlements: {
+      pro: { product_identifier: 'm', expires_date: iso(AT - DAY), grace_period_expires_date: iso(AT + 5 * DAY), purchase_date: iso(AT - 31 * DAY) },
+      extras: { product_identifier: 'y', expires_date: iso(AT + 300 * DAY), purchase_date: iso(AT - 65 * DAY) },
+    } });
+    expect(plan.snapshot.entitlementExpiries).toEqual({ pro: new Date(AT + 5 * DAY).toISOString(), extras: new Date(AT + 300 * DAY).toISOString() });
+  });
+
+  it('takes every entitlement of each purchase from REST v2, and a one-time purchase\'s refund', () => {
+    const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: {
+      entitlements: { pro: { product_identifier: 'lifetime', expires_date: null, purchase_date: iso(AT - 5 * DAY) } },
+      subscriptions: { pro_monthly: subscription(), pro_yearly: { ...subscription({ store: 'play_store' }), product_plan_identifier: 'yearly' } },
+      non_subscriptions: {
+        lifetime: [{ id: 'a1', is_sandbox: false, purchase_date: iso(AT - 5 * DAY), store: 'app_store' }],
+        coins: [{ id: 'a2', is_sandbox: false, purchase_date: iso(AT - 4 * DAY), store: 'app_store' }],
+      },
+    } });
+    const item = (productId: string, store: string, entitlementIds: string[], status: string) => ({
+      productId, store, environment: 'PRODUCTION' as const, entitlementIds, entitlementsComplete: true, status,
+      givesAccess: null, autoRenewalStatus: null, endsAt: null, startsAt: null, storeIdentifier: null,
+    });
+    const plan = describeSnapshot(response, 'u', { eventId: 'sync:4', v2: {
+      // v2 may name a Play base plan by its subscription id alone.
+      subscriptions: [item('pro_monthly', 'APP_STORE', ['pro'], 'active'), item('pro_yearly', 'PLAY_STORE', ['pro', 'extras'], 'active')],
+      purchases: [item('lifetime', 'APP_STORE', ['pro'], 'owned'), item('coins', 'APP_STORE', [], 'refunded')],
+    } });
+    const byProduct = Object.fromEntries(plan.snapshot.sources.map((source) => [source.productId, source]));
+    expect(byProduct.pro_monthly).toMatchObject({ entitlementIds: ['pro'], mapping: 'complete', status: 'active' });
+    expect(byProduct['pro_yearly:yearly']).toMatchObject({ entitlementIds: ['pro', 'extras'], mapping: 'complete' });
+    expect(byProduct.lifetime).toMatchObject({ entitlementIds: ['pro'], mapping: 'complete', status: 'active', asEventsSaid: false });
+    expect(byProduct.coins).toMatchObject({ status: 'refunded', asEventsSaid: false, entitlementIds: [] });
   });
 
   it('lists every entitlement RevenueCat shows, expired or sandbox ones too (a row of one it does not list stops granting)', () => {

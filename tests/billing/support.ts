@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { randomUUID } from 'node:crypto';
-import { expect } from 'vitest';
+import { expect, vi } from 'vitest';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
@@ -49,6 +49,21 @@ export function billingEvent(name: string, user: string, times: EventTimes, fiel
     ...(times.expires !== undefined ? { expiration_at_ms: times.expires === null ? null : day(times.expires) } : {}),
     ...fields,
   });
+}
+
+/**
+ * Run `deliveries` with the service's clock at `days` (T0 plus days): the webhooks arrive then.
+ * The service orders an event at most a few minutes past the time it arrived (MAX_EVENT_AHEAD_MS),
+ * so a history stamped later than the real clock is delivered as arriving after it.
+ */
+export async function receivedAt<T>(days: number, deliveries: () => Promise<T>): Promise<T> {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  try {
+    vi.setSystemTime(day(days));
+    return await deliveries();
+  } finally {
+    vi.useRealTimers();
+  }
 }
 
 /** What GET /api/me would show for the user at `now`. */

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 
 /**
  * A stand-in for RevenueCat's REST API v1 over real HTTP on loopback, speaking its documented wire
@@ -10,6 +10,17 @@ import { randomUUID } from 'node:crypto';
  *   401 { code: 7225, message } for another key
  * Tests give it customer records, a clock (request_date_ms), and a script of failures to serve
  * first (statuses, headers, bodies, a hang past the client's timeout), or a failure rate.
+ *
+ * And REST API v2 (RevenueCat's OpenAPI spec, openapi-spec/api-v2.yaml: list-subscriptions,
+ * list-purchases, get-product), with its own secret key and project id, derived from the same
+ * customer record as RevenueCat derives both from one: each v1 subscription is a v2 Subscription
+ * and each v1 non-subscription purchase a v2 Purchase, with the entitlements the project maps its
+ * product to (`productEntitlements`; by default those v1 shows it granting), products named by
+ * RevenueCat ids (`prod...`) whose `store_identifier` is the product as webhooks name it:
+ *   GET /v2/projects/{project_id}/customers/{customer_id}/subscriptions|purchases -> 200 { object: 'list', items, next_page, url }
+ *   GET /v2/projects/{project_id}/products/{product_id} -> 200 Product
+ *   401 { object: 'error', type: 'authentication_error', ... } for another key; 404 resource_missing
+ *   for another project, an unknown customer or product. Lists page by `pageSize` (next_page).
  */
 export interface FakeCustomer {
   original_app_user_id?: string;
@@ -17,6 +28,10 @@ export interface FakeCustomer {
   subscriptions?: Record<string, Record<string, unknown>>;
   non_subscriptions?: Record<string, Record<string, unknown>[]>;
   subscriber_attributes?: Record<string, unknown>;
+  /** v2 only: the entitlements the project maps each product to (keyed as webhooks name it); default: what v1 shows it granting. */
+  productEntitlements?: Record<string, string[]>;
+  /** v2 only: one-time purchases (v1 `id` or `store_transaction_id`) that were refunded: v1 still lists them, v2 says `refunded`. */
+  refundedPurchases?: string[];
 }
 
 export type ScriptedAnswer =
@@ -27,6 +42,15 @@ export type ScriptedAnswer =
 export interface FakeRevenueCat {
   url: string;
   apiKey: string;
+  /** REST v2's secret key and project. */
+  v2ApiKey: string;
+  projectId: string;
+  /** Requests to v2 (kept apart from `requests`, v1's). */
+  v2Requests: { path: string; status: number }[];
+  /** Answer every v2 request with this status (undefined: normally). */
+  failV2(status: number | undefined): void;
+  /** Items per page of v2 lists (default 20, v2's default). */
+  setV2PageSize(size: number): void;
   /** What GET /v1/subscribers/{id} shows for this id (replaces what was there). */
   setCustomer(appUserId: string, customer: FakeCustomer): void;
   /** request_date_ms of the answers (default: the real clock). */
@@ -51,6 +75,11 @@ export interface FakeRevenueCatOptions {
 
 export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): Promise<FakeRevenueCat> {
   const apiKey = `sk_${randomUUID().replace(/-/g, '')}`;
+  const v2ApiKey = `sk_${randomUUID().replace(/-/g, '')}`;
+  const projectId = `proj${randomUUID().replace(/-/g, '').slice(0, 8)}`;
+  const v2Requests: FakeRevenueCat['v2Requests'] = [];
+  let v2Failure: number | undefined;
+  let v2PageSize = 20;
   const customers = new Map<string, FakeCustomer>();
   const scripted: ScriptedAnswer[] = [];
   const requests: FakeRevenueCat['requests'] = [];
@@ -72,6 +101,17 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     inFlight++;
     peak = Math.max(peak, inFlight);
     res.once('close', () => inFlight--);
+    if ((req.url ?? '').startsWith('/v2/')) {
+      const { status, body } = answerV2(req.url!, req.method ?? 'GET', req.headers.authorization);
+      v2Requests.push({ path: req.url!, status });
+      const answer = () => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (options.latencyMs) setTimeout(answer, options.latencyMs);
+      else answer();
+      return;
+    }
     const match = /^\/v1\/subscribers\/([^/?]+)$/.exec((req.url ?? '').split('?')[0]!);
     const appUserId = match ? decodeURIComponent(match[1]!) : '';
     const send = (status: number, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) => {
@@ -123,11 +163,134 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     }));
     if (!known) customers.set(appUserId, {});
   });
+  function answerV2(url: string, method: string, authorization: string | undefined): { status: number; body: unknown } {
+    const error = (status: number, type: string, message: string) =>
+      ({ status, body: { object: 'error', type, message, retryable: status >= 500, doc_url: `https://errors.rev.cat/${type.replace(/_/g, '-')}` } });
+    if (v2Failure !== undefined) return error(v2Failure, v2Failure >= 500 ? 'server_error' : 'invalid_request', 'Scripted failure');
+    if (authorization !== `Bearer ${v2ApiKey}`) return error(401, 'authentication_error', 'Invalid API key.');
+    const { pathname, searchParams } = new URL(url, 'http://fake');
+    const list = /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)\/(subscriptions|purchases)$/.exec(pathname);
+    const product = /^\/v2\/projects\/([^/]+)\/products\/([^/]+)$/.exec(pathname);
+    const project = decodeURIComponent((list ?? product)?.[1] ?? '');
+    if (method !== 'GET' || (!list && !product) || project !== projectId) return error(404, 'resource_missing', 'Resource not found');
+    if (product) {
+      const found = [...products.values()].find((candidate) => candidate.id === decodeURIComponent(product[2]!));
+      return found ? { status: 200, body: found } : error(404, 'resource_missing', 'Product not found');
+    }
+    const customerId = decodeURIComponent(list![2]!);
+    const customer = customers.get(customerId);
+    if (!customer) return error(404, 'resource_missing', 'Customer not found');
+    const items = list![3] === 'subscriptions' ? v2Subscriptions(customerId, customer) : v2Purchases(customerId, customer);
+    const after = searchParams.get('starting_after');
+    const start = after === null ? 0 : items.findIndex((item) => item.id === after) + 1;
+    const page = items.slice(start, start + v2PageSize);
+    const path = `/v2/projects/${projectId}/customers/${encodeURIComponent(customerId)}/${list![3]}`;
+    const more = start + v2PageSize < items.length;
+    return { status: 200, body: { object: 'list', items: page, next_page: more ? `${path}?starting_after=${page[page.length - 1]!.id}` : null, url: path } };
+  }
+
+  /** Products RevenueCat knows, by store identifier (webhooks' product id) and store. */
+  const products = new Map<string, Record<string, unknown>>();
+  const productFor = (storeIdentifier: string, store: string, type: 'subscription' | 'non_consumable') => {
+    const key = `${store}\n${storeIdentifier}`;
+    if (!products.has(key)) {
+      products.set(key, {
+        object: 'product', id: `prod${digest(key)}`, store_identifier: storeIdentifier, type,
+        created_at: T_CATALOG, app_id: `app${digest(store)}`, display_name: storeIdentifier,
+      });
+    }
+    return products.get(key)!;
+  };
+  const entitlementsFor = (customer: FakeCustomer, productId: string, v1Key: string) => {
+    const ids = customer.productEntitlements?.[productId]
+      ?? Object.entries(customer.entitlements ?? {}).filter(([, entitlement]) => [productId, v1Key].includes(String(entitlement.product_identifier))).map(([id]) => id);
+    return {
+      object: 'list', next_page: null, url: `/v2/projects/${projectId}/entitlements`,
+      items: ids.map((id) => ({ object: 'entitlement', project_id: projectId, id: `entl${digest(id)}`, lookup_key: id, display_name: id, created_at: T_CATALOG })),
+    };
+  };
+  const ms = (value: unknown) => (typeof value === 'string' ? Date.parse(value) : null);
+  function v2Subscriptions(customerId: string, customer: FakeCustomer): Record<string, unknown>[] {
+    const now = clock ?? Date.now();
+    return Object.entries(customer.subscriptions ?? {}).map(([key, sub]) => {
+      const productId = sub.product_plan_identifier && !key.includes(':') ? `${key}:${String(sub.product_plan_identifier)}` : key;
+      const store = String(sub.store ?? 'app_store');
+      const expires = ms(sub.expires_date);
+      const grace = ms(sub.grace_period_expires_date);
+      const refunded = ms(sub.refunded_at) !== null;
+      const lapsed = expires !== null && expires <= now;
+      const inGrace = grace !== null && grace > now;
+      const paused = lapsed && (ms(sub.auto_resume_date) ?? 0) > now;
+      const status = refunded || (lapsed && !inGrace && !paused) ? 'expired' : paused ? 'paused' : lapsed ? 'in_grace_period'
+        : sub.billing_issues_detected_at ? (inGrace ? 'in_grace_period' : 'in_billing_retry') : String(sub.period_type) === 'trial' ? 'trialing' : 'active';
+      return {
+        object: 'subscription',
+        id: `sub${digest(`${customerId}\n${key}`)}`,
+        customer_id: customerId,
+        original_customer_id: customer.original_app_user_id ?? customerId,
+        product_id: store === 'promotional' ? null : productFor(productId, store, 'subscription').id,
+        starts_at: ms(sub.original_purchase_date) ?? ms(sub.purchase_date) ?? now,
+        current_period_starts_at: ms(sub.purchase_date) ?? now,
+        current_period_ends_at: expires,
+        ends_at: expires,
+        gives_access: !refunded && (!lapsed || inGrace),
+        pending_payment: false,
+        auto_renewal_status: sub.unsubscribe_detected_at || sub.billing_issues_detected_at || String(sub.period_type) === 'prepaid' || store === 'promotional'
+          ? 'will_not_renew' : sub.auto_resume_date ? 'will_pause' : 'will_renew',
+        status,
+        total_revenue_in_usd: { currency: 'USD', gross: 0, commission: 0, tax: 0, proceeds: 0 },
+        presented_offering_id: null,
+        entitlements: entitlementsFor(customer, productId, key),
+        environment: sub.is_sandbox ? 'sandbox' : 'production',
+        store,
+        store_subscription_identifier: String(sub.store_transaction_id ?? key),
+        ownership: sub.ownership_type === 'FAMILY_SHARED' ? 'family_shared' : 'purchased',
+        pending_changes: null,
+        country: null,
+        management_url: null,
+      };
+    });
+  }
+  function v2Purchases(customerId: string, customer: FakeCustomer): Record<string, unknown>[] {
+    return Object.entries(customer.non_subscriptions ?? {}).flatMap(([productId, purchases]) => purchases.map((purchase) => {
+      const store = String(purchase.store ?? 'app_store');
+      const storeId = String(purchase.store_transaction_id ?? purchase.id ?? productId);
+      const refunded = (customer.refundedPurchases ?? []).some((id) => id === purchase.id || id === purchase.store_transaction_id);
+      return {
+        object: 'purchase',
+        id: `purc${digest(`${customerId}\n${productId}\n${storeId}`)}`,
+        customer_id: customerId,
+        original_customer_id: customer.original_app_user_id ?? customerId,
+        product_id: productFor(productId, store, 'non_consumable').id,
+        purchased_at: ms(purchase.purchase_date) ?? 0,
+        revenue_in_usd: { currency: 'USD', gross: 0, commission: 0, tax: 0, proceeds: 0 },
+        quantity: 1,
+        status: refunded ? 'refunded' : 'owned',
+        presented_offering_id: null,
+        entitlements: entitlementsFor(customer, productId, productId),
+        environment: purchase.is_sandbox ? 'sandbox' : 'production',
+        store,
+        store_purchase_identifier: storeId,
+        ownership: 'purchased',
+        country: null,
+      };
+    }));
+  }
+
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
   return {
     url: `http://127.0.0.1:${port}`,
     apiKey,
+    v2ApiKey,
+    projectId,
+    v2Requests,
+    failV2: (status) => {
+      v2Failure = status;
+    },
+    setV2PageSize: (size) => {
+      v2PageSize = size;
+    },
     setCustomer: (appUserId, customer) => void customers.set(appUserId, customer),
     setClock: (ms) => {
       clock = ms;
@@ -150,6 +313,10 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     },
   };
 }
+
+/** When the fake project's products and entitlements were made (ms since epoch). */
+const T_CATALOG = Date.parse('2026-01-01T00:00:00Z');
+const digest = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 10);
 
 /** A v1 subscription object, as RevenueCat shows one (ISO times without milliseconds). */
 export function v1Subscription(fields: {

@@ -28,19 +28,8 @@ const DATABASE_TEXT: readonly RegExp[] = [
   /\bpg_[a-z_]+|\bPGlite\b|\bPostgres(?:QL)?\b|\bplpgsql\b/i,
 ];
 
-/**
- * Leaks whose fix belongs to another module's owner, allowed here by their exact words until that
- * fix lands (then this list is empty again, and any leak fails the test that provoked it):
- *   - lib/wallets/schemas.ts, noContractWallets: the 422 for a contract wallet on a chain without
- *     an RPC names WALLET_EVM_RPC_URLS (the wallets' owner is changing these answers).
- */
-const KNOWN_LEAKS_OWNED_ELSEWHERE: readonly string[] = [
-  'until the operator adds one to WALLET_EVM_RPC_URLS',
-];
-
 /** What in a public answer's text is for the operator only: each leak, described. Empty when none. */
-export function operatorDetailIn(answer: string): string[] {
-  const text = KNOWN_LEAKS_OWNED_ELSEWHERE.reduce((rest, known) => rest.replaceAll(known, ''), answer);
+export function operatorDetailIn(text: string): string[] {
   const leaks: string[] = [];
   const setting = SETTING.exec(text);
   if (setting) leaks.push(`names the setting ${setting[0]}`);
