@@ -109,7 +109,9 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
 
   it(`runs at most ${MAX_SYNCS_AFTER_WEBHOOKS} syncs after webhooks at once; the other subscribers stay marked for the sweep`, async () => {
     const slow = await startFakeRevenueCat({ latencyMs: 300 });
-    const restore = setEnv({ BILLING_SYNC_AFTER: 'all', REVENUECAT_SECRET_API_KEY: slow.apiKey, REVENUECAT_API_URL: slow.url });
+    // A timeout well past the stand-in's latency: a retry on a busy machine would count one
+    // subscriber's fetch twice and leave the arithmetic below wrong.
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'all', REVENUECAT_SECRET_API_KEY: slow.apiKey, REVENUECAT_API_URL: slow.url, REVENUECAT_TIMEOUT_MS: '5000' });
     try {
       const users = Array.from({ length: 8 }, () => `burst-${randomUUID()}`);
       const answers = await Promise.all(users.map((user) => deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))));
