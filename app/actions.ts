@@ -13,6 +13,7 @@ import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
 import * as catchAllRoute from './api/[[...path]]/route.ts';
 import * as billingSyncRoute from './api/me/billing/sync/route.ts';
+import * as meRoute from './api/me/route.ts';
 import * as walletLinkIdRoute from './api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from './api/wallet-link/challenge/route.ts';
 import * as walletLinkRoute from './api/wallet-link/route.ts';
@@ -65,14 +66,14 @@ export async function adoptSession(accessToken: string): Promise<{ error?: strin
 
 /** What the account page's scripts ask the API for, on behalf of the signed-in user. */
 export interface PageApiRequest {
-  method: 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'DELETE';
   path: string;
   body?: unknown;
 }
 
 // A server action's arguments are whatever the client sent: checked like any request.
 const pageApiRequestSchema = z.object({
-  method: z.enum(['POST', 'DELETE']),
+  method: z.enum(['GET', 'POST', 'DELETE']),
   path: z.string().max(2048).regex(/^\/api\//, 'an /api path'),
   body: z.unknown().optional(),
 });
@@ -89,7 +90,7 @@ export async function callApiAsSignedInUser(sent: PageApiRequest): Promise<{ sta
   if (!parsed.success) return answerOf(problemResponse(new ApiError('invalid_request', { detail: 'The page sent a request this service does not route.', errors: fieldErrors(parsed.error.issues) }), randomUUID()));
   const request = parsed.data;
   const token = (await cookies()).get(SESSION_COOKIE)?.value;
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const headers: Record<string, string> = request.body === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
   const apiRequest = new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) });
   // A malformed escape names nothing: the same 404 the proxy answers for it, never a URIError's 500.
@@ -107,6 +108,7 @@ async function answerOf(response: Response): Promise<{ status: number; body: unk
 type RouteHandler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
 
 function pageRoute(method: PageApiRequest['method'], path: string): { handler: RouteHandler; params: Record<string, string> } {
+  if (method === 'GET' && path === '/api/me') return { handler: meRoute.GET, params: {} };
   if (method === 'POST' && path === '/api/wallet-link/challenge') return { handler: challengeRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/wallet-link') return { handler: walletLinkRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/me/billing/sync') return { handler: billingSyncRoute.POST, params: {} };

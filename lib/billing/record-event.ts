@@ -1,3 +1,4 @@
+import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
@@ -57,6 +58,8 @@ export async function recordBillingEvent(body: BillingWebhookBody, options: Reco
     await planStoredEvents(ids, options);
     result = await record();
   }
+  // Committed: the owner's open pages (and those of ids a transfer took it from) read it again.
+  if (!result.duplicate && result.outcome === 'applied') publishAccountChange([result.ownerId, ...plan.movedIds], 'entitlements', options.now);
   return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [], plan };
 }
 

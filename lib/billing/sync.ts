@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
@@ -132,6 +133,7 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
   }
   const v2 = await fetchV2IfConfigured(appUserId, revenuecat, deadline);
   const result = await recordSnapshot(appUserId, fetched.response, v2, fetchStartedAt, options.reason);
+  if (result.outcome === 'applied') publishAccountChange([appUserId], 'entitlements');
   return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
 }
 
