@@ -79,6 +79,7 @@ alter table public.billing_sync_queue enable row level security;
 create table public.billing_sync_rate (
   id boolean default true not null,
   next_slot_at timestamp with time zone default '-infinity'::timestamp with time zone not null,
+  user_next_slot_at timestamp with time zone default '-infinity'::timestamp with time zone not null,
   constraint billing_sync_rate_id_check CHECK (id),
   constraint billing_sync_rate_pkey PRIMARY KEY (id)
 );
@@ -87,7 +88,10 @@ alter table public.billing_sync_rate enable row level security;
 create table public.billing_sync_requests (
   app_user_id text not null,
   requested_at timestamp with time zone not null,
+  day_started_at timestamp with time zone,
+  day_count integer default 0 not null,
   constraint billing_sync_requests_app_user_id_check CHECK (((char_length(app_user_id) >= 1) AND (char_length(app_user_id) <= 256))),
+  constraint billing_sync_requests_day_count_check CHECK ((day_count >= 0)),
   constraint billing_sync_requests_pkey PRIMARY KEY (app_user_id)
 );
 alter table public.billing_sync_requests enable row level security;
@@ -1993,7 +1997,7 @@ AS $function$
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer)
+CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer, p_user_share numeric DEFAULT NULL::numeric, p_user_daily_limit integer DEFAULT NULL::integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -2001,29 +2005,61 @@ CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_inte
 AS $function$
 declare
   v_last timestamptz;
+  v_day_started timestamptz;
+  v_day_count integer;
   v_slot timestamptz;
+  v_user_next timestamptz;
+  v_lane_ms numeric;
+  v_tolerance interval;
+  v_in_user_lane boolean := p_user_id is not null and p_user_share is not null;
   v_wait_ms integer;
 begin
+  if p_user_share is not null and (p_user_share <= 0 or p_user_share > 1) then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The users'' share of the budget must be in (0, 1].';
+  end if;
   if p_user_id is not null then
-    select requested_at into v_last from public.billing_sync_requests where app_user_id = p_user_id for update;
-    if v_last is not null and v_last > now() - make_interval(secs => p_user_interval_seconds) then
+    -- The row exists before it is locked, so two first refreshes of one user at once take turns.
+    insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, '-infinity')
+    on conflict (app_user_id) do nothing;
+    select requested_at, day_started_at, day_count into v_last, v_day_started, v_day_count
+    from public.billing_sync_requests where app_user_id = p_user_id for update;
+    if v_last > now() - make_interval(secs => p_user_interval_seconds) then
       return jsonb_build_object('limitedBy', 'user', 'retryAfterSeconds',
         greatest(1, ceil(extract(epoch from v_last + make_interval(secs => p_user_interval_seconds) - now()))::integer));
     end if;
-    insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, now())
-    on conflict (app_user_id) do update set requested_at = excluded.requested_at;
+    if v_day_started is null or v_day_started <= now() - interval '1 day' then
+      v_day_started := now();
+      v_day_count := 0;
+    end if;
+    if p_user_daily_limit is not null and v_day_count >= p_user_daily_limit then
+      return jsonb_build_object('limitedBy', 'day', 'retryAfterSeconds',
+        greatest(1, ceil(extract(epoch from v_day_started + interval '1 day' - now()))::integer));
+    end if;
   end if;
-  select greatest(next_slot_at, now()) into v_slot from public.billing_sync_rate for update;
+
+  select greatest(next_slot_at, now()), user_next_slot_at into v_slot, v_user_next
+  from public.billing_sync_rate for update;
+  if v_in_user_lane then
+    v_lane_ms := p_slot_ms / p_user_share;
+    v_tolerance := make_interval(secs => greatest(v_lane_ms, p_max_wait_ms) / 1000.0);
+    if v_slot < v_user_next - v_tolerance then
+      -- The users' share is spent for now: ask again when the lane comes round.
+      return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds',
+        greatest(1, ceil(extract(epoch from v_user_next - v_tolerance - now())))::integer);
+    end if;
+  end if;
   v_wait_ms := greatest(0, ceil(extract(epoch from v_slot - now()) * 1000))::integer;
   if v_wait_ms > p_max_wait_ms then
     -- No refresh happened: the user may ask again as soon as a slot is free.
-    if p_user_id is not null then
-      update public.billing_sync_requests set requested_at = v_last where app_user_id = p_user_id and v_last is not null;
-      delete from public.billing_sync_requests where app_user_id = p_user_id and v_last is null;
-    end if;
     return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
   end if;
-  update public.billing_sync_rate set next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0);
+  update public.billing_sync_rate set
+    next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0),
+    user_next_slot_at = case when v_in_user_lane then greatest(user_next_slot_at, v_slot) + make_interval(secs => v_lane_ms / 1000.0) else user_next_slot_at end;
+  if p_user_id is not null then
+    update public.billing_sync_requests set requested_at = now(), day_started_at = v_day_started, day_count = v_day_count + 1
+    where app_user_id = p_user_id;
+  end if;
   return jsonb_build_object('waitMs', v_wait_ms);
 end;
 $function$
@@ -2115,6 +2151,7 @@ begin
     where r.app_user_id in (
       select x.app_user_id from public.billing_sync_requests x
       where x.requested_at < p_now - interval '10 minutes'
+        and (x.day_started_at is null or x.day_started_at <= p_now - interval '1 day')
       limit 1000
       for update skip locked);
     get diagnostics v_batch = row_count;
@@ -2901,7 +2938,7 @@ grant execute on function public.billing_store_plans(p_plans jsonb) to service_r
 grant execute on function public.billing_subscriber_known(p_app_user_id text) to service_role;
 grant execute on function public.billing_subscribers_count() to service_role;
 grant execute on function public.billing_subscribers_page(p_after text, p_limit integer) to service_role;
-grant execute on function public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer) to service_role;
+grant execute on function public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer, p_user_share numeric, p_user_daily_limit integer) to service_role;
 grant execute on function public.billing_sync_claim(p_limit integer, p_lease_seconds integer) to service_role;
 grant execute on function public.billing_sync_failed(p_app_user_id text, p_reason text, p_error text, p_retry_after_seconds integer) to service_role;
 grant execute on function public.billing_sync_found_nothing(p_app_user_id text, p_fetch_started_at timestamp with time zone) to service_role;

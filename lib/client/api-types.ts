@@ -189,7 +189,7 @@ export interface paths {
         put?: never;
         /**
          * Refresh the caller's purchases from RevenueCat
-         * @description Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing. No request body.
+         * @description Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s, and a number a day per user that the server sets (20 unless changed): 429 with Retry-After. 503 `sync_not_configured` when the server has no RevenueCat key; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting, or users' refreshes have used their share of the budget (at most half) for now; 502 when it refuses the key or answers something else (over 1 MiB, not a subscriber, not storable). A failed refresh changes nothing. No request body.
          */
         post: operations["postMeBillingSync"];
         delete?: never;
@@ -1769,6 +1769,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -1822,6 +1835,19 @@ export interface operations {
                     "Server-Timing": components["headers"]["ServerTiming"];
                     /** @description The credential this route wants (RFC 9110, RFC 6750) */
                     "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1940,6 +1966,19 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {

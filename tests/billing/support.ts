@@ -201,9 +201,14 @@ export const DOC = {
   v1: 'https://www.revenuecat.com/docs/api-v1/customer-info-model',
 };
 
-/** The settings of the flow suites: RevenueCat's stand-in, and webhooks that never sync (each flow says when RevenueCat's record is fetched). */
+/**
+ * The settings of the flow suites: RevenueCat's stand-in, and webhooks that never sync (each flow
+ * says when RevenueCat's record is fetched). A RevenueCat key is a real secret, so local mode (the
+ * dev tokens and the dev webhook secret these suites use) is asked for with LOCAL_DEV.
+ */
 export function flowSettings(revenuecat: FakeRevenueCat): Record<string, string> {
   return {
+    LOCAL_DEV: '1',
     REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
     REVENUECAT_API_URL: revenuecat.url,
     REVENUECAT_TIMEOUT_MS: '2000',

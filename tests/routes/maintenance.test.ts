@@ -40,7 +40,7 @@ describe.each(DATABASE_KINDS)('GET /api/cron/maintenance on %s', (kind) => {
   const db = suiteDatabase(kind);
   let restoreEnv: () => void;
   beforeAll(() => {
-    restoreEnv = setEnv({ CRON_SECRET });
+    restoreEnv = setEnv({ CRON_SECRET, LOCAL_DEV: '1' });
   });
   afterAll(() => restoreEnv());
   beforeEach(() => seed(db, 5));
