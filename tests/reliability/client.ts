@@ -51,7 +51,10 @@ export async function send(tally: Tally, url: string, options: SendOptions = {})
       signal: AbortSignal.timeout(options.timeoutMs ?? 30_000),
       ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
     } as RequestInit);
-    const text = await response.text();
+    // An event stream stays open for minutes: its status and headers are the answer; its body is
+    // what the stream tests read.
+    const streaming = response.headers.get('content-type')?.startsWith('text/event-stream') ?? false;
+    const text = streaming ? (await response.body?.cancel(), '') : await response.text();
     const endedAt = performance.now();
     tally.statuses[response.status] = (tally.statuses[response.status] ?? 0) + 1;
     if (response.status >= 500) tally.fiveXx++;

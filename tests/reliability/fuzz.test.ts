@@ -35,6 +35,7 @@ const TARGETS: Target[] = [
   { route: 'health/live', auth: 'none', methods: ['GET'] },
   { route: 'openapi.json', auth: 'none', methods: ['GET'] },
   { route: 'me', auth: 'session', methods: ['GET'] },
+  { route: 'me/events', auth: 'session', methods: ['GET'] },
   { route: 'wallet-link', auth: 'session', methods: ['GET', 'POST'] },
   { route: 'wallet-link/challenge', auth: 'session', methods: ['POST'] },
   { route: 'wallet-link/[linkId]', auth: 'session', methods: ['DELETE'] },
@@ -44,6 +45,10 @@ const TARGETS: Target[] = [
   { route: 'cron/billing-sync', auth: 'cron', methods: ['GET'] },
   { route: 'cron/maintenance', auth: 'cron', methods: ['GET'] },
   { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
+  { route: 'admin/status', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/billing/subscribers/[appUserId]', auth: 'admin', methods: ['GET'] },
+  // Local mode's RevenueCat stand-in: off here (no REVENUECAT_STAND_IN), so a problem+json 404.
+  { route: 'dev/revenuecat/v1/subscribers/[appUserId]', auth: 'none', methods: ['GET'] },
   // Any other /api path: a problem+json 404.
   { route: '[[...path]]', auth: 'none', methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] },
 ];
@@ -140,7 +145,7 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     const describe = `${options.method} ${url.replace(stack.server.url, '')} (${what}) -> ${answer.status} ${answer.error ?? answer.text.slice(0, 300)}`;
     if (!ok && before !== after) changedWithout2xx.push(describe);
     // URL normalisation can take a request off its route ("/api/wallet-link/.." is "/api/"): Next's own 404 page then answers.
-    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[linkId]', '[^/]+').replace('[[...path]]', '.+')}$`).test(new URL(url).pathname);
+    const reached = new RegExp(`^/api/${target.route.replace(/\./g, '\\.').replace('[[...path]]', '.+').replace(/\[\w+\]/, '[^/]+')}$`).test(new URL(url).pathname);
     if (!ok && reached && answer.status > 0 && !answer.headers.get('content-type')?.startsWith('application/problem+json')) notProblemJson.push(describe);
     if (answer.status === 0 || answer.status >= 500) throw new Error(`5xx or no answer: ${describe}`);
     if (!ok && before !== after) throw new Error(`the database changed without a 2xx: ${describe}`);
@@ -148,12 +153,14 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
   }
 
   /**
-   * The route's URL. `param` fills [linkId] (one segment) or [[...path]] (segments split on "/"),
-   * percent-encoded, or (raw) sent as written, malformed escapes and all.
+   * The route's URL. `param` fills its one parameter ([linkId], [appUserId]: one segment) or
+   * [[...path]] (segments split on "/"), percent-encoded, or (raw) sent as written, malformed
+   * escapes and all. An [appUserId] without a given value is the subscriber the operator knows.
    */
-  const urlOf = (route: string, param = '00000000-0000-4000-8000-000000000000', raw = false) => {
-    const encode = (value: string) => (raw ? value.replace(/[/?#]/g, (c) => segment(c)) : segment(value));
-    return `${stack.server.url}/api/${route.replace('[linkId]', encode(param)).replace('[[...path]]', `unknown/${param.split('/').map(encode).join('/')}`)}`;
+  const urlOf = (route: string, param?: string, raw = false) => {
+    const value = param ?? (route.includes('[appUserId]') ? knownSubscriber : '00000000-0000-4000-8000-000000000000');
+    const encode = (text: string) => (raw ? text.replace(/[/?#]/g, (c) => segment(c)) : segment(text));
+    return `${stack.server.url}/api/${route.replace('[[...path]]', `unknown/${value.split('/').map(encode).join('/')}`).replace(/\[\w+\]/, encode(value))}`;
   };
 
   function credentials(target: Target, user: User = users[0]!): Record<string, string> {
@@ -307,7 +314,7 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     await assertRuns(fc.asyncProperty(withTarget, async ([target, value, method, billing, leagues, challenge]) => {
       const body = target.auth === 'billing' ? billing : target.auth === 'leagues' ? leagues : target.route === 'wallet-link/challenge' ? challenge
         : target.route === 'wallet-link' ? linkPool[0]!.body : target.auth === 'admin' ? { app_user_id: knownSubscriber } : undefined;
-      await probe(target, `${headerName(target)}: ${JSON.stringify(value).slice(0, 120)}`, urlOf(target.route, ownedLinkIds[0]), {
+      await probe(target, `${headerName(target)}: ${JSON.stringify(value).slice(0, 120)}`, urlOf(target.route, target.route.includes('[linkId]') ? ownedLinkIds[0] : undefined), {
         method, headers: { [headerName(target)]: value, ...(body === undefined ? {} : json) }, body: method === 'GET' ? undefined : body === undefined ? undefined : JSON.stringify(body),
       });
     }));
@@ -318,7 +325,7 @@ describe('fuzz: every endpoint (production server, Postgres)', () => {
     await assertRuns(fc.asyncProperty(fc.constantFrom(...TARGETS), fc.constantFrom(...methods), fc.jsonValue({ maxDepth: 3 }), fc.uuid(), fc.boolean(), async (target: Target, method: string, value: unknown, linkId: string, slash: boolean) => {
       const hasBody = !['GET', 'HEAD'].includes(method);
       // A trailing slash reaches the same route (never a redirect): the answer is checked like any other.
-      await probe(target, `${method}${slash ? ' (trailing slash)' : ''} with ${JSON.stringify(value).slice(0, 120)}`, `${urlOf(target.route, linkId)}${slash ? '/' : ''}`, {
+      await probe(target, `${method}${slash ? ' (trailing slash)' : ''} with ${JSON.stringify(value).slice(0, 120)}`, `${urlOf(target.route, target.route.includes('[linkId]') ? linkId : undefined)}${slash ? '/' : ''}`, {
         method, headers: { ...credentials(target), ...(hasBody ? json : {}) }, body: hasBody ? JSON.stringify(value) : undefined,
       });
     }));
