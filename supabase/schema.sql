@@ -316,6 +316,33 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.account_rows_broadcast()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_what text := tg_argv[0];
+  v_rows text;
+  v_ids text[];
+begin
+  if not public.can_broadcast() then
+    return null;
+  end if;
+  v_rows := case tg_op when 'INSERT' then 'select %1$I::text as id from new_rows'
+                       when 'DELETE' then 'select %1$I::text as id from old_rows'
+                       else 'select %1$I::text as id from new_rows union select %1$I::text from old_rows' end;
+  execute format('select array(select distinct id from (' || v_rows || ') r where id is not null)', tg_argv[1]) into v_ids;
+  if v_what = 'entitlements' and cardinality(v_ids) > 0 then
+    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
+  end if;
+  perform public.send_account_changed(v_what, v_ids);
+  return null;
+end;
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.account_wallets(p_user_id uuid)
  RETURNS jsonb
  LANGUAGE sql
@@ -1820,34 +1847,6 @@ AS $function$
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.entitlements_broadcast()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO ''
-AS $function$
-declare
-  v_ids text[];
-begin
-  if not public.can_broadcast() then
-    return null;
-  end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct app_user_id from new_rows);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct app_user_id from old_rows);
-  else
-    v_ids := array(select app_user_id from new_rows union select app_user_id from old_rows);
-  end if;
-  if cardinality(v_ids) > 0 then
-    perform public.send_account_changed('entitlements',
-      v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids)));
-  end if;
-  return null;
-end;
-$function$
-;
-
 CREATE OR REPLACE FUNCTION public.forget_user(p_user_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1906,32 +1905,6 @@ CREATE OR REPLACE FUNCTION public.health_check()
  SET search_path TO ''
 AS $function$
   select jsonb_build_object('ok', true, 'now', now())
-$function$
-;
-
-CREATE OR REPLACE FUNCTION public.league_members_broadcast()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO ''
-AS $function$
-declare
-  v_ids text[];
-begin
-  if not public.can_broadcast() then
-    return null;
-  end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct app_user_id::text from new_rows where app_user_id is not null);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct app_user_id::text from old_rows where app_user_id is not null);
-  else
-    v_ids := array(select app_user_id::text from new_rows where app_user_id is not null
-                   union select app_user_id::text from old_rows where app_user_id is not null);
-  end if;
-  perform public.send_account_changed('leagues', v_ids);
-  return null;
-end;
 $function$
 ;
 
@@ -2345,31 +2318,6 @@ AS $function$
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.wallet_links_broadcast()
- RETURNS trigger
- LANGUAGE plpgsql
- SECURITY DEFINER
- SET search_path TO ''
-AS $function$
-declare
-  v_ids text[];
-begin
-  if not public.can_broadcast() then
-    return null;
-  end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct user_id::text from new_rows);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct user_id::text from old_rows);
-  else
-    v_ids := array(select user_id::text from new_rows union select user_id::text from old_rows);
-  end if;
-  perform public.send_account_changed('wallets', v_ids);
-  return null;
-end;
-$function$
-;
-
 CREATE OR REPLACE FUNCTION public.wallet_refund_contract_check(p_user_id uuid, p_challenge_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -2619,17 +2567,17 @@ create view public.my_wallet_links with (security_invoker=true) as
   ORDER BY l.created_at, l.id;
 
 CREATE TRIGGER billing_subscribers_broadcast AFTER UPDATE OF customer_id ON public.billing_subscribers FOR EACH ROW WHEN ((old.customer_id IS DISTINCT FROM new.customer_id)) EXECUTE FUNCTION billing_subscribers_broadcast();
-CREATE TRIGGER entitlements_broadcast_delete AFTER DELETE ON public.entitlements REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION entitlements_broadcast();
-CREATE TRIGGER entitlements_broadcast_insert AFTER INSERT ON public.entitlements REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION entitlements_broadcast();
-CREATE TRIGGER entitlements_broadcast_update AFTER UPDATE ON public.entitlements REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION entitlements_broadcast();
-CREATE TRIGGER league_members_broadcast_delete AFTER DELETE ON public.league_members REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION league_members_broadcast();
-CREATE TRIGGER league_members_broadcast_insert AFTER INSERT ON public.league_members REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION league_members_broadcast();
-CREATE TRIGGER league_members_broadcast_update AFTER UPDATE ON public.league_members REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION league_members_broadcast();
+CREATE TRIGGER entitlements_broadcast_delete AFTER DELETE ON public.entitlements REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('entitlements', 'app_user_id');
+CREATE TRIGGER entitlements_broadcast_insert AFTER INSERT ON public.entitlements REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('entitlements', 'app_user_id');
+CREATE TRIGGER entitlements_broadcast_update AFTER UPDATE ON public.entitlements REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('entitlements', 'app_user_id');
+CREATE TRIGGER league_members_broadcast_delete AFTER DELETE ON public.league_members REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('leagues', 'app_user_id');
+CREATE TRIGGER league_members_broadcast_insert AFTER INSERT ON public.league_members REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('leagues', 'app_user_id');
+CREATE TRIGGER league_members_broadcast_update AFTER UPDATE ON public.league_members REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('leagues', 'app_user_id');
 CREATE TRIGGER leagues_broadcast_delete AFTER DELETE ON public.leagues REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION leagues_broadcast();
 CREATE TRIGGER leagues_broadcast_update AFTER UPDATE ON public.leagues REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION leagues_broadcast();
-CREATE TRIGGER wallet_links_broadcast_delete AFTER DELETE ON public.wallet_links REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION wallet_links_broadcast();
-CREATE TRIGGER wallet_links_broadcast_insert AFTER INSERT ON public.wallet_links REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION wallet_links_broadcast();
-CREATE TRIGGER wallet_links_broadcast_update AFTER UPDATE ON public.wallet_links REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION wallet_links_broadcast();
+CREATE TRIGGER wallet_links_broadcast_delete AFTER DELETE ON public.wallet_links REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('wallets', 'user_id');
+CREATE TRIGGER wallet_links_broadcast_insert AFTER INSERT ON public.wallet_links REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('wallets', 'user_id');
+CREATE TRIGGER wallet_links_broadcast_update AFTER UPDATE ON public.wallet_links REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_rows_broadcast('wallets', 'user_id');
 
 create policy billing_subscribers_read_by_auth on public.billing_subscribers as permissive for select to supabase_auth_admin using (true);
 create policy billing_subscribers_select_own on public.billing_subscribers as permissive for select to authenticated using ((app_user_id = (( SELECT auth.uid() AS uid))::text));
@@ -2643,6 +2591,7 @@ create policy wallet_links_select_own on public.wallet_links as permissive for s
 
 grant execute on function public.account_entitlements(p_user_id text, p_now timestamp with time zone) to service_role;
 grant execute on function public.account_leagues(p_user_id uuid) to service_role;
+grant execute on function public.account_rows_broadcast() to service_role;
 grant execute on function public.account_wallets(p_user_id uuid) to service_role;
 grant execute on function public.api_timestamp(p_at timestamp with time zone) to authenticated;
 grant execute on function public.api_timestamp(p_at timestamp with time zone) to service_role;
@@ -2684,13 +2633,11 @@ grant execute on function public.entitlement_owner_ids(p_user_id text) to servic
 grant execute on function public.entitlement_owner_ids(p_user_id text) to supabase_auth_admin;
 grant execute on function public.entitlement_sources(p_owner_ids text[], p_now timestamp with time zone) to authenticated;
 grant execute on function public.entitlement_sources(p_owner_ids text[], p_now timestamp with time zone) to service_role;
-grant execute on function public.entitlements_broadcast() to service_role;
 grant execute on function public.forget_user(p_user_id uuid) to service_role;
 grant execute on function public.get_account(p_user_id uuid, p_now timestamp with time zone) to service_role;
 grant execute on function public.has_entitlement(entitlement text) to authenticated;
 grant execute on function public.has_entitlement(entitlement text) to service_role;
 grant execute on function public.health_check() to service_role;
-grant execute on function public.league_members_broadcast() to service_role;
 grant execute on function public.leagues_broadcast() to service_role;
 grant execute on function public.leagues_forget_user(p_user_id uuid) to service_role;
 grant execute on function public.leagues_maintain(p_now timestamp with time zone, p_deadline timestamp with time zone) to service_role;
@@ -2713,7 +2660,6 @@ grant execute on function public.wallet_link_json(l wallet_links) to authenticat
 grant execute on function public.wallet_link_json(l wallet_links) to service_role;
 grant select on table public.wallet_links to authenticated;
 grant delete, insert, select, update on table public.wallet_links to service_role;
-grant execute on function public.wallet_links_broadcast() to service_role;
 grant execute on function public.wallet_refund_contract_check(p_user_id uuid, p_challenge_id uuid) to service_role;
 grant execute on function public.wallet_start_contract_check(p_user_id uuid, p_challenge_id uuid, p_message text, p_chain text, p_address_key text) to service_role;
 grant execute on function public.wallet_unlink(p_user_id uuid, p_link_id uuid) to service_role;

@@ -71,40 +71,58 @@ begin
 end;
 $$;
 
--- entitlements: the owners of the changed rows, and every id merged into one of them (who reads them).
-create or replace function public.entitlements_broadcast()
+-- The users whose rows a statement changed, told `what` changed: TG_ARGV[0] is the kind of change,
+-- TG_ARGV[1] the column that holds the user's id. The rows are read from the statement's transition
+-- tables (new_rows for an insert, old_rows for a delete, both for an update). For entitlements, the
+-- ids merged into a changed row's owner read it too (billing_subscribers.customer_id).
+create or replace function public.account_rows_broadcast()
 returns trigger
 language plpgsql
 security definer
 set search_path = ''
 as $$
 declare
+  v_what text := tg_argv[0];
+  v_rows text;
   v_ids text[];
 begin
   if not public.can_broadcast() then
     return null;
   end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct app_user_id from new_rows);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct app_user_id from old_rows);
-  else
-    v_ids := array(select app_user_id from new_rows union select app_user_id from old_rows);
+  v_rows := case tg_op when 'INSERT' then 'select %1$I::text as id from new_rows'
+                       when 'DELETE' then 'select %1$I::text as id from old_rows'
+                       else 'select %1$I::text as id from new_rows union select %1$I::text from old_rows' end;
+  execute format('select array(select distinct id from (' || v_rows || ') r where id is not null)', tg_argv[1]) into v_ids;
+  if v_what = 'entitlements' and cardinality(v_ids) > 0 then
+    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
   end if;
-  if cardinality(v_ids) > 0 then
-    perform public.send_account_changed('entitlements',
-      v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids)));
-  end if;
+  perform public.send_account_changed(v_what, v_ids);
   return null;
 end;
 $$;
 
 create trigger entitlements_broadcast_insert after insert on public.entitlements
-  referencing new table as new_rows for each statement execute function public.entitlements_broadcast();
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
 create trigger entitlements_broadcast_update after update on public.entitlements
-  referencing old table as old_rows new table as new_rows for each statement execute function public.entitlements_broadcast();
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
 create trigger entitlements_broadcast_delete after delete on public.entitlements
-  referencing old table as old_rows for each statement execute function public.entitlements_broadcast();
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
+
+create trigger wallet_links_broadcast_insert after insert on public.wallet_links
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+create trigger wallet_links_broadcast_update after update on public.wallet_links
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+create trigger wallet_links_broadcast_delete after delete on public.wallet_links
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+
+-- Leagues: the members linked to an app user whose membership changed (here), and the members of a
+-- league whose snapshot changed, its name, status or season, or its deletion (below).
+create trigger league_members_broadcast_insert after insert on public.league_members
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
+create trigger league_members_broadcast_update after update on public.league_members
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
+create trigger league_members_broadcast_delete after delete on public.league_members
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
 
 -- billing_subscribers: an id merged into another customer (or unmerged by a refold) reads other
 -- rows from now on. Rare, so a row trigger, and only when customer_id changed.
@@ -125,72 +143,7 @@ $$;
 create trigger billing_subscribers_broadcast after update of customer_id on public.billing_subscribers
   for each row when (old.customer_id is distinct from new.customer_id) execute function public.billing_subscribers_broadcast();
 
--- wallet_links: the owners of the links made, changed or removed.
-create or replace function public.wallet_links_broadcast()
-returns trigger
-language plpgsql
-security definer
-set search_path = ''
-as $$
-declare
-  v_ids text[];
-begin
-  if not public.can_broadcast() then
-    return null;
-  end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct user_id::text from new_rows);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct user_id::text from old_rows);
-  else
-    v_ids := array(select user_id::text from new_rows union select user_id::text from old_rows);
-  end if;
-  perform public.send_account_changed('wallets', v_ids);
-  return null;
-end;
-$$;
-
-create trigger wallet_links_broadcast_insert after insert on public.wallet_links
-  referencing new table as new_rows for each statement execute function public.wallet_links_broadcast();
-create trigger wallet_links_broadcast_update after update on public.wallet_links
-  referencing old table as old_rows new table as new_rows for each statement execute function public.wallet_links_broadcast();
-create trigger wallet_links_broadcast_delete after delete on public.wallet_links
-  referencing old table as old_rows for each statement execute function public.wallet_links_broadcast();
-
--- Leagues: the members linked to an app user whose membership changed, and the members of a league
--- whose snapshot changed (its name, status, season..., or its deletion).
-create or replace function public.league_members_broadcast()
-returns trigger
-language plpgsql
-security definer
-set search_path = ''
-as $$
-declare
-  v_ids text[];
-begin
-  if not public.can_broadcast() then
-    return null;
-  end if;
-  if tg_op = 'INSERT' then
-    v_ids := array(select distinct app_user_id::text from new_rows where app_user_id is not null);
-  elsif tg_op = 'DELETE' then
-    v_ids := array(select distinct app_user_id::text from old_rows where app_user_id is not null);
-  else
-    v_ids := array(select app_user_id::text from new_rows where app_user_id is not null
-                   union select app_user_id::text from old_rows where app_user_id is not null);
-  end if;
-  perform public.send_account_changed('leagues', v_ids);
-  return null;
-end;
-$$;
-
-create trigger league_members_broadcast_insert after insert on public.league_members
-  referencing new table as new_rows for each statement execute function public.league_members_broadcast();
-create trigger league_members_broadcast_update after update on public.league_members
-  referencing old table as old_rows new table as new_rows for each statement execute function public.league_members_broadcast();
-create trigger league_members_broadcast_delete after delete on public.league_members
-  referencing old table as old_rows for each statement execute function public.league_members_broadcast();
-
+-- A league's members, when its snapshot changed.
 create or replace function public.leagues_broadcast()
 returns trigger
 language plpgsql
@@ -219,9 +172,8 @@ declare
   v_fn text;
 begin
   foreach v_fn in array array[
-    'public.can_broadcast()', 'public.send_account_changed(text, text[])', 'public.entitlements_broadcast()',
-    'public.billing_subscribers_broadcast()', 'public.wallet_links_broadcast()', 'public.league_members_broadcast()',
-    'public.leagues_broadcast()'
+    'public.can_broadcast()', 'public.send_account_changed(text, text[])', 'public.account_rows_broadcast()',
+    'public.billing_subscribers_broadcast()', 'public.leagues_broadcast()'
   ] loop
     execute format('revoke all on function %s from public, anon, authenticated', v_fn);
     execute format('grant execute on function %s to service_role', v_fn);

@@ -65,7 +65,7 @@ const DRIVEN = [
   'leagues_maintain', 'billing_sync_maintain', 'billing_maintain', 'billing_ensure_partitions', 'forget_user', 'wallets_forget_user',
   'leagues_forget_user', 'billing_forget_user', 'billing_events_page', 'billing_events_by_id', 'billing_rebuild_group', 'billing_store_plans',
   'billing_group_rows', 'billing_events_without_plan', 'billing_subscribers_page', 'billing_subscribers_count', 'billing_sync_run_place',
-  'can_broadcast', 'send_account_changed', 'entitlements_broadcast', 'wallet_links_broadcast', 'league_members_broadcast', 'leagues_broadcast',
+  'can_broadcast', 'send_account_changed', 'account_rows_broadcast', 'leagues_broadcast',
 ];
 
 describe('query plans at scale on postgres', () => {
