@@ -415,7 +415,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
     if (mode === 'postgres' && wanted(FIXED_RATE_SCENARIO)) log(await billingWithSyncsAfterResponses(postgres, env));
-    const broadcasts = mode === 'postgres' && wanted(BROADCAST_SCENARIOS.billing) ? await benchBroadcasts() : undefined;
+    // (BENCH_ONLY=broadcasts runs these alone: their names hold a comma.)
+    const broadcasts = mode === 'postgres' && (wanted(BROADCAST_SCENARIOS.billing) || ONLY?.includes('broadcasts')) ? await benchBroadcasts() : undefined;
 
     setRatiosToFloors(scenarios);
     return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios, billingProfile, broadcastsPerRequest: broadcasts };

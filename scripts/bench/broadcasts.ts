@@ -2,7 +2,9 @@
 // from Supabase users (uuid app user ids, so every event's user has a topic `user:<id>`), on two fresh
 // databases of one Postgres server, one with Supabase Realtime's schema (made before the migrations,
 // as on Supabase: the triggers send with realtime.send) and one without (the triggers return after
-// one catalog lookup); a server on each, the same requests on both, in the order without, with.
+// one catalog lookup); a server on each, the same requests on both. Each scenario runs four times,
+// without, with, with, without (drift on a shared machine cancels out), and the figures are the
+// mean of each pair.
 import pg from 'pg';
 import type { NextServer } from '../../tests/support/next-server.ts';
 import { createDatabase, type PostgresServer } from '../../tests/support/postgres-server.ts';
@@ -14,9 +16,12 @@ export interface BroadcastBench<Spec, Result extends { name: string; requests: n
   startServer(databaseUrl: string): Promise<NextServer>;
   /** Runs a scenario on a server, Postgres CPU counted. */
   run(server: NextServer, name: string, spec: Spec): Promise<Result>;
-  /** The billing webhook at `connections` (amount: a fixed number, untimed warm-up) for user index % users of `users`, a day later per round. */
+  /**
+   * The billing webhook at `connections` for user index % users.length of `users` (amount: a fixed
+   * number of requests instead of a duration), event ids unique to `tag`, a day later per `round`.
+   */
   billing(users: string[], tag: string, round: number, connections: number, amount?: number): Spec;
-  /** A leagues delivery of 50 leagues x 12 members, every member one of `users`. */
+  /** Leagues deliveries of 50 leagues x 12 members, every member one of `users`, ids unique to `tag`. */
   leagues(users: string[], tag: string, connections: number): Spec;
 }
 
@@ -32,38 +37,63 @@ export async function measureBroadcastCost<Spec, Result extends { name: string; 
   bench: BroadcastBench<Spec, Result>, names: { billing: string; billingFew: string; leagues: string },
 ): Promise<BroadcastCost<Result>> {
   const users = Array.from({ length: USERS }, () => crypto.randomUUID());
-  const results: Result[] = [];
-  const broadcastsPerRequest: Record<string, number> = {};
-  for (const realtime of [false, true]) {
-    const label = realtime ? 'with Realtime' : 'no Realtime';
-    const name = `bench_broadcasts_${realtime ? 'realtime' : 'plain'}_${Date.now()}`;
-    await createDatabase(bench.postgres.url(), name);
-    const client = new pg.Client({ connectionString: bench.postgres.url(name) });
-    await client.connect();
-    try {
+  const stamp = Date.now();
+  const variants: { realtime: boolean; label: string; server: NextServer; client: pg.Client }[] = [];
+  try {
+    for (const realtime of [false, true]) {
+      const name = `bench_broadcasts_${realtime ? 'realtime' : 'plain'}_${stamp}`;
+      await createDatabase(bench.postgres.url(), name);
+      const client = new pg.Client({ connectionString: bench.postgres.url(name) });
+      await client.connect();
       if (realtime) await client.query(REALTIME_SQL);
-      const server = await bench.startServer(bench.postgres.url(name));
-      try {
-        const tag = `${label}-${Date.now()}`;
-        // Warm-up, untimed: every user's first purchase (the timed runs are renewals, as in the main scenarios).
-        await bench.run(server, 'warm-up', bench.billing(users, `${tag}-warm`, 0, 10, USERS));
-        const counted = async (scenario: string, spec: Spec, what: string) => {
-          const before = realtime ? await broadcasts(client, what) : 0;
-          const result = await bench.run(server, `${scenario}, ${label}`, spec);
-          results.push(result);
-          if (realtime) broadcastsPerRequest[scenario] = Math.round(((await broadcasts(client, what)) - before) / Math.max(1, result.requests) * 100) / 100;
-        };
-        await counted(names.billing, bench.billing(users, tag, 1, 50), 'entitlements');
-        await counted(names.billingFew, bench.billing(users, tag, 2, 10), 'entitlements');
-        await counted(names.leagues, bench.leagues(users, tag, 4), 'leagues');
-      } finally {
-        await server.stop();
+      variants.push({ realtime, label: realtime ? 'with Realtime' : 'no Realtime', server: await bench.startServer(bench.postgres.url(name)), client });
+    }
+    // Warm-up, untimed: every user's first purchase on both (the timed runs are renewals, as in the main scenarios).
+    for (const variant of variants) await bench.run(variant.server, 'warm-up', bench.billing(users, `warm${Number(variant.realtime)}`, 0, 10, USERS));
+
+    const results: Result[] = [];
+    const broadcastsPerRequest: Record<string, number> = {};
+    const scenarios = [
+      { name: names.billing, what: 'entitlements', spec: (tag: string, round: number) => bench.billing(users, tag, round, 50) },
+      { name: names.billingFew, what: 'entitlements', spec: (tag: string, round: number) => bench.billing(users, tag, round, 10) },
+      { name: names.leagues, what: 'leagues', spec: (tag: string) => bench.leagues(users, tag, 4) },
+    ];
+    let round = 0;
+    for (const scenario of scenarios) {
+      const runs = new Map<boolean, Result[]>([[false, []], [true, []]]);
+      let sent = 0;
+      let requests = 0;
+      for (const realtime of [false, true, true, false]) {
+        const variant = variants.find((v) => v.realtime === realtime)!;
+        round++;
+        const before = realtime ? await broadcasts(variant.client, scenario.what) : 0;
+        const result = await bench.run(variant.server, `${scenario.name}, ${variant.label}`, scenario.spec(`b${round}`, round));
+        runs.get(realtime)!.push(result);
+        if (realtime) {
+          sent += (await broadcasts(variant.client, scenario.what)) - before;
+          requests += result.requests;
+        }
       }
-    } finally {
-      await client.end();
+      results.push(mean(runs.get(false)!), mean(runs.get(true)!));
+      broadcastsPerRequest[scenario.name] = Math.round((sent / Math.max(1, requests)) * 100) / 100;
+    }
+    return { results, broadcastsPerRequest };
+  } finally {
+    for (const variant of variants) {
+      await variant.server.stop();
+      await variant.client.end();
     }
   }
-  return { results, broadcastsPerRequest };
+}
+
+/** The mean of each numeric figure of the runs (the first run's other fields). */
+function mean<Result extends object>(runs: Result[]): Result {
+  const out = { ...runs[0]! } as Record<string, unknown>;
+  for (const [key, value] of Object.entries(runs[0]!)) {
+    if (typeof value !== 'number') continue;
+    out[key] = Math.round((runs.reduce((sum, run) => sum + ((run as Record<string, number>)[key] ?? 0), 0) / runs.length) * 100) / 100;
+  }
+  return out as Result;
 }
 
 async function broadcasts(client: pg.Client, what: string): Promise<number> {

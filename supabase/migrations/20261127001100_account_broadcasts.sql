@@ -183,13 +183,20 @@ $$;
 
 -- Who receives a topic: a signed-in user, their own (`user:<their id>`) and no other. Realtime asks
 -- when a client joins a private channel, as the client's role with realtime.topic() set to the
--- channel's topic (https://supabase.com/docs/guides/realtime/authorization).
+-- channel's topic (https://supabase.com/docs/guides/realtime/authorization). On Supabase the
+-- migrating role may add policies to realtime.messages; where it may not (a self-hosted Realtime
+-- whose owner is another role), the rest applies and a warning says to add it as that owner: the
+-- broadcasts are sent either way, and clients receive them once the policy exists.
 do $$
 begin
   if to_regclass('realtime.messages') is not null then
-    create policy account_changed_own_topic on realtime.messages
-      for select to authenticated
-      using ((select realtime.topic()) = 'user:' || (select auth.uid())::text and realtime.messages.topic = (select realtime.topic()));
+    begin
+      create policy account_changed_own_topic on realtime.messages
+        for select to authenticated
+        using ((select realtime.topic()) = 'user:' || (select auth.uid())::text and realtime.messages.topic = (select realtime.topic()));
+    exception when insufficient_privilege then
+      raise warning 'account_changed_own_topic: no right to add a policy to realtime.messages here; add it as its owner (docs/app-reads.md, Live updates)';
+    end;
   end if;
 end;
 $$;

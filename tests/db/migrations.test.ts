@@ -12,6 +12,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { REALTIME_SQL } from '../support/supabase-realtime.ts';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
@@ -238,48 +239,58 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
  * function and sequence of that role in public to anon and authenticated. Grant tests on the
  * project's own bootstrap alone would pass a new table or function that forgets its revoke.
  */
+/**
+ * A database shaped like a Supabase project on the real Postgres server (see below), and the URL of
+ * its migrating role. With `realtime`, Realtime's schema too, owned by its own admin role (as on a
+ * self-hosted Supabase where the migrating role may not add policies to realtime.messages).
+ */
+async function supabaseShapedDatabase(options: { realtime?: boolean } = {}): Promise<string> {
+  const { default: pgModule } = await import('pg');
+  const serverUrl = inject('postgresServerUrl');
+  const name = `supabase_like_${randomBytes(4).toString('hex')}`;
+  await createDatabase(serverUrl, name);
+  const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
+  const role = `migrator_${randomBytes(4).toString('hex')}`;
+
+  const admin = new pgModule.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`
+      do $$ begin
+        if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+        if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+        if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
+        if not exists (select 1 from pg_roles where rolname = 'supabase_auth_admin') then create role supabase_auth_admin nologin noinherit; end if;
+      end $$;
+      create schema auth;
+      create table auth.users (id uuid primary key, email text);
+      create function auth.uid() returns uuid language sql stable as 'select null::uuid';
+      grant usage on schema auth to anon, authenticated, service_role;
+      create role ${role} login password 'pw' createrole;
+      grant anon, authenticated, service_role to ${role};
+      grant create, usage on schema public to ${role};
+      grant usage on schema public to anon, authenticated, service_role;
+      grant usage on schema auth to ${role};
+      grant select, trigger, references on auth.users to ${role};
+      alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
+      alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
+      alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
+      alter database ${name} owner to ${role};
+    `);
+    if (options.realtime) {
+      await admin.query(REALTIME_SQL);
+      await admin.query(`grant usage on schema realtime to ${role}; grant execute on all functions in schema realtime to ${role}`);
+    }
+  } finally {
+    await admin.end();
+  }
+  return adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+}
+
 describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
   let migratorUrl: string;
   beforeAll(async () => {
-    const { inject } = await import('vitest');
-    const { createDatabase } = await import('../support/postgres-server.ts');
-    const { default: pgModule } = await import('pg');
-    const { randomBytes } = await import('node:crypto');
-    const serverUrl = inject('postgresServerUrl');
-    const name = `supabase_like_${randomBytes(4).toString('hex')}`;
-    await createDatabase(serverUrl, name);
-    const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
-    const role = `migrator_${randomBytes(4).toString('hex')}`;
-
-    const admin = new pgModule.Client({ connectionString: adminUrl });
-    await admin.connect();
-    try {
-      await admin.query(`
-        do $$ begin
-          if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
-          if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
-          if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
-          if not exists (select 1 from pg_roles where rolname = 'supabase_auth_admin') then create role supabase_auth_admin nologin noinherit; end if;
-        end $$;
-        create schema auth;
-        create table auth.users (id uuid primary key, email text);
-        create function auth.uid() returns uuid language sql stable as 'select null::uuid';
-        grant usage on schema auth to anon, authenticated, service_role;
-        create role ${role} login password 'pw' createrole;
-        grant anon, authenticated, service_role to ${role};
-        grant create, usage on schema public to ${role};
-        grant usage on schema public to anon, authenticated, service_role;
-        grant usage on schema auth to ${role};
-        grant select, trigger, references on auth.users to ${role};
-        alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
-        alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
-        alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
-        alter database ${name} owner to ${role};
-      `);
-    } finally {
-      await admin.end();
-    }
-    migratorUrl = adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+    migratorUrl = await supabaseShapedDatabase();
   });
 
   it('only reads what Supabase already has (no CREATE right on the auth schema), and two processes migrate once', async () => {
@@ -320,6 +331,19 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
       expect(findings.filter(({ category }) => !['splinter/security/rlsEnabledNoPolicy', 'splinter/performance/unusedIndex'].includes(category))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('applies every migration where it may not add the live-updates policy to Realtime\'s table (owned by another role), leaving the policy out', async () => {
+    const url = await supabaseShapedDatabase({ realtime: true });
+    const db = await openPostgres({ connectionString: url, max: 1 });
+    try {
+      const { rows } = await db.pool.query(`select version || '_' || name || '.sql' as file from supabase_migrations.schema_migrations order by version`);
+      expect(rows.map((row: { file: string }) => row.file)).toEqual(migrationFiles);
+      expect((await db.pool.query(`select policyname from pg_policies where schemaname = 'realtime'`)).rows).toEqual([]);
+      expect((await db.pool.query('select public.can_broadcast() as can')).rows).toEqual([{ can: true }]);
+    } finally {
+      await db.close();
     }
   });
 

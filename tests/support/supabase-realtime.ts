@@ -1,3 +1,5 @@
+import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
+
 /**
  * Supabase Realtime's part of a Supabase database, as its migrations make it (supabase/realtime,
  * lib/realtime/tenants/repo/migrations: the `realtime` schema, `messages` partitioned by day,
@@ -11,19 +13,12 @@
  * plain Postgres modes run without Realtime.
  */
 export const REALTIME_SQL = /* sql */ `
+-- The roles first, as a Supabase database has them.
+${BOOTSTRAP_SQL}
 do $$
 begin
   if not exists (select 1 from pg_roles where rolname = 'supabase_realtime_admin') then
     create role supabase_realtime_admin nologin noinherit noreplication;
-  end if;
-  if not exists (select 1 from pg_roles where rolname = 'anon') then
-    create role anon nologin noinherit;
-  end if;
-  if not exists (select 1 from pg_roles where rolname = 'authenticated') then
-    create role authenticated nologin noinherit;
-  end if;
-  if not exists (select 1 from pg_roles where rolname = 'service_role') then
-    create role service_role nologin noinherit bypassrls;
   end if;
 end
 $$;
