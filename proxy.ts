@@ -22,11 +22,16 @@ export function proxy(request: NextRequest) {
   return response;
 }
 
-/** Where the sign-in form's supabase-js calls go, when Supabase Auth is set up. */
+/**
+ * Where the page's supabase-js connects, when Supabase Auth is set up: Auth over http(s), and the
+ * account's live updates over Realtime's WebSocket (ws/wss on the same host, named explicitly).
+ */
 function supabaseOrigin(): string[] {
   try {
     const url = getConfig().frontend.supabaseUrl;
-    return url ? [new URL(url).origin] : [];
+    if (!url) return [];
+    const { origin } = new URL(url);
+    return [origin, origin.replace(/^http/, 'ws')];
   } catch {
     return []; // a refused configuration: the page says so and signs no one in
   }

@@ -10,6 +10,7 @@ import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
 import * as catchAllRoute from './api/[[...path]]/route.ts';
 import * as billingSyncRoute from './api/me/billing/sync/route.ts';
+import * as meRoute from './api/me/route.ts';
 import * as walletLinkIdRoute from './api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from './api/wallet-link/challenge/route.ts';
 import * as walletLinkRoute from './api/wallet-link/route.ts';
@@ -62,7 +63,7 @@ export async function adoptSession(accessToken: string): Promise<{ error?: strin
 
 /** What the account page's scripts ask the API for, on behalf of the signed-in user. */
 export interface PageApiRequest {
-  method: 'POST' | 'DELETE';
+  method: 'GET' | 'POST' | 'DELETE';
   path: string;
   body?: unknown;
 }
@@ -77,7 +78,7 @@ export interface PageApiRequest {
 export async function callApiAsSignedInUser(request: PageApiRequest): Promise<{ status: number; body: unknown }> {
   const token = (await cookies()).get(SESSION_COOKIE)?.value;
   const { handler, params } = pageRoute(request.method, request.path);
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const headers: Record<string, string> = request.body === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
   const response = await handler(
     new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) }),
@@ -90,6 +91,7 @@ export async function callApiAsSignedInUser(request: PageApiRequest): Promise<{ 
 type RouteHandler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
 
 function pageRoute(method: PageApiRequest['method'], path: string): { handler: RouteHandler; params: Record<string, string> } {
+  if (method === 'GET' && path === '/api/me') return { handler: meRoute.GET, params: {} };
   if (method === 'POST' && path === '/api/wallet-link/challenge') return { handler: challengeRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/wallet-link') return { handler: walletLinkRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/me/billing/sync') return { handler: billingSyncRoute.POST, params: {} };

@@ -2,16 +2,15 @@ import Link from 'next/link';
 import { cookies } from 'next/headers';
 import { authenticateToken } from '#lib/auth/session.ts';
 import { getAccount } from '#lib/account.ts';
+import type { Account as ClientAccount } from '#lib/client/client.ts';
 import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { SESSION_COOKIE } from '#lib/web/session-cookie.ts';
 import { signInLocally } from './actions.ts';
-import { RefreshPurchasesButton } from './components/refresh-purchases.tsx';
+import { AccountView, LiveAccount, type LiveChannelSettings } from './components/account-view.tsx';
 import { SignOutButton } from './components/sign-out-button.tsx';
 import type { SupabaseBrowserSettings } from './components/supabase-browser.ts';
 import { SupabaseSignIn } from './components/supabase-sign-in.tsx';
-import { PROOF_KIND_LABELS } from './components/proof-kinds.ts';
-import { UnlinkButton, WalletLinker } from './components/wallet-linker.tsx';
 
 // Per-user page: rendered for each request, never cached.
 export const dynamic = 'force-dynamic';
@@ -48,9 +47,25 @@ export default async function AccountPage({ searchParams }: { searchParams: Prom
   return (
     <Shell signedIn={Boolean(account)} supabase={supabaseBrowserSettings(config)}>
       {problem && <p role="alert">{problem}</p>}
-      {account ? <AccountView account={account} config={config} /> : <SignIn config={config} />}
+      {account ? (
+        // GET /api/me's own body (getAccount), which tests/conformance holds to the document the client's types come from.
+        <LiveAccount initialAccount={account as ClientAccount} live={liveChannel(config)}>
+          <AccountView evmChainIds={config.wallet.evmChainIds} solanaClusters={config.wallet.solanaClusters} canRefreshPurchases={Boolean(config.revenuecat)} />
+        </LiveAccount>
+      ) : <SignIn config={config} />}
     </Shell>
   );
+}
+
+/**
+ * Where the page hears of changes to the account: Supabase Realtime when it signs in with Supabase
+ * (the database broadcasts on the user's private channel), else in local mode the service's own
+ * stream (GET /api/me/events); elsewhere nowhere (the page shows what it read).
+ */
+function liveChannel(config: Config): LiveChannelSettings | undefined {
+  const supabase = supabaseBrowserSettings(config);
+  if (supabase) return { kind: 'supabase', supabase };
+  return config.local ? { kind: 'service' } : undefined;
 }
 
 /** The account page signs in with Supabase Auth in the browser when it is set up (not with local sign-in). */
@@ -106,99 +121,5 @@ function SignIn({ config }: { config: Config }) {
         <p>Set NEXT_PUBLIC_SUPABASE_URL and NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY to sign in here.</p>
       )}
     </section>
-  );
-}
-
-const formatTime = (iso: string | null | undefined, empty = '—') => (iso ? new Date(iso).toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' }) + ' UTC' : empty);
-
-/** Until when access lasts, as a person reads it: in grace, the grace end; no expiry, lifetime. */
-function accessUntil(entitlement: Account['entitlements'][number]): string {
-  if (!entitlement.active) return entitlement.expiresAt ? `ended ${formatTime(entitlement.expiresAt)}` : '—';
-  if (entitlement.status === 'grace' && entitlement.graceExpiresAt) return `${formatTime(entitlement.graceExpiresAt)} (grace period)`;
-  return entitlement.expiresAt ? formatTime(entitlement.expiresAt) : 'lifetime';
-}
-
-function AccountView({ account, config }: { account: Account; config: Config }) {
-  return (
-    <>
-      <section className="panel" aria-labelledby="who">
-        <h2 id="who">Signed in</h2>
-        <dl>
-          <dt className="muted">E-mail</dt>
-          <dd data-testid="email">{account.email ?? '(none)'}</dd>
-          <dt className="muted">User id</dt>
-          <dd className="mono" data-testid="user-id">{account.userId}</dd>
-        </dl>
-      </section>
-
-      <section className="panel" aria-labelledby="wallets">
-        <h2 id="wallets">Wallets</h2>
-        {account.wallets.length === 0 ? (
-          <p className="muted">No wallet linked yet.</p>
-        ) : (
-          <div className="table-scroll"><table>
-            <thead><tr><th scope="col">Chain</th><th scope="col">Address</th><th scope="col">Proof</th><th scope="col">Linked</th><th scope="col"><span className="muted">Action</span></th></tr></thead>
-            <tbody>
-              {account.wallets.map((wallet) => (
-                <tr key={wallet.id}>
-                  <td>{wallet.chain === 'evm' ? `Ethereum (chain ${wallet.chainId})` : `Solana (${wallet.cluster})`}</td>
-                  <td className="mono" data-testid="wallet-address">{wallet.address}</td>
-                  <td data-testid="wallet-kind">{PROOF_KIND_LABELS[wallet.kind]}</td>
-                  <td>{formatTime(wallet.createdAt)}</td>
-                  <td><UnlinkButton linkId={wallet.id} address={wallet.address} /></td>
-                </tr>
-              ))}
-            </tbody>
-          </table></div>
-        )}
-        <WalletLinker evmChainIds={config.wallet.evmChainIds} solanaClusters={config.wallet.solanaClusters} />
-      </section>
-
-      <section className="panel" aria-labelledby="entitlements">
-        <h2 id="entitlements">Subscriptions</h2>
-        {account.entitlements.length === 0 ? (
-          <p className="muted">No subscription yet.</p>
-        ) : (
-          <div className="table-scroll"><table>
-            <thead><tr><th scope="col">Entitlement</th><th scope="col">Access</th><th scope="col">Until</th><th scope="col">Renews</th></tr></thead>
-            <tbody>
-              {account.entitlements.map((entitlement) => (
-                <tr key={entitlement.id}>
-                  <td>{entitlement.id}<div className="muted">{entitlement.productId}</div></td>
-                  <td>
-                    <span className={entitlement.active ? 'badge ok' : 'badge warn'}>{entitlement.active ? 'active' : 'inactive'}</span>{' '}
-                    <span className="muted">{entitlement.status.replace(/_/g, ' ')}</span>
-                  </td>
-                  <td>{accessUntil(entitlement)}</td>
-                  <td>{entitlement.active && entitlement.willRenew ? 'yes' : 'no'}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table></div>
-        )}
-        {config.revenuecat && <RefreshPurchasesButton />}
-      </section>
-
-      <section className="panel" aria-labelledby="leagues">
-        <h2 id="leagues">Leagues</h2>
-        {account.leagues.length === 0 ? (
-          <p className="muted">No league yet.</p>
-        ) : (
-          <div className="table-scroll"><table>
-            <thead><tr><th scope="col">League</th><th scope="col">Season</th><th scope="col">Status</th><th scope="col">Role</th></tr></thead>
-            <tbody>
-              {account.leagues.map((league) => (
-                <tr key={`${league.source}:${league.externalId}`}>
-                  <td>{league.name}<div className="muted">{league.source}</div></td>
-                  <td>{league.sport.toUpperCase()} {league.season}</td>
-                  <td>{league.status.replace(/_/g, ' ')}</td>
-                  <td>{league.role}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table></div>
-        )}
-      </section>
-    </>
   );
 }

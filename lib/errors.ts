@@ -46,7 +46,9 @@ export type DomainErrorCode =
   | 'invalid_cron_secret'
   | 'cron_not_configured'
   | 'invalid_admin_secret'
-  | 'admin_not_configured';
+  | 'admin_not_configured'
+  // The account's live updates (GET /api/me/events)
+  | 'live_updates_not_served';
 
 export interface FieldError {
   path: string;

@@ -882,6 +882,14 @@ async function benchAtScale(): Promise<void> {
       }
     }
 
+    // Retention and one busy customer, on the seeded database after the timed runs (bench/retention.ts).
+    const { benchBusyCustomer, benchRetention, formatRetention } = await import('./bench/retention.ts');
+    console.log('retention: a customer refreshing 3,000 times, then a month on, when the oldest kept month leaves');
+    const busy = await benchBusyCustomer(postgres.url(seededName), new Date());
+    const retention = await benchRetention(postgres.url(seededName), new Date(seed.now));
+    const retentionLines = formatRetention(busy, retention);
+    console.log(retentionLines);
+
     const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / Math.max(1, values.length);
     const round2 = (value: number) => Math.round(value * 100) / 100;
     const summary = variants.map(({ name, connections }) => {
@@ -908,11 +916,11 @@ async function benchAtScale(): Promise<void> {
     ].join('\n');
     const targetLines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
     const seedLines = formatSeedReport(seed);
-    const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, sizes, seed, validation: { ...validation, mismatches: validation.mismatches.length }, summary, targets: checks, runs };
+    const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, sizes, seed, validation: { ...validation, mismatches: validation.mismatches.length }, summary, targets: checks, busy, retention, runs };
     mkdirSync('bench-results', { recursive: true });
     writeFileSync(path.join('bench-results', 'latest-scale.json'), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(path.join('bench-results', 'latest-scale.md'), `${table}\n\n${targetLines}\n\n${seedLines}\n`);
-    console.log(`\n${table}\n\n${targetLines}\n\n${seedLines}\n\nwritten: bench-results/latest-scale.json, bench-results/latest-scale.md`);
+    writeFileSync(path.join('bench-results', 'latest-scale.md'), `${table}\n\n${targetLines}\n\n${retentionLines}\n\n${seedLines}\n`);
+    console.log(`\n${table}\n\n${targetLines}\n\n${retentionLines}\n\n${seedLines}\n\nwritten: bench-results/latest-scale.json, bench-results/latest-scale.md`);
   } finally {
     for (const { server, folder } of servers) {
       await server.stop();

@@ -21,6 +21,8 @@ try {
     onCall: (result) => console.error(`call: ${JSON.stringify(result)}`),
   });
   console.log(JSON.stringify(report, null, 2));
+  const failed = (report.billing as { failed?: number } | undefined)?.failed ?? 0;
+  if (failed > 0) console.error(`${failed} customer group(s) could not be checkpointed (logged above); their events stay until a later run checkpoints them.`);
   if (!report.done) console.error('Not done within the budget: run it again (or with a larger --budget-ms).');
 } catch (error) {
   console.error(`Maintenance failed: ${(error as Error).message}`);

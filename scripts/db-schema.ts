@@ -1,5 +1,5 @@
 // npm run db:schema - write supabase/schema.sql: the schema as the migrations leave it, in one file
-// (as Rails keeps structure.sql). Fourteen functions are redefined by later migrations; this is
+// (as Rails keeps structure.sql). Many functions are redefined by later migrations; this is
 // where today's definition of each is read. Made from a fresh embedded database with every
 // migration applied; tests/db/schema-file.test.ts fails when the committed file is stale.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

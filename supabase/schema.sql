@@ -4,6 +4,15 @@
 -- run it). Monthly partitions of billing_events are made at run time and not listed, nor is the
 -- policy on realtime.messages (made only where Supabase Realtime's schema exists).
 
+create table public.billing_content_keys (
+  digest text not null,
+  event_id text not null,
+  received_at timestamp with time zone not null,
+  constraint billing_content_keys_digest_check CHECK ((digest ~ '^[0-9a-f]{64}$'::text)),
+  constraint billing_content_keys_pkey PRIMARY KEY (digest)
+);
+alter table public.billing_content_keys enable row level security;
+
 create table public.billing_event_ids (
   event_id text not null,
   received_at timestamp with time zone not null,
@@ -26,6 +35,7 @@ create table public.billing_events (
   subject_id text,
   sort_rank smallint,
   plan jsonb,
+  confirmed_at timestamp with time zone,
   constraint billing_events_partitioned_event_id_check CHECK (((char_length(event_id) >= 1) AND (char_length(event_id) <= 256))),
   constraint billing_events_partitioned_outcome_check CHECK ((outcome = ANY (ARRAY['applied'::text, 'stale'::text, 'ignored'::text]))),
   constraint billing_events_pkey PRIMARY KEY (event_id, received_at)
@@ -48,6 +58,8 @@ create table public.billing_subscribers (
   base_key text,
   base_rows jsonb,
   base_customer text,
+  tail_events integer default 0 not null,
+  pending_since timestamp with time zone,
   constraint billing_subscribers_app_user_id_check CHECK (((char_length(app_user_id) >= 1) AND (char_length(app_user_id) <= 256))),
   constraint billing_subscribers_pkey PRIMARY KEY (app_user_id)
 ) with (fillfactor=90);
@@ -231,12 +243,14 @@ END) stored,
 );
 alter table public.wallet_links enable row level security;
 
+CREATE INDEX billing_content_keys_received_idx ON public.billing_content_keys USING btree (received_at);
 CREATE INDEX billing_event_ids_received_idx ON public.billing_event_ids USING btree (received_at);
 CREATE INDEX billing_events_app_user_id_idx ON ONLY public.billing_events USING btree (app_user_id) WHERE (app_user_id IS DISTINCT FROM subject_id);
 CREATE INDEX billing_events_owner_id_idx ON ONLY public.billing_events USING btree (owner_id) WHERE (owner_id IS DISTINCT FROM subject_id);
 CREATE INDEX billing_events_subject_idx ON ONLY public.billing_events USING btree (subject_id, event_at) WHERE (subject_id IS NOT NULL);
 CREATE INDEX billing_subscribers_customer_idx ON public.billing_subscribers USING btree (customer_id) WHERE (customer_id IS NOT NULL);
 CREATE INDEX billing_subscribers_group_idx ON public.billing_subscribers USING btree (group_id);
+CREATE INDEX billing_subscribers_pending_idx ON public.billing_subscribers USING btree (pending_since) WHERE (pending_since IS NOT NULL);
 CREATE INDEX billing_sync_queue_app_user_id_c_idx ON public.billing_sync_queue USING btree (app_user_id COLLATE "C");
 CREATE INDEX billing_sync_queue_due_idx ON public.billing_sync_queue USING btree (next_attempt_at);
 CREATE INDEX entitlements_app_user_id_c_idx ON public.entitlements USING btree (app_user_id COLLATE "C") WHERE (status <> 'transferred'::text);
@@ -959,6 +973,80 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_checkpoint_here(p_group text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_folded text;
+  v_pending timestamptz;
+  v_legacy timestamptz := (select received_before from public.billing_legacy_horizon);
+begin
+  select folded_key, pending_since into v_folded, v_pending from public.billing_subscribers where app_user_id = p_group;
+  if v_folded is null or (v_legacy is not null and v_pending <= v_legacy) then
+    return false;
+  end if;
+  perform public.billing_take_checkpoint(array(select app_user_id from public.billing_subscribers where group_id = p_group), v_folded);
+  update public.billing_subscribers set tail_events = 0, pending_since = null where app_user_id = p_group;
+  return true;
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_checkpoint_lag()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$ select interval '3 days' $function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_checkpoint_tail(p_group text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_members text[] := array(select app_user_id from public.billing_subscribers where group_id = p_group);
+  v_from timestamptz := public.billing_group_from(p_group);
+  v_key text;
+begin
+  -- A tail far past the bound (a history from before tails were bounded): replaying it would take
+  -- seconds, so the group is checkpointed where it stands; an event older than that can no longer
+  -- take its place (it marks the customer for a sync instead).
+  if (select tail_events from public.billing_subscribers where app_user_id = p_group) > 2 * public.billing_tail_bound() then
+    if public.billing_checkpoint_here(p_group) then
+      return;
+    end if;
+  end if;
+  select k.sort_key into v_key from (
+    select public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
+    from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan->>'ignoredReason' is null
+      and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+  ) k
+  order by k.sort_key collate "C" desc
+  offset public.billing_tail_bound() / 2 limit 1;
+  if v_key is not null then
+    -- (In the default collation: a "C" argument would make every text of the fold "C", and no index could serve it.)
+    perform public.billing_refold_group(p_group, '', v_key collate "default");
+  else
+    -- The count ran ahead of the log (a user's deletion erased events of the tail): count again.
+    perform public.billing_refold_group(p_group, '');
+  end if;
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_content_window()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$ select interval '3 hours' $function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_ensure_partitions(p_from date, p_to date)
  RETURNS integer
  LANGUAGE plpgsql
@@ -1090,6 +1178,17 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_group_from(p_group text)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(case when bool_and(public.billing_key_time(s.base_key) is not null) then min(public.billing_key_time(s.base_key)) end, '-infinity')
+  from public.billing_subscribers s where s.group_id = p_group
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_group_rows(p_group text)
  RETURNS jsonb
  LANGUAGE sql
@@ -1117,6 +1216,27 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_key_event(p_key text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select substring(p_key from '^[^:]*:[^:]*:[^:]*:[^:]*:(.*)$')
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_key_time(p_key text)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select case when p_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}:'
+              then (left(p_key, 26) || '+00')::timestamptz end
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_lock_group(p_ids text[])
  RETURNS text
  LANGUAGE plpgsql
@@ -1129,7 +1249,10 @@ declare
   v_new text[];
   v_group text;
   v_key text;
+  v_tail integer;
+  v_pending timestamptz;
   v_legacy timestamptz;
+  v_legacy_tail record;
 begin
   for i in 1..20 loop
     -- Each id's group (an id without one stands for itself): one index lookup per id.
@@ -1159,24 +1282,28 @@ begin
 
   -- Name the joined group after an existing group when there is one (fewer rows to rename).
   v_group := coalesce(v_known[1], (select min(id collate "C") from unnest(v_new) as ids(id)));
-  select max(folded_key collate "C") into v_key from public.billing_subscribers where app_user_id = any (v_known);
+  select max(folded_key collate "C"), coalesce(sum(tail_events), 0), min(pending_since) into v_key, v_tail, v_pending
+  from public.billing_subscribers where app_user_id = any (v_known);
   -- Only events recorded before groups existed can be filed under an id that has no group: looked
   -- for only in the months that can hold them, none on a database that never had any
   -- (billing_legacy_horizon, 20261126000500_flat_cost_at_scale.sql).
   if cardinality(v_new) > 0 then
     select received_before into v_legacy from public.billing_legacy_horizon;
     if v_legacy is not null then
-      v_key := greatest(v_key collate "C", (
-        select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C")
-        from public.billing_events e where e.subject_id = any (v_new) and e.received_at <= v_legacy));
+      select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") as key, count(*)::integer as n, min(e.received_at) as since
+      into v_legacy_tail
+      from public.billing_events e where e.subject_id = any (v_new) and e.received_at <= v_legacy;
+      v_key := greatest(v_key collate "C", v_legacy_tail.key);
+      v_tail := v_tail + v_legacy_tail.n;
+      v_pending := least(v_pending, v_legacy_tail.since);
     end if;
   end if;
-  update public.billing_subscribers set group_id = v_group, folded_key = null
+  update public.billing_subscribers set group_id = v_group, folded_key = null, tail_events = 0, pending_since = null
   where group_id = any (v_known) and group_id <> v_group;
   insert into public.billing_subscribers (app_user_id, group_id)
   select distinct ids.id, v_group from unnest(v_new) as ids(id)
   on conflict (app_user_id) do nothing;
-  update public.billing_subscribers set folded_key = v_key where app_user_id = v_group;
+  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = v_pending where app_user_id = v_group;
   return v_group;
 end;
 $function$
@@ -1197,8 +1324,11 @@ declare
   v_candidates text[] := array(select value from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)));
   v_ignored boolean;
   v_new_source boolean := false;
+  v_after_snapshot boolean := false;
   v_group text;
   v_folded text;
+  v_tail integer;
+  v_pending timestamptz;
   v_base text;
   v_key text;
   v_before text;
@@ -1211,10 +1341,7 @@ begin
   -- 1. Record, exactly once. A concurrent delivery of the same id waits here for this one to commit.
   insert into public.billing_event_ids (event_id, received_at) values (v_event_id, v_received) on conflict (event_id) do nothing;
   if not found then
-    return coalesce((
-      select jsonb_build_object('duplicate', true, 'outcome', e.outcome, 'ownerId', e.owner_id)
-      from public.billing_event_ids d join public.billing_events e on e.event_id = d.event_id and e.received_at = d.received_at
-      where d.event_id = v_event_id), jsonb_build_object('duplicate', true, 'outcome', 'stale', 'ownerId', null));
+    return public.billing_recorded_event(v_event_id);
   end if;
   if v_ignored then
     perform public.billing_log_event(p_body, p_plan, v_received, 'ignored', v_candidates[1], true);
@@ -1224,8 +1351,8 @@ begin
   -- 2. Lock the group, then fold.
   v_group := public.billing_lock_group(v_linked);
   v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
-  -- Older than a checkpoint of an id it names: its place in the history is gone (maintenance
-  -- dropped that month); it changes nothing, and RevenueCat's record is fetched instead.
+  -- Older than a checkpoint of an id it names: its place in the history is gone; it changes
+  -- nothing, and RevenueCat's record is fetched instead.
   select max(base_key collate "C") into v_base from public.billing_subscribers where app_user_id = any (v_linked);
   if v_base is not null and v_key collate "C" <= v_base collate "C" then
     perform public.billing_log_event(p_body, p_plan, v_received, 'stale', v_candidates[1], false);
@@ -1237,15 +1364,33 @@ begin
     where app_user_id = any (v_candidates)
       and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                                  p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
-  select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
+  select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
   if v_folded is null or v_key collate "C" >= v_folded collate "C" then
+    -- Checkpointed where it stands (a copy) when that state is old enough: its tail is long or a
+    -- month old, and its last event so far back that nothing before it can still be on its way
+    -- (RevenueCat's retries end within hours).
+    -- (Nested: SQL does not promise to evaluate the terms of an "and" in order.)
+    if v_folded is not null and (v_tail >= public.billing_tail_bound() or v_pending < v_received - interval '30 days')
+       and public.billing_key_time(v_folded) < v_received - public.billing_checkpoint_lag() then
+      if public.billing_checkpoint_here(v_group) then
+        v_tail := 0;
+        v_pending := null;
+      end if;
+    end if;
     -- On top of the history: one step, and the event is written once, with what it did.
     v_result := public.billing_apply_event(p_plan, v_event_id, v_event_at);
     v_outcome := v_result->>'outcome';
     v_owner := v_result->>'ownerId';
-    update public.billing_subscribers set folded_key = v_key where app_user_id = v_group;
+    v_tail := v_tail + 1;
+    update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = coalesce(v_pending, v_received)
+    where app_user_id = v_group;
     perform public.billing_log_event(p_body, p_plan, v_received, v_outcome, v_owner, false);
+    -- Generated before a later snapshot confirmed the last one (the group's last entry): that one already knew of it.
+    if public.billing_key_event(v_folded) like 'sync:%' then
+      v_after_snapshot := exists (
+        select 1 from public.billing_events e where e.event_id = public.billing_key_event(v_folded) and e.confirmed_at > v_event_at);
+    end if;
   else
     -- Inside the history: the fold reads the event from the log, so it goes in first.
     perform public.billing_log_event(p_body, p_plan, v_received, 'stale', v_candidates[1], false);
@@ -1253,8 +1398,19 @@ begin
     v_owner := public.billing_refold_group(v_group, v_event_id);
     v_outcome := case when public.billing_group_state(v_group) is distinct from v_before then 'applied' else 'stale' end;
     update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id and received_at = v_received;
+    select tail_events into v_tail from public.billing_subscribers where app_user_id = v_group;
+    -- Generated between a snapshot and a later one that said the same (a confirmation): that one already knew of it.
+    v_after_snapshot := exists (
+      select 1 from public.billing_events e
+      where e.subject_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = v_group)
+        and e.event_at >= public.billing_group_from(v_group) and e.event_at < v_event_at and e.confirmed_at > v_event_at);
   end if;
-  return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner, 'groupId', v_group, 'newSource', v_new_source);
+  -- Never more than the bound after a call: a late event replays at most that many.
+  if v_tail >= public.billing_tail_bound() then
+    perform public.billing_checkpoint_tail(v_group);
+  end if;
+  return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner, 'groupId', v_group, 'newSource', v_new_source,
+                            'afterSnapshot', v_after_snapshot);
 end;
 $function$
 ;
@@ -1281,78 +1437,123 @@ CREATE OR REPLACE FUNCTION public.billing_maintain(p_now timestamp with time zon
 AS $function$
 declare
   v_started timestamptz := clock_timestamp();
+  v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
   v_cutoff timestamptz := date_trunc('month', p_now) - make_interval(months => greatest(p_retention_months, 1));
+  -- Every group pending since before this was tried in this call.
+  v_tried_before timestamptz := 'infinity';
   v_made integer;
   v_checkpoints integer := 0;
   v_dropped text[] := '{}';
   v_pruned integer := 0;
   v_pending integer;
+  v_held integer := 0;
+  v_content integer := 0;
   v_plans_missing text[] := '{}';
+  v_failed jsonb := '[]'::jsonb;
   v_busy integer := 0;
   v_done boolean;
   v_partition record;
-  v_group record;
-  v_group_id text;
+  v_candidate record;
+  v_group text;
+  v_state record;
+  v_copied boolean;
+  v_members text[];
+  v_key text;
+  v_month_end timestamptz;
+  v_rows jsonb;
 begin
   if not pg_try_advisory_xact_lock(hashtextextended('billing_maintain', 0)) then
     return jsonb_build_object('skipped', true, 'done', false);
   end if;
   v_made := public.billing_ensure_partitions(p_now::date, (p_now + interval '12 months')::date);
 
-  -- Groups with events received before the cutoff that no checkpoint covers yet: checkpoint each at
-  -- the newest of those events (within the budget).
-  for v_group in
-    select coalesce(s.group_id, e.subject_id) as group_id,
-           max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") as checkpoint_key
-    from public.billing_events e left join public.billing_subscribers s on s.app_user_id = e.subject_id
-    where e.received_at < v_cutoff and e.subject_id is not null and e.plan->>'ignoredReason' is null
-      and public.billing_sort_key(e.event_at, coalesce(e.sort_rank, 1::smallint), e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
-    group by 1
+  -- 1. Checkpoints. A group a webhook holds is not waited for long: it is tried again later.
+  perform set_config('lock_timeout', '200ms', true);
+  for v_candidate in
+    select s.app_user_id as group_id, s.pending_since from public.billing_subscribers s
+    where s.pending_since < v_cutoff
+    order by s.pending_since, s.app_user_id
   loop
-    exit when clock_timestamp() - v_started > make_interval(secs => p_budget_ms / 1000.0);
+    if clock_timestamp() > v_deadline then
+      v_tried_before := v_candidate.pending_since;
+      exit;
+    end if;
+    v_group := null;
     begin
-      v_group_id := public.billing_lock_group(array[v_group.group_id]);
-      -- The key in the default collation: a collatable argument in "C" would make every text
-      -- parameter and variable of the fold "C" for this call, and no index (default collation)
-      -- could serve its lookups: each checkpoint would read the subscribers and the whole log.
-      perform public.billing_refold_group(v_group_id, '', v_group.checkpoint_key collate "default");
+      v_group := public.billing_lock_group(array[v_candidate.group_id]);
+      -- As it is now, under its lock (a webhook may have checkpointed or joined it meanwhile).
+      select folded_key, pending_since, tail_events into v_state from public.billing_subscribers where app_user_id = v_group and group_id = v_group;
+      continue when v_state.pending_since is null or v_state.pending_since >= v_cutoff;
+      v_members := array(select app_user_id from public.billing_subscribers where group_id = v_group);
+      -- Quiet (or with a tail far past the bound): checkpointed where it stands, a copy of its rows.
+      v_copied := false;
+      if public.billing_key_time(v_state.folded_key) < p_now - public.billing_checkpoint_lag()
+         or v_state.tail_events > 2 * public.billing_tail_bound() then
+        v_copied := public.billing_checkpoint_here(v_group);
+      end if;
+      if not v_copied then
+        select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") into v_key
+        from public.billing_events e
+        where e.subject_id = any (v_members) and e.event_at >= public.billing_group_from(v_group) and e.received_at < v_cutoff
+          and e.plan->>'ignoredReason' is null;
+        -- (The key in the default collation: a "C" argument would make every text of the fold "C".)
+        perform public.billing_refold_group(v_group, '', v_key collate "default");
+      end if;
+      -- Its events kept aside when a month went without it: covered now.
+      delete from public.billing_events_default where subject_id = any (v_members) and received_at < v_cutoff;
       v_checkpoints := v_checkpoints + 1;
     exception
       when lock_not_available then
-        v_busy := v_busy + 1; -- webhooks hold the group: the next run takes it
+        v_busy := v_busy + 1;
+        v_failed := v_failed || jsonb_build_object('groupId', v_candidate.group_id, 'error', 'lock_not_available');
       when others then
-        if sqlerrm <> 'billing_plans_missing' then raise; end if;
-        -- Events an older version stored without plans: the service computes them (their ids here).
-        v_plans_missing := v_plans_missing || array(select app_user_id from public.billing_subscribers where group_id = v_group_id);
+        if sqlerrm = 'billing_plans_missing' then
+          -- Events an older version stored without plans: the service computes them (their ids here).
+          v_plans_missing := v_plans_missing || array(select app_user_id from public.billing_subscribers where group_id = coalesce(v_group, v_candidate.group_id));
+        else
+          v_failed := v_failed || jsonb_build_object('groupId', v_candidate.group_id, 'error', sqlstate || ': ' || sqlerrm);
+        end if;
     end;
   end loop;
+  perform set_config('lock_timeout', '2s', true);
 
-  -- Drop the months before the cutoff whose events every checkpoint covers; then their dedupe keys.
+  -- 2. Drop the months before the cutoff, oldest first, once every group they wait for was tried.
   for v_partition in
-    select c.relname as name, pg_get_expr(c.relpartbound, c.oid) as bound
+    select c.relname as name, to_date(right(c.relname, 7), 'YYYY_MM')::timestamptz as month_start
     from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
     where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
       and to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= v_cutoff
     order by c.relname
   loop
-    execute format(
-      'select count(*) from public.%I e left join public.billing_subscribers s on s.app_user_id = e.subject_id
-       where e.subject_id is not null and e.plan->>''ignoredReason'' is null
-         and public.billing_sort_key(e.event_at, coalesce(e.sort_rank, 1::smallint), e.event_id) collate "C" > coalesce(s.base_key, '''') collate "C"',
-      v_partition.name) into v_pending;
-    continue when v_pending > 0;
+    v_month_end := v_partition.month_start + interval '1 month';
+    exit when v_month_end > v_tried_before;
+    -- Groups still waiting (their checkpoint failed above): their events of the month are kept aside.
+    v_members := array(
+      select m.app_user_id from public.billing_subscribers m
+      where m.group_id = any (array(select g.app_user_id from public.billing_subscribers g where g.pending_since < v_month_end order by g.pending_since)));
     begin
+      -- Locked first, so nothing changes in it between the copy and the drop (a user's deletion erasing events).
+      execute format('lock table public.%I in access exclusive mode', v_partition.name);
+      v_rows := '[]'::jsonb;
+      if cardinality(v_members) > 0 then
+        execute format('select coalesce(jsonb_agg(to_jsonb(e)), ''[]''::jsonb) from public.%I e where e.subject_id = any ($1)', v_partition.name)
+        into v_rows using v_members;
+      end if;
       execute format('drop table public.%I', v_partition.name);
+      -- (Its month has no partition now: they go to the default one.)
+      insert into public.billing_events select * from jsonb_populate_recordset(null::public.billing_events, v_rows);
+      v_held := v_held + jsonb_array_length(v_rows);
       v_dropped := v_dropped || v_partition.name::text;
     exception when lock_not_available then
       v_busy := v_busy + 1;
+      exit;
     end;
   end loop;
-  -- The dedupe keys of events no longer kept, a batch at a time within the budget.
+
+  -- 3. The dedupe keys of events no longer kept, a batch at a time within the budget: oldest first
+  --    through billing_event_ids_received_idx, each key's event looked up in the one partition its
+  --    receive time names (a subquery per key, not an anti join: the planner would hash the whole log).
   loop
-    -- Oldest first through billing_event_ids_received_idx, each key's event looked up in the one
-    -- partition its receive time names (a subquery per key, not an anti join: the planner would
-    -- hash the whole log for it).
     with doomed as (
       select d.event_id from public.billing_event_ids d
       where d.received_at < v_cutoff
@@ -1363,18 +1564,27 @@ begin
     delete from public.billing_event_ids d using doomed where d.event_id = doomed.event_id;
     get diagnostics v_pending = row_count;
     v_pruned := v_pruned + v_pending;
-    exit when v_pending < 10000 or clock_timestamp() - v_started > make_interval(secs => p_budget_ms / 1000.0);
+    exit when v_pending < 10000 or clock_timestamp() > v_deadline;
   end loop;
+  -- The content digests of id-less events past their window.
+  delete from public.billing_content_keys k
+  where k.digest = any (array(select c.digest from public.billing_content_keys c
+                              where c.received_at < p_now - public.billing_content_window() order by c.received_at limit 10000));
+  get diagnostics v_content = row_count;
 
-  -- Done: no month before the cutoff is left, and no dedupe key of one.
-  v_done := v_pending < 10000 and not exists (
-    select 1 from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
-    where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
-      and to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= v_cutoff);
+  -- Done: no month before the cutoff is left, no dedupe key of one, and no group waits for a checkpoint.
+  v_done := v_pending < 10000 and v_content < 10000
+    -- (The oldest pending receive time, by the index: an exists would be planned as a read of the table.)
+    and coalesce((select pending_since from public.billing_subscribers where pending_since is not null order by pending_since limit 1) >= v_cutoff, true)
+    and not exists (
+      select 1 from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
+      where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
+        and to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= v_cutoff);
   return jsonb_build_object(
     'done', v_done,
     'partitionsMade', v_made, 'checkpoints', v_checkpoints, 'partitionsDropped', to_jsonb(v_dropped),
-    'dedupeKeysPruned', v_pruned, 'plansMissing', to_jsonb(v_plans_missing), 'busy', v_busy,
+    'heldEvents', v_held, 'dedupeKeysPruned', v_pruned, 'contentKeysPruned', v_content,
+    'plansMissing', to_jsonb(v_plans_missing), 'busy', v_busy, 'failedGroups', v_failed,
     'cutoff', v_cutoff, 'ms', round(extract(epoch from clock_timestamp() - v_started) * 1000));
 end;
 $function$
@@ -1424,6 +1634,43 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_recorded_event(p_event_id text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce((
+    select jsonb_build_object('duplicate', true, 'outcome', e.outcome, 'ownerId', e.owner_id)
+    from public.billing_event_ids d join public.billing_events e on e.event_id = d.event_id and e.received_at = d.received_at
+    where d.event_id = p_event_id), jsonb_build_object('duplicate', true, 'outcome', 'stale', 'ownerId', null))
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_recount_tails()
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_groups integer;
+begin
+  update public.billing_subscribers set tail_events = 0, pending_since = null where tail_events <> 0 or pending_since is not null;
+  with tails as (
+    select s.group_id, count(*)::integer as n, min(e.received_at) as since
+    from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.plan->>'ignoredReason' is null
+      and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+    group by s.group_id
+  )
+  update public.billing_subscribers g set tail_events = t.n, pending_since = t.since
+  from tails t where g.app_user_id = t.group_id;
+  get diagnostics v_groups = row_count;
+  return v_groups;
+end;
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_refold_group(p_group text, p_event_id text, p_checkpoint_key text DEFAULT NULL::text)
  RETURNS text
  LANGUAGE plpgsql
@@ -1431,16 +1678,20 @@ CREATE OR REPLACE FUNCTION public.billing_refold_group(p_group text, p_event_id 
 AS $function$
 declare
   v_members text[] := array(select app_user_id from public.billing_subscribers where group_id = p_group);
+  -- Every event replayed is at or after it, so the log is read from there, not from its start.
+  v_from timestamptz := public.billing_group_from(p_group);
   v_event record;
   v_result jsonb;
   v_owner text;
   v_key text;
   v_last text;
   v_checkpointed boolean := p_checkpoint_key is null;
+  v_tail integer := 0;
+  v_pending timestamptz;
 begin
   if exists (
     select 1 from public.billing_events e left join public.billing_subscribers s on s.app_user_id = e.subject_id
-    where e.subject_id = any (v_members) and e.plan is null
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan is null
       and public.billing_sort_key(e.event_at, coalesce(e.sort_rank, 1::smallint), e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
   ) then
     raise exception 'billing_plans_missing' using errcode = 'PT503',
@@ -1461,26 +1712,38 @@ begin
   update public.billing_subscribers set customer_id = base_customer where group_id = p_group and customer_id is distinct from base_customer;
 
   for v_event in
-    select e.event_id, e.event_at, e.sort_rank, e.plan, public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
+    select e.event_id, e.event_at, e.sort_rank, e.plan, e.received_at, e.confirmed_at,
+           public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
     from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
-    where e.subject_id = any (v_members) and e.plan->>'ignoredReason' is null
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan->>'ignoredReason' is null
       and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
     order by e.event_at, e.sort_rank, e.event_id collate "C"
   loop
     if not v_checkpointed and v_event.sort_key collate "C" > p_checkpoint_key collate "C" then
       perform public.billing_take_checkpoint(v_members, p_checkpoint_key);
       v_checkpointed := true;
+      v_tail := 0;
+      v_pending := null;
     end if;
     v_result := public.billing_apply_event(v_event.plan, v_event.event_id, v_event.event_at);
+    -- A snapshot later snapshots said again: the rows it wrote were confirmed then (as when they came).
+    if v_event.confirmed_at is not null then
+      update public.entitlements set synced_at = v_event.confirmed_at
+      where app_user_id = any (v_members) and last_event_id = v_event.event_id and synced_at is distinct from v_event.confirmed_at;
+    end if;
     if v_event.event_id = p_event_id then v_owner := v_result->>'ownerId'; end if;
     v_last := v_event.sort_key;
+    v_tail := v_tail + 1;
+    v_pending := least(v_pending, v_event.received_at);
   end loop;
   if not v_checkpointed then
     perform public.billing_take_checkpoint(v_members, p_checkpoint_key);
+    v_tail := 0;
+    v_pending := null;
   end if;
   select max(k collate "C") into v_key from (
     select v_last as k union all select base_key from public.billing_subscribers where group_id = p_group) keys;
-  update public.billing_subscribers set folded_key = v_key where app_user_id = p_group;
+  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = v_pending where app_user_id = p_group;
   return v_owner;
 end;
 $function$
@@ -1745,6 +2008,14 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_tail_bound()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$ select 200 $function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_take_checkpoint(p_members text[], p_key text)
  RETURNS void
  LANGUAGE sql
@@ -1988,7 +2259,7 @@ AS $function$
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text DEFAULT 'none'::text)
+CREATE OR REPLACE FUNCTION public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text DEFAULT 'none'::text, p_content_digest text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -1996,6 +2267,7 @@ CREATE OR REPLACE FUNCTION public.record_billing_event(p_body jsonb, p_plan json
 AS $function$
 declare
   v_event_id text := p_plan->>'eventId';
+  v_first text;
   v_result jsonb;
   v_owner text;
   v_sync text[] := '{}';
@@ -2005,11 +2277,24 @@ begin
      or p_body->'event'->>'id' is distinct from v_event_id
      or p_plan->>'eventAt' is null
      or p_plan ? 'snapshot'
+     or (p_content_digest is not null and p_content_digest !~ '^[0-9a-f]{64}$')
      or jsonb_typeof(coalesce(p_plan->'effects', '[]'::jsonb)) <> 'array'
      or jsonb_typeof(coalesce(p_plan->'movedIds', '[]'::jsonb)) <> 'array'
      or jsonb_typeof(coalesce(p_plan->'linkedIds', '[]'::jsonb)) <> 'array'
      or jsonb_typeof(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) <> 'array' then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
+  end if;
+  if p_content_digest is not null then
+    -- The first delivery of this content in the window takes the digest; a concurrent one waits
+    -- here for it to commit, then finds it.
+    insert into public.billing_content_keys as k (digest, event_id, received_at) values (p_content_digest, v_event_id, now())
+    on conflict (digest) do update set event_id = excluded.event_id, received_at = excluded.received_at
+      where k.received_at <= excluded.received_at - public.billing_content_window()
+    returning k.event_id into v_first;
+    if v_first is null then
+      return public.billing_recorded_event((select event_id from public.billing_content_keys where digest = p_content_digest))
+             || jsonb_build_object('syncIds', '[]'::jsonb);
+    end if;
   end if;
   v_result := public.billing_log_and_fold(p_body, p_plan);
   if (v_result->>'duplicate')::boolean or p_plan->>'ignoredReason' is not null then
@@ -2026,8 +2311,10 @@ begin
            then array(select jsonb_array_elements_text(p_plan->'movedIds')) || v_owner
            else array[v_owner] end,
       coalesce(p_plan->>'syncReason', case when p_sync_after = 'all' then 'event' else 'new_source' end));
+  elsif coalesce((v_result->>'afterSnapshot')::boolean, false) and p_sync_after <> 'none' then
+    v_sync := public.billing_mark_sync(array[v_owner], 'after_snapshot');
   end if;
-  return v_result - 'groupId' - 'newSource' - 'beforeHistory' || jsonb_build_object('syncIds', to_jsonb(v_sync));
+  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' || jsonb_build_object('syncIds', to_jsonb(v_sync));
 end;
 $function$
 ;
@@ -2040,6 +2327,10 @@ CREATE OR REPLACE FUNCTION public.record_billing_snapshot(p_body jsonb, p_plan j
 AS $function$
 declare
   v_app_user_id text := p_plan->>'appUserId';
+  v_at timestamptz;
+  v_group text;
+  v_folded text;
+  v_last record;
   v_result jsonb;
 begin
   if v_app_user_id is null or p_plan->>'eventId' not like 'sync:%' or p_plan->>'eventAt' is null
@@ -2047,7 +2338,29 @@ begin
      or jsonb_typeof(p_body->'subscriber') is distinct from 'object' then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing snapshot plan does not match the body.';
   end if;
-  v_result := public.billing_log_and_fold(p_body, p_plan);
+  v_at := (p_plan->>'eventAt')::timestamptz;
+
+  v_group := public.billing_lock_group(array(select jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb))));
+  select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
+  -- The group's last entry (its watermark names it), when that is a snapshot.
+  select e.event_id, e.received_at, e.owner_id into v_last
+  from public.billing_events e
+  where public.billing_key_event(v_folded) like 'sync:%' and e.event_id = public.billing_key_event(v_folded)
+    and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) = v_folded
+    and (e.plan - 'eventId' - 'eventAt') = (p_plan - 'eventId' - 'eventAt')
+    and public.billing_sort_key(v_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), p_plan->>'eventId') collate "C" > v_folded collate "C"
+    and not exists (select 1 from public.billing_subscribers s where s.group_id = v_group and s.base_key collate "C" >= v_folded collate "C")
+  limit 1;
+  if v_last.event_id is not null then
+    update public.billing_events set confirmed_at = greatest(confirmed_at, v_at)
+    where event_id = v_last.event_id and received_at = v_last.received_at;
+    update public.entitlements set synced_at = v_at
+    where app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = v_group)
+      and last_event_id = v_last.event_id and synced_at is distinct from v_at;
+    v_result := jsonb_build_object('outcome', 'stale', 'ownerId', v_last.owner_id);
+  else
+    v_result := public.billing_log_and_fold(p_body, p_plan);
+  end if;
   delete from public.billing_sync_queue where app_user_id = v_app_user_id and requested_at <= p_fetch_started_at;
   return jsonb_build_object('outcome', v_result->>'outcome', 'ownerId', v_result->>'ownerId',
                             'entitlements', public.account_entitlements(v_app_user_id, now()));
@@ -2597,20 +2910,29 @@ grant execute on function public.api_timestamp(p_at timestamp with time zone) to
 grant execute on function public.api_timestamp(p_at timestamp with time zone) to service_role;
 grant execute on function public.apply_leagues_sync(p_source text, p_sent_at timestamp with time zone, p_leagues jsonb, p_deleted jsonb, p_delivery_id text) to service_role;
 grant execute on function public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamp with time zone) to service_role;
+grant execute on function public.billing_checkpoint_here(p_group text) to service_role;
+grant execute on function public.billing_checkpoint_lag() to service_role;
+grant execute on function public.billing_checkpoint_tail(p_group text) to service_role;
+grant execute on function public.billing_content_window() to service_role;
 grant execute on function public.billing_ensure_partitions(p_from date, p_to date) to service_role;
 grant execute on function public.billing_events_by_id(p_event_ids jsonb) to service_role;
 grant execute on function public.billing_events_page(p_after_event_id text, p_limit integer) to service_role;
 grant execute on function public.billing_events_partition_name(p_month date) to service_role;
 grant execute on function public.billing_events_without_plan(p_ids jsonb) to service_role;
 grant execute on function public.billing_forget_user(p_user_id uuid) to service_role;
+grant execute on function public.billing_group_from(p_group text) to service_role;
 grant execute on function public.billing_group_rows(p_group text) to service_role;
 grant execute on function public.billing_group_state(p_group text) to service_role;
+grant execute on function public.billing_key_event(p_key text) to service_role;
+grant execute on function public.billing_key_time(p_key text) to service_role;
 grant execute on function public.billing_lock_group(p_ids text[]) to service_role;
 grant execute on function public.billing_log_and_fold(p_body jsonb, p_plan jsonb) to service_role;
 grant execute on function public.billing_log_event(p_body jsonb, p_plan jsonb, p_received timestamp with time zone, p_outcome text, p_owner text, p_ignored boolean) to service_role;
 grant execute on function public.billing_maintain(p_now timestamp with time zone, p_budget_ms integer, p_retention_months integer) to service_role;
 grant execute on function public.billing_mark_sync(p_ids text[], p_reason text) to service_role;
 grant execute on function public.billing_rebuild_group(p_ids jsonb, p_plans jsonb, p_apply boolean) to service_role;
+grant execute on function public.billing_recorded_event(p_event_id text) to service_role;
+grant execute on function public.billing_recount_tails() to service_role;
 grant execute on function public.billing_refold_group(p_group text, p_event_id text, p_checkpoint_key text) to service_role;
 grant execute on function public.billing_sort_key(p_event_at timestamp with time zone, p_rank smallint, p_event_id text) to service_role;
 grant execute on function public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text) to service_role;
@@ -2625,6 +2947,7 @@ grant execute on function public.billing_sync_failed(p_app_user_id text, p_reaso
 grant execute on function public.billing_sync_found_nothing(p_app_user_id text, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.billing_sync_maintain(p_now timestamp with time zone, p_deadline timestamp with time zone) to service_role;
 grant execute on function public.billing_sync_run_place(p_name text, p_last_id text, p_save boolean) to service_role;
+grant execute on function public.billing_tail_bound() to service_role;
 grant execute on function public.billing_take_checkpoint(p_members text[], p_key text) to service_role;
 grant execute on function public.can_broadcast() to service_role;
 grant execute on function public.custom_access_token_hook(event jsonb) to supabase_auth_admin;
@@ -2646,7 +2969,7 @@ grant execute on function public.member_leagues(p_user_id uuid) to service_role;
 grant select on table public.my_entitlements to authenticated;
 grant select on table public.my_leagues to authenticated;
 grant select on table public.my_wallet_links to authenticated;
-grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text) to service_role;
+grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text, p_content_digest text) to service_role;
 grant execute on function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.run_maintenance(p_now timestamp with time zone, p_budget_ms integer) to service_role;
 grant execute on function public.schema_versions() to service_role;

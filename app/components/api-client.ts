@@ -1,45 +1,35 @@
+import { ApiProblemError, createAccountLinkClient } from '#lib/client/client.ts';
 import { callApiAsSignedInUser, type PageApiRequest } from '../actions.ts';
 
 /**
- * The page's client for the API: `fetch` with the session token, problem+json errors turned into
- * an Error whose message is the API's `detail` (what to show a person), never a code or a stack.
+ * The page's client for the API: the typed client (lib/client), whose requests run on the server
+ * (a server action holding the httpOnly session cookie), so the session token never reaches this
+ * page's JavaScript. Each request goes through the same route handler as an API client's request.
  */
-export class ApiRequestError extends Error {
-  readonly code: string | undefined;
-  readonly status: number;
-  constructor(message: string, status: number, code?: string) {
-    super(message);
-    this.status = status;
-    this.code = code;
-  }
-}
+export const pageApi = createAccountLinkClient({ baseUrl: '', fetch: throughServerAction });
 
-/**
- * Call the API as the signed-in user. The request runs on the server (a server action holding the
- * httpOnly session cookie), so the session token never reaches this page's JavaScript.
- */
-export async function callApi<T>(path: string, init: { method?: PageApiRequest['method']; body?: unknown } = {}): Promise<T> {
-  let response: { status: number; body: unknown };
+async function throughServerAction(request: Request): Promise<Response> {
+  const { pathname } = new URL(request.url, 'http://account-page.invalid');
+  const text = request.method === 'GET' ? '' : await request.text();
+  let answer: { status: number; body: unknown };
   try {
-    response = await callApiAsSignedInUser({ method: init.method ?? 'POST', path, body: init.body });
+    answer = await callApiAsSignedInUser({ method: request.method as PageApiRequest['method'], path: pathname, body: text ? JSON.parse(text) : undefined });
   } catch {
-    throw new ApiRequestError('Could not reach the service. Check your connection and try again.', 0);
+    throw new PageError('Could not reach the service. Check your connection and try again.');
   }
-  if (response.status === 204) return undefined as T;
-  if (response.status < 200 || response.status >= 300) {
-    const problem = (response.body ?? {}) as { detail?: string; title?: string; code?: string };
-    if (problem.code === 'missing_token') throw new ApiRequestError('Your session has ended; sign in again.', 401, 'missing_token');
-    throw new ApiRequestError(problem.detail ?? problem.title ?? `The service answered ${response.status}.`, response.status, problem.code);
-  }
-  return response.body as T;
+  return new Response(answer.status === 204 ? null : JSON.stringify(answer.body ?? null), { status: answer.status, headers: { 'content-type': 'application/json' } });
 }
 
-/** A problem the page itself found (no wallet installed, a wrong chain): shown as it is. */
+/** A problem the page itself found (no wallet installed, a wrong chain, no connection): shown as it is. */
 export class PageError extends Error {}
 
-/** Words for an error: the API's detail, the page's own message, or a wallet's (EIP-1193 4001 = the person said no). */
+/**
+ * Words for an error: the API's detail, the page's own message, or a wallet's (EIP-1193 4001 = the
+ * person said no). Never a code or a stack.
+ */
 export function walletErrorMessage(error: unknown): string {
-  if (error instanceof ApiRequestError || error instanceof PageError) return error.message;
+  if (error instanceof ApiProblemError) return error.code === 'missing_token' ? 'Your session has ended; sign in again.' : error.message;
+  if (error instanceof PageError) return error.message;
   const e = error as { code?: number; message?: string };
   if (e?.code === 4001) return 'You rejected the request in your wallet.';
   if (e?.code === 4100) return 'The wallet has not authorised this site; connect it first.';

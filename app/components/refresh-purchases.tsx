@@ -1,16 +1,16 @@
 'use client';
 
-import { useRouter } from 'next/navigation';
 import { useState } from 'react';
-import { callApi, walletErrorMessage } from './api-client.ts';
+import { useAccount } from '#lib/client/react.tsx';
+import { walletErrorMessage } from './api-client.ts';
 
 /**
- * "Refresh purchases" (POST /api/me/billing/sync): right after buying in the app, or when the
- * page disagrees with the store, fetch the caller's record from RevenueCat and show it. Shown only
- * when the service has a RevenueCat secret key.
+ * "Refresh purchases" (POST /api/me/billing/sync, useAccount's syncPurchases): right after buying
+ * in the app, or when the page disagrees with the store, fetch the caller's record from RevenueCat
+ * and show it. Shown only when the service has a RevenueCat secret key.
  */
 export function RefreshPurchasesButton() {
-  const router = useRouter();
+  const { syncPurchases } = useAccount();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -20,10 +20,9 @@ export function RefreshPurchasesButton() {
     setError(null);
     setNotice(null);
     try {
-      const { entitlements } = await callApi<{ entitlements: { active: boolean }[] }>('/api/me/billing/sync', { method: 'POST' });
+      const { entitlements } = await syncPurchases();
       const active = entitlements.filter((entitlement) => entitlement.active).length;
       setNotice(`Purchases refreshed from the store: ${active === 0 ? 'no active subscription' : active === 1 ? '1 active subscription' : `${active} active subscriptions`}.`);
-      router.refresh();
     } catch (e) {
       setError(walletErrorMessage(e));
     } finally {

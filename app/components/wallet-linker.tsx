@@ -1,22 +1,12 @@
 'use client';
 
 import { base58 } from '@scure/base';
-import { useRouter } from 'next/navigation';
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { callApi, PageError, walletErrorMessage } from './api-client.ts';
+import { expectData, type WalletLink } from '#lib/client/client.ts';
+import { useAccount } from '#lib/client/react.tsx';
+import { pageApi, PageError, walletErrorMessage } from './api-client.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
 import { watchWallets, type DiscoveredWallet, type Eip1193Provider, type SolanaSigner } from './wallet-discovery.ts';
-
-interface Challenge {
-  challengeId: string;
-  address: string;
-  message: string;
-}
-
-interface LinkAnswer {
-  alreadyLinked: boolean;
-  link: { address: string; kind: 'eoa' | 'erc1271' | 'erc6492' };
-}
 
 const toHex = (text: string) => `0x${Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('')}`;
 
@@ -36,7 +26,7 @@ async function allowedChain(provider: Eip1193Provider, allowed: number[]): Promi
   }
 }
 
-function linkedNotice(result: LinkAnswer): string {
+function linkedNotice(result: { alreadyLinked: boolean; link: WalletLink }): string {
   const kind = result.link.kind === 'eoa' ? '' : `: ${PROOF_KIND_LABELS[result.link.kind]}`;
   return result.alreadyLinked ? `${result.link.address} was already linked.` : `Linked ${result.link.address}${kind}.`;
 }
@@ -46,25 +36,23 @@ async function linkEvmWallet(provider: Eip1193Provider, evmChainIds: number[]): 
   const [address] = (await provider.request({ method: 'eth_requestAccounts' })) as string[];
   if (!address) throw new PageError('The wallet shared no account.');
   const chainId = await allowedChain(provider, evmChainIds);
-  const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'evm', address, chainId } });
+  const challenge = await expectData(pageApi.POST('/api/wallet-link/challenge', { body: { chain: 'evm', address, chainId } }));
   // Smart wallets answer with an ERC-1271 signature, or ERC-6492 before their account is deployed:
   // the service checks either on this chain.
   const signature = (await provider.request({ method: 'personal_sign', params: [toHex(challenge.message), address] })) as string;
-  return linkedNotice(await callApi<LinkAnswer>('/api/wallet-link', {
-    method: 'POST',
+  return linkedNotice(await expectData(pageApi.POST('/api/wallet-link', {
     body: { payload: { chain: 'evm', address: challenge.address, chainId, message: challenge.message, signature } },
-  }));
+  })));
 }
 
 /** Challenge -> signMessage in the chosen Solana wallet -> link. */
 async function linkSolanaWallet(wallet: SolanaSigner, cluster: string): Promise<string> {
   const address = await wallet.connect();
-  const challenge = await callApi<Challenge>('/api/wallet-link/challenge', { method: 'POST', body: { chain: 'solana', address, cluster } });
+  const challenge = await expectData(pageApi.POST('/api/wallet-link/challenge', { body: { chain: 'solana', address, cluster } }));
   const signature = base58.encode(await wallet.signMessage(address, new TextEncoder().encode(challenge.message)));
-  return linkedNotice(await callApi<LinkAnswer>('/api/wallet-link', {
-    method: 'POST',
+  return linkedNotice(await expectData(pageApi.POST('/api/wallet-link', {
     body: { payload: { chain: 'solana', address: challenge.address, cluster, message: challenge.message, signature } },
-  }));
+  })));
 }
 
 const noSubscription = () => () => undefined;
@@ -72,7 +60,7 @@ const FAMILY_NAMES = { evm: 'Ethereum', solana: 'Solana' } as const;
 
 /** Every wallet installed in this browser, by name and icon: pick one, sign the challenge in it, linked. */
 export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: number[]; solanaClusters: string[] }) {
-  const router = useRouter();
+  const { refresh } = useAccount();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -90,7 +78,7 @@ export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: num
     setNotice(null);
     try {
       setNotice(wallet.family === 'evm' ? await linkEvmWallet(wallet.provider, evmChainIds) : await linkSolanaWallet(wallet.solana, solanaClusters[0]!));
-      router.refresh();
+      await refresh();
     } catch (e) {
       setError(walletErrorMessage(e));
     } finally {
@@ -136,7 +124,7 @@ export function WalletLinker({ evmChainIds, solanaClusters }: { evmChainIds: num
 
 /** Unlink one wallet (DELETE /api/wallet-link/{id}). */
 export function UnlinkButton({ linkId, address }: { linkId: string; address: string }) {
-  const router = useRouter();
+  const { refresh } = useAccount();
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   return (
@@ -150,8 +138,8 @@ export function UnlinkButton({ linkId, address }: { linkId: string; address: str
           setBusy(true);
           setError(null);
           try {
-            await callApi(`/api/wallet-link/${encodeURIComponent(linkId)}`, { method: 'DELETE' });
-            router.refresh();
+            await expectData(pageApi.DELETE('/api/wallet-link/{linkId}', { params: { path: { linkId } } }));
+            await refresh();
           } catch (e) {
             setError(walletErrorMessage(e));
           } finally {

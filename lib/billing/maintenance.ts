@@ -1,62 +1,95 @@
 import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
+import { log } from '../log.ts';
 import { planStoredEvents } from './record-event.ts';
 
 /**
- * The billing part of maintenance (supabase/migrations/*_billing_retention.sql, billing_maintain):
- * month partitions made ahead, a checkpoint for every customer group with events in a month that
- * leaves the retention (BILLING_EVENTS_RETENTION_MONTHS), then that month dropped with its dedupe
- * keys. Checkpointing folds a group's history under the group's lock, which a call holds until it
- * commits, so the work goes in short calls (`callBudgetMs`, well under the 5 s a webhook waits for
- * a lock) until it is done or `budgetMs` is spent. Folding needs each event's plan: events stored by
- * a version that kept none get theirs computed here (the decision code is TypeScript), once per run.
+ * The billing part of maintenance (supabase/migrations/*_billing_log_bounds.sql, billing_maintain):
+ * month partitions made ahead; a checkpoint for every customer group whose events after its last
+ * checkpoint include one received in a month that leaves the retention (BILLING_EVENTS_RETENTION_MONTHS);
+ * then that month dropped with its dedupe keys. Webhooks take most checkpoints as events arrive,
+ * so what is left here is mostly customers who went quiet: a copy of their rows each.
+ *
+ * Each group is checkpointed in a subtransaction of its own: one that fails (a webhook holding its
+ * lock, an error) is logged here, counted in `failed` and tried again by the next call or run, and
+ * the month goes anyway, its events kept aside until then. A call is one transaction that holds
+ * the groups it checkpointed until it commits, so the work goes in short calls (`callBudgetMs`,
+ * well under the 5 s a webhook waits for a lock) until it is done or `budgetMs` is spent. Folding
+ * needs each event's plan: events stored by a version that kept none get theirs computed here (the
+ * decision code is TypeScript), once per run.
  */
 export interface BillingMaintenance {
-  /** Every month before the cutoff is gone (false: the next run goes on). */
+  /** Every month before the cutoff is gone and no group waits for a checkpoint (false: the next run goes on). */
   done: boolean;
   /** Another run held the billing maintenance lock. */
   skipped?: boolean;
   partitionsMade: number;
   checkpoints: number;
   partitionsDropped: string[];
+  /** Events of groups whose checkpoint failed, kept aside when their month was dropped. */
+  heldEvents: number;
   dedupeKeysPruned: number;
+  /** Content digests of events without an id, past the window in which a redelivery is recognised. */
+  contentKeysPruned: number;
   /** Groups left for the next run because webhooks held them (lock timeout). */
   busy: number;
+  /** Groups whose checkpoint failed in this run (busy ones included): logged, tried again by the next run. */
+  failed: number;
   /** Subscribers whose stored events still lack a plan. */
   plansMissing: string[];
   cutoff: string;
   calls: number;
 }
 
+type MaintainCall = Omit<BillingMaintenance, 'calls' | 'failed'> & { failedGroups?: { groupId: string; error: string }[] };
+
 export async function maintainBilling(options: { now: Date; budgetMs: number; callBudgetMs: number }): Promise<BillingMaintenance> {
   const started = performance.now();
   const config = getConfig();
   const planned = new Set<string>();
+  const failed = new Set<string>();
   let total: BillingMaintenance | undefined;
   for (;;) {
     const remaining = options.budgetMs - (performance.now() - started);
-    const result = await callDb<Omit<BillingMaintenance, 'calls'>>('billing_maintain', {
+    const { failedGroups = [], ...result } = await callDb<MaintainCall>('billing_maintain', {
       p_now: options.now,
       p_budget_ms: Math.max(1, Math.min(options.callBudgetMs, Math.floor(remaining))),
       p_retention_months: config.billingEventsRetentionMonths,
     });
-    total = total
-      ? {
-        ...result,
-        partitionsMade: total.partitionsMade + result.partitionsMade,
-        checkpoints: total.checkpoints + result.checkpoints,
-        partitionsDropped: [...total.partitionsDropped, ...result.partitionsDropped],
-        dedupeKeysPruned: total.dedupeKeysPruned + result.dedupeKeysPruned,
-        calls: total.calls + 1,
-      }
-      : { ...result, calls: 1 };
+    for (const failure of failedGroups) {
+      if (failed.has(failure.groupId)) continue;
+      failed.add(failure.groupId);
+      log.warn({ groupId: failure.groupId, error: failure.error }, 'billing maintenance: a checkpoint failed; the next run tries it again');
+    }
+    const call: BillingMaintenance = {
+      ...result,
+      partitionsMade: result.partitionsMade ?? 0, checkpoints: result.checkpoints ?? 0, partitionsDropped: result.partitionsDropped ?? [],
+      heldEvents: result.heldEvents ?? 0, dedupeKeysPruned: result.dedupeKeysPruned ?? 0, contentKeysPruned: result.contentKeysPruned ?? 0,
+      busy: result.busy ?? 0, failed: failed.size, plansMissing: result.plansMissing ?? [], calls: 1,
+    };
+    total = total ? addUp(total, call) : call;
     if (result.skipped || result.done || performance.now() - started >= options.budgetMs) return total;
-    const unplanned = (result.plansMissing ?? []).filter((id) => !planned.has(id));
+    const unplanned = call.plansMissing.filter((id) => !planned.has(id));
     if (unplanned.length > 0) {
       await planStoredEvents(unplanned, { ignoreSandbox: config.billingIgnoreSandbox });
       for (const id of unplanned) planned.add(id);
-    } else if (result.checkpoints === 0 && result.partitionsDropped.length === 0 && result.dedupeKeysPruned === 0) {
-      return total; // nothing moved (webhooks hold what is left): the next run goes on
+    } else if (call.checkpoints === 0 && call.partitionsDropped.length === 0 && call.dedupeKeysPruned === 0 && call.contentKeysPruned === 0) {
+      return total; // nothing moved (what is left failed or webhooks hold it): the next run goes on
     }
   }
+}
+
+/** Two calls as one: counts add up, months dropped gather, the rest is the later call's. */
+function addUp(total: BillingMaintenance, call: BillingMaintenance): BillingMaintenance {
+  return {
+    ...call,
+    partitionsMade: total.partitionsMade + call.partitionsMade,
+    checkpoints: total.checkpoints + call.checkpoints,
+    partitionsDropped: [...total.partitionsDropped, ...call.partitionsDropped],
+    heldEvents: total.heldEvents + call.heldEvents,
+    dedupeKeysPruned: total.dedupeKeysPruned + call.dedupeKeysPruned,
+    contentKeysPruned: total.contentKeysPruned + call.contentKeysPruned,
+    busy: total.busy + call.busy,
+    calls: total.calls + 1,
+  };
 }

@@ -1,7 +1,8 @@
+import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
-import type { BillingEvent, BillingWebhookBody } from './webhook-body.ts';
+import { CONTENT_DIGEST, type BillingEvent, type BillingWebhookBody } from './webhook-body.ts';
 
 export type BillingEventOutcome = 'applied' | 'stale' | 'ignored';
 
@@ -37,12 +38,17 @@ export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
  * changes nothing. Safe to call again after any failure (RevenueCat retries with the same id); a
  * DbError from an unavailable database becomes 503 + Retry-After in the route.
  *
+ * An event that came without an id is recognised by the digest of its content instead (the same
+ * content within RevenueCat's retry window is a duplicate; see webhook-body.ts).
+ *
  * Once per subscriber after an upgrade, an out-of-order event meets stored events that have no plan
  * yet (recorded before plans were stored): their plans are computed here and the call is repeated.
  */
 export async function recordBillingEvent(body: BillingWebhookBody, options: RecordBillingEventOptions): Promise<RecordBillingEventResult> {
   const plan = describeEventEffects(body.event, options.now, { ignoreSandbox: options.ignoreSandbox });
-  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', { p_body: body, p_plan: plan, p_sync_after: options.syncAfter });
+  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', {
+    p_body: body, p_plan: plan, p_sync_after: options.syncAfter, p_content_digest: body[CONTENT_DIGEST] ?? null,
+  });
   let result;
   try {
     result = await record();
@@ -52,6 +58,8 @@ export async function recordBillingEvent(body: BillingWebhookBody, options: Reco
     await planStoredEvents(ids, options);
     result = await record();
   }
+  // Committed: the owner's open pages (and those of ids a transfer took it from) read it again.
+  if (!result.duplicate && result.outcome === 'applied') publishAccountChange([result.ownerId, ...plan.movedIds], 'entitlements', options.now);
   return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [], plan };
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
@@ -112,6 +113,7 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     p_plan: plan,
     p_fetch_started_at: fetchStartedAt,
   });
+  if (result.outcome === 'applied') publishAccountChange([appUserId], 'entitlements');
   return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
 }
 

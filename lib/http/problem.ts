@@ -52,6 +52,8 @@ export const PROBLEM_CATALOG = {
   cron_not_configured: [503, 'Cron not configured'],
   invalid_admin_secret: [401, 'Invalid admin secret'],
   admin_not_configured: [503, 'Admin API not configured'],
+  // Live updates: a deployment sends them through Supabase Realtime, not this service's stream
+  live_updates_not_served: [404, 'Live updates not served here'],
   // Server side
   conflict: [409, 'Conflict'],
   database_unavailable: [503, 'Database unavailable'],

@@ -9,6 +9,15 @@ import { ApiError, isProblemCode, PROBLEM_CATALOG, problemFromDomainError, probl
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 const ALL_METHODS: readonly HttpMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
+/** The order `Allow` lists a path's methods in: its own, HEAD where there is GET, and OPTIONS. */
+export const ALLOW_ORDER = [...ALL_METHODS, 'HEAD', 'OPTIONS'] as const;
+
+/** The `Allow` of a path with these methods (any case): HEAD comes with GET, OPTIONS with every path. */
+export function allowHeaderFor(methods: readonly string[]): string {
+  const upper = methods.map((method) => method.toUpperCase());
+  return ALLOW_ORDER.filter((method) => upper.includes(method) || (method === 'HEAD' && upper.includes('GET')) || method === 'OPTIONS').join(', ');
+}
+
 export interface RequestContext {
   requestId: string;
   params: Record<string, string>;
@@ -34,7 +43,7 @@ type NextHandler = (request: Request, context: NextRouteContext) => Promise<Resp
 export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>): Record<HttpMethod | 'OPTIONS', NextHandler> {
   const allowed = ALL_METHODS.filter((method) => handlers[method]);
   const readable = [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])];
-  const allow = [...readable, 'OPTIONS'].join(', ');
+  const allow = allowHeaderFor(allowed);
 
   const methodNotAllowed: RouteHandler = (request) => {
     throw new ApiError('method_not_allowed', {

@@ -1,3 +1,4 @@
+import { publishAccountChange } from '../account-changes.ts';
 import { callDb } from '../db/index.ts';
 import type { LeaguesSyncBody } from './sync-schema.ts';
 
@@ -53,5 +54,14 @@ export function toLeaguesSyncResult(row: ApplyLeaguesSyncRow): LeaguesSyncResult
  * answers with 503 + Retry-After (the sender retries; nothing was applied).
  */
 export async function applyLeaguesSync(body: LeaguesSyncBody): Promise<LeaguesSyncResult> {
-  return toLeaguesSyncResult(await callDb<ApplyLeaguesSyncRow>('apply_leagues_sync', toApplyLeaguesSyncArgs(body)));
+  const result = toLeaguesSyncResult(await callDb<ApplyLeaguesSyncRow>('apply_leagues_sync', toApplyLeaguesSyncArgs(body)));
+  // The members the delivery names read their leagues again. (Members of a league it deletes are
+  // not named in it: their pages see that on their next read.)
+  if (!result.duplicate && result.upserted + result.deleted > 0) publishAccountChange(memberUserIds(body), 'leagues');
+  return result;
+}
+
+/** The app user ids of the members a delivery names. */
+export function memberUserIds(body: LeaguesSyncBody): string[] {
+  return body.leagues.flatMap((league) => league.members.flatMap((member) => (member.appUserId ? [member.appUserId] : [])));
 }

@@ -1,12 +1,15 @@
 import { z } from 'zod';
+import { ACCOUNT_EVENTS_TIMING } from '../account-changes.ts';
 import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../http/body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
+import { ALLOW_ORDER } from '../http/route.ts';
 import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '../leagues/sync-schema.ts';
 import { CONTRACT_CHECK_GAS } from '../wallets/contract-signatures.ts';
 import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
+import { SESSION_COOKIE } from '../web/session-cookie.ts';
 import * as responses from './responses.ts';
 
 void responses; // registers the response schemas (their .meta ids) before the document is built
@@ -19,7 +22,7 @@ void responses; // registers the response schemas (their .meta ids) before the d
  * production server and checks every answer against it.
  */
 
-type Security = 'session' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
+type Security = 'session' | 'pageSession' | 'billingSecret' | 'leaguesSecret' | 'cronSecret' | 'adminSecret' | 'none';
 
 /** A documented answer other than a problem: a status, and a JSON body schema (none: no body). */
 export interface Answer {
@@ -28,6 +31,12 @@ export interface Answer {
   schema?: z.ZodType;
   /** Headers this answer always carries (besides the ones every answer carries). */
   headers?: Record<string, { description: string; schema: Record<string, unknown> }>;
+  /**
+   * A `text/event-stream` answer instead of JSON: the `data` schema of each event it sends, by
+   * event name (as `x-events` of the media type: OpenAPI 3.1 has no words for a stream's items),
+   * and an example of the stream.
+   */
+  eventStream?: { events: Record<string, z.ZodType>; example: string };
 }
 
 /** What the configuration contributes to the document (the networks a wallet may be on). */
@@ -38,7 +47,8 @@ export interface Operation {
   path: string;
   summary: string;
   description?: string;
-  security: Security;
+  /** The credential; several: any one of them. */
+  security: Security | Security[];
   request?: { schema: (config: DocumentConfig) => z.ZodType; maxBytes: number; example: unknown };
   answers: Answer[];
   errors: ProblemCode[];
@@ -83,6 +93,24 @@ export const OPERATIONS: Operation[] = [
     description: 'Entitlement `active` and `status` are computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
     answers: [{ status: 200, description: 'The account', schema: responses.accountResponseSchema }],
     errors: [...SESSION_ERRORS, ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/me/events', tags: ['Account'], security: ['session', 'pageSession'],
+    summary: "Server-sent events: the caller's account changed (local mode)",
+    description: 'A `text/event-stream` of `account_changed` events, one after each change to the caller\'s account: a billing event or a sync that changed entitlements, a wallet linked or unlinked, a league delivery naming the caller. ' +
+      'An event says what changed and when, not what it now is: read GET /api/me on each, and on every (re)connection, since what changed while no stream was open is not replayed. ' +
+      `A comment line every ${ACCOUNT_EVENTS_TIMING.keepAliveMs / 1000} s keeps the connection open; the server ends it after ${ACCOUNT_EVENTS_TIMING.maxLifetimeMs / 60_000} minutes and EventSource reconnects after the stream's \`retry\` (${ACCOUNT_EVENTS_TIMING.retryMs} ms). ` +
+      'Served in local mode only (one process sees every change): a deployment answers 404 `live_updates_not_served` and sends the same payload from the database through Supabase Realtime, private channel `user:<user id>`, event `account_changed`. ' +
+      'Authenticated like GET /api/me; a page of this site may instead rely on the account page\'s session cookie, since EventSource cannot send headers.',
+    answers: [{
+      status: 200,
+      description: 'The stream (`retry:`, then events and keep-alive comments)',
+      eventStream: {
+        events: { account_changed: responses.accountChangeSchema },
+        example: `retry: ${ACCOUNT_EVENTS_TIMING.retryMs}\n\nevent: account_changed\ndata: {"what":"entitlements","at":"2026-01-01T00:00:00.000Z"}\n\n: keep-alive\n\n`,
+      },
+    }],
+    errors: [...SESSION_ERRORS, 'live_updates_not_served', 'service_misconfigured', 'internal_error'],
   },
   {
     method: 'post', path: '/api/wallet-link/challenge', tags: ['Wallet links'], security: 'session',
@@ -202,6 +230,7 @@ export const OPERATIONS: Operation[] = [
 
 const SECURITY_SCHEMES = {
   session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A Supabase session access token (local mode: `npm run token`).' },
+  pageSession: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "The account page's session, which the page keeps in an httpOnly cookie: taken only by GET /api/me/events (a browser's EventSource sends no headers), and only from this site." },
   billingSecret: { type: 'http', scheme: 'bearer', description: 'SUBSCRIPTION_WEBHOOK_SECRET, as RevenueCat sends it: `Authorization: Bearer <secret>`.' },
   leaguesSecret: { type: 'apiKey', in: 'header', name: 'x-webhook-secret', description: 'LEAGUES_WEBHOOK_SECRET.' },
   cronSecret: { type: 'http', scheme: 'bearer', description: 'CRON_SECRET, as Vercel Cron sends it: `Authorization: Bearer <secret>`.' },
@@ -294,6 +323,7 @@ function responsesOf(op: Operation): Record<string, unknown> {
     const problem = problems.get(status);
     const content = {
       ...(answer?.schema ? { 'application/json': { schema: { $ref: `#/components/schemas/${schemaId(answer.schema)}` } } } : {}),
+      ...(answer?.eventStream ? { 'text/event-stream': eventStreamContent(answer.eventStream) } : {}),
       ...problem?.content,
     };
     return [String(status), {
@@ -305,16 +335,52 @@ function responsesOf(op: Operation): Record<string, unknown> {
   }));
 }
 
+/** A `text/event-stream` media type: the stream as text, each event's `data` schema in `x-events`. */
+function eventStreamContent({ events, example }: NonNullable<Answer['eventStream']>) {
+  return {
+    schema: { type: 'string', description: 'Server-sent events (WHATWG HTML): blocks of `event:` and `data:` lines (the data is one line of JSON), comments (`:`), and `retry:`, each block ended by a blank line' },
+    'x-events': Object.fromEntries(Object.entries(events).map(([name, schema]) => [name, jsonSchema(schema, 'output')])),
+    example,
+  };
+}
+
 /** "/api/wallet-link/{linkId}" + "delete" -> "deleteWalletLinkLinkId" */
 function operationId(method: string, path: string): string {
   return `${method}${path.replace(/\/api|[{}]/g, '').split(/[/.-]/).map((part) => part.charAt(0).toUpperCase() + part.slice(1)).join('')}`;
 }
 
-/** What `Allow` lists for a path: its methods, HEAD with GET, and OPTIONS (lib/http/route.ts). */
-export function allowHeaderFor(methods: string[]): string {
-  const order = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-  const upper = order.filter((method) => methods.includes(method.toLowerCase()));
-  return [...upper, ...(upper.includes('GET') ? ['HEAD'] : []), 'OPTIONS'].join(', ');
+const METHODS_OF_EVERY_PATH = 'Every path below also answers OPTIONS (204, no body, `Allow` listing its methods) and, where it has GET, HEAD (as GET without a body). ' +
+  'Any other of GET, POST, PUT, PATCH and DELETE answers 405 `method_not_allowed` (problem+json) with the same `Allow`; a method outside that set gets a 400 before the app (from Node or Next). ' +
+  `\`Allow\` lists the path's operations, then HEAD where there is GET, then OPTIONS, in the order ${ALLOW_ORDER.join(', ')}.`;
+
+/**
+ * OPTIONS and 405 are the same on every path (lib/http/route.ts), so the document says them once,
+ * here, instead of as an operation of each path: a client generator sees only the operations a
+ * client calls. tests/conformance checks every OPTIONS and 405 answer against this.
+ */
+function methodsOfEveryPath() {
+  const allow = { description: 'The methods of the path (see `allow` for the rule)', required: true, schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$' } };
+  return {
+    description: METHODS_OF_EVERY_PATH,
+    allow: { order: ALLOW_ORDER, headWithGet: true },
+    options: {
+      responses: {
+        '204': { description: 'No body; `Allow` lists the methods of the path', headers: { Allow: allow, ...commonHeaderRefs } },
+      },
+    },
+    otherMethods: {
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+      responses: {
+        '405': {
+          description: `\`method_not_allowed\`: ${PROBLEM_CATALOG.method_not_allowed[1]}`,
+          'x-problem-codes': ['method_not_allowed'],
+          headers: { Allow: allow, ...commonHeaderRefs },
+          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+        },
+      },
+    },
+    unknownMethods: 'A method outside GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS gets a 400 before the app (from Node or Next); TRACE and CONNECT are not answered by the app either.',
+  };
 }
 
 /**
@@ -325,14 +391,10 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const path of new Set(OPERATIONS.map((op) => op.path))) {
     const ops = OPERATIONS.filter((op) => op.path === path);
-    const allow = allowHeaderFor(ops.map((op) => op.method));
     const parameters = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
       name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
     }));
-    const item: Record<string, unknown> = {
-      description: `Methods: ${allow}. ${allow.includes('HEAD') ? 'HEAD answers as GET without a body. ' : ''}Any other of GET, POST, PUT, PATCH and DELETE answers 405 \`method_not_allowed\` (problem+json) with this \`Allow\`; a method outside that set gets a 400 before the app (from Node or Next).`,
-      ...(parameters.length ? { parameters } : {}),
-    };
+    const item: Record<string, unknown> = parameters.length ? { parameters } : {};
     for (const op of ops) {
       const requestSchema = op.request && withBodyRules(jsonSchema(op.request.schema(config), 'input'));
       item[op.method] = {
@@ -340,7 +402,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
         summary: op.summary,
         ...(op.description ? { description: op.description } : {}),
         tags: op.tags,
-        security: op.security === 'none' ? [] : [{ [op.security]: [] }],
+        security: [op.security].flat().filter((scheme) => scheme !== 'none').map((scheme) => ({ [scheme]: [] })),
         ...(op.request ? {
           requestBody: {
             required: true,
@@ -351,18 +413,6 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
         responses: responsesOf(op),
       };
     }
-    item.options = {
-      operationId: operationId('options', path),
-      summary: 'The methods this path answers',
-      tags: ['Service'],
-      security: [],
-      responses: {
-        '204': {
-          description: 'No body; `Allow` lists the methods',
-          headers: { Allow: { description: 'The methods of this path', required: true, schema: { type: 'string', const: allow } }, ...commonHeaderRefs },
-        },
-      },
-    };
     paths[path] = item;
   }
 
@@ -384,17 +434,18 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
       title: 'Account-link service API',
       version: '1.0.0',
       license: { name: 'MIT', identifier: 'MIT' },
-      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`.',
+      description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`. ' + METHODS_OF_EVERY_PATH,
     },
     servers: [{ url: serverUrl, description: serverUrl === '/' ? 'This deployment: the origin this document was fetched from' : 'This deployment' }],
     tags: [
-      { name: 'Service', description: 'Health, this document, and the methods of each path' },
+      { name: 'Service', description: 'Health and this document' },
       { name: 'Account', description: "The signed-in caller's account" },
       { name: 'Wallet links', description: 'Link a wallet by signing a one-time challenge' },
       { name: 'Webhooks', description: 'Deliveries from RevenueCat and the league sync worker' },
       { name: 'Operations', description: 'Vercel Cron and operator routes' },
     ],
     paths,
+    'x-path-methods': methodsOfEveryPath(),
     components: { schemas: { ...schemas, JsonValue: JSON_VALUE_SCHEMA }, headers: COMMON_HEADERS, securitySchemes: SECURITY_SCHEMES },
   };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ACCOUNT_CHANGE_KINDS } from '../account-changes.ts';
 import { ENTITLEMENT_STATUSES } from '../billing/event-effects.ts';
 import { LEAGUE_STATUSES, MEMBER_ROLES } from '../leagues/sync-schema.ts';
 import { EVM_LINK_SCOPES, WALLET_PROOF_KINDS } from '../wallets/links.ts';
@@ -114,6 +115,12 @@ export const accountResponseSchema = z
     leagues: z.array(accountLeagueSchema),
   })
   .meta({ id: 'Account' });
+
+/** The payload of an `account_changed` event (GET /api/me/events), as the database broadcasts it on Supabase Realtime. */
+export const accountChangeSchema = z.object({
+  what: z.enum(ACCOUNT_CHANGE_KINDS).meta({ description: 'What changed: read GET /api/me for what it now is' }),
+  at: isoTime.meta({ description: 'When the change was made' }),
+});
 
 export const challengeResponseSchema = z
   .object({

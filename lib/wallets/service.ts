@@ -1,3 +1,4 @@
+import { publishAccountChange } from '../account-changes.ts';
 import type { SessionUser } from '../auth/session.ts';
 import { getConfig } from '../config.ts';
 import { callDb } from '../db/index.ts';
@@ -109,6 +110,7 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
     p_address_key: input.addressKey,
     p_kind: kind,
   });
+  if (!result.alreadyLinked) publishAccountChange([user.userId], 'wallets', now);
   return { userId: user.userId, email: user.email, link: toWalletLink(result.link), alreadyLinked: result.alreadyLinked };
 }
 
@@ -140,4 +142,5 @@ export async function unlinkWallet(user: User, linkId: string | undefined): Prom
     throw new DomainError('link_not_found', 'There is no link with this id among your wallets.');
   }
   await callDb('wallet_unlink', { p_user_id: user.userId, p_link_id: linkId.toLowerCase() });
+  publishAccountChange([user.userId], 'wallets');
 }

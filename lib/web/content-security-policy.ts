@@ -1,12 +1,13 @@
 /**
  * The pages' Content-Security-Policy (`/`, `/docs`): scripts only with this response's nonce
  * (Next puts it on its own scripts, 'strict-dynamic' lets them load the page's chunks), no inline
- * style, nothing framed, no plugins, forms and fetches only to this site (and the Supabase Auth
- * server the sign-in form talks to). Each page response gets a fresh nonce from the proxy.
+ * style, nothing framed, no plugins, forms and fetches only to this site (and the Supabase project
+ * the sign-in form and the account's live updates talk to). Each page response gets a fresh nonce
+ * from the proxy.
  */
 export interface PolicyOptions {
   nonce: string;
-  /** Origins the page's scripts may call besides this site (the Supabase project for sign-in). */
+  /** Origins the page's scripts may call besides this site (the Supabase project: Auth and Realtime). */
   connectTo?: string[];
   /** `next dev` evaluates code and injects styles for hot reload and its overlay; a production build never does. */
   development?: boolean;

@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
+import { authenticate, authenticateToken, type SessionUser } from '../auth/session.ts';
 import type { Config } from '../config.ts';
 
 /**
  * The account page keeps the signed-in user's access token in an httpOnly cookie, so the page can
- * render server-side (and without JavaScript). The API itself never reads this cookie: it takes
- * only `Authorization: Bearer`, which is why it needs no CSRF defence.
+ * render server-side (and without JavaScript). The API itself takes only `Authorization: Bearer`,
+ * which is why it needs no CSRF defence; the one exception is the read-only stream of account
+ * changes (GET /api/me/events), which a browser's EventSource opens without headers
+ * (authenticateBearerOrPageSession below).
  */
 export const SESSION_COOKIE = 'account_session';
 
@@ -27,4 +30,29 @@ export function localUserIdFor(email: string): string {
   const hex = createHash('sha256').update(`local-dev-user:${email.trim().toLowerCase()}`).digest('hex');
   // Shape it as an RFC 9562 version-8 (custom) UUID.
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+/**
+ * The caller of a route a browser's EventSource calls (GET /api/me/events): EventSource cannot send
+ * an Authorization header, so besides `Authorization: Bearer` (which wins when sent) the account
+ * page's own session cookie is taken, on this read-only route alone. Only from this site: the
+ * cookie is SameSite=Lax (no other site's page sends it with its requests), a request the browser
+ * marks as coming from another site (Sec-Fetch-Site) is not taken as the user's, and no answer of
+ * this service allows credentials across origins, so no other site can read the stream.
+ */
+export async function authenticateBearerOrPageSession(request: Request): Promise<SessionUser> {
+  if (request.headers.has('authorization')) return authenticate(request);
+  const token = pageSessionToken(request);
+  return token ? authenticateToken(token) : authenticate(request); // none: the usual 401 missing_token
+}
+
+/** The session cookie's token, unless the browser says another site made the request. */
+export function pageSessionToken(request: Request): string | undefined {
+  const site = request.headers.get('sec-fetch-site');
+  if (site !== null && site !== 'same-origin' && site !== 'none') return undefined;
+  for (const pair of (request.headers.get('cookie') ?? '').split(';')) {
+    const at = pair.indexOf('=');
+    if (at > 0 && pair.slice(0, at).trim() === SESSION_COOKIE) return pair.slice(at + 1).trim() || undefined;
+  }
+  return undefined;
 }

@@ -7,8 +7,9 @@
 // subscriptions (trials, renewals, cancellations, expirations, billing issues in grace), yearly
 // ones and lifetime purchases. Every row is what the service itself writes for that history:
 // billing_events (body, plan, subject, rank, outcome, owner, moved ids) in the monthly partition of
-// its receive time, billing_event_ids, billing_subscribers (groups, watermarks, and checkpoints for
-// customers whose older events retention already dropped) and the entitlements the fold of each
+// its receive time, billing_event_ids, billing_subscribers (groups, watermarks, checkpoints for
+// customers whose older events retention already dropped, and each group's tail: the events after
+// its checkpoint, as a database upgraded to this version finds them) and the entitlements the fold of each
 // history gives. validateSeed() proves it: the stored plans are what describeEventEffects() says of
 // the stored bodies, and folding sampled histories again (from their checkpoints) gives the
 // stored rows.
@@ -432,6 +433,10 @@ function billingStateSql(parts: number): string {
     from ${SCHEMA}.subs s
     join ${SCHEMA}.last l on l.i = s.i
     cross join unnest(s.entitlement_ids) as ent(id);
+
+    -- Each group's tail (the events after its checkpoint) and when the oldest of them was received,
+    -- counted from the log as the service keeps them.
+    select public.billing_recount_tails();
   `;
 }
 

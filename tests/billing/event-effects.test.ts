@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeEventEffects, MAX_EVENT_AHEAD_MS, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
-import { billingWebhookBodySchema, type BillingEvent } from '../../lib/billing/webhook-body.ts';
+import { billingWebhookBodySchema, CONTENT_DIGEST, type BillingEvent } from '../../lib/billing/webhook-body.ts';
 import { CORPUS_ANON, CORPUS_ANON2, CORPUS_USER, FIXTURE_NAMES, loadFixture } from './fixtures.ts';
 
 // What each event type means per entitlement: the issue's table, one row per case.
@@ -275,15 +275,27 @@ describe('the envelope', () => {
     expect(result.error!.issues.map((issue) => issue.path.join('.'))).toContain(path);
   });
 
-  it('identifies an event without id (the contract shows none) by its content, and takes no type as an unknown one', () => {
-    const parsed = billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } });
-    expect(parsed.event.id).toMatch(/^sha256:[0-9a-f]{64}$/);
-    // The same content in another key order is the same event; other content is another.
-    expect(billingWebhookBodySchema.parse({ event: { purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' } }).event.id).toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 } }).event.id).not.toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 } }).event.id).toBe(parsed.event.id);
-    expect(billingWebhookBodySchema.parse({ event: { id: 'e1' } }).event.type).toBe('');
-    expect(describeEventEffects(billingWebhookBodySchema.parse({ event: { id: 'e1', app_user_id: 'u1' } }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
+  it('recognises an event without id (the contract shows none) by a digest of its content, gives each its own id, and takes no type as an unknown one', () => {
+    const parse = (event: Record<string, unknown>) => billingWebhookBodySchema.parse({ event });
+    const parsed = parse({ app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 });
+    const digest = parsed[CONTENT_DIGEST]!;
+    expect(digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(parsed.event.id).toMatch(new RegExp(`^sha256:${digest}:[0-9a-f-]{36}$`));
+    // The same content in another key order has the same digest (a redelivery), yet every parse its
+    // own id: whether it is a redelivery or a new event is the database's call (its retry window).
+    const again = parse({ purchased_at_ms: 1, type: 'RENEWAL', product_id: 'pro', app_user_id: 'u1' });
+    expect(again[CONTENT_DIGEST]).toBe(digest);
+    expect(again.event.id).not.toBe(parsed.event.id);
+    expect(parse({ id: null, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 })[CONTENT_DIGEST]).toBe(digest);
+    expect(parse({ app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 2 })[CONTENT_DIGEST]).not.toBe(digest);
+    // An explicit id is only an id, whatever its shape: it has no digest, and is kept as sent.
+    const shaped = parse({ id: `sha256:${digest}`, app_user_id: 'u1', product_id: 'pro', type: 'RENEWAL', purchased_at_ms: 1 });
+    expect(shaped[CONTENT_DIGEST]).toBeUndefined();
+    expect(shaped.event.id).toBe(`sha256:${digest}`);
+    // The digest never reaches the stored body (a symbol: JSON has none).
+    expect(JSON.parse(JSON.stringify(parsed))).toEqual({ event: { ...parsed.event } });
+    expect(parse({ id: 'e1' }).event.type).toBe('');
+    expect(describeEventEffects(parse({ id: 'e1', app_user_id: 'u1' }).event, NOW)).toMatchObject({ effects: [], ignoredReason: expect.any(String) });
   });
 
   it('accepts an id of 256 characters, any type string, and nulls everywhere else', () => {

@@ -2,9 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { maintainBilling } from '../../lib/billing/maintenance.ts';
+import { recordBillingEvent } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
@@ -30,11 +32,15 @@ async function maintain(db: TestDatabase, now = 'now()'): Promise<Maintained> {
   return row!.result;
 }
 
-/** Pretend these events (and their dedupe keys) were received `months` ago. */
+/**
+ * Pretend these events (and their dedupe keys) were received `months` ago, and their groups' tails
+ * say so (what the service would have written then).
+ */
 async function receivedMonthsAgo(db: TestDatabase, eventIds: string[], months: number): Promise<void> {
   await db.sql(`select public.billing_ensure_partitions((now() - make_interval(months => $1))::date, now()::date)`, [months]);
   await db.sql(`update public.billing_events set received_at = received_at - make_interval(months => $2) where event_id = any($1)`, [eventIds, months]);
   await db.sql(`update public.billing_event_ids set received_at = received_at - make_interval(months => $2) where event_id = any($1)`, [eventIds, months]);
+  await db.sql('select public.billing_recount_tails()');
 }
 
 const partitionsOf = async (db: TestDatabase) => (await db.sql<{ name: string }>(
@@ -143,6 +149,18 @@ describe.each(DATABASE_KINDS)('billing retention on %s', (kind) => {
     expect(await db.sql('select count(*)::int as n from public.billing_event_ids where event_id = $1', [body.event.id])).toEqual([{ n: 1 }]);
   });
 
+  it('keeps the content digest of an event without an id for RevenueCat\'s retry window (3 hours), then deletes it', async () => {
+    const user = `digest-${randomUUID()}`;
+    await deliverAll([{ event: { type: 'INITIAL_PURCHASE', app_user_id: user, product_id: 'pro_monthly', entitlement_ids: ['pro'] } } as unknown as BillingWebhookBody]);
+    const digests = () => db.sql<{ n: number }>(`select count(*)::int as n from public.billing_content_keys
+      where event_id in (select event_id from public.billing_events where app_user_id = $1)`, [user]);
+    await maintain(db);
+    expect(await digests()).toEqual([{ n: 1 }]);
+    const result = await maintain(db, `now() + interval '3 hours 1 minute'`) as Maintained & { contentKeysPruned: number };
+    expect(result.contentKeysPruned).toBeGreaterThanOrEqual(1);
+    expect(await digests()).toEqual([{ n: 0 }]);
+  });
+
   it('moves rows that landed in the default partition into their month when maintenance makes it', async () => {
     const body = billingEvent('initial-purchase', `default-${randomUUID()}`, { at: 0, purchased: 0, expires: 30 });
     await deliverAll([body]);
@@ -167,6 +185,159 @@ describe.each(DATABASE_KINDS)('billing retention on %s', (kind) => {
     expect(await comparable(db, user, 45)).toEqual(before);
   });
 });
+
+/**
+ * Bounded work (the groups' tails): a fold replays only the events after its group's checkpoint,
+ * and checkpoints are taken as events arrive, so neither a late event nor retention depends on how
+ * long a customer's history is. One group whose checkpoint fails never holds up the others.
+ */
+describe.each(DATABASE_KINDS)('bounded folds and retention on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  const BOUND = 200; // public.billing_tail_bound()
+  const record = (body: BillingWebhookBody) => recordBillingEvent(body, { now: new Date(), ignoreSandbox: false, syncAfter: 'gaps' });
+  const groupOf = async (user: string) => (await db.sql<{ base_key: string | null; folded_key: string; tail_events: number; pending_since: Date | null; replayed: number }>(`
+    select g.base_key, g.folded_key, g.tail_events, g.pending_since,
+      (select count(*)::int from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+       where s.group_id = g.group_id and e.plan->>'ignoredReason' is null
+         and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C") as replayed
+    from public.billing_subscribers g where g.app_user_id = $1`, [user]))[0]!;
+  /** A daily subscription renewed every day: `days` renewals after the purchase. */
+  const daily = (user: string, days: number) => [
+    billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 1 }, { transaction_id: `${user}-t0` }),
+    ...Array.from({ length: days }, (_, i) => billingEvent('renewal', user, { at: i + 1.001, purchased: i + 1, expires: i + 2 }, { transaction_id: `${user}-t${i + 1}` })),
+  ];
+
+  it('checkpoints a group whose tail passes the bound as events arrive; a late event then replays less than the bound and folds in its place', async () => {
+    const [user, control] = [`tail-${randomUUID()}`, `tail-control-${randomUUID()}`];
+    const late = (who: string) => billingEvent('cancellation-unsubscribe', who, { at: 250.5, purchased: 250, expires: 251 }, { transaction_id: `${who}-t250` });
+    let longest = 0;
+    for (const body of daily(user, 259)) {
+      expect(await record(body)).toMatchObject({ duplicate: false, outcome: 'applied' });
+      longest = Math.max(longest, (await groupOf(user)).tail_events);
+    }
+    expect(longest).toBe(BOUND - 1);
+    const before = await groupOf(user);
+    expect(before.base_key).not.toBeNull();
+    expect(before.replayed).toBe(before.tail_events);
+    expect(before.replayed).toBeLessThan(BOUND);
+
+    // The cancellation of day 250 arrives after the renewals of days 251 to 259: folded again in its place.
+    expect(await record(late(user))).toMatchObject({ duplicate: false, outcome: 'applied', syncIds: [] });
+    const after = await groupOf(user);
+    expect(after.base_key).toBe(before.base_key);
+    expect(after.replayed).toBe(before.replayed + 1);
+    expect(after.replayed).toBeLessThanOrEqual(BOUND);
+    // As if it had come in order.
+    for (const body of [...daily(control, 250), late(control), ...daily(control, 259).slice(251)]) await record(body);
+    const view = await comparable(db, user, 259.5);
+    expect(view).toEqual(await comparable(db, control, 259.5));
+    expect(view[0]).toMatchObject({ status: 'cancelled_active', willRenew: false, active: true });
+  });
+
+  it('checkpoints a tail from before tails were bounded (far past the bound) where the group stands, without replaying it', async () => {
+    const user = `long-tail-${randomUUID()}`;
+    for (const body of daily(user, 420)) await record(body);
+    // As a database upgraded with this history finds it: no checkpoint, every event in the tail.
+    await db.sql('update public.billing_subscribers set base_key = null, base_rows = null, base_customer = null where group_id = $1', [user]);
+    await db.sql('select public.billing_recount_tails()');
+    expect(await groupOf(user)).toMatchObject({ base_key: null, tail_events: 421, replayed: 421 });
+
+    const next = billingEvent('renewal', user, { at: 421.001, purchased: 421, expires: 422 }, { transaction_id: `${user}-t421` });
+    expect(await record(next)).toMatchObject({ duplicate: false, outcome: 'applied' });
+    const group = await groupOf(user);
+    expect(group).toMatchObject({ base_key: group.folded_key, tail_events: 0, replayed: 0 });
+    const after = await comparable(db, user, 421.5);
+    expect(after[0]).toMatchObject({ active: true, status: 'active', expiresAt: new Date(day(422)).toISOString() });
+    // Folding again from that checkpoint gives the same rows.
+    await db.sql(`select public.billing_refold_group($1, '')`, [user]);
+    expect(await comparable(db, user, 421.5)).toEqual(after);
+  });
+
+  it('checkpoints a group when an event arrives long after the last (a copy of its rows): retention then has nothing to do for it', async () => {
+    const user = `incremental-${randomUUID()}`;
+    const old = history(user);
+    await deliverAll(old);
+    await receivedMonthsAgo(db, ids(old), 2);
+    expect(await groupOf(user)).toMatchObject({ base_key: null, tail_events: 3, replayed: 3 });
+    const { folded_key: watermark } = await groupOf(user);
+
+    const renewal = billingEvent('renewal', user, { at: 60.001, purchased: 60, expires: 90 }, { transaction_id: `r-${user}-60` });
+    await deliverAll([renewal]);
+    const group = await groupOf(user);
+    expect(group).toMatchObject({ base_key: watermark, tail_events: 1, replayed: 1 });
+    expect(Date.now() - group.pending_since!.getTime()).toBeLessThan(3_600_000);
+    // Thirteen months on, the month of its history goes without another checkpoint of it.
+    await db.sql(`select public.billing_ensure_partitions((now() - make_interval(months => $1))::date, now()::date)`, [RETENTION_MONTHS + 5]);
+    await receivedMonthsAgo(db, ids(old), RETENTION_MONTHS + 3);
+    expect((await groupOf(user)).pending_since!.getTime()).toBe(group.pending_since!.getTime());
+    const before = await comparable(db, user, 65);
+    const result = await maintain(db);
+    expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 5)));
+    expect(await db.sql('select event_id from public.billing_events where event_id = any($1)', [ids(old)])).toEqual([]);
+    expect(await groupOf(user)).toMatchObject({ base_key: watermark, tail_events: 1 });
+    expect(await comparable(db, user, 65)).toEqual(before);
+  });
+
+  it('one group whose checkpoint fails does not stop the month: the others are checkpointed and the month dropped, its events kept aside, and the next run checkpoints it', async () => {
+    const [failing, others] = [`failing-${randomUUID()}`, [`other-a-${randomUUID()}`, `other-b-${randomUUID()}`]];
+    const histories = new Map([failing, ...others].map((user) => [user, history(user)]));
+    for (const bodies of histories.values()) await deliverAll(bodies);
+    const all = [...histories.values()].flat();
+    await receivedMonthsAgo(db, ids(all), RETENTION_MONTHS + 6);
+    const month = monthName(-(RETENTION_MONTHS + 6));
+    const before = new Map(await Promise.all([failing, ...others].map(async (user) => [user, await comparable(db, user, 45)] as const)));
+
+    // Made to fail for real: on Postgres another session holds the group's lock (maintenance waits
+    // its short lock_timeout, then goes on); on PGlite (one connection) its checkpoint raises an error.
+    const release = await failCheckpointOf(db, kind, failing);
+    let first: Maintained & { failedGroups: { groupId: string; error: string }[]; heldEvents: number; done: boolean };
+    try {
+      first = await maintain(db) as typeof first;
+    } finally {
+      await release();
+    }
+    expect(first.failedGroups).toEqual([{ groupId: failing, error: expect.stringMatching(kind === 'postgres' ? /lock_not_available/ : /checkpoint refused/) }]);
+    expect(first.partitionsDropped).toContain(month);
+    expect(first.heldEvents).toBe(3);
+    expect(first.done).toBe(false);
+    for (const user of others) {
+      expect(await groupOf(user)).toMatchObject({ pending_since: null, replayed: 0 });
+      expect(await db.sql('select event_id from public.billing_events where event_id = any($1)', [ids(histories.get(user)!)])).toEqual([]);
+    }
+    // Its events are kept (and recognised if redelivered); nobody's entitlements changed.
+    const kept = await db.sql<{ partition: string }>('select tableoid::regclass::text as partition from public.billing_events where event_id = any($1)', [ids(histories.get(failing)!)]);
+    expect(kept.map((row) => row.partition)).toEqual(['billing_events_default', 'billing_events_default', 'billing_events_default']);
+    expect(await deliver(histories.get(failing)![0]!)).toMatchObject({ status: 200 });
+    expect(await eventRow(db, histories.get(failing)![0]!.event.id)).toMatchObject({ count: 1 });
+    for (const [user, view] of before) expect(await comparable(db, user, 45)).toEqual(view);
+
+    // The next run: checkpointed, its kept events (and their dedupe keys) gone, nothing changed.
+    const second = await maintain(db) as typeof first;
+    expect(second.failedGroups).toEqual([]);
+    expect(second.checkpoints).toBeGreaterThanOrEqual(1);
+    expect(await groupOf(failing)).toMatchObject({ pending_since: null, replayed: 0 });
+    expect(await db.sql('select event_id from public.billing_events where event_id = any($1)', [ids(histories.get(failing)!)])).toEqual([]);
+    expect(await db.sql('select event_id from public.billing_event_ids where event_id = any($1)', [ids(histories.get(failing)!)])).toEqual([]);
+    for (const [user, view] of before) expect(await comparable(db, user, 45)).toEqual(view);
+  });
+});
+
+/** Make the checkpoint of `user`'s group fail until the returned function is called. */
+async function failCheckpointOf(db: TestDatabase, kind: string, user: string): Promise<() => Promise<void>> {
+  if (kind === 'postgres') {
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    await holder.query(`select pg_advisory_lock(hashtextextended('billing_group:' || $1, 0))`, [user]);
+    return () => holder.end();
+  }
+  await db.sql(`create or replace function public.test_refuse_checkpoint() returns trigger language plpgsql as $$
+    begin raise exception 'checkpoint refused (test)'; end $$`);
+  await db.sql(`create trigger test_refuse_checkpoint before update of base_key on public.billing_subscribers for each row
+    when (old.app_user_id = '${user}') execute function public.test_refuse_checkpoint()`);
+  return async () => {
+    await db.sql('drop trigger test_refuse_checkpoint on public.billing_subscribers');
+  };
+}
 
 describe('billing retention with webhooks arriving during a partition drop (real Postgres server)', () => {
   const db = suiteDatabase('postgres');
@@ -257,14 +428,21 @@ describe('billing maintenance from the service (lib/billing/maintenance.ts)', ()
     const user = `unplanned-${randomUUID()}`;
     const old = history(user);
     await deliverAll(old);
-    // As a version before plans left them: no plan, no rank.
+    // As a version before plans left them: no plan, no rank (on a database that had such events,
+    // the upgrade recorded until when they were received).
     await db.sql('update public.billing_events set plan = null, sort_rank = null where event_id = any($1)', [ids(old)]);
     await receivedMonthsAgo(db, ids(old), RETENTION_MONTHS + 1);
-    const before = await comparable(db, user, 45);
-    const result = await maintainBilling({ now: new Date(), budgetMs: 20_000, callBudgetMs: 2_000 });
-    expect(result).toMatchObject({ plansMissing: [] });
-    expect(result.checkpoints).toBeGreaterThanOrEqual(1);
-    expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 1)));
-    expect(await comparable(db, user, 45)).toEqual(before);
+    await db.sql('update public.billing_legacy_horizon set received_before = now()');
+    try {
+      const before = await comparable(db, user, 45);
+      const result = await maintainBilling({ now: new Date(), budgetMs: 20_000, callBudgetMs: 2_000 });
+      expect(result).toMatchObject({ plansMissing: [], failed: 0 });
+      expect(result.calls).toBeGreaterThanOrEqual(2);
+      expect(result.checkpoints).toBeGreaterThanOrEqual(1);
+      expect(result.partitionsDropped).toContain(monthName(-(RETENTION_MONTHS + 1)));
+      expect(await comparable(db, user, 45)).toEqual(before);
+    } finally {
+      await db.sql('update public.billing_legacy_horizon set received_before = null');
+    }
   });
 });

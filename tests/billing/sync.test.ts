@@ -229,6 +229,56 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect((await entitlementsOf(db, user.userId, new Date(day(11))))[0]).toMatchObject({ active: false });
   });
 
+  it('stores a snapshot once while RevenueCat\'s record says the same: later refreshes confirm it (syncedAt), folds keep that, and a webhook in between makes the next one count', async () => {
+    const user = `confirm-${randomUUID()}`;
+    await lostRenewal(db, user);
+    const sync = async (at: number) => {
+      revenuecat.setClock(day(at));
+      const response = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user } });
+      expect(response.status).toBe(200);
+      return response;
+    };
+    const snapshots = () => db.sql<{ event_id: string; confirmed_at: string | null }>(
+      `select event_id, confirmed_at from public.billing_events where app_user_id = $1 and type = 'SYNC' order by event_at`, [user]);
+    await sync(40);
+    for (const at of [41, 42, 43]) await sync(at);
+    // One row, confirmed at the last refresh; GET /api/me says when RevenueCat last confirmed it.
+    expect((await snapshots()).map((row) => new Date(row.confirmed_at!).toISOString())).toEqual([isoDay(43)]);
+    expect((await entitlementsOf(db, user, new Date(day(44))))[0]).toMatchObject({ ...healed, syncedAt: isoDay(43) });
+
+    // A lost event delivered now, from before the snapshot: the history is folded again, the confirmation with it.
+    expect((await deliver(billingEvent('cancellation-unsubscribe', user, { at: 20, purchased: 0, expires: 30 }))).status).toBe(200);
+    expect((await entitlementsOf(db, user, new Date(day(44))))[0]).toMatchObject({ ...healed, syncedAt: isoDay(43) });
+
+    // A webhook after it: the next snapshot that says the same is stored (it must override what came between).
+    expect((await deliver(billingEvent('cancellation-unsubscribe', user, { at: 44, purchased: 30, expires: 60 }))).status).toBe(200);
+    expect((await entitlementsOf(db, user, new Date(day(44.5))))[0]).toMatchObject({ status: 'cancelled_active', willRenew: false });
+    await sync(45);
+    expect(await snapshots()).toHaveLength(2);
+    expect((await entitlementsOf(db, user, new Date(day(46))))[0]).toMatchObject({ ...healed, syncedAt: isoDay(45) });
+  });
+
+  it('syncs a subscriber again when an event generated between a snapshot and its confirmation arrives late (RevenueCat had already moved past it)', async () => {
+    const user = `between-${randomUUID()}`;
+    await lostRenewal(db, user);
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'gaps' });
+    try {
+      for (const at of [40, 42]) {
+        revenuecat.setClock(day(at));
+        expect((await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user } })).status).toBe(200);
+      }
+      // A cancellation RevenueCat generated at day 41 and reverted (its record at day 42 renews), delivered only now.
+      const seen = revenuecat.requests.length;
+      expect((await deliver(billingEvent('cancellation-unsubscribe', user, { at: 41, purchased: 30, expires: 60 }))).status).toBe(200);
+      // The sync after the webhook (it marked the subscriber) brings RevenueCat's record back.
+      const state = await until(() => entitlementsOf(db, user, new Date(day(43))), (views) => views[0]?.willRenew === true);
+      expect(state[0]).toMatchObject({ ...healed, syncedAt: isoDay(42) });
+      expect(revenuecat.requests.slice(seen).map((request) => request.appUserId)).toEqual([user]);
+    } finally {
+      restore();
+    }
+  });
+
   it('keeps an event newer than a snapshot: the snapshot is folded at its own time', async () => {
     const user = await testUser();
     renewedRecord(user.userId, { purchased: day(0), expires: day(30) });

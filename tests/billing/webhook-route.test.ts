@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { contentDigest } from '../../lib/billing/webhook-body.ts';
 import { dbCallCount } from '../../lib/db/index.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
@@ -43,6 +45,60 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
     expect(await deliver(body)).toMatchObject({ status: 200, body: { received: true } });
     expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, outcome });
     if (pro) expect((await entitlementsOf(db, user, new Date(day(1)))).map((view) => view.id)).toEqual(['pro']);
+  });
+});
+
+/**
+ * Events without an id (the contract shows none) are recognised by a digest of their content for
+ * RevenueCat's retry window (3 hours: retries come 5, 10, 20, 40 and 80 minutes apart): the same
+ * content within it is a redelivery, after it a new event. "Hours later" is made by moving the first
+ * delivery's time back, as the clock would.
+ */
+describe.each(DATABASE_KINDS)('events without an id on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  const minimal = (type: string, user: string, fields: Record<string, unknown> = {}) => ({ event: { type, app_user_id: user, product_id: 'pro_monthly', entitlement_ids: ['pro'], ...fields } });
+  const hoursPass = (hours: number, user: string) => db.sql(`
+    update public.billing_content_keys set received_at = received_at - make_interval(hours => $1)
+    where event_id in (select event_id from public.billing_events where app_user_id = $2)`, [hours, user]);
+  const active = async (user: string) => (await entitlementsOf(db, user, new Date()))[0]?.active ?? false;
+
+  it('a purchase, its expiration, then the same purchase again hours later: the re-purchase is a new event and grants again', async () => {
+    const user = `repurchase-${kind}-${randomUUID()}`;
+    expect((await deliver(minimal('INITIAL_PURCHASE', user))).status).toBe(200);
+    expect(await active(user)).toBe(true);
+    expect((await deliver(minimal('EXPIRATION', user, { expiration_reason: 'UNSUBSCRIBE' }))).status).toBe(200);
+    expect(await active(user)).toBe(false);
+    // RevenueCat retrying the purchase within its window: the same delivery, nothing applied again.
+    expect((await deliver(minimal('INITIAL_PURCHASE', user))).status).toBe(200);
+    expect(await countEventsOf(db, user)).toBe(2);
+    expect(await active(user)).toBe(false);
+    // Four hours on, the same content is a purchase of its own.
+    await hoursPass(4, user);
+    expect((await deliver(minimal('INITIAL_PURCHASE', user))).status).toBe(200);
+    expect(await countEventsOf(db, user)).toBe(3);
+    expect(await active(user)).toBe(true);
+    const ids = (await db.sql<{ event_id: string }>('select event_id from public.billing_events where app_user_id = $1', [user])).map((row) => row.event_id);
+    expect(new Set(ids).size).toBe(3);
+  });
+
+  it('an explicit id shaped like a content digest claims nothing: the event without an id whose digest it names is still applied', async () => {
+    const user = `claimed-${kind}-${randomUUID()}`;
+    const purchase = minimal('INITIAL_PURCHASE', user);
+    const digest = contentDigest(purchase.event);
+    // Sent first, with the id the digest of that purchase would make (and the forms of it an id could take).
+    for (const id of [`sha256:${digest}`, `sha256:${digest}:00000000-0000-0000-0000-000000000000`]) {
+      expect((await deliver(fixture('test', { id, app_user_id: `squatter-${randomUUID()}` }))).status).toBe(200);
+    }
+    expect((await deliver(purchase)).status).toBe(200);
+    expect(await countEventsOf(db, user)).toBe(1);
+    expect(await active(user)).toBe(true);
+  });
+
+  it('two deliveries of one event without an id at once: recorded once', async () => {
+    const user = `together-${kind}-${randomUUID()}`;
+    const answers = await Promise.all([deliver(minimal('INITIAL_PURCHASE', user)), deliver(minimal('INITIAL_PURCHASE', user))]);
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
+    expect(await countEventsOf(db, user)).toBe(1);
   });
 });
 
@@ -96,7 +152,7 @@ describe('the webhook request', () => {
   });
 
   // The published contract names event.type, app_user_id and product_id, and no id.
-  it('takes an event the way the contract shows it (no id): 200, stored once under a digest of its content, its effect applied', async () => {
+  it('takes an event the way the contract shows it (no id): 200, stored once under its content digest, its effect applied', async () => {
     const user = 'contract-shaped-user';
     const event = { type: 'NON_RENEWING_PURCHASE', app_user_id: user, product_id: 'lifetime', entitlement_ids: ['pro'], event_timestamp_ms: day(0.001), purchased_at_ms: day(0), store: 'APP_STORE', environment: 'PRODUCTION' };
     expect(await deliver({ event })).toMatchObject({ status: 200, text: '{"received":true}' });
@@ -104,7 +160,7 @@ describe('the webhook request', () => {
     const reordered = JSON.stringify({ event: Object.fromEntries(Object.entries(event).reverse()) }, null, 2);
     expect(await deliver(reordered, { 'content-type': 'application/json' })).toMatchObject({ status: 200, text: '{"received":true}' });
     const rows = await db.sql<{ event_id: string; outcome: string; body_id: string }>("select event_id, outcome, body->'event'->>'id' as body_id from public.billing_events where app_user_id = $1", [user]);
-    expect(rows).toEqual([{ event_id: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), outcome: 'applied', body_id: rows[0]!.event_id }]);
+    expect(rows).toEqual([{ event_id: expect.stringMatching(/^sha256:[0-9a-f]{64}:[0-9a-f-]{36}$/), outcome: 'applied', body_id: rows[0]!.event_id }]);
     expect(await entitlementsOf(db, user, new Date(day(1)))).toMatchObject([{ id: 'pro', active: true, productId: 'lifetime' }]);
     // Other content is another event.
     expect((await deliver({ event: { ...event, product_id: 'lifetime_2' } })).status).toBe(200);

@@ -4,6 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { fixture } from '../billing/fixtures.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
@@ -14,6 +16,8 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  * server verifies the resulting access token against that JWKS. No local sign-in is offered.
  * Signing out ends the Auth session (supabase-js's signOut, seen by the stand-in as GoTrue's
  * logout call) and the browser's stored session with it, so nothing signs the page back in.
+ * Signed in, the page follows the account on Supabase Realtime (the stand-in serves it too): it
+ * joins the user's private topic with their token, and a broadcast there shows the change.
  */
 
 /**
@@ -140,6 +144,35 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
     // asks the Auth server, which says the session is gone (a live one would get 404 here).
     const write = await fetch(`${server.url}/api/wallet-link/${randomUUID()}`, { method: 'DELETE', headers: { authorization: `Bearer ${accessToken}` } });
     expect({ status: write.status, code: ((await write.json()) as { code: string }).code }).toEqual({ status: 401, code: 'session_revoked' });
+    await context.close();
+  });
+
+  it("follows the account on the user's private Realtime topic: a broadcast there shows a purchase within two seconds", async () => {
+    const userId = auth.addUser('di@example.com', 'live horse battery staple');
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto(server.url);
+    await page.getByLabel('E-mail').fill('di@example.com');
+    await page.getByLabel('Password').fill('live horse battery staple');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByText('No subscription yet.').waitFor();
+    await expect.poll(() => page.getByTestId('live-updates').getAttribute('data-live'), { timeout: 15_000 }).toBe('true');
+    // supabase-js in the page joined user:<id> as a private channel, with this user's token.
+    expect(auth.realtime.joins.filter((join) => join.userId === userId)).toEqual([{ topic: `user:${userId}`, private: true, userId, allowed: true }]);
+
+    // A purchase is stored (this server's embedded database has no Realtime; a Supabase database
+    // sends the broadcast itself, in the same transaction): the broadcast, as it sends it.
+    const now = Date.now();
+    const purchase = fixture('initial-purchase', { id: randomUUID(), app_user_id: userId, original_app_user_id: userId, aliases: [userId], event_timestamp_ms: now, purchased_at_ms: now, expiration_at_ms: now + 86_400_000 });
+    const stored = await fetch(`${server.url}/api/webhooks/subscription-billing`, { method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`, 'content-type': 'application/json' }, body: JSON.stringify(purchase) });
+    expect(stored.status).toBe(200);
+    const subscription = page.locator('section[aria-labelledby="entitlements"] tbody tr');
+    expect(await subscription.count()).toBe(0); // nothing tells the page yet
+    expect(auth.realtime.send(`user:${userId}`, 'account_changed', { what: 'entitlements', at: new Date().toISOString() })).toBe(1);
+    await expect.poll(() => subscription.allTextContents(), { timeout: 2_000, interval: 50 }).toEqual([expect.stringMatching(/^procom\.example\.pro\.monthlyactive active/)]);
+    expect(pageErrors).toEqual([]);
     await context.close();
   });
 });

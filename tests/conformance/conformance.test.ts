@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
 import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 import { evmWallet, solanaWallet, type TestWallet } from '../wallets/wallets.ts';
-import { buildContract, HTTP_METHODS, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
+import { buildContract, HTTP_METHODS, parseEventStream, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
 import { mutationOf, valueOf } from './generate.ts';
 import { DESCRIBED_RULES, explainedRefusal, SHAPE_CODES } from './rules.ts';
 import { startConformanceStack, type ConformanceStack } from './stack.ts';
@@ -69,7 +69,8 @@ async function send(request: Sent): Promise<Observed & { json?: { code?: string;
   const contentType = request.contentType === undefined ? (body === undefined ? null : 'application/json') : request.contentType;
   if (contentType) headers['content-type'] = contentType;
   const response = await fetch(`${stack.server.url}${request.path ?? request.template}`, { method: request.method.toUpperCase(), headers, body, redirect: 'manual' });
-  const text = await response.text();
+  // A stream of events does not end on its own: read its first block, then hang up.
+  const text = isEventStream(response) ? await readEventStream(response, (read) => read.includes('\n\n')) : await response.text();
   tally.requests++;
   tally.byStatus.set(response.status, (tally.byStatus.get(response.status) ?? 0) + 1);
   let json;
@@ -79,6 +80,24 @@ async function send(request: Sent): Promise<Observed & { json?: { code?: string;
     json = undefined;
   }
   return { status: response.status, headers: response.headers, text, json };
+}
+
+const isEventStream = (response: Response) => response.headers.get('content-type')?.split(';')[0]!.trim() === 'text/event-stream';
+
+/** Read a server-sent events answer until `enough` says so, then hang up. */
+async function readEventStream(response: Response, enough: (text: string) => boolean): Promise<string> {
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  try {
+    while (!enough(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return text;
 }
 
 /** Send, and require the answer to be one the document describes. */
@@ -156,9 +175,10 @@ describe('the production server and the OpenAPI document it serves', () => {
     const observed = await sendDocumented({ method: 'get', template: '/api/openapi.json' });
     expect(observed.headers.get('content-type')).toBe('application/json');
     expect(served.openapi).toBe('3.1.0');
-    const documented = contract.operations.filter(({ method }) => method !== 'options').map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort();
+    // Only what a client calls: OPTIONS and 405 are said once for every path (x-path-methods), not per path.
+    const documented = contract.operations.map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort();
     expect(documented).toEqual([
-      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/openapi.json', 'GET /api/wallet-link',
+      'DELETE /api/wallet-link/{linkId}', 'GET /api/cron/billing-sync', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/me/events', 'GET /api/openapi.json', 'GET /api/wallet-link',
       'POST /api/admin/billing/sync', 'POST /api/me/billing/sync', 'POST /api/wallet-link', 'POST /api/wallet-link/challenge', 'POST /api/webhooks/leagues-sync', 'POST /api/webhooks/subscription-billing',
     ]);
   });
@@ -219,6 +239,25 @@ describe('the production server and the OpenAPI document it serves', () => {
       const observed = await sendDocumented({ method, template: path, headers, json });
       expect(observed.status, `${key}: ${observed.text.slice(0, 300)}`).toBe(expected[key]);
     }
+  });
+
+  it('streams the documented account_changed events on GET /api/me/events: a webhook for the caller arrives as one, valid against its x-events schema', async () => {
+    const { userId, authorization } = await stack.mintToken();
+    const response = await fetch(`${stack.server.url}/api/me/events`, { headers: { authorization } });
+    expect(response.status).toBe(200);
+    let received = '';
+    const reading = readEventStream(response, (text) => {
+      received = text;
+      return text.includes('event: account_changed');
+    });
+    await expect.poll(() => received).toContain('retry:'); // subscribed
+    const purchase = contract.operation('post', '/api/webhooks/subscription-billing')!.requestBody!.content['application/json']!.example as { event: object };
+    const event = { ...purchase.event, id: randomUUID(), app_user_id: userId, original_app_user_id: userId, aliases: [userId], purchased_at_ms: Date.now(), event_timestamp_ms: Date.now(), expiration_at_ms: Date.now() + 86_400_000 };
+    expect((await sendDocumented({ method: 'post', template: '/api/webhooks/subscription-billing', headers: await credentialsFor('post', '/api/webhooks/subscription-billing'), json: { event } })).status).toBe(200);
+    const text = await reading;
+    expect(contract.checkResponse('get', '/api/me/events', { status: response.status, headers: response.headers, text })).toEqual([]);
+    const changes = parseEventStream(text).filter((block) => block.event === 'account_changed').map((block) => JSON.parse(block.data!));
+    expect(changes).toEqual([{ what: 'entitlements', at: expect.any(String) }]);
   });
 
   it('answers rate limits with the documented 429, Retry-After and retryAfter', async () => {
@@ -381,7 +420,7 @@ describe('the production server and the OpenAPI document it serves', () => {
       const scheme = Object.keys(operation.security[0] ?? {})[0];
       return scheme !== undefined && (served as unknown as { components: { securitySchemes: Record<string, { scheme?: string }> } }).components.securitySchemes[scheme]!.scheme === 'bearer';
     });
-    expect(bearerRoutes.length).toBe(10); // six with a session token, the billing webhook, two cron routes and admin
+    expect(bearerRoutes.length).toBe(11); // seven with a session token, the billing webhook, two cron routes and admin
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...bearerRoutes), fc.nat(), fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: undefined }), async ({ path, method, operation }, pick, random) => {
         const valid = (await credentialsFor(method, path)).authorization!.replace(/^Bearer /, '');
@@ -420,7 +459,10 @@ describe('the production server and the OpenAPI document it serves', () => {
     }
   });
 
-  it('answers OPTIONS with the documented 204 and Allow, HEAD as GET, and every other method with 405, problem+json and the same Allow', async () => {
+  it('answers OPTIONS with the 204 and Allow documented once for every path, HEAD as GET, and every other method with the documented 405, problem+json and the same Allow', async () => {
+    const every = served['x-path-methods']!;
+    expect(every.description).toContain('Any other of GET, POST, PUT, PATCH and DELETE answers 405 `method_not_allowed` (problem+json) with the same `Allow`');
+    expect(every.otherMethods.methods).toEqual(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
     for (const [path, item] of Object.entries(served.paths)) {
       const concrete = fillPath(path);
       const options = await sendDocumented({ method: 'options', template: path, path: concrete });
@@ -428,15 +470,13 @@ describe('the production server and the OpenAPI document it serves', () => {
       const allow = options.headers.get('allow')!;
       const documented = HTTP_METHODS.filter((method) => item[method]);
       for (const method of ['get', 'put', 'post', 'delete', 'patch'].filter((m) => !documented.includes(m as never))) {
-        const observed = await send({ method, template: path, path: concrete, headers: { 'content-type': 'application/json' }, raw: method === 'get' ? undefined : '{}' });
+        const observed = await sendDocumented({ method, template: path, path: concrete, headers: { 'content-type': 'application/json' }, raw: method === 'get' ? undefined : '{}' });
         expect({ method, status: observed.status, allow: observed.headers.get('allow'), type: observed.headers.get('content-type'), code: observed.json?.code }).toEqual({
           method, status: 405, allow, type: 'application/problem+json', code: 'method_not_allowed',
         });
-        expect(item.description as string, `${path} documents its 405`).toContain(`405 \`method_not_allowed\` (problem+json) with this \`Allow\``);
-        expect(observed.headers.get('x-request-id')).toBeTruthy();
       }
       if (documented.includes('get')) {
-        const head = await send({ method: 'head', template: path, path: concrete });
+        const head = await sendDocumented({ method: 'head', template: path, path: concrete });
         const get = await send({ method: 'get', template: path, path: concrete });
         expect({ status: head.status, body: head.text }).toEqual({ status: get.status, body: '' });
       }
@@ -446,10 +486,10 @@ describe('the production server and the OpenAPI document it serves', () => {
   it('refuses a method outside the common set (any token, e.g. PROPFIND) with a 4xx, never a 5xx (fast-check)', async () => {
     // Node's HTTP parser answers a method it does not know with a bare 400, and Next one it knows
     // but does not route (PROPFIND, QUERY) with an empty 400, both before the app; TRACE, TRACK and
-    // CONNECT cannot be sent by fetch (TRACE: see the README). The path description says so.
+    // CONNECT cannot be sent by fetch (TRACE: see the README). The document says so, once for every path.
     const methods = fc.oneof(fc.constantFrom('PROPFIND', 'MKCOL', 'LINK', 'QUERY', 'SEARCH', 'PURGE', 'purge'), fc.stringMatching(/^[A-Za-z]{3,10}$/))
       .filter((method) => !['TRACE', 'TRACK', 'CONNECT', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].includes(method.toUpperCase()));
-    for (const item of Object.values(served.paths)) expect(item.description).toContain('a method outside that set gets a 400 before the app');
+    expect(served['x-path-methods']!.description).toContain('a method outside that set gets a 400 before the app');
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...Object.keys(served.paths)), methods, async (path, method) => {
         const observed = await send({ method, template: path, path: fillPath(path) });
@@ -504,6 +544,60 @@ describe('the suite catches a server and a document that drift apart', () => {
     const noToken = await send({ method: 'get', template: '/api/me' });
     expect(contract.checkResponse('get', '/api/me', noToken)).toEqual([]);
     expect(problemCode.checkResponse('get', '/api/me', noToken).join('\n')).toMatch(/problem code missing_token not listed/);
+  });
+
+  it('an event stream whose events the document does not describe', async () => {
+    const headers = new Headers({ 'content-type': 'text/event-stream', 'x-request-id': 'drift-1', 'server-timing': 'db;desc="0 calls";dur=0.0, total;dur=1.2' });
+    const observed = { status: 200, headers, text: 'retry: 2000\n\nevent: account_changed\ndata: {"what":"wallets","at":"2026-01-01T00:00:00.000Z"}\n\n' };
+    expect(contract.checkResponse('get', '/api/me/events', observed)).toEqual([]);
+    const otherKinds = drifted((d) => {
+      const media = (d.paths['/api/me/events']!.get as { responses: Record<string, { content: Record<string, { 'x-events': Record<string, { properties: { what: { enum: string[] } } }> }> }> }).responses['200']!.content['text/event-stream']!;
+      media['x-events'].account_changed!.properties.what.enum = ['entitlements'];
+    });
+    expect(otherKinds.checkResponse('get', '/api/me/events', observed).join('\n')).toMatch(/event "account_changed" data does not match its schema: data\/what must be equal to one of the allowed values/);
+    const renamed = drifted((d) => {
+      const media = (d.paths['/api/me/events']!.get as { responses: Record<string, { content: Record<string, { 'x-events': Record<string, unknown> }> }> }).responses['200']!.content['text/event-stream']!;
+      media['x-events'] = { accountChanged: media['x-events'].account_changed };
+    });
+    expect(renamed.checkResponse('get', '/api/me/events', observed).join('\n')).toMatch(/event "account_changed" not documented \(documented: accountChanged\)/);
+    expect(contract.checkResponse('get', '/api/me/events', { ...observed, text: 'retry: 2000\n\nevnt: account_changed\n\n' }).join('\n')).toMatch(/lines the format does not have: evnt/);
+  });
+
+  it('an OPTIONS or 405 answer that breaks what x-path-methods says for every path', async () => {
+    const options = await send({ method: 'options', template: '/api/me', path: '/api/me' });
+    const put = await send({ method: 'put', template: '/api/me', path: '/api/me', headers: { 'content-type': 'application/json' }, raw: '{}' });
+    expect(contract.checkResponse('options', '/api/me', options)).toEqual([]);
+    expect(contract.checkResponse('put', '/api/me', put)).toEqual([]);
+
+    // The rule puts OPTIONS before HEAD: the server's Allow no longer follows it.
+    const otherOrder = drifted((d) => {
+      d['x-path-methods']!.allow.order = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD'];
+    });
+    expect(otherOrder.checkResponse('options', '/api/me', options).join('\n')).toMatch(/header Allow: "GET, HEAD, OPTIONS", the document's rule says "GET, OPTIONS, HEAD"/);
+    expect(otherOrder.checkResponse('put', '/api/me', put).join('\n')).toMatch(/header Allow/);
+
+    // A path documenting a method it does not have: its Allow (and the 405 for that method) disagree.
+    const extraMethod = drifted((d) => {
+      d.paths['/api/me']!.post = d.paths['/api/me']!.get;
+    });
+    expect(extraMethod.checkResponse('options', '/api/me', options).join('\n')).toMatch(/the document's rule says "GET, POST, HEAD, OPTIONS"/);
+
+    // The 405 without its code, or with a body schema the problem does not match.
+    const noCode = drifted((d) => {
+      d['x-path-methods']!.otherMethods.responses['405']!['x-problem-codes'] = ['not_found'];
+    });
+    expect(noCode.checkResponse('put', '/api/me', put).join('\n')).toMatch(/problem code method_not_allowed not listed/);
+    const otherStatus = drifted((d) => {
+      const responses = d['x-path-methods']!.options.responses;
+      responses['200'] = responses['204']!;
+      delete responses['204'];
+    });
+    expect(otherStatus.checkResponse('options', '/api/me', options).join('\n')).toMatch(/status not documented/);
+    // Without x-path-methods nothing documents OPTIONS at all.
+    const none = drifted((d) => {
+      delete d['x-path-methods'];
+    });
+    expect(none.checkResponse('options', '/api/me', options).join('\n')).toMatch(/OPTIONS is not documented for \/api\/me/);
   });
 
   it('a request rule: the document accepting what the server refuses, or refusing what it accepts', async () => {

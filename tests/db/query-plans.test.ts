@@ -6,6 +6,7 @@ import { getAccount } from '../../lib/account.ts';
 import { maintainBilling } from '../../lib/billing/maintenance.ts';
 import { recordBillingEvent } from '../../lib/billing/record-event.ts';
 import { describeSnapshot } from '../../lib/billing/snapshot.ts';
+import { billingWebhookBodySchema } from '../../lib/billing/webhook-body.ts';
 import { callDb, closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { leaguesSyncBodySchema } from '../../lib/leagues/sync-schema.ts';
@@ -59,7 +60,7 @@ type PlanMode = 'force_custom_plan' | 'force_generic_plan';
 /** The SQL functions of the service the workload must call (directly, or from one another). */
 const DRIVEN = [
   'record_billing_event', 'billing_log_and_fold', 'billing_lock_group', 'billing_apply_event', 'billing_group_state', 'billing_refold_group',
-  'billing_take_checkpoint', 'billing_log_event', 'billing_mark_sync', 'record_billing_snapshot', 'billing_subscriber_known', 'billing_sync_begin', 'billing_sync_failed',
+  'billing_take_checkpoint', 'billing_checkpoint_tail', 'billing_log_event', 'billing_mark_sync', 'record_billing_snapshot', 'billing_subscriber_known', 'billing_sync_begin', 'billing_sync_failed',
   'billing_sync_found_nothing', 'billing_sync_claim', 'wallet_issue_challenge', 'wallet_link', 'wallet_start_contract_check', 'wallet_refund_contract_check', 'account_wallets',
   'wallet_unlink', 'apply_leagues_sync', 'get_account', 'account_entitlements', 'account_leagues', 'run_maintenance', 'wallets_maintain',
   'leagues_maintain', 'billing_sync_maintain', 'billing_maintain', 'billing_ensure_partitions', 'forget_user', 'wallets_forget_user',
@@ -220,6 +221,17 @@ describe('query plans at scale on postgres', () => {
       await run('billing: a second real id of a customer (legacy aliasing: merges into it)', () =>
         recordBillingEvent(event('renewal', legacy, now.getTime(), { app_user_id: legacyId, original_app_user_id: legacy.appUserId, aliases: [legacy.appUserId, legacyId] }), options));
       await run('billing: a TEST event (recorded, ignored)', () => recordBillingEvent(fixture('test', { id: randomUUID() }), options));
+      const contractShaped = { event: { type: 'INITIAL_PURCHASE', app_user_id: randomUUID(), product_id: inOrder.productId, entitlement_ids: inOrder.entitlementIds } };
+      await run('billing: an event without an id (recognised by its content)', () => recordBillingEvent(billingWebhookBodySchema.parse(contractShaped), options));
+      await run('billing: the same event without an id again (a redelivery)', () => recordBillingEvent(billingWebhookBodySchema.parse(contractShaped), options));
+      // A customer whose tail reaches the bound: checkpointed on it, then a late event replays less.
+      const busy = { ...inOrder, appUserId: randomUUID(), anonymousId: null, originalTransactionId: `busy-${randomUUID()}` };
+      const bound = (await database.sql<{ n: number }>('select public.billing_tail_bound() as n'))[0]!.n;
+      for (let i = 0; i < bound; i++) {
+        await run('billing: a customer\'s events up to the tail bound (checkpointed on it)', () => recordBillingEvent(event('renewal', busy, now.getTime() - (bound - i) * 60_000), options));
+      }
+      await run('billing: a late event of a customer checkpointed on the tail bound', () =>
+        recordBillingEvent(event('cancellation-unsubscribe', busy, now.getTime() - 30 * 60_000 - 1), options));
 
       // A sync from RevenueCat (lib/billing/sync.ts) and the sweep.
       await run('sync: known subscriber?', () => callDb('billing_subscriber_known', { p_app_user_id: snapshot.appUserId }));
@@ -235,6 +247,10 @@ describe('query plans at scale on postgres', () => {
       });
       await run('sync: a snapshot of RevenueCat\'s record folds in', () => callDb('record_billing_snapshot', {
         p_body: response, p_plan: describeSnapshot(response, snapshot.appUserId, { eventId: `sync:${randomUUID()}` }), p_fetch_started_at: now,
+      }));
+      const later = { ...response, request_date: new Date(now.getTime() + 1000).toISOString(), request_date_ms: now.getTime() + 1000 };
+      await run('sync: the same record again (confirms the last snapshot)', () => callDb('record_billing_snapshot', {
+        p_body: later, p_plan: describeSnapshot(later, snapshot.appUserId, { eventId: `sync:${randomUUID()}` }), p_fetch_started_at: now,
       }));
       await run('sync: RevenueCat had nothing', () => callDb('billing_sync_found_nothing', { p_app_user_id: newUser, p_fetch_started_at: now }));
       await run('sync: a failed sync backs off', () => callDb('billing_sync_failed', { p_app_user_id: transferred.appUserId, p_reason: 'sweep', p_error: 'RevenueCat answered 500', p_retry_after_seconds: null }));
@@ -318,20 +334,14 @@ const RETIRING = 'maintenance: a month on, the oldest month leaves the retention
 const COUNTING = 'operator: billing:sync --all counts the subscribers (once a run)';
 
 /**
- * The whole reads on purpose: when a month leaves the retention, billing_maintain reads that
- * month's partition (every event in it needs its customer checkpointed before it is dropped): once
- * a month, on a partition about to be dropped, never on the months kept. `billing:sync -- --all`
- * counts every subscriber once, for its progress line. And the sync sweep reports how many marks
- * are due by counting them: a few index entries when the sweeps keep up, the whole queue when
- * nearly all of it is due (a backlog, as seeded), which is what a count of them costs either way.
+ * The whole reads on purpose: `billing:sync -- --all` counts every subscriber once, for its progress
+ * line. And the sync sweep reports how many marks are due by counting them: a few index entries when
+ * the sweeps keep up, the whole queue when nearly all of it is due (a backlog, as seeded), which is
+ * what a count of them costs either way. (Retention reads no month whole: the groups a month waits
+ * for are found by their pending receive time, and only the events of groups whose checkpoint
+ * failed are read from it, by subject.)
  */
 function onPurpose(plan: CapturedPlan, relation: string): boolean {
   if (plan.step === COUNTING) return true;
-  if (relation === 'billing_sync_queue' && plan.query.includes("'due', (select count(*) from public.billing_sync_queue where next_attempt_at <= now())")) return true;
-  const month = /^billing_events_(\d{4})_(\d{2})$/.exec(relation);
-  if (plan.step !== RETIRING || !month) return false;
-  const cutoff = new Date();
-  cutoff.setUTCDate(1);
-  cutoff.setUTCMonth(cutoff.getUTCMonth() + 1 - 13);
-  return Date.UTC(Number(month[1]), Number(month[2]) - 1, 1) < Date.UTC(cutoff.getUTCFullYear(), cutoff.getUTCMonth(), 1);
+  return relation === 'billing_sync_queue' && plan.query.includes("'due', (select count(*) from public.billing_sync_queue where next_attempt_at <= now())");
 }

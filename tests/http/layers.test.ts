@@ -45,6 +45,15 @@ describe('module layers', () => {
     expect(offending).toEqual([]);
   });
 
+  it('keeps lib/client free of the server: it runs in browsers and apps, importing only itself and its packages', () => {
+    const client = files.filter((file) => path.relative(LIB, file).split(path.sep)[0] === 'client');
+    expect(client.length).toBeGreaterThanOrEqual(4);
+    const outside = client.flatMap((file) => importsOf(file)
+      .filter((specifier) => (libTarget(file, specifier) ?? 'client') !== 'client' || !(specifier.startsWith('.') || ['openapi-fetch', 'react', '@supabase/supabase-js'].includes(specifier)))
+      .map((specifier) => `${path.relative(LIB, file)} imports ${specifier}`));
+    expect(outside).toEqual([]);
+  });
+
   it('keeps lib/errors.ts free of the service (it is the bottom of the stack)', () => {
     const file = path.join(LIB, 'errors.ts');
     expect(importsOf(file).filter((specifier) => libTarget(file, specifier) !== undefined)).toEqual([]);

@@ -48,22 +48,37 @@ describe('the OpenAPI document', () => {
     document = response.body;
   });
 
-  it('is OpenAPI 3.1 with its five security schemes', () => {
+  it('is OpenAPI 3.1 with its six security schemes', () => {
     expect(document.openapi).toBe('3.1.0');
-    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['adminSecret', 'billingSecret', 'cronSecret', 'leaguesSecret', 'session']);
+    expect(Object.keys(document.components.securitySchemes).sort()).toEqual(['adminSecret', 'billingSecret', 'cronSecret', 'leaguesSecret', 'pageSession', 'session']);
     expect(document.components.securitySchemes.leaguesSecret).toMatchObject({ type: 'apiKey', in: 'header', name: 'x-webhook-secret' });
+    // The page's cookie is taken by the event stream alone (EventSource sends no headers).
+    expect(document.components.securitySchemes.pageSession).toMatchObject({ type: 'apiKey', in: 'cookie', name: 'account_session' });
+    const withCookie = Object.entries(document.paths as Record<string, Record<string, { security?: Record<string, string[]>[] }>>)
+      .flatMap(([p, item]) => Object.entries(item).filter(([, op]) => op.security?.some((requirement) => 'pageSession' in requirement)).map(([m]) => `${m.toUpperCase()} ${p}`));
+    expect(withCookie).toEqual(['GET /api/me/events']);
   });
 
-  it('describes exactly the routes that exist, method by method', async () => {
+  it('describes exactly the routes that exist, method by method, and OPTIONS and 405 once for every path', async () => {
     const onDisk: string[] = [];
     for (const file of routeFiles()) {
       const routeModule = await import(`../../${file}`);
       const params = Object.fromEntries([...file.matchAll(/\[(\w+)\]/g)].map(([, name]) => [name!, '00000000-0000-4000-8000-000000000000']));
       const allow = (await callRoute(routeModule, { method: 'OPTIONS', params })).headers.get('allow')!.split(', ');
-      for (const method of allow.filter((m) => m !== 'HEAD')) onDisk.push(`${method} ${toPath(file)}`);
+      // HEAD (with GET) and OPTIONS are on every path: the document says them once, not per path.
+      for (const method of allow.filter((m) => m !== 'HEAD' && m !== 'OPTIONS')) onDisk.push(`${method} ${toPath(file)}`);
     }
     const documented = Object.entries(document.paths as Record<string, Record<string, unknown>>).flatMap(([p, item]) => Object.keys(item).filter((key) => HTTP_METHODS.includes(key)).map((m) => `${m.toUpperCase()} ${p}`));
     expect(documented.sort()).toEqual(onDisk.sort());
+    // Every operation is one a client calls: none is OPTIONS, and no path repeats the rule.
+    for (const [p, item] of Object.entries(document.paths as Record<string, Record<string, unknown>>)) {
+      expect({ p, options: item.options, description: item.description }).toEqual({ p, options: undefined, description: undefined });
+    }
+    const every = document['x-path-methods'];
+    expect(every.allow).toEqual({ order: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'], headWithGet: true });
+    expect(every.options.responses['204'].headers.Allow.required).toBe(true);
+    expect(every.otherMethods.responses['405']['x-problem-codes']).toEqual(['method_not_allowed']);
+    expect(document.info.description).toContain(every.description);
   });
 
   it('resolves every $ref', () => {

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
+import { attachFakeRealtime, type FakeRealtime } from './fake-supabase-realtime.ts';
 
 /**
  * A stand-in for the Supabase Auth server, speaking its wire format over real HTTP on loopback:
@@ -16,7 +17,8 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload } from '
  *                                          Bearer access token (401 without one, 403 for a bad
  *                                          token or an ended session, 400 for another scope)
  * with CORS headers, so a browser page can call it as it calls Supabase. It also mints access
- * tokens shaped like Supabase's, signed with its private keys.
+ * tokens shaped like Supabase's, signed with its private keys, and serves Realtime on the same
+ * origin, as a Supabase project does (tests/support/fake-supabase-realtime.ts).
  */
 export interface FakeSupabaseAuth {
   url: string;
@@ -35,6 +37,8 @@ export interface FakeSupabaseAuth {
   /** Make every request fail with this HTTP status (e.g. 503), or undefined to answer normally. */
   failWith(status: number | undefined): void;
   requests: { path: string; apikey: string | undefined; authorization: string | undefined }[];
+  /** Realtime at /realtime/v1/websocket, taking the tokens this server signs. */
+  realtime: FakeRealtime;
   close(): Promise<void>;
 }
 
@@ -123,12 +127,21 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
   const { port } = server.address() as { port: number };
   const url = `http://127.0.0.1:${port}`;
   const issuer = `${url}/auth/v1`;
+  const realtime = attachFakeRealtime(server, async (token) => {
+    try {
+      const { payload } = await jwtVerify(token, async (header) => (header.alg === 'RS256' ? rs.publicKey : es.publicKey), { issuer, audience: 'authenticated' });
+      return typeof payload.sub === 'string' ? payload.sub : null;
+    } catch {
+      return null;
+    }
+  });
 
   const fake: FakeSupabaseAuth = {
     url,
     issuer,
     apiKey,
     requests,
+    realtime,
     magicLinks,
     logouts,
     addUser(email, password) {

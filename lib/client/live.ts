@@ -1,0 +1,123 @@
+import type { SupabaseClient } from '@supabase/supabase-js';
+
+/**
+ * Where an app hears that the signed-in user's account changed, so it reads GET /api/me again
+ * instead of asking over and over:
+ *   - supabaseAccountChannel: Supabase Realtime, the private channel `user:<user id>`, on which
+ *     the database broadcasts `account_changed` (a deployment; web and React Native / Expo alike);
+ *   - serviceEventsChannel: the service's own stream, GET /api/me/events (local mode, a browser).
+ * Both deliver the same payload, `{ what, at }`: what kind of thing changed and when, never what
+ * it now is. On every (re)connection the app reads the account again, since what changed while no
+ * channel was open is not replayed; useAccount (./react.tsx) does both for you.
+ */
+export const ACCOUNT_CHANGE_KINDS = ['entitlements', 'wallets', 'leagues'] as const;
+export type AccountChangeKind = (typeof ACCOUNT_CHANGE_KINDS)[number];
+
+export interface AccountChange {
+  /** What changed. A kind this client does not know yet is passed on as it came. */
+  what: AccountChangeKind | (string & {});
+  at: string;
+}
+
+/** The event both channels send, and the Realtime topic of a user. */
+export const ACCOUNT_CHANGED_EVENT = 'account_changed';
+export const accountTopic = (userId: string) => `user:${userId}`;
+
+export interface AccountChannelHandlers {
+  /** The channel is listening (again): read the account now, to catch up. */
+  onConnected(): void;
+  onChange(change: AccountChange): void;
+  /** The channel stopped listening (it may reconnect by itself and call onConnected again). */
+  onDisconnected(reason?: unknown): void;
+}
+
+export interface AccountChannel {
+  /** Start listening; the returned function stops. */
+  subscribe(handlers: AccountChannelHandlers): () => void;
+}
+
+/** A change as sent; anything unreadable still counts as "something changed". */
+export function readAccountChange(payload: unknown): AccountChange {
+  const value = (typeof payload === 'string' ? safeParse(payload) : payload) as Partial<AccountChange> | undefined;
+  return { what: typeof value?.what === 'string' ? value.what : 'unknown', at: typeof value?.at === 'string' ? value.at : new Date().toISOString() };
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The service's own stream, GET /api/me/events (served in local mode). A page of the service
+ * itself is authenticated by its session cookie; EventSource reconnects by itself after the stream
+ * ends (every 5 minutes) or breaks, and each reconnection is an onConnected.
+ */
+export function serviceEventsChannel(options: { url?: string; EventSource?: typeof EventSource } = {}): AccountChannel {
+  const url = options.url ?? '/api/me/events';
+  return {
+    subscribe({ onConnected, onChange, onDisconnected }) {
+      const Source = options.EventSource ?? globalThis.EventSource;
+      if (!Source) {
+        onDisconnected(new Error('This runtime has no EventSource: use Supabase Realtime (supabaseAccountChannel).'));
+        return () => undefined;
+      }
+      const source = new Source(url);
+      source.addEventListener('open', () => onConnected());
+      source.addEventListener(ACCOUNT_CHANGED_EVENT, (event) => onChange(readAccountChange((event as MessageEvent).data)));
+      // An error while open means "reconnecting" (readyState CONNECTING) or "given up" (CLOSED: a
+      // 401 after the session ended, a 404 outside local mode): offline either way, until `open`.
+      source.addEventListener('error', (event) => onDisconnected(event));
+      return () => source.close();
+    },
+  };
+}
+
+export interface SupabaseAccountChannelOptions {
+  /** The signed-in user's id (`session.user.id`): their topic is `user:<id>`. */
+  userId: string;
+  /**
+   * Their access token, given to Realtime before joining: the channel is private, and Realtime
+   * lets a user join only the topic the database's policy allows them (their own).
+   */
+  accessToken: () => string | null | undefined | Promise<string | null | undefined>;
+}
+
+/**
+ * Supabase Realtime: the private channel `user:<id>`, event `account_changed`, which the database
+ * sends (realtime.send) in the same transaction as every change to the user's entitlements,
+ * wallet links and leagues. supabase-js keeps the socket's token fresh after sign-in.
+ */
+export function supabaseAccountChannel(supabase: Pick<SupabaseClient, 'channel' | 'removeChannel' | 'realtime'>, { userId, accessToken }: SupabaseAccountChannelOptions): AccountChannel {
+  return {
+    subscribe({ onConnected, onChange, onDisconnected }) {
+      let stopped = false;
+      let channel: ReturnType<SupabaseClient['channel']> | undefined;
+      void (async () => {
+        try {
+          await supabase.realtime.setAuth((await accessToken()) ?? null);
+        } catch (error) {
+          onDisconnected(error);
+          return;
+        }
+        if (stopped) return;
+        channel = supabase
+          .channel(accountTopic(userId), { config: { private: true } })
+          .on('broadcast', { event: ACCOUNT_CHANGED_EVENT }, (message) => {
+            if (!stopped) onChange(readAccountChange(message.payload));
+          })
+          .subscribe((status, error) => {
+            if (stopped) return; // removeChannel's own CLOSED
+            if (status === 'SUBSCRIBED') onConnected();
+            else onDisconnected(error ?? new Error(`Realtime channel ${status.toLowerCase()}`));
+          });
+      })();
+      return () => {
+        stopped = true;
+        if (channel) void supabase.removeChannel(channel);
+      };
+    },
+  };
+}
