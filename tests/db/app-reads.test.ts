@@ -67,14 +67,18 @@ describe.each(DATABASE_KINDS)('reads through Supabase on %s', (kind) => {
   it('keeps each user to their own rows, in the views and in the tables under them; anon and a request without a user read nothing', async () => {
     const a = await fullAccount(db);
     const b = await fullAccount(db);
-    const ownRows = (user: User) => asUser(db, user.userId, async (sql) => Object.fromEntries(await Promise.all([
-      ['billing_subscribers', `select app_user_id as owner from public.billing_subscribers`],
-      ['entitlements', `select app_user_id as owner from public.entitlements`],
-      ['wallet_links', `select user_id::text as owner from public.wallet_links`],
-      ['league_members', `select app_user_id::text as owner from public.league_members`],
-      ['leagues', `select l.id::text as owner from public.leagues l`],
-      ...VIEWS.map((view) => [view, `select count(*)::int as owner from public.${view}`]),
-    ].map(async ([name, query]) => [name, [...new Set((await sql<{ owner: string | number }>(query!)).map((row) => row.owner))]]))));
+    const ownRows = (user: User) => asUser(db, user.userId, async (sql) => {
+      const seen: Record<string, (string | number)[]> = {};
+      for (const [name, query] of [
+        ['billing_subscribers', `select app_user_id as owner from public.billing_subscribers`],
+        ['entitlements', `select app_user_id as owner from public.entitlements`],
+        ['wallet_links', `select user_id::text as owner from public.wallet_links`],
+        ['league_members', `select app_user_id::text as owner from public.league_members`],
+        ['leagues', `select l.id::text as owner from public.leagues l`],
+        ...VIEWS.map((view) => [view, `select count(*)::int as owner from public.${view}`]),
+      ] as const) seen[name] = [...new Set((await sql<{ owner: string | number }>(query)).map((row) => row.owner))];
+      return seen;
+    });
     const leagueIds = async (user: User) => (await db.sql<{ id: string }>('select distinct league_id::text as id from public.league_members where app_user_id = $1 order by 1', [user.userId])).map((r) => r.id);
     for (const user of [a.user, b.user]) {
       expect(await ownRows(user)).toEqual({
@@ -89,6 +93,13 @@ describe.each(DATABASE_KINDS)('reads through Supabase on %s', (kind) => {
     // A member sees the leagues they are in (a league deleted since: no members, not seen).
     expect((await asUser(db, a.user.userId, (sql) => sql<{ id: string }>('select id::text from public.leagues order by 1'))).map((r) => r.id).sort())
       .toEqual((await leagueIds(a.user)).sort());
+
+    // The functions the views read through, asked by A about B: nothing of B's.
+    expect(await asUser(db, a.user.userId, async (sql) => ({
+      sources: await sql('select * from public.entitlement_sources(array[$1], now())', [b.user.userId]),
+      ownerIds: (await sql<{ ids: string[] }>('select public.entitlement_owner_ids($1) as ids', [b.user.userId]))[0]!.ids,
+      leagues: await sql('select * from public.member_leagues($1)', [b.user.userId]),
+    }))).toEqual({ sources: [], ownerIds: [b.user.userId], leagues: [] });
 
     // Signed in but naming nobody (no sub): nothing.
     expect(await asRole(db, 'authenticated', { role: 'authenticated' }, (sql) => sql('select * from public.my_entitlements'))).toEqual([]);
