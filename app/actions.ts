@@ -1,11 +1,14 @@
 'use server';
 
+import { randomUUID } from 'node:crypto';
 import { cookies } from 'next/headers';
 import { redirect } from 'next/navigation';
 import { z } from 'zod';
 import { mintDevToken } from '#lib/auth/dev-key.ts';
 import { authenticateToken } from '#lib/auth/session.ts';
 import { getConfig, type Config } from '#lib/config.ts';
+import { decodePath, malformedPathResponse } from '#lib/http/malformed-path.ts';
+import { ApiError, fieldErrors, problemResponse } from '#lib/http/problem.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { localUserIdFor, SESSION_COOKIE, sessionCookieOptions } from '#lib/web/session-cookie.ts';
 import * as catchAllRoute from './api/[[...path]]/route.ts';
@@ -68,6 +71,13 @@ export interface PageApiRequest {
   body?: unknown;
 }
 
+// A server action's arguments are whatever the client sent: checked like any request.
+const pageApiRequestSchema = z.object({
+  method: z.enum(['GET', 'POST', 'DELETE']),
+  path: z.string().max(2048).regex(/^\/api\//, 'an /api path'),
+  body: z.unknown().optional(),
+});
+
 /**
  * The account page's API calls, made here on the server with the httpOnly cookie's token, so the
  * token never reaches page JavaScript (an injected script could otherwise read it and use the API
@@ -75,15 +85,22 @@ export interface PageApiRequest {
  * authentication, validation, problem+json. Only the calls the page makes are routed; a server
  * action is same-origin POST only (Next checks Origin), so another site cannot make them.
  */
-export async function callApiAsSignedInUser(request: PageApiRequest): Promise<{ status: number; body: unknown }> {
+export async function callApiAsSignedInUser(sent: PageApiRequest): Promise<{ status: number; body: unknown }> {
+  const parsed = pageApiRequestSchema.safeParse(sent);
+  if (!parsed.success) return answerOf(problemResponse(new ApiError('invalid_request', { detail: 'The page sent a request this service does not route.', errors: fieldErrors(parsed.error.issues) }), randomUUID()));
+  const request = parsed.data;
   const token = (await cookies()).get(SESSION_COOKIE)?.value;
-  const { handler, params } = pageRoute(request.method, request.path);
   const headers: Record<string, string> = request.body === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
-  const response = await handler(
-    new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) }),
-    { params: Promise.resolve(params) },
-  );
+  const apiRequest = new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) });
+  // A malformed escape names nothing: the same 404 the proxy answers for it, never a URIError's 500.
+  const malformed = malformedPathResponse(apiRequest);
+  if (malformed) return answerOf(malformed);
+  const { handler, params } = pageRoute(request.method, request.path);
+  return answerOf(await handler(apiRequest, { params: Promise.resolve(params) }));
+}
+
+async function answerOf(response: Response): Promise<{ status: number; body: unknown }> {
   const text = await response.text();
   return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
@@ -96,7 +113,8 @@ function pageRoute(method: PageApiRequest['method'], path: string): { handler: R
   if (method === 'POST' && path === '/api/wallet-link') return { handler: walletLinkRoute.POST, params: {} };
   if (method === 'POST' && path === '/api/me/billing/sync') return { handler: billingSyncRoute.POST, params: {} };
   const unlink = /^\/api\/wallet-link\/([^/]+)$/.exec(path);
-  if (method === 'DELETE' && unlink) return { handler: walletLinkIdRoute.DELETE, params: { linkId: decodeURIComponent(unlink[1]!) } };
+  // The whole path decoded (malformedPathResponse), so its segment does too.
+  if (method === 'DELETE' && unlink) return { handler: walletLinkIdRoute.DELETE, params: { linkId: decodePath(unlink[1]!)! } };
   return { handler: catchAllRoute.POST, params: {} }; // a problem+json 404, like any unknown /api path
 }
 

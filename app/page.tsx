@@ -1,5 +1,6 @@
 import Link from 'next/link';
 import { cookies } from 'next/headers';
+import { DEV_USER } from '#lib/auth/dev-user.ts';
 import { authenticateToken } from '#lib/auth/session.ts';
 import { getAccount } from '#lib/account.ts';
 import type { Account as ClientAccount } from '#lib/client/client.ts';
@@ -99,11 +100,12 @@ function SignIn({ config }: { config: Config }) {
         <h2 id="local-sign-in">Local sign-in <span className="badge warn">development only</span></h2>
         <p className="muted">
           This service runs in local development mode, without an Auth server. Sign in as any e-mail to get a dev token
-          (the same e-mail is always the same user). This form does not exist when Supabase is configured or deployed.
+          (the same e-mail is always the same user; {DEV_USER.email} is the dev user that <code>npm run token</code> and{' '}
+          <code>npm run sample-event</code> act as). This form does not exist when Supabase is configured or deployed.
         </p>
         <form action={signInLocally}>
           <label htmlFor="local-email">E-mail</label>
-          <input id="local-email" name="email" type="email" autoComplete="email" required placeholder="you@example.com" />
+          <input id="local-email" name="email" type="email" autoComplete="email" required defaultValue={DEV_USER.email} />
           <div className="row">
             <button type="submit" className="primary">Sign in locally</button>
           </div>

@@ -13,9 +13,9 @@ import { isToken68 } from './auth/authorization-header.ts';
  *
  * Local mode is the one place development conveniences exist (the embedded database, the dev
  * signing key and `npm run token`, the dev webhook secrets, local sign-in on the account page):
- * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, no public https://
- * APP_ORIGIN, not on Vercel: a newcomer's `npm run dev`), or LOCAL_DEV=1 asks for it (tests and benches on a real Postgres
- * with dev tokens; refused on Vercel). Anywhere else a configuration that lacks something a
+ * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, no real secret, no
+ * URL of another machine, not on Vercel: a newcomer's `npm run dev`; see productionLike), or LOCAL_DEV=1
+ * asks for it (tests and benches on a real Postgres with dev tokens; refused on Vercel). Anywhere else a configuration that lacks something a
  * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
  * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
  */
@@ -69,9 +69,12 @@ export const envSchema = z.object({
   REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
   REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
   REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
+  BILLING_USER_REFRESHES_PER_DAY: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(1000).default(20)),
   /** RevenueCat REST API v2 (lib/revenuecat/v2.ts): a v2 secret key and the project it reads, both or neither. */
   REVENUECAT_V2_SECRET_API_KEY: optionalString,
   REVENUECAT_PROJECT_ID: z.preprocess(emptyAsUnset, z.string().regex(/^[A-Za-z0-9_-]{1,255}$/, 'must be a RevenueCat project id (proj...)').optional()),
+  /** Local mode only: sync from this service's own stand-in of RevenueCat's REST API (lib/revenuecat/stand-in.ts) instead of RevenueCat. */
+  REVENUECAT_STAND_IN: booleanFlag(false),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
   BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
@@ -104,6 +107,14 @@ export const DEV_WEBHOOK_SECRETS = {
   subscription: 'dev-subscription-webhook-secret',
   leagues: 'dev-leagues-webhook-secret',
 } as const;
+
+/**
+ * The local RevenueCat stand-in (REVENUECAT_STAND_IN=1, local mode only): where it answers, under
+ * the service's own origin, and the key the service sends it, as it would send RevenueCat its
+ * secret key. Public on purpose: the stand-in exists only in local mode.
+ */
+export const REVENUECAT_STAND_IN_PATH = '/api/dev/revenuecat';
+export const REVENUECAT_STAND_IN_KEY = 'dev-revenuecat-stand-in-key';
 
 export interface Config {
   /**
@@ -146,7 +157,11 @@ export interface Config {
     apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
     /** REST v2 beside v1 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants. */
     v2?: { apiKey: string; projectId: string };
+    /** The local stand-in answers instead of RevenueCat (REVENUECAT_STAND_IN=1, local mode only). */
+    standIn?: boolean;
   };
+  /** How many of a user's own refreshes reach RevenueCat in a day (BILLING_USER_REFRESHES_PER_DAY, default 20). */
+  billingUserRefreshesPerDay: number;
   /** Which webhook events mark their subscriber for a sync from RevenueCat (BILLING_SYNC_AFTER; none: only the sweep and explicit syncs). */
   billingSyncAfter: 'gaps' | 'all' | 'none';
   /** How many months of the billing event log maintenance keeps (BILLING_EVENTS_RETENTION_MONTHS, default 13). */
@@ -263,6 +278,8 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
   const revenuecatV2 = revenueCatV2(e);
+  const origin = new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin;
+  if (e.REVENUECAT_STAND_IN) assertStandInAllowed(env, local);
 
   const config: Config = {
     deployed,
@@ -294,12 +311,21 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
           requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
           v2: revenuecatV2,
         }
-      : undefined,
+      : e.REVENUECAT_STAND_IN
+        ? {
+            apiKey: REVENUECAT_STAND_IN_KEY,
+            apiUrl: `${origin}${REVENUECAT_STAND_IN_PATH}`,
+            timeoutMs: e.REVENUECAT_TIMEOUT_MS,
+            requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
+            standIn: true,
+          }
+        : undefined,
+    billingUserRefreshesPerDay: e.BILLING_USER_REFRESHES_PER_DAY,
     billingSyncAfter: e.BILLING_SYNC_AFTER,
     billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
     adminSecret: e.ADMIN_API_SECRET,
-    appOrigin: new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin,
+    appOrigin: origin,
     wallet: {
       evmChainIds,
       solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'],
@@ -333,6 +359,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
     }
   }
+  // The operator's secrets open routes that spend RevenueCat's budget and run maintenance, and any
+  // caller on the internet may guess at them: too short to guess is refused, naming the setting
+  // (never the value or its length).
+  for (const [name, value] of [['CRON_SECRET', e.CRON_SECRET], ['ADMIN_API_SECRET', e.ADMIN_API_SECRET]] as const) {
+    if (value !== undefined && value.length < MIN_OPERATOR_SECRET_LENGTH) {
+      throw new ConfigError(`${name} must be at least ${MIN_OPERATOR_SECRET_LENGTH} characters, or it can be guessed; generate one with \`openssl rand -hex 32\`.`);
+    }
+  }
+  if (config.revenuecat) assertRevenueCatUrl(config.revenuecat.apiUrl);
   if (!local) {
     assertDeployable(config, appOrigin);
     config.warnings.push(...optionalPartsOff(config));
@@ -344,6 +379,20 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
   }
   return config;
+}
+
+/**
+ * The RevenueCat stand-in answers from what this service's own webhooks said: a development
+ * convenience, never beside real keys or on a deployment (there it would let anyone decide a
+ * customer's entitlements by sending webhooks with a dev secret). Refused as a whole configuration
+ * outside local mode, and beside a RevenueCat key or URL, naming the settings.
+ */
+function assertStandInAllowed(env: Record<string, string | undefined>, local: boolean): void {
+  if (!local) {
+    throw new ConfigError('REVENUECAT_STAND_IN=1 is for local mode only (it answers as RevenueCat from what local webhooks said): remove it here and set REVENUECAT_SECRET_API_KEY for syncs.');
+  }
+  const set = ['REVENUECAT_SECRET_API_KEY', 'REVENUECAT_API_URL', 'REVENUECAT_V2_SECRET_API_KEY', 'REVENUECAT_PROJECT_ID'].filter((name) => emptyAsUnset(env[name]) !== undefined);
+  if (set.length > 0) throw new ConfigError(`REVENUECAT_STAND_IN=1 answers as RevenueCat itself, at this service's ${REVENUECAT_STAND_IN_PATH}: remove ${set.join(', ')}, or the stand-in.`);
 }
 
 /**
@@ -436,6 +485,22 @@ function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
+/** The shortest CRON_SECRET or ADMIN_API_SECRET accepted (`openssl rand -hex 32` gives 64). */
+export const MIN_OPERATOR_SECRET_LENGTH = 32;
+
+/**
+ * REVENUECAT_API_URL receives the secret API key as a Bearer token with every call, and its answers
+ * become entitlements: https, or plain http only to this machine (a stand-in of RevenueCat in tests
+ * and benches, or a proxy of your own on loopback), in every mode. The message names the setting,
+ * never the URL.
+ */
+function assertRevenueCatUrl(apiUrl: string): void {
+  const url = new URL(apiUrl);
+  if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
+    throw new ConfigError('REVENUECAT_API_URL must be https:// (plain http:// only to this machine: localhost, 127.x, [::1]): the secret API key travels in its Authorization header.');
+  }
+}
+
 /**
  * Whether sandbox purchases (RevenueCat's environment SANDBOX: TestFlight, StoreKit testing, Google
  * test cards) grant entitlements. Nobody pays for them, so a deployment records them and grants
@@ -462,16 +527,44 @@ export function isDeployed(env: Record<string, string | undefined> = process.env
 }
 
 /**
+ * Settings that hold a real secret: whoever sets one is protecting something, so it is never a
+ * newcomer's local run (the dev key and the dev secrets would let anyone in beside it).
+ */
+const REAL_SECRETS: ReadonlySet<string> = new Set([
+  'REVENUECAT_SECRET_API_KEY', 'REVENUECAT_V2_SECRET_API_KEY',
+  'SUBSCRIPTION_WEBHOOK_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS',
+  'LEAGUES_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET_PREVIOUS',
+  'CRON_SECRET', 'ADMIN_API_SECRET',
+]);
+
+/**
  * Anything that says "this is a real deployment" off Vercel (on Vercel, `deployed` already rules
- * local mode out): a database URL (DATABASE_URL, the integration's POSTGRES_URL*), any Supabase setting (server or browser side), or an https://
- * APP_ORIGIN that is not this machine (the site is served to others: a self-hosted deployment that
- * forgot its database must not fall back to local sign-in and the dev key). Raw env, so an empty
- * value still counts as unset.
+ * local mode out): a database URL (DATABASE_URL, the integration's POSTGRES_URL*), any Supabase
+ * setting (server or browser side), any real secret (REAL_SECRETS), a URL of another machine for
+ * RevenueCat or a chain's RPC (the service would spend real keys and trust real answers), or an
+ * https:// APP_ORIGIN that is not this machine (the site is served to others). A deployment that
+ * forgot its database must not fall back to local sign-in, the dev key and the dev secrets beside
+ * its real keys: it is refused, naming what to set. LOCAL_DEV=1 keeps local mode on purpose. Raw
+ * env, so an empty value still counts as unset.
  */
 function productionLike(env: Record<string, string | undefined>): boolean {
-  return Object.entries(env).some(([name, value]) =>
-    emptyAsUnset(value) !== undefined && (name === 'DATABASE_URL' || /^POSTGRES_URL/.test(name) || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name)
-      || (name === 'APP_ORIGIN' && isPublicHttpsOrigin(value!))));
+  return Object.entries(env).some(([name, value]) => {
+    if (emptyAsUnset(value) === undefined) return false;
+    if (name === 'DATABASE_URL' || /^POSTGRES_URL/.test(name) || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name) || REAL_SECRETS.has(name)) return true;
+    if (name === 'APP_ORIGIN') return isPublicHttpsOrigin(value!);
+    if (name === 'REVENUECAT_API_URL') return !isLoopbackUrl(value!);
+    if (name === 'WALLET_EVM_RPC_URLS') return value!.split(',').some((entry) => entry.trim() !== '' && !isLoopbackUrl(entry.slice(entry.indexOf('=') + 1)));
+    return false;
+  });
+}
+
+/** Whether a URL points at this machine; anything unreadable counts as another machine. */
+function isLoopbackUrl(value: string): boolean {
+  try {
+    return isLoopbackHost(new URL(value.trim()).hostname);
+  } catch {
+    return false;
+  }
 }
 
 function isPublicHttpsOrigin(value: string): boolean {
@@ -495,7 +588,7 @@ function assertDeployable(config: Config, appOrigin: string | undefined): void {
   // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
   if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {
-    throw new ConfigError(`${config.deployed ? 'Deployed (on Vercel)' : 'Not in local mode (DATABASE_URL, SUPABASE_* or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
+    throw new ConfigError(`${config.deployed ? 'Deployed (on Vercel)' : 'Not in local mode (DATABASE_URL, SUPABASE_*, a real secret, a URL of another machine or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
       `${missing.join('; ')}. The embedded database, dev keys, dev webhook secrets and local sign-in exist only in local mode ` +
       '(nothing production-like set, or LOCAL_DEV=1 off Vercel).');
   }
@@ -521,7 +614,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
       leagues: describeSecrets(config, 'leagues'),
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
-    revenuecat: config.revenuecat ? `${new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter})` : 'not configured (no syncs)',
+    revenuecat: config.revenuecat
+      ? `${config.revenuecat.standIn ? `local stand-in (${REVENUECAT_STAND_IN_PATH})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))

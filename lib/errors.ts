@@ -70,6 +70,12 @@ export interface DomainErrorOptions {
   /** When waiting may help (a rate limit, a dependency that is down): how long, in seconds. */
   retryAfterSeconds?: number;
   challenge?: CredentialChallenge;
+  /**
+   * What only the operator should read (which setting to check, what an outside service answered,
+   * what the database said): written to the log with the request, never part of an answer, which
+   * names no setting and carries no upstream or database text.
+   */
+  operatorDetail?: string;
 }
 
 export class DomainError extends Error {
@@ -79,6 +85,7 @@ export class DomainError extends Error {
   readonly errors?: FieldError[];
   readonly retryAfterSeconds?: number;
   readonly challenge?: CredentialChallenge;
+  readonly operatorDetail?: string;
 
   constructor(code: DomainErrorCode, detail: string, options: DomainErrorOptions = {}) {
     super(detail);
@@ -87,6 +94,7 @@ export class DomainError extends Error {
     this.errors = options.errors;
     this.retryAfterSeconds = options.retryAfterSeconds;
     this.challenge = options.challenge;
+    this.operatorDetail = options.operatorDetail;
   }
 }
 

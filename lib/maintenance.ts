@@ -1,5 +1,6 @@
-import { maintainBilling } from './billing/maintenance.ts';
+import { maintainBilling, type BillingMaintenance } from './billing/maintenance.ts';
 import { callDb } from './db/index.ts';
+import { recordRun } from './operations/runs.ts';
 
 /**
  * Retention and maintenance, one job: billing's event log first (lib/billing/maintenance.ts:
@@ -36,14 +37,17 @@ export interface RunMaintenanceOptions {
   callBudgetMs?: number;
   /** The time the rules count from; default the database's clock. */
   now?: Date;
-  /** Told after each call (the CLI prints progress). */
+  /** Told after each call of the other rules (the CLI prints progress). */
   onCall?: (result: MaintenanceCounts) => void;
+  /** Told after each call of billing's step, with what that call did. */
+  onBillingCall?: (call: BillingMaintenance) => void;
 }
 
 export async function runMaintenance(options: RunMaintenanceOptions): Promise<MaintenanceReport> {
+  const startedAt = new Date();
   const started = performance.now();
   const callBudgetMs = options.callBudgetMs ?? MAINTENANCE_CALL_BUDGET_MS;
-  const billing = await maintainBilling({ now: options.now ?? new Date(), budgetMs: Math.max(1, options.budgetMs / 2), callBudgetMs });
+  const billing = await maintainBilling({ now: options.now ?? new Date(), budgetMs: Math.max(1, options.budgetMs / 2), callBudgetMs, onCall: options.onBillingCall });
   let total: MaintenanceCounts = {};
   let calls = 0;
   let done = false;
@@ -58,7 +62,10 @@ export async function runMaintenance(options: RunMaintenanceOptions): Promise<Ma
     total = addMaintenanceCounts(total, result);
     done = result.done === true;
   } while (!done && performance.now() - started < options.budgetMs);
-  return { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
+  const report: MaintenanceReport = { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
+  // What the status shows of the last run (lib/operations/status.ts).
+  await recordRun('maintenance', startedAt, report);
+  return report;
 }
 
 /**

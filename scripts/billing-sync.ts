@@ -27,10 +27,16 @@ try {
     await syncAll(args.includes('--restart'));
   }
 } catch (error) {
-  console.error(error instanceof DomainError ? `${error.code}: ${error.detail}` : `Sync failed: ${(error as Error).message}`);
+  console.error(`Sync failed: ${describeFailure(error)}`);
   process.exitCode = 1;
 } finally {
   await closeDatabase();
+}
+
+/** A failure for the operator at the shell: the code, the answer's words, and what lies behind them (which setting, what RevenueCat said). */
+function describeFailure(error: unknown): string {
+  if (!(error instanceof DomainError)) return (error as Error).message;
+  return `${error.code}: ${error.detail}${error.operatorDetail ? ` (${error.operatorDetail})` : ''}`;
 }
 
 async function syncAll(restart: boolean) {
@@ -48,7 +54,7 @@ async function syncAll(restart: boolean) {
         counts.synced++;
       } catch (error) {
         counts.failed++;
-        console.error(`\n${id}: ${error instanceof DomainError ? `${error.code}: ${error.detail}` : (error as Error).message}`);
+        console.error(`\n${id}: ${describeFailure(error)}`);
       }
       place = id;
       progress(counts.synced + counts.failed, Math.max(total, counts.synced + counts.failed), `(synced ${counts.synced}, failed ${counts.failed})`);

@@ -1,12 +1,12 @@
 // npm run link-wallet -- [--base-url http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
-// Links a throwaway EVM wallet to a dev user of the running embedded service, showing each step:
+// Links a throwaway EVM wallet to the dev user (ana@example.com, unless told otherwise) of the running embedded service, showing each step:
 // mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
 // Reads .env.local like the server (the dev key lives beside EMBEDDED_DB_DIR).
 import './load-env.ts';
-import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
 
 export interface LinkWalletOptions {
@@ -57,8 +57,7 @@ async function main() {
   if (config.auth.mode !== 'dev-key') {
     throw new Error(`This script mints a dev token, which only the embedded service accepts (auth mode here: ${config.auth.mode}).`);
   }
-  const userId = values.user ?? randomUUID();
-  const email = values.email ?? `${userId.slice(0, 8)}@example.test`;
+  const { userId, email } = devIdentity({ user: values.user, email: values.email });
   const token = await mintDevToken(config, { userId, email });
   console.log(`Dev user ${userId} (${email}), service ${values['base-url']}`);
   await linkThrowawayWallet({ baseUrl: values['base-url']!, token, chainId: Number(values['chain-id']) });

@@ -1,10 +1,12 @@
-// npm run token -- --user <uuid> --email <email> [--anonymous] [--expires <seconds>]
-// Prints a session token that the embedded (dev-key) service accepts. Reads .env.local like the server.
+// npm run token [-- --user <uuid>] [--email <email>] [--anonymous] [--expires <seconds>]
+// Prints a session token that the embedded (dev-key) service accepts: for the dev user
+// (ana@example.com) unless told otherwise; an e-mail alone is the user the page's local sign-in
+// gives it. Reads .env.local like the server.
 import './load-env.ts';
-import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
 
 const argsSchema = z.object({
@@ -36,10 +38,10 @@ try {
   if (config.auth.mode !== 'dev-key') {
     fail(`npm run token works only with the local dev key (auth mode is ${config.auth.mode}); sign in through Supabase Auth instead.`);
   }
-  const userId = args.user ?? randomUUID();
+  const { userId, email } = devIdentity({ user: args.user, email: args.email });
   const token = await mintDevToken(config, {
     userId,
-    email: args.email ?? `${userId.slice(0, 8)}@example.test`,
+    email,
     isAnonymous: args.anonymous,
     expiresInSeconds: args.expires,
   });

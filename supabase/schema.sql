@@ -80,6 +80,7 @@ alter table public.billing_sync_queue enable row level security;
 create table public.billing_sync_rate (
   id boolean default true not null,
   next_slot_at timestamp with time zone default '-infinity'::timestamp with time zone not null,
+  user_next_slot_at timestamp with time zone default '-infinity'::timestamp with time zone not null,
   constraint billing_sync_rate_id_check CHECK (id),
   constraint billing_sync_rate_pkey PRIMARY KEY (id)
 );
@@ -88,7 +89,10 @@ alter table public.billing_sync_rate enable row level security;
 create table public.billing_sync_requests (
   app_user_id text not null,
   requested_at timestamp with time zone not null,
+  day_started_at timestamp with time zone,
+  day_count integer default 0 not null,
   constraint billing_sync_requests_app_user_id_check CHECK (((char_length(app_user_id) >= 1) AND (char_length(app_user_id) <= 256))),
+  constraint billing_sync_requests_day_count_check CHECK ((day_count >= 0)),
   constraint billing_sync_requests_pkey PRIMARY KEY (app_user_id)
 );
 alter table public.billing_sync_requests enable row level security;
@@ -187,6 +191,17 @@ create table public.leagues (
   constraint leagues_source_external_id_key UNIQUE (source, external_id)
 );
 alter table public.leagues enable row level security;
+
+create table public.operator_runs (
+  name text not null,
+  started_at timestamp with time zone not null,
+  finished_at timestamp with time zone not null,
+  result jsonb not null,
+  constraint operator_runs_name_check CHECK ((name = ANY (ARRAY['billing_sweep'::text, 'maintenance'::text]))),
+  constraint operator_runs_result_check CHECK ((jsonb_typeof(result) = 'object'::text)),
+  constraint operator_runs_pkey PRIMARY KEY (name)
+);
+alter table public.operator_runs enable row level security;
 
 create table public.wallet_challenges (
   id uuid not null,
@@ -1142,6 +1157,151 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_explain(p_app_user_id text, p_now timestamp with time zone, p_plans jsonb DEFAULT NULL::jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_group text;
+  v_members text[];
+  v_from timestamptz;
+  v_entries jsonb;
+  v_missing jsonb;
+  v_stored jsonb;
+  v_replayed jsonb;
+  v_steps jsonb := '[]'::jsonb;
+  v_event record;
+  v_plan jsonb;
+  v_result jsonb;
+  v_before jsonb;
+  v_after jsonb;
+begin
+  if p_app_user_id is null or char_length(p_app_user_id) not between 1 and 256 then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'An app user id is 1 to 256 characters.';
+  end if;
+  -- Known: held like a webhook holds it (the group of a known id is never joined or made here).
+  if exists (select 1 from public.billing_subscribers s where s.app_user_id = p_app_user_id) then
+    v_group := public.billing_lock_group(array[p_app_user_id]);
+  end if;
+  v_members := case when v_group is null then array[p_app_user_id]
+                    else array(select s.app_user_id from public.billing_subscribers s where s.group_id = v_group order by s.app_user_id collate "C") end;
+
+  -- Every entry filed under the customer's ids, or naming one of them as its app user (a TEST, an
+  -- ignored event) or owner; each through its index.
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'eventId', e.event_id, 'type', e.type, 'eventAt', e.event_at, 'receivedAt', e.received_at, 'outcome', e.outcome,
+           'ownerId', e.owner_id, 'subjectId', e.subject_id, 'appUserId', e.app_user_id, 'environment', e.environment,
+           'movedIds', to_jsonb(e.moved_ids), 'confirmedAt', e.confirmed_at, 'plan', e.plan,
+           'sortKey', public.billing_sort_key(e.event_at, e.sort_rank, e.event_id),
+           -- What the words need from the body (snapshots keep theirs in the plan).
+           'fields', case when e.type = 'SYNC' then '{}'::jsonb else jsonb_strip_nulls(jsonb_build_object(
+             'cancelReason', e.body->'event'->'cancel_reason', 'expirationReason', e.body->'event'->'expiration_reason',
+             'transferredFrom', e.body->'event'->'transferred_from', 'transferredTo', e.body->'event'->'transferred_to',
+             'newProductId', e.body->'event'->'new_product_id', 'price', e.body->'event'->'price', 'currency', e.body->'event'->'currency',
+             'aliases', e.body->'event'->'aliases', 'originalAppUserId', e.body->'event'->'original_app_user_id')) end)
+         order by e.event_at, e.sort_rank, e.event_id collate "C"), '[]'::jsonb)
+  into v_entries
+  from public.billing_events e
+  where e.subject_id = any (v_members)
+     or (e.app_user_id = any (v_members) and e.app_user_id is distinct from e.subject_id)
+     or (e.owner_id = any (v_members) and e.owner_id is distinct from e.subject_id);
+
+  select coalesce(jsonb_agg((to_jsonb(e) - 'updated_at') || jsonb_build_object('grants', e.grants_until > p_now)
+                            order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+  into v_stored
+  from public.entitlements e where e.app_user_id = any (v_members);
+
+  if v_group is not null then
+    v_from := public.billing_group_from(v_group);
+    -- Entries an older version stored without a plan: the service computes them, then calls again.
+    select jsonb_agg(jsonb_build_object('eventId', e.event_id, 'eventAt', e.event_at, 'type', e.type, 'appUserId', e.app_user_id,
+                                        'subjectId', e.subject_id, 'body', e.body))
+    into v_missing
+    from public.billing_events e left join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan is null and not coalesce(p_plans ? e.event_id, false)
+      and public.billing_sort_key(e.event_at, coalesce(e.sort_rank, 1::smallint), e.event_id) collate "C" > coalesce(s.base_key, '') collate "C";
+    if v_missing is not null then
+      return jsonb_build_object('plansMissing', v_missing);
+    end if;
+
+    -- The replay, as billing_refold_group folds (keep the two in step), recording each step.
+    begin
+      delete from public.entitlements where app_user_id = any (v_members);
+      insert into public.entitlements (
+        app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
+        store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
+        last_event_id, last_event_at, updated_at, granted_at, origin, synced_at
+      )
+      select r.app_user_id, r.entitlement_id, r.product_id, r.source_key, r.status, r.will_renew, r.expires_at, r.grace_expires_at, r.pending_product_id,
+             r.store, r.environment, r.period_type, r.original_transaction_id, r.transaction_id, r.period_purchased_at, r.auto_resume_at,
+             r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at
+      from public.billing_subscribers s, jsonb_populate_recordset(null::public.entitlements, s.base_rows) r
+      where s.group_id = v_group and s.base_rows is not null;
+      update public.billing_subscribers set customer_id = base_customer where group_id = v_group and customer_id is distinct from base_customer;
+      v_after := public.billing_explain_rows(v_members);
+
+      for v_event in
+        select e.event_id, e.event_at, coalesce(e.plan, p_plans->e.event_id) as plan, e.confirmed_at
+        from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+        where e.subject_id = any (v_members) and e.event_at >= v_from
+          and coalesce(e.plan, p_plans->e.event_id)->>'ignoredReason' is null
+          and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+        order by e.event_at, e.sort_rank, e.event_id collate "C"
+      loop
+        v_before := v_after;
+        v_result := public.billing_apply_event(v_event.plan, v_event.event_id, v_event.event_at);
+        if v_event.confirmed_at is not null then
+          update public.entitlements set synced_at = v_event.confirmed_at
+          where app_user_id = any (v_members) and last_event_id = v_event.event_id and synced_at is distinct from v_event.confirmed_at;
+        end if;
+        v_after := public.billing_explain_rows(v_members);
+        v_steps := v_steps || jsonb_build_object(
+          'eventId', v_event.event_id, 'outcome', v_result->>'outcome', 'ownerId', v_result->>'ownerId',
+          'changes', (select coalesce(jsonb_agg(jsonb_build_object('key', k.key, 'before', v_before->k.key, 'after', v_after->k.key) order by k.key collate "C"), '[]'::jsonb)
+                      from (select jsonb_object_keys(v_before) as key union select jsonb_object_keys(v_after)) k
+                      where v_before->k.key is distinct from v_after->k.key));
+      end loop;
+      select coalesce(jsonb_agg(value || jsonb_build_object('grants', (value->>'grants_until')::timestamptz > p_now)
+                                order by value->>'app_user_id' collate "C", value->>'entitlement_id' collate "C", value->>'source_key'), '[]'::jsonb)
+      into v_replayed from jsonb_each(v_after);
+      raise exception 'billing_explain_replayed';
+    exception when raise_exception then
+      if sqlerrm <> 'billing_explain_replayed' then raise; end if;
+    end;
+  end if;
+
+  return jsonb_build_object(
+    'appUserId', p_app_user_id,
+    'known', v_group is not null or jsonb_array_length(v_entries) > 0,
+    'groupId', v_group,
+    'ids', (select coalesce(jsonb_agg(jsonb_build_object('appUserId', s.app_user_id, 'customerId', s.customer_id, 'checkpointKey', s.base_key)
+                                      order by s.app_user_id collate "C"), '[]'::jsonb)
+            from public.billing_subscribers s where s.app_user_id = any (v_members)),
+    'entries', v_entries,
+    'steps', v_steps,
+    'stored', v_stored,
+    'replayed', v_replayed,
+    'syncMarks', (select coalesce(jsonb_agg(jsonb_build_object('appUserId', q.app_user_id, 'reason', q.reason, 'requestedAt', q.requested_at,
+                                                               'attempts', q.attempts, 'nextAttemptAt', q.next_attempt_at, 'error', q.last_error)
+                                            order by q.app_user_id collate "C"), '[]'::jsonb)
+                  from public.billing_sync_queue q where q.app_user_id = any (v_members)));
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_explain_rows(p_members text[])
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(jsonb_object_agg(e.app_user_id || ' ' || e.entitlement_id || ' ' || e.source_key, to_jsonb(e) - 'updated_at'), '{}'::jsonb)
+  from public.entitlements e where e.app_user_id = any (p_members)
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_forget_user(p_user_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1774,6 +1934,21 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_stand_in_record(p_app_user_id text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'known', exists (select 1 from public.billing_subscribers s where s.app_user_id = p_app_user_id),
+    'rows', (select coalesce(jsonb_agg(to_jsonb(e) - 'updated_at' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+             from public.entitlements e
+             where e.app_user_id in (p_app_user_id, (select c.customer_id from public.billing_subscribers c where c.app_user_id = p_app_user_id))
+               and e.status <> 'transferred'))
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_store_plans(p_plans jsonb)
  RETURNS integer
  LANGUAGE sql
@@ -1859,7 +2034,7 @@ AS $function$
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer)
+CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer, p_user_share numeric DEFAULT NULL::numeric, p_user_daily_limit integer DEFAULT NULL::integer)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -1867,29 +2042,61 @@ CREATE OR REPLACE FUNCTION public.billing_sync_begin(p_user_id text, p_user_inte
 AS $function$
 declare
   v_last timestamptz;
+  v_day_started timestamptz;
+  v_day_count integer;
   v_slot timestamptz;
+  v_user_next timestamptz;
+  v_lane_ms numeric;
+  v_tolerance interval;
+  v_in_user_lane boolean := p_user_id is not null and p_user_share is not null;
   v_wait_ms integer;
 begin
+  if p_user_share is not null and (p_user_share <= 0 or p_user_share > 1) then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The users'' share of the budget must be in (0, 1].';
+  end if;
   if p_user_id is not null then
-    select requested_at into v_last from public.billing_sync_requests where app_user_id = p_user_id for update;
-    if v_last is not null and v_last > now() - make_interval(secs => p_user_interval_seconds) then
+    -- The row exists before it is locked, so two first refreshes of one user at once take turns.
+    insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, '-infinity')
+    on conflict (app_user_id) do nothing;
+    select requested_at, day_started_at, day_count into v_last, v_day_started, v_day_count
+    from public.billing_sync_requests where app_user_id = p_user_id for update;
+    if v_last > now() - make_interval(secs => p_user_interval_seconds) then
       return jsonb_build_object('limitedBy', 'user', 'retryAfterSeconds',
         greatest(1, ceil(extract(epoch from v_last + make_interval(secs => p_user_interval_seconds) - now()))::integer));
     end if;
-    insert into public.billing_sync_requests (app_user_id, requested_at) values (p_user_id, now())
-    on conflict (app_user_id) do update set requested_at = excluded.requested_at;
+    if v_day_started is null or v_day_started <= now() - interval '1 day' then
+      v_day_started := now();
+      v_day_count := 0;
+    end if;
+    if p_user_daily_limit is not null and v_day_count >= p_user_daily_limit then
+      return jsonb_build_object('limitedBy', 'day', 'retryAfterSeconds',
+        greatest(1, ceil(extract(epoch from v_day_started + interval '1 day' - now()))::integer));
+    end if;
   end if;
-  select greatest(next_slot_at, now()) into v_slot from public.billing_sync_rate for update;
+
+  select greatest(next_slot_at, now()), user_next_slot_at into v_slot, v_user_next
+  from public.billing_sync_rate for update;
+  if v_in_user_lane then
+    v_lane_ms := p_slot_ms / p_user_share;
+    v_tolerance := make_interval(secs => greatest(v_lane_ms, p_max_wait_ms) / 1000.0);
+    if v_slot < v_user_next - v_tolerance then
+      -- The users' share is spent for now: ask again when the lane comes round.
+      return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds',
+        greatest(1, ceil(extract(epoch from v_user_next - v_tolerance - now())))::integer);
+    end if;
+  end if;
   v_wait_ms := greatest(0, ceil(extract(epoch from v_slot - now()) * 1000))::integer;
   if v_wait_ms > p_max_wait_ms then
     -- No refresh happened: the user may ask again as soon as a slot is free.
-    if p_user_id is not null then
-      update public.billing_sync_requests set requested_at = v_last where app_user_id = p_user_id and v_last is not null;
-      delete from public.billing_sync_requests where app_user_id = p_user_id and v_last is null;
-    end if;
     return jsonb_build_object('limitedBy', 'budget', 'retryAfterSeconds', greatest(1, ceil(v_wait_ms / 1000.0))::integer);
   end if;
-  update public.billing_sync_rate set next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0);
+  update public.billing_sync_rate set
+    next_slot_at = v_slot + make_interval(secs => p_slot_ms / 1000.0),
+    user_next_slot_at = case when v_in_user_lane then greatest(user_next_slot_at, v_slot) + make_interval(secs => v_lane_ms / 1000.0) else user_next_slot_at end;
+  if p_user_id is not null then
+    update public.billing_sync_requests set requested_at = now(), day_started_at = v_day_started, day_count = v_day_count + 1
+    where app_user_id = p_user_id;
+  end if;
   return jsonb_build_object('waitMs', v_wait_ms);
 end;
 $function$
@@ -1981,6 +2188,7 @@ begin
     where r.app_user_id in (
       select x.app_user_id from public.billing_sync_requests x
       where x.requested_at < p_now - interval '10 minutes'
+        and (x.day_started_at is null or x.day_started_at <= p_now - interval '1 day')
       limit 1000
       for update skip locked);
     get diagnostics v_batch = row_count;
@@ -2256,6 +2464,86 @@ AS $function$
   ) r
   join public.leagues l on l.id = r.league_id
   where l.deleted_at is null
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.operator_record_run(p_name text, p_started_at timestamp with time zone, p_result jsonb)
+ RETURNS void
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  insert into public.operator_runs as r (name, started_at, finished_at, result)
+  values (p_name, p_started_at, greatest(p_started_at, now()), p_result)
+  on conflict (name) do update set started_at = excluded.started_at, finished_at = excluded.finished_at, result = excluded.result
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.operator_status(p_now timestamp with time zone, p_retention_months integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_day timestamptz := p_now - interval '24 hours';
+  -- As billing_maintain counts it: months before this leave the event log.
+  v_cutoff timestamptz := date_trunc('month', p_now) - make_interval(months => greatest(p_retention_months, 1));
+begin
+  return jsonb_build_object(
+    'billingWebhook', jsonb_build_object(
+      'last', (
+        select jsonb_build_object('receivedAt', e.received_at, 'eventId', e.event_id, 'type', e.type, 'outcome', e.outcome,
+                                  'reason', e.plan->>'ignoredReason', 'environment', e.environment, 'appUserId', e.app_user_id)
+        from (select d.event_id, d.received_at from public.billing_event_ids d
+              where d.event_id not like 'sync:%' order by d.received_at desc limit 1) d
+        join public.billing_events e on e.event_id = d.event_id and e.received_at = d.received_at),
+      'last24h', (
+        select coalesce(jsonb_object_agg(c.outcome, c.n), '{}'::jsonb)
+        from (select e.outcome, count(*) as n
+              from public.billing_event_ids d join public.billing_events e on e.event_id = d.event_id and e.received_at = d.received_at
+              where d.received_at > v_day and d.received_at <= p_now and d.event_id not like 'sync:%'
+              group by e.outcome) c)),
+    'leaguesWebhook', jsonb_build_object(
+      'last', (
+        select jsonb_build_object('receivedAt', d.received_at, 'source', d.source, 'deliveryId', d.delivery_id,
+                                  'upserted', d.upserted, 'unchanged', d.unchanged, 'stale', d.stale, 'deleted', d.deleted)
+        from public.league_sync_deliveries d order by d.received_at desc limit 1),
+      -- applied: it changed a league; stale: only older snapshots than stored; unchanged: the rest.
+      'last24h', (
+        select coalesce(jsonb_object_agg(c.outcome, c.n), '{}'::jsonb)
+        from (select case when d.upserted + d.deleted > 0 then 'applied' when d.stale > 0 then 'stale' else 'unchanged' end as outcome, count(*) as n
+              from public.league_sync_deliveries d where d.received_at > v_day and d.received_at <= p_now
+              group by 1) c)),
+    'syncQueue', (
+      select jsonb_build_object(
+        'depth', count(*),
+        'due', count(*) filter (where q.next_attempt_at <= p_now),
+        'oldestDueAt', min(q.next_attempt_at) filter (where q.next_attempt_at <= p_now),
+        'nextDueAt', min(q.next_attempt_at) filter (where q.next_attempt_at > p_now),
+        'oldestRequestedAt', min(q.requested_at),
+        'failing', count(*) filter (where q.attempts > 0))
+      from public.billing_sync_queue q),
+    'lastSyncFailure', (
+      select jsonb_build_object('appUserId', q.app_user_id, 'reason', q.reason, 'attempts', q.attempts, 'error', q.last_error, 'nextAttemptAt', q.next_attempt_at)
+      from public.billing_sync_queue q where q.last_error is not null
+      order by q.attempts desc, q.next_attempt_at desc limit 1),
+    'runs', (
+      select coalesce(jsonb_object_agg(r.name, jsonb_build_object('startedAt', r.started_at, 'finishedAt', r.finished_at, 'result', r.result)), '{}'::jsonb)
+      from public.operator_runs r),
+    'billingRetention', jsonb_build_object(
+      'cutoff', v_cutoff,
+      -- Months past the retention still there (each waits for its customers' checkpoints).
+      'monthsToDrop', (
+        select coalesce(jsonb_agg(right(c.relname, 7) order by c.relname), '[]'::jsonb)
+        from pg_catalog.pg_inherits i join pg_catalog.pg_class c on c.oid = i.inhrelid
+        where i.inhparent = 'public.billing_events'::regclass and c.relname ~ '^billing_events_[0-9]{4}_[0-9]{2}$'
+          and to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= v_cutoff),
+      'customersWaiting', (select count(*) from public.billing_subscribers s where s.pending_since < v_cutoff),
+      -- Events of customers whose checkpoint failed, kept aside when their month was dropped.
+      'heldEvents', (select count(*) from public.billing_events_default e where e.received_at < v_cutoff)),
+    'schemaVersions', to_jsonb(public.schema_versions()));
+end;
 $function$
 ;
 
@@ -2919,6 +3207,8 @@ grant execute on function public.billing_events_by_id(p_event_ids jsonb) to serv
 grant execute on function public.billing_events_page(p_after_event_id text, p_limit integer) to service_role;
 grant execute on function public.billing_events_partition_name(p_month date) to service_role;
 grant execute on function public.billing_events_without_plan(p_ids jsonb) to service_role;
+grant execute on function public.billing_explain(p_app_user_id text, p_now timestamp with time zone, p_plans jsonb) to service_role;
+grant execute on function public.billing_explain_rows(p_members text[]) to service_role;
 grant execute on function public.billing_forget_user(p_user_id uuid) to service_role;
 grant execute on function public.billing_group_from(p_group text) to service_role;
 grant execute on function public.billing_group_rows(p_group text) to service_role;
@@ -2936,12 +3226,13 @@ grant execute on function public.billing_recount_tails() to service_role;
 grant execute on function public.billing_refold_group(p_group text, p_event_id text, p_checkpoint_key text) to service_role;
 grant execute on function public.billing_sort_key(p_event_at timestamp with time zone, p_rank smallint, p_event_id text) to service_role;
 grant execute on function public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text) to service_role;
+grant execute on function public.billing_stand_in_record(p_app_user_id text) to service_role;
 grant execute on function public.billing_store_plans(p_plans jsonb) to service_role;
 grant execute on function public.billing_subscriber_known(p_app_user_id text) to service_role;
 grant execute on function public.billing_subscribers_broadcast() to service_role;
 grant execute on function public.billing_subscribers_count() to service_role;
 grant execute on function public.billing_subscribers_page(p_after text, p_limit integer) to service_role;
-grant execute on function public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer) to service_role;
+grant execute on function public.billing_sync_begin(p_user_id text, p_user_interval_seconds integer, p_slot_ms integer, p_max_wait_ms integer, p_user_share numeric, p_user_daily_limit integer) to service_role;
 grant execute on function public.billing_sync_claim(p_limit integer, p_lease_seconds integer) to service_role;
 grant execute on function public.billing_sync_failed(p_app_user_id text, p_reason text, p_error text, p_retry_after_seconds integer) to service_role;
 grant execute on function public.billing_sync_found_nothing(p_app_user_id text, p_fetch_started_at timestamp with time zone) to service_role;
@@ -2969,6 +3260,8 @@ grant execute on function public.member_leagues(p_user_id uuid) to service_role;
 grant select on table public.my_entitlements to authenticated;
 grant select on table public.my_leagues to authenticated;
 grant select on table public.my_wallet_links to authenticated;
+grant execute on function public.operator_record_run(p_name text, p_started_at timestamp with time zone, p_result jsonb) to service_role;
+grant execute on function public.operator_status(p_now timestamp with time zone, p_retention_months integer) to service_role;
 grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text, p_content_digest text) to service_role;
 grant execute on function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.run_maintenance(p_now timestamp with time zone, p_budget_ms integer) to service_role;

@@ -16,7 +16,7 @@ export function authenticateWebhook(request: Request, webhook: WebhookName): voi
   const secrets = getConfig().webhookSecrets[webhook];
   if (secrets.length === 0) {
     const variable = webhook === 'subscription' ? 'SUBSCRIPTION_WEBHOOK_SECRET' : 'LEAGUES_WEBHOOK_SECRET';
-    throw new DomainError('webhook_not_configured', `This webhook is not configured: set ${variable} on the server.`, { retryAfterSeconds: 60 });
+    throw new DomainError('webhook_not_configured', 'This webhook is not enabled on this server.', { retryAfterSeconds: 60, operatorDetail: `Set ${variable} to enable it.` });
   }
   const presented = webhook === 'subscription' ? bearerCredentials(request.headers.get('authorization')) : request.headers.get('x-webhook-secret');
   if (presented === null || !matchesAny(presented, secrets)) {

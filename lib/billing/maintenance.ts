@@ -43,7 +43,7 @@ export interface BillingMaintenance {
 
 type MaintainCall = Omit<BillingMaintenance, 'calls' | 'failed'> & { failedGroups?: { groupId: string; error: string }[] };
 
-export async function maintainBilling(options: { now: Date; budgetMs: number; callBudgetMs: number }): Promise<BillingMaintenance> {
+export async function maintainBilling(options: { now: Date; budgetMs: number; callBudgetMs: number; onCall?: (call: BillingMaintenance) => void }): Promise<BillingMaintenance> {
   const started = performance.now();
   const config = getConfig();
   const planned = new Set<string>();
@@ -68,6 +68,7 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
       busy: result.busy ?? 0, failed: failed.size, plansMissing: result.plansMissing ?? [], calls: 1,
     };
     total = total ? addUp(total, call) : call;
+    options.onCall?.(call);
     if (result.skipped || result.done || performance.now() - started >= options.budgetMs) return total;
     const unplanned = call.plansMissing.filter((id) => !planned.has(id));
     if (unplanned.length > 0) {

@@ -3,10 +3,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
-import { callDb } from '../db/index.ts';
+import { callDb, DbError } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
+import { recordRun } from '../operations/runs.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
+import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
 import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
 import { describeSnapshot, trimSnapshot } from './snapshot.ts';
@@ -20,8 +22,12 @@ import { describeSnapshot, trimSnapshot } from './snapshot.ts';
  * (GET /api/cron/billing-sync), and an operator (POST /api/admin/billing/sync, npm run billing:sync).
  *
  * Every call takes a slot of one budget shared by every instance (REVENUECAT_REQUESTS_PER_SECOND),
- * so no path can exceed RevenueCat's rate limit. A sync that fails changes no entitlement and
- * leaves the subscriber marked, so the sweep tries again with a backoff.
+ * so no path can exceed RevenueCat's rate limit; users' own refreshes together take at most
+ * USER_REFRESH_SHARE of it (the sweep and the syncs after webhooks keep the rest), each user at most
+ * one per USER_SYNC_INTERVAL_SECONDS and BILLING_USER_REFRESHES_PER_DAY a day. A sync that fails at
+ * RevenueCat changes no entitlement and leaves the subscriber marked, so the sweep tries again with
+ * a backoff; a sync the budget refused marks nobody (its caller is told when to retry, and a
+ * webhook's subscriber is marked already).
  */
 export type SyncReason = 'user' | 'admin' | 'webhook' | 'sweep' | 'cli';
 
@@ -52,10 +58,19 @@ export interface SyncResult {
 /** A user may refresh their purchases once per this many seconds. */
 export const USER_SYNC_INTERVAL_SECONDS = 5;
 
+/**
+ * The most of RevenueCat's budget users' own refreshes take together: half, so a handful of
+ * accounts refreshing as fast as they may never take the sweep's or the webhooks' slots.
+ */
+export const USER_REFRESH_SHARE = 0.5;
+
 export function requireRevenueCat() {
   const revenuecat = getConfig().revenuecat;
   if (!revenuecat) {
-    throw new DomainError('sync_not_configured', 'Syncing with RevenueCat needs REVENUECAT_SECRET_API_KEY (a secret API key) on the server.', { retryAfterSeconds: 3600 });
+    throw new DomainError('sync_not_configured', 'Syncing purchases with RevenueCat is not enabled on this server.', {
+      retryAfterSeconds: 3600,
+      operatorDetail: 'Set REVENUECAT_SECRET_API_KEY (a secret API key) to enable the sync routes.',
+    });
   }
   return revenuecat;
 }
@@ -70,25 +85,36 @@ let budgetSpentUntil = 0;
 export async function syncSubscriber(appUserId: string, options: SyncOptions): Promise<SyncResult> {
   const revenuecat = requireRevenueCat();
   const deadline = options.deadline ?? Date.now() + SYNC_BUDGET_MS;
-  const budgetSpent = () => new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; the subscriber stays marked for the sweep.', {
-    retryAfterSeconds: Math.max(1, Math.ceil((budgetSpentUntil - Date.now()) / 1000)),
+  const budgetSpent = (retryAfterSeconds: number) => new DomainError('upstream_unavailable', 'Too many calls to RevenueCat right now; nothing was changed. Try again later.', {
+    retryAfterSeconds: Math.max(1, retryAfterSeconds),
+    operatorDetail: 'no slot in the RevenueCat budget in time (REVENUECAT_REQUESTS_PER_SECOND)',
   });
-  if (options.reason === 'webhook' && Date.now() < budgetSpentUntil) throw budgetSpent();
-  const begin = await callDb<{ waitMs?: number; retryAfterSeconds?: number; limitedBy?: 'user' | 'budget' }>('billing_sync_begin', {
-    p_user_id: options.reason === 'user' ? appUserId : null,
+  if (options.reason === 'webhook' && Date.now() < budgetSpentUntil) throw budgetSpent(Math.ceil((budgetSpentUntil - Date.now()) / 1000));
+  const byUser = options.reason === 'user';
+  const begin = await callDb<{ waitMs?: number; retryAfterSeconds?: number; limitedBy?: 'user' | 'day' | 'budget' }>('billing_sync_begin', {
+    p_user_id: byUser ? appUserId : null,
     p_user_interval_seconds: USER_SYNC_INTERVAL_SECONDS,
     p_slot_ms: Math.ceil(1000 / revenuecat.requestsPerSecond),
     p_max_wait_ms: options.maxSlotWaitMs,
+    p_user_share: USER_REFRESH_SHARE,
+    p_user_daily_limit: getConfig().billingUserRefreshesPerDay,
   });
   if (begin.waitMs === undefined) {
     const retryAfterSeconds = begin.retryAfterSeconds ?? USER_SYNC_INTERVAL_SECONDS;
     if (begin.limitedBy === 'user') {
       throw new DomainError('rate_limited', `Purchases were refreshed a moment ago; try again in ${retryAfterSeconds} s.`, { retryAfterSeconds });
     }
-    budgetSpentUntil = Math.max(budgetSpentUntil, Date.now() + retryAfterSeconds * 1000);
-    // A webhook's subscriber is marked already and due now: the sweep takes it, nothing to write.
-    if (options.reason !== 'webhook') await markFailed(appUserId, options.reason, 'no slot in the RevenueCat budget in time', retryAfterSeconds);
-    throw budgetSpent();
+    if (begin.limitedBy === 'day') {
+      throw new DomainError('rate_limited', `Purchases were refreshed as often today as one account may; try again in ${formatWait(retryAfterSeconds)}.`, { retryAfterSeconds });
+    }
+    // Only this instance's own syncs after webhooks read this: a user's refresh always asks, since
+    // the users' lane may be spent while the rest of the budget is not.
+    if (!byUser) budgetSpentUntil = Math.max(budgetSpentUntil, Date.now() + retryAfterSeconds * 1000);
+    // Nobody is marked: the budget says nothing about the subscriber. A webhook's subscriber is
+    // marked already (in the webhook's transaction), the sweep's keeps its lease and is due again
+    // when it ends, and a user or an operator is told when to retry. (Queueing every refused
+    // refresh let a few accounts fill the sweep's queue with their ids.)
+    throw budgetSpent(retryAfterSeconds);
   }
   if (begin.waitMs > 0) await sleep(Math.min(begin.waitMs, Math.max(0, deadline - Date.now())));
 
@@ -97,7 +123,7 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
   try {
     fetched = await fetchSubscriber(appUserId, { ...revenuecat, deadline });
   } catch (error) {
-    if (error instanceof DomainError) await markFailed(appUserId, options.reason, error.detail, error.retryAfterSeconds);
+    if (error instanceof DomainError) await markFailed(appUserId, options.reason, error);
     throw error;
   }
   if (fetched.created) {
@@ -107,14 +133,49 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: true };
   }
   const v2 = await fetchV2IfConfigured(appUserId, revenuecat, deadline);
-  const plan = describeSnapshot(fetched.response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox, v2 });
-  const result = await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
-    p_body: trimSnapshot(fetched.response, appUserId, v2),
-    p_plan: plan,
-    p_fetch_started_at: fetchStartedAt,
-  });
+  const result = await recordSnapshot(appUserId, fetched.response, v2, fetchStartedAt, options.reason);
   if (result.outcome === 'applied') publishAccountChange([appUserId], 'entitlements');
   return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
+}
+
+/**
+ * Fold what RevenueCat answered into the subscriber's history. The client held the answer to what
+ * any stored JSON must hold; should the snapshot still be something the service cannot describe
+ * or the database refuses (a value out of a column's range), that is RevenueCat's data, never the
+ * caller's: 502 upstream_invalid, nothing stored, and the subscriber marked with a backoff (not
+ * a 400, and not a failure the sweep retries at once, forever).
+ */
+async function recordSnapshot(appUserId: string, response: SubscriberResponse, v2: V2Customer | null, fetchStartedAt: Date, reason: SyncReason) {
+  const refused = async (operatorDetail: string) => {
+    const error = new DomainError('upstream_invalid', 'RevenueCat answered with something this service cannot use; nothing was changed.', {
+      operatorDetail: `RevenueCat's answer could not be stored: ${operatorDetail}`,
+    });
+    await markFailed(appUserId, reason, error);
+    return error;
+  };
+  let plan;
+  try {
+    plan = describeSnapshot(response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox, v2 });
+  } catch (error) {
+    throw await refused((error as Error).message);
+  }
+  try {
+    return await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
+      p_body: trimSnapshot(response, appUserId, v2),
+      p_plan: plan,
+      p_fetch_started_at: fetchStartedAt,
+    });
+  } catch (error) {
+    if (error instanceof DbError && error.kind === 'invalid') throw await refused(error.message);
+    throw error;
+  }
+}
+
+/** "3 h 20 min", "12 min", "40 s": a wait as a person reads it. */
+function formatWait(seconds: number): string {
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.ceil(seconds / 60);
+  return minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h${minutes % 60 ? ` ${minutes % 60} min` : ''}`;
 }
 
 /**
@@ -150,8 +211,17 @@ export async function syncKnownSubscriber(appUserId: string, reason: 'admin' | '
   return syncSubscriber(appUserId, { reason, maxSlotWaitMs: 10_000 });
 }
 
-async function markFailed(appUserId: string, reason: SyncReason, error: string, retryAfterSeconds: number | undefined): Promise<void> {
-  await callDb('billing_sync_failed', { p_app_user_id: appUserId, p_reason: reason, p_error: error, p_retry_after_seconds: retryAfterSeconds ?? null });
+/** Leave the subscriber marked, due again after a backoff; the mark keeps what the operator should read. */
+async function markFailed(appUserId: string, reason: SyncReason, error: DomainError): Promise<void> {
+  await callDb('billing_sync_failed', {
+    // Text from outside (an upstream's words) could hold what Postgres cannot store.
+    p_app_user_id: appUserId, p_reason: reason, p_error: (error.operatorDetail ?? error.detail).toWellFormed().replaceAll('\u0000', '\\u0000'), p_retry_after_seconds: error.retryAfterSeconds ?? null,
+  });
+}
+
+/** What a failed sync's log line says: the answer's detail and, for the operator, what lies behind it. */
+function describeFailure(error: unknown): Record<string, unknown> {
+  return { message: (error as Error).message, ...(error instanceof DomainError && error.operatorDetail ? { operatorDetail: error.operatorDetail } : {}) };
 }
 
 /**
@@ -187,7 +257,7 @@ async function syncEachAfterWebhook(appUserIds: string[], eventId: string): Prom
       const result = await syncSubscriber(appUserId, { reason: 'webhook', maxSlotWaitMs: 10_000 });
       log.info({ eventId, appUserId, outcome: result.outcome }, 'billing sync after webhook');
     } catch (error) {
-      log.warn({ eventId, appUserId, err: { message: (error as Error).message } }, 'billing sync after webhook failed; left for the sweep');
+      log.warn({ eventId, appUserId, err: describeFailure(error) }, 'billing sync after webhook failed; left for the sweep');
     }
   }
 }
@@ -233,8 +303,10 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
       synced++;
     } catch (error) {
       failed++;
-      log.warn({ appUserId, err: { message: (error as Error).message } }, 'billing sweep: sync failed');
+      log.warn({ appUserId, err: describeFailure(error) }, 'billing sweep: sync failed');
     }
   }
-  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
+  const result = { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
+  await recordRun('billing_sweep', new Date(started), result);
+  return result;
 }

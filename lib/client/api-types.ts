@@ -189,7 +189,7 @@ export interface paths {
         put?: never;
         /**
          * Refresh the caller's purchases from RevenueCat
-         * @description Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing. No request body.
+         * @description Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s, and a number a day per user that the server sets (20 unless changed): 429 with Retry-After. 503 `sync_not_configured` when the server has no RevenueCat key; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting, or users' refreshes have used their share of the budget (at most half) for now; 502 when it refuses the key or answers something else (over 1 MiB, not a subscriber, not storable). A failed refresh changes nothing. No request body.
          */
         post: operations["postMeBillingSync"];
         delete?: never;
@@ -252,6 +252,49 @@ export interface paths {
          * @description Only for app user ids RevenueCat has sent events about (404 `subscriber_unknown` otherwise: v1 would create the customer).
          */
         post: operations["postAdminBillingSync"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The service at a glance (operator)
+         * @description Per webhook, the last event stored (when, type, outcome) and the counts of the last 24 hours by outcome (after RevenueCat's "Send test event", a `TEST` with outcome `ignored`); the sync queue (depth, due, the oldest due) and the last sweep; the last maintenance run and what the event log's retention is behind; the database's migrations against this code's (a database behind its code answers here too, with what is pending); and which optional parts are on, by name. One database call. `npm run status` shows the same.
+         */
+        get: operations["getAdminStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/billing/subscribers/{appUserId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded */
+                appUserId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Why a subscriber has (or lacks) each entitlement (operator)
+         * @description From the stored log, in words: the customer's ids (aliases, transfers), every event and snapshot in event order with what it did to which row (its outcome, its owner; for an event that came late, that the history was folded again with it in its place), and per entitlement why it grants or not now. The history is replayed as the fold does inside a transaction that is rolled back: nothing changes. An id no event or sync named: 404 `subscriber_unknown`. `npm run billing:explain` shows the same.
+         */
+        get: operations["getAdminBillingSubscribersAppUserId"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -533,6 +576,195 @@ export interface components {
             ms: number;
             /** @description Database calls (each one bounded transaction) */
             calls: number;
+        };
+        ServiceStatus: {
+            /** Format: date-time */
+            checkedAt: string;
+            mode: {
+                local: boolean;
+                deployed: boolean;
+                /** @enum {string} */
+                database: "embedded" | "postgres" | "supabase";
+            };
+            webhooks: {
+                billing: {
+                    /** @description The last event stored (a redelivery of a stored one is answered, not stored) */
+                    last: {
+                        /** Format: date-time */
+                        receivedAt: string;
+                        eventId: string;
+                        type: string;
+                        /** @description applied, stale or ignored */
+                        outcome: string;
+                        /** @description Why an ignored event changed nothing (`record_only_type` for a TEST) */
+                        reason: string | null;
+                        environment: string | null;
+                        appUserId: string | null;
+                    } | null;
+                    /** @description Counts of the last 24 hours by outcome (outcomes with none are left out) */
+                    last24h: {
+                        [key: string]: number;
+                    };
+                };
+                leagues: {
+                    last: {
+                        /** Format: date-time */
+                        receivedAt: string;
+                        source: string;
+                        deliveryId: string | null;
+                        upserted: number;
+                        unchanged: number;
+                        stale: number;
+                        deleted: number;
+                    } | null;
+                    /** @description Counts of the last 24 hours by outcome (outcomes with none are left out) */
+                    last24h: {
+                        [key: string]: number;
+                    };
+                };
+            };
+            syncQueue: {
+                /** @description Subscribers marked for a sync from RevenueCat */
+                depth: number;
+                due: number;
+                oldestDueAt: string | null;
+                nextDueAt: string | null;
+                oldestRequestedAt: string | null;
+                /** @description Marks whose sync failed at least once */
+                failing: number;
+                lastFailure: {
+                    appUserId: string;
+                    reason: string;
+                    attempts: number;
+                    error: string | null;
+                    /** Format: date-time */
+                    nextAttemptAt: string;
+                } | null;
+                lastSweep: {
+                    /** Format: date-time */
+                    startedAt: string;
+                    /** Format: date-time */
+                    finishedAt: string;
+                    /** @description What the run answered (the sweep: claimed, synced, failed, due; maintenance: its report) */
+                    result: {
+                        [key: string]: unknown;
+                    };
+                } | null;
+            };
+            maintenance: {
+                lastRun: {
+                    /** Format: date-time */
+                    startedAt: string;
+                    /** Format: date-time */
+                    finishedAt: string;
+                    /** @description What the run answered (the sweep: claimed, synced, failed, due; maintenance: its report) */
+                    result: {
+                        [key: string]: unknown;
+                    };
+                } | null;
+                behind: {
+                    /**
+                     * Format: date-time
+                     * @description Billing events received before this leave the log
+                     */
+                    cutoff: string;
+                    /** @description Months (YYYY_MM) past the retention still stored */
+                    monthsToDrop: string[];
+                    /** @description Customers those months wait for (a checkpoint each) */
+                    customersWaiting: number;
+                    /** @description Events of customers whose checkpoint failed, kept aside */
+                    heldEvents: number;
+                };
+            };
+            schema: {
+                /** @description The newest migration of this deployment's code */
+                code: string | null;
+                /** @description The newest migration in the database's ledger */
+                database: string | null;
+                /** @description Migration files the database lacks */
+                pending: string[];
+                /** @description Versions the database has that this code does not know */
+                unknown: string[];
+                upToDate: boolean;
+            };
+            /** @description Which optional parts are on, by name (never a secret, URL or host) */
+            parts: {
+                /** @enum {string} */
+                billingWebhook: "on" | "local dev secret" | "off";
+                /** @enum {string} */
+                leaguesWebhook: "on" | "local dev secret" | "off";
+                /** @enum {string} */
+                revenuecatSync: "off" | "v1" | "v1 + v2" | "local stand-in";
+                /** @enum {string} */
+                syncAfterWebhooks: "gaps" | "all" | "none";
+                /** @enum {string} */
+                cron: "on" | "off";
+                /** @enum {string} */
+                adminApi: "on" | "off";
+                /** @description Chains whose smart-contract wallets can be verified */
+                contractWalletChains: number[];
+                /** @enum {string} */
+                sandboxPurchases: "grant" | "recorded only";
+            };
+            /** @description What deserves a look, in words (empty: nothing) */
+            attention: string[];
+        };
+        SubscriberExplanation: {
+            appUserId: string;
+            /** Format: date-time */
+            checkedAt: string;
+            ids: {
+                appUserId: string;
+                /** @description Its part, in words: an alias, a side of a transfer, ... */
+                role: string;
+            }[];
+            /** @description What GET /api/me shows for this id, and why */
+            entitlements: {
+                id: string;
+                grantsNow: boolean;
+                /** @description The verdict, then one sentence per product row: its state now, the event that began its period and each change since */
+                why: string[];
+            }[];
+            /** @description The rows of the other ids of this history (the other side of a transfer, aliases), one sentence each */
+            elsewhere: string[];
+            /** @description Every event and snapshot of the stored log, in event order, with what the fold did to which row */
+            history: {
+                eventId: string;
+                type: string;
+                /** Format: date-time */
+                eventAt: string;
+                /** Format: date-time */
+                receivedAt: string;
+                /** @description What was stored when it arrived: applied, stale or ignored */
+                outcome: string;
+                ownerId: string | null;
+                title: string;
+                /** @description What it did, in words (a refold, a checkpoint, why it changed nothing) */
+                did: string;
+                changes: {
+                    appUserId: string;
+                    entitlementId: string;
+                    productId: string | null;
+                    before: {
+                        status: string;
+                        expiresAt: string | null;
+                        graceExpiresAt: string | null;
+                        willRenew: boolean;
+                    } | null;
+                    after: {
+                        status: string;
+                        expiresAt: string | null;
+                        graceExpiresAt: string | null;
+                        willRenew: boolean;
+                    } | null;
+                    words: string;
+                }[];
+            }[];
+            /** @description Marks for a sync from RevenueCat, in words */
+            sync: string[];
+            /** @description The stored rows are the fold of the stored log */
+            consistent: boolean;
+            notes: string[];
         };
         /** @description Any JSON value, with the rules every body follows: strings and keys without NUL (U+0000) or unpaired surrogates, no key `__proto__`. */
         JsonValue: JsonValue;
@@ -1310,7 +1542,7 @@ export interface operations {
                  */
                 "application/json": {
                     event: {
-                        /** @description The event's id, the dedupe key (RevenueCat always sends one). Absent or null: the event is identified by a digest of its content (`sha256:<hex>`), so the same content delivered again is a duplicate. */
+                        /** @description The event's id, the dedupe key (RevenueCat always sends one). Absent or null: the event is recognised by a digest of its content: the same content delivered again within RevenueCat's retry window (3 hours) is a duplicate, later it is a new event (stored as `sha256:<hex>:<uuid>`). */
                         id?: string | null;
                         /** @description Kind of billing event (INITIAL_PURCHASE, RENEWAL, CANCELLATION, ...). Absent, null or unknown: recorded and acknowledged, no effect. */
                         type?: string | null;
@@ -1537,6 +1769,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -1590,6 +1835,19 @@ export interface operations {
                     "Server-Timing": components["headers"]["ServerTiming"];
                     /** @description The credential this route wants (RFC 9110, RFC 6750) */
                     "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1714,6 +1972,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -1737,6 +2008,149 @@ export interface operations {
                 };
             };
             /** @description `admin_not_configured`: Admin API not configured; `sync_not_configured`: RevenueCat sync not configured; `upstream_unavailable`: RevenueCat unavailable; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The status */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceStatus"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminBillingSubscribersAppUserId: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded */
+                appUserId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The explanation */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubscriberExplanation"];
+                };
+            };
+            /** @description `invalid_request`: Invalid request */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `subscriber_unknown`: Unknown subscriber */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
             503: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];

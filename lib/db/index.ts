@@ -143,11 +143,19 @@ async function openConfigured(config: Config): Promise<DatabaseAdapter> {
   }
 }
 
+const PENDING_PREFIX = 'pending migrations: ';
+
 function refuseIfBehind(files: MigrationFile[]): void {
   const pending = files.map((file) => file.fileName);
   if (pending.length === 0) return;
   log.error({ pending }, `the database lacks ${pending.length} migration(s) of this deployment: run \`npm run migrate\` (or \`supabase db push\` on Supabase) from a shell or CI; until then every request answers 503`);
-  throw new DbError('unavailable', SCHEMA_BEHIND, { detail: `pending migrations: ${pending.join(', ')}` });
+  throw new DbError('unavailable', SCHEMA_BEHIND, { detail: `${PENDING_PREFIX}${pending.join(', ')}` });
+}
+
+/** The migration files a database lacks, when that is why the port refused (else null). */
+export function pendingMigrationsIn(error: unknown): string[] | null {
+  if (!(error instanceof DbError) || error.reason !== SCHEMA_BEHIND || !error.detail?.startsWith(PENDING_PREFIX)) return null;
+  return error.detail.slice(PENDING_PREFIX.length).split(', ').filter(Boolean);
 }
 
 /** Use this adapter instead of the configured one (tests, scripts). */

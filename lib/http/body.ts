@@ -1,10 +1,10 @@
 import type { z } from 'zod';
 import { parseWithSchema } from '../errors.ts';
+import { findUnstorableJson, MAX_JSON_DEPTH, nestsDeeperThan, readBoundedBytes } from '../json-limits.ts';
 import { ApiError } from './problem.ts';
 
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
-/** Deeper than any real payload; keeps recursive code downstream (zod, JSON.stringify, drivers) safe. */
-export const MAX_JSON_DEPTH = 64;
+export { MAX_JSON_DEPTH };
 
 export interface ReadJsonOptions {
   maxBytes?: number;
@@ -36,29 +36,10 @@ async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8A
   const tooLarge = () => new ApiError('payload_too_large', { detail: `The body must be at most ${maxBytes} bytes.` });
   const declared = request.headers.get('content-length');
   if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge();
-  if (!request.body) return new Uint8Array(0);
-
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      // Stop reading but do not cancel: Node drains the rest and the client sees the 413
-      // instead of a reset connection.
-      reader.releaseLock();
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
+  // Over the cap: stop reading but do not cancel, so Node drains the rest and the client sees the
+  // 413 instead of a reset connection.
+  const bytes = await readBoundedBytes(request.body, maxBytes, 'release');
+  if (!bytes) throw tooLarge();
   return bytes;
 }
 
@@ -76,78 +57,17 @@ function decodeUtf8(bytes: Uint8Array): string {
 /** Parse JSON text with the limits above. Exported for the tests and for non-HTTP callers. */
 export function parseJsonText(text: string): unknown {
   if (text.trim() === '') throw new ApiError('invalid_json', { detail: 'The body is empty; send a JSON object.' });
-  assertNestingDepth(text);
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ApiError('invalid_json', { detail: `The JSON is nested deeper than ${MAX_JSON_DEPTH} levels.` });
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
     throw new ApiError('invalid_json', { detail: `The body is not valid JSON: ${(error as Error).message}` });
   }
-  assertStorableJson(value);
+  const unstorable = findUnstorableJson(value);
+  if (unstorable) throw new ApiError('invalid_json', { detail: unstorable.detail, errors: [{ path: unstorable.path, message: unstorable.message }] });
   return value;
 }
-
-/** Scan brackets outside strings; cheaper and safer than letting a parser or validator recurse. */
-function assertNestingDepth(text: string): void {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c /* \ */) i++;
-      else if (c === 0x22 /* " */) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (++depth > MAX_JSON_DEPTH) {
-        throw new ApiError('invalid_json', { detail: `The JSON is nested deeper than ${MAX_JSON_DEPTH} levels.` });
-      }
-    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth--;
-  }
-}
-
-function assertStorableJson(root: unknown): void {
-  const stack: { value: unknown; path: string }[] = [{ value: root, path: '' }];
-  while (stack.length > 0) {
-    const { value, path } = stack.pop()!;
-    if (typeof value === 'string') assertStorableString(value, path || '(body)');
-    else if (typeof value === 'number' && !Number.isFinite(value)) {
-      throw new ApiError('invalid_json', {
-        detail: 'A number is too large to represent.',
-        errors: [{ path: path || '(body)', message: 'number out of range' }],
-      });
-    } else if (Array.isArray(value)) {
-      value.forEach((item, index) => stack.push({ value: item, path: joinPath(path, String(index)) }));
-    } else if (value !== null && typeof value === 'object') {
-      for (const [key, item] of Object.entries(value)) {
-        if (key === '__proto__') {
-          throw new ApiError('invalid_json', {
-            detail: 'The key "__proto__" is not allowed.',
-            errors: [{ path: joinPath(path, key), message: 'forbidden key' }],
-          });
-        }
-        assertStorableString(key, joinPath(path, key));
-        stack.push({ value: item, path: joinPath(path, key) });
-      }
-    }
-  }
-}
-
-function assertStorableString(value: string, path: string): void {
-  if (value.includes('\u0000')) {
-    throw new ApiError('invalid_json', {
-      detail: 'Strings may not contain the NUL character (\\u0000).',
-      errors: [{ path, message: 'contains \\u0000' }],
-    });
-  }
-  if (!value.isWellFormed()) {
-    throw new ApiError('invalid_json', {
-      detail: 'Strings may not contain unpaired UTF-16 surrogates.',
-      errors: [{ path, message: 'contains a lone surrogate' }],
-    });
-  }
-}
-
-const joinPath = (path: string, key: string) => (path ? `${path}.${key}` : key);
 
 /** Read a JSON body and validate it in one step (400 `invalid_request` listing every failing path). */
 export async function readJsonWith<S extends z.ZodType>(request: Request, schema: S, options?: ReadJsonOptions): Promise<z.output<S>> {

@@ -121,23 +121,37 @@ export const MISCONFIGURED_DETAIL = 'The service is misconfigured.';
 
 export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
   if (error instanceof ApiError) return error;
-  if (error instanceof DomainError) return problemFromDomainError(error);
+  if (error instanceof DomainError) {
+    // What the answer does not say (a setting, an upstream's or the database's words) is logged.
+    if (error.operatorDetail) requestLog.warn({ code: error.code, operatorDetail: error.operatorDetail }, 'detail for the operator');
+    return problemFromDomainError(error);
+  }
   if (error instanceof DbError) {
+    // A problem code raised by one of our SQL functions, with a detail written for the caller.
     if (isProblemCode(error.reason)) return new ApiError(error.reason, { detail: error.detail, headers: retryAfterFor(error.reason) });
+    // Anything else is the database's own words (a constraint, a key, a value): the log has them,
+    // the answer says what it means.
+    const dbLog = { err: { message: error.message, sqlState: error.sqlState, detail: error.detail } };
     if (error.kind === 'unavailable') {
-      requestLog.warn({ err: { message: error.message, sqlState: error.sqlState } }, 'database unavailable');
+      requestLog.warn(dbLog, 'database unavailable');
       return new ApiError('database_unavailable', {
         detail: 'The database did not answer; nothing was changed. Retry later.',
         headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
       });
     }
-    if (error.kind === 'conflict') return new ApiError('conflict', { detail: error.detail });
-    if (error.kind === 'not_found') return new ApiError('not_found', { detail: error.detail });
+    if (error.kind === 'conflict') {
+      requestLog.warn(dbLog, 'database conflict');
+      return new ApiError('conflict', { detail: 'The request conflicts with what is stored; nothing was changed.' });
+    }
+    if (error.kind === 'not_found') {
+      requestLog.warn(dbLog, 'database: not found');
+      return new ApiError('not_found', { detail: 'What the request names does not exist.' });
+    }
     // A value the database cannot store (SQLSTATE 22xxx/23xxx: out of range, too long) comes from
     // the request, so it is the sender's 400, never a 500 that every retry would repeat. Input is
     // validated before it gets here, so this is also a gap in that validation: logged to be closed.
-    requestLog.warn({ err: { message: error.message, sqlState: error.sqlState } }, 'database refused data that passed validation');
-    return new ApiError('invalid_request', { detail: `A value in the request cannot be stored: ${error.reason}.` });
+    requestLog.warn(dbLog, 'database refused data that passed validation');
+    return new ApiError('invalid_request', { detail: 'A value in the request cannot be stored; nothing was changed.' });
   }
   if (error instanceof ConfigError) {
     // What to set is for the operator (here, and in the startup log), not for every caller.

@@ -53,6 +53,8 @@ export interface Operation {
   answers: Answer[];
   errors: ProblemCode[];
   tags: string[];
+  /** Path parameters that are not UUIDs (the default). */
+  pathParameters?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
 
 const BODY_ERRORS: ProblemCode[] = ['invalid_json', 'invalid_request', 'payload_too_large', 'unsupported_media_type'];
@@ -180,7 +182,7 @@ export const OPERATIONS: Operation[] = [
   {
     method: 'post', path: '/api/me/billing/sync', tags: ['Account'], security: 'session',
     summary: "Refresh the caller's purchases from RevenueCat",
-    description: "Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s (429 with Retry-After). 503 `sync_not_configured` without REVENUECAT_SECRET_API_KEY; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting; 502 when it refuses the key or answers something else. A failed refresh changes nothing. No request body.",
+    description: "Fetches the caller's customer record from RevenueCat's REST API (app user id = the caller's user id) and stores it like an event; answers the fresh entitlements. At most one refresh per 5 s, and a number a day per user that the server sets (20 unless changed): 429 with Retry-After. 503 `sync_not_configured` when the server has no RevenueCat key; 503 `upstream_unavailable` (with Retry-After) when RevenueCat is down, slow or rate limiting, or users' refreshes have used their share of the budget (at most half) for now; 502 when it refuses the key or answers something else (over 1 MiB, not a subscriber, not storable). A failed refresh changes nothing. No request body.",
     answers: [{ status: 200, description: 'Refreshed', schema: responses.billingSyncResponseSchema }],
     errors: [...WRITE_SESSION_ERRORS, 'rate_limited', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
   },
@@ -189,14 +191,14 @@ export const OPERATIONS: Operation[] = [
     summary: 'Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)',
     description: 'Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat\'s rate budget and about 20 s; safe to run twice at once.',
     answers: [{ status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema }],
-    errors: ['invalid_cron_secret', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
+    errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/cron/maintenance', tags: ['Operations'], security: 'cronSecret',
     summary: 'Apply every retention rule (Vercel Cron, daily)',
     description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same.',
     answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
-    errors: ['invalid_cron_secret', 'cron_not_configured', ...ALWAYS],
+    errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',
@@ -204,7 +206,25 @@ export const OPERATIONS: Operation[] = [
     description: 'Only for app user ids RevenueCat has sent events about (404 `subscriber_unknown` otherwise: v1 would create the customer).',
     request: { schema: () => adminSyncBodySchema, maxBytes: DEFAULT_MAX_BODY_BYTES, example: { app_user_id: EXAMPLE_USER_ID } },
     answers: [{ status: 200, description: 'Synced', schema: responses.adminBillingSyncResponseSchema }],
-    errors: [...BODY_ERRORS, 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
+    errors: [...BODY_ERRORS, 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', 'subscriber_unknown', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/status', tags: ['Operations'], security: 'adminSecret',
+    summary: 'The service at a glance (operator)',
+    description: 'Per webhook, the last event stored (when, type, outcome) and the counts of the last 24 hours by outcome (after RevenueCat\'s "Send test event", a `TEST` with outcome `ignored`); ' +
+      'the sync queue (depth, due, the oldest due) and the last sweep; the last maintenance run and what the event log\'s retention is behind; the database\'s migrations against this code\'s ' +
+      '(a database behind its code answers here too, with what is pending); and which optional parts are on, by name. One database call. `npm run status` shows the same.',
+    answers: [{ status: 200, description: 'The status', schema: responses.serviceStatusSchema }],
+    errors: ['invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/billing/subscribers/{appUserId}', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Why a subscriber has (or lacks) each entitlement (operator)',
+    description: 'From the stored log, in words: the customer\'s ids (aliases, transfers), every event and snapshot in event order with what it did to which row (its outcome, its owner; for an event that came late, that the history was folded again with it in its place), ' +
+      'and per entitlement why it grants or not now. The history is replayed as the fold does inside a transaction that is rolled back: nothing changes. An id no event or sync named: 404 `subscriber_unknown`. `npm run billing:explain` shows the same.',
+    pathParameters: { appUserId: { description: 'The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded', schema: { type: 'string', minLength: 1, maxLength: 256 } } },
+    answers: [{ status: 200, description: 'The explanation', schema: responses.subscriberExplanationSchema }],
+    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',
@@ -233,8 +253,8 @@ const SECURITY_SCHEMES = {
   pageSession: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: "The account page's session, which the page keeps in an httpOnly cookie: taken only by GET /api/me/events (a browser's EventSource sends no headers), and only from this site." },
   billingSecret: { type: 'http', scheme: 'bearer', description: 'SUBSCRIPTION_WEBHOOK_SECRET, as RevenueCat sends it: `Authorization: Bearer <secret>`.' },
   leaguesSecret: { type: 'apiKey', in: 'header', name: 'x-webhook-secret', description: 'LEAGUES_WEBHOOK_SECRET.' },
-  cronSecret: { type: 'http', scheme: 'bearer', description: 'CRON_SECRET, as Vercel Cron sends it: `Authorization: Bearer <secret>`.' },
-  adminSecret: { type: 'http', scheme: 'bearer', description: 'ADMIN_API_SECRET: `Authorization: Bearer <secret>`.' },
+  cronSecret: { type: 'http', scheme: 'bearer', description: 'CRON_SECRET, as Vercel Cron sends it: `Authorization: Bearer <secret>`. At least 32 characters; after 10 wrong secrets from one address in 15 minutes, that address gets 429 `rate_limited` with Retry-After until the 15 minutes are over.' },
+  adminSecret: { type: 'http', scheme: 'bearer', description: 'ADMIN_API_SECRET: `Authorization: Bearer <secret>`. At least 32 characters; wrong secrets are throttled as for CRON_SECRET (the same count, per address).' },
 } as const;
 
 /** Headers every answer carries (lib/http/route.ts), as components.headers. */
@@ -392,7 +412,8 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
   for (const path of new Set(OPERATIONS.map((op) => op.path))) {
     const ops = OPERATIONS.filter((op) => op.path === path);
     const parameters = [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({
-      name, in: 'path', required: true, description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' },
+      name, in: 'path', required: true,
+      ...(ops.find((op) => op.pathParameters?.[name!])?.pathParameters![name!] ?? { description: 'Any other value answers 404', schema: { type: 'string', format: 'uuid' } }),
     }));
     const item: Record<string, unknown> = parameters.length ? { parameters } : {};
     for (const op of ops) {

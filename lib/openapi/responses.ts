@@ -202,3 +202,102 @@ export const maintenanceResponseSchema = z
     calls: z.int().meta({ description: 'Database calls (each one bounded transaction)' }),
   })
   .meta({ id: 'Maintenance' });
+
+const nullableTime = isoTime.nullable();
+const countsByOutcome = z.record(z.string(), z.int()).meta({ description: 'Counts of the last 24 hours by outcome (outcomes with none are left out)' });
+const operatorRunSchema = z
+  .object({ startedAt: isoTime, finishedAt: isoTime, result: z.record(z.string(), z.unknown()).meta({ description: 'What the run answered (the sweep: claimed, synced, failed, due; maintenance: its report)' }) })
+  .nullable();
+
+export const serviceStatusSchema = z
+  .object({
+    checkedAt: isoTime,
+    mode: z.object({ local: z.boolean(), deployed: z.boolean(), database: z.enum(['embedded', 'postgres', 'supabase']) }),
+    webhooks: z.object({
+      billing: z.object({
+        last: z.object({
+          receivedAt: isoTime, eventId: z.string(), type: z.string(),
+          outcome: z.string().meta({ description: 'applied, stale or ignored' }),
+          reason: z.string().nullable().meta({ description: 'Why an ignored event changed nothing (`record_only_type` for a TEST)' }),
+          environment: z.string().nullable(), appUserId: z.string().nullable(),
+        }).nullable().meta({ description: 'The last event stored (a redelivery of a stored one is answered, not stored)' }),
+        last24h: countsByOutcome,
+      }),
+      leagues: z.object({
+        last: z.object({
+          receivedAt: isoTime, source: z.string(), deliveryId: z.string().nullable(), upserted: z.int(), unchanged: z.int(), stale: z.int(), deleted: z.int(),
+        }).nullable(),
+        last24h: countsByOutcome,
+      }),
+    }),
+    syncQueue: z.object({
+      depth: z.int().meta({ description: 'Subscribers marked for a sync from RevenueCat' }),
+      due: z.int(),
+      oldestDueAt: nullableTime,
+      nextDueAt: nullableTime,
+      oldestRequestedAt: nullableTime,
+      failing: z.int().meta({ description: 'Marks whose sync failed at least once' }),
+      lastFailure: z.object({ appUserId: z.string(), reason: z.string(), attempts: z.int(), error: z.string().nullable(), nextAttemptAt: isoTime }).nullable(),
+      lastSweep: operatorRunSchema,
+    }),
+    maintenance: z.object({
+      lastRun: operatorRunSchema,
+      behind: z.object({
+        cutoff: isoTime.meta({ description: 'Billing events received before this leave the log' }),
+        monthsToDrop: z.array(z.string()).meta({ description: 'Months (YYYY_MM) past the retention still stored' }),
+        customersWaiting: z.int().meta({ description: 'Customers those months wait for (a checkpoint each)' }),
+        heldEvents: z.int().meta({ description: 'Events of customers whose checkpoint failed, kept aside' }),
+      }),
+    }),
+    schema: z.object({
+      code: z.string().nullable().meta({ description: "The newest migration of this deployment's code" }),
+      database: z.string().nullable().meta({ description: "The newest migration in the database's ledger" }),
+      pending: z.array(z.string()).meta({ description: 'Migration files the database lacks' }),
+      unknown: z.array(z.string()).meta({ description: 'Versions the database has that this code does not know' }),
+      upToDate: z.boolean(),
+    }),
+    parts: z.object({
+      billingWebhook: z.enum(['on', 'local dev secret', 'off']),
+      leaguesWebhook: z.enum(['on', 'local dev secret', 'off']),
+      revenuecatSync: z.enum(['off', 'v1', 'v1 + v2', 'local stand-in']),
+      syncAfterWebhooks: z.enum(['gaps', 'all', 'none']),
+      cron: z.enum(['on', 'off']),
+      adminApi: z.enum(['on', 'off']),
+      contractWalletChains: z.array(z.int()).meta({ description: 'Chains whose smart-contract wallets can be verified' }),
+      sandboxPurchases: z.enum(['grant', 'recorded only']),
+    }).meta({ description: 'Which optional parts are on, by name (never a secret, URL or host)' }),
+    attention: z.array(z.string()).meta({ description: 'What deserves a look, in words (empty: nothing)' }),
+  })
+  .meta({ id: 'ServiceStatus' });
+
+const rowStateSchema = z.object({ status: z.string(), expiresAt: nullableTime, graceExpiresAt: nullableTime, willRenew: z.boolean() }).nullable();
+
+export const subscriberExplanationSchema = z
+  .object({
+    appUserId: z.string(),
+    checkedAt: isoTime,
+    ids: z.array(z.object({ appUserId: z.string(), role: z.string().meta({ description: 'Its part, in words: an alias, a side of a transfer, ...' }) })),
+    entitlements: z.array(z.object({
+      id: z.string(),
+      grantsNow: z.boolean(),
+      why: z.array(z.string()).meta({ description: 'The verdict, then one sentence per product row: its state now, the event that began its period and each change since' }),
+    })).meta({ description: 'What GET /api/me shows for this id, and why' }),
+    elsewhere: z.array(z.string()).meta({ description: 'The rows of the other ids of this history (the other side of a transfer, aliases), one sentence each' }),
+    history: z.array(z.object({
+      eventId: z.string(),
+      type: z.string(),
+      eventAt: isoTime,
+      receivedAt: isoTime,
+      outcome: z.string().meta({ description: 'What was stored when it arrived: applied, stale or ignored' }),
+      ownerId: z.string().nullable(),
+      title: z.string(),
+      did: z.string().meta({ description: 'What it did, in words (a refold, a checkpoint, why it changed nothing)' }),
+      changes: z.array(z.object({
+        appUserId: z.string(), entitlementId: z.string(), productId: z.string().nullable(), before: rowStateSchema, after: rowStateSchema, words: z.string(),
+      })),
+    })).meta({ description: 'Every event and snapshot of the stored log, in event order, with what the fold did to which row' }),
+    sync: z.array(z.string()).meta({ description: 'Marks for a sync from RevenueCat, in words' }),
+    consistent: z.boolean().meta({ description: 'The stored rows are the fold of the stored log' }),
+    notes: z.array(z.string()),
+  })
+  .meta({ id: 'SubscriberExplanation' });

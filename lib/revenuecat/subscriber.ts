@@ -11,6 +11,8 @@ import { z } from 'zod';
  * products set up after February 2023 are keyed by subscription id with `product_plan_identifier`
  * beside it (webhooks name them `<subscription id>:<base plan id>`).
  */
+/** The latest instant a JavaScript Date holds (and Postgres stores): beyond it a time is not one. */
+const MAX_TIME_MS = 8.64e15;
 const time = z.string().refine((value) => Number.isFinite(Date.parse(value)), 'must be an ISO 8601 time');
 const optionalTime = time.nullable().optional();
 const optionalText = z.string().nullable().optional();
@@ -48,7 +50,7 @@ export const subscriberEntitlementSchema = z.looseObject({
 });
 
 export const subscriberResponseSchema = z.looseObject({
-  request_date_ms: z.number().int().nonnegative(),
+  request_date_ms: z.number().int().nonnegative().max(MAX_TIME_MS),
   request_date: optionalText,
   subscriber: z.looseObject({
     original_app_user_id: optionalText,

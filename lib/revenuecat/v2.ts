@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { DomainError } from '../errors.ts';
+import { readRevenueCatJson } from './client.ts';
 
 /**
  * RevenueCat REST API v2, read-only: what v1's record cannot say, each subscription and one-time
@@ -181,9 +183,10 @@ async function getJson(path: string, options: RevenueCatV2Options): Promise<unkn
     throw new RevenueCatV2Error(`RevenueCat v2 answered ${response.status}${hint}.`);
   }
   try {
-    return JSON.parse(await response.text());
-  } catch {
-    throw new RevenueCatV2Error('RevenueCat v2 answered with a body that is not JSON.');
+    // Held to the same rules as v1's answers: capped, UTF-8, storable (lib/revenuecat/client.ts).
+    return await readRevenueCatJson(response);
+  } catch (error) {
+    throw new RevenueCatV2Error(error instanceof DomainError && error.operatorDetail ? `RevenueCat v2: ${error.operatorDetail}` : 'RevenueCat v2 answered with a body that could not be read.');
   }
 }
 

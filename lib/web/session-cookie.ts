@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { authenticate, authenticateToken, type SessionUser } from '../auth/session.ts';
 import type { Config } from '../config.ts';
 
@@ -22,15 +21,8 @@ export function sessionCookieOptions(config: Pick<Config, 'local' | 'appOrigin'>
   };
 }
 
-/**
- * Local sign-in (local mode only) names the user by e-mail; the same e-mail always maps to the
- * same user id, so wallets linked yesterday are still there today.
- */
-export function localUserIdFor(email: string): string {
-  const hex = createHash('sha256').update(`local-dev-user:${email.trim().toLowerCase()}`).digest('hex');
-  // Shape it as an RFC 9562 version-8 (custom) UUID.
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-}
+/** The id local sign-in gives an e-mail (lib/auth/dev-user.ts). */
+export { localUserIdFor } from '../auth/dev-user.ts';
 
 /**
  * The caller of a route a browser's EventSource calls (GET /api/me/events): EventSource cannot send

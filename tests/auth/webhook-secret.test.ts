@@ -34,7 +34,7 @@ describe.each([
   { webhook: 'leagues' as const, header: 'x-webhook-secret', wrap: (v: string) => v, env: 'LEAGUES_WEBHOOK_SECRET' },
 ])('the $webhook webhook secret ($header)', ({ webhook, header, wrap, env }) => {
   it.each(matrix)('$name -> $expected', ({ value, expected }) => {
-    const restore = setEnv({ [env]: SECRET, [`${env}_PREVIOUS`]: PREVIOUS });
+    const restore = setEnv({ [env]: SECRET, [`${env}_PREVIOUS`]: PREVIOUS, LOCAL_DEV: '1' });
     try {
       expect(codeFor(value(SECRET).map((v) => [header, wrap(v)]), webhook)).toBe(expected);
     } finally {
@@ -58,7 +58,7 @@ describe.each([
 
 describe('the billing webhook reads only the Bearer scheme', () => {
   it('refuses the secret under Basic or bare', () => {
-    const restore = setEnv({ SUBSCRIPTION_WEBHOOK_SECRET: SECRET });
+    const restore = setEnv({ SUBSCRIPTION_WEBHOOK_SECRET: SECRET, LOCAL_DEV: '1' });
     try {
       expect(codeFor([['authorization', `Basic ${SECRET}`]], 'subscription')).toBe('invalid_webhook_secret');
       expect(codeFor([['authorization', SECRET]], 'subscription')).toBe('invalid_webhook_secret');

@@ -796,17 +796,10 @@ describe.each(DATABASE_KINDS)('audit: RevenueCat\'s documented flows in every de
 // up after its retries) paid, and RevenueCat says so; the sweep must look before the grace ends.
 describe('audit: the sweep and a lost recovery RENEWAL, on pglite', () => {
   const db = suiteDatabase('pglite');
-  const CRON_SECRET = 'audit-cron-secret';
+  const CRON_SECRET = 'audit-cron-secret-0123456789abcdef';
   let restoreEnv: () => void;
   beforeAll(() => {
-    restoreEnv = setEnv({
-      REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
-      REVENUECAT_API_URL: revenuecat.url,
-      REVENUECAT_TIMEOUT_MS: '2000',
-      REVENUECAT_REQUESTS_PER_SECOND: '100',
-      BILLING_SYNC_AFTER: 'none',
-      CRON_SECRET,
-    });
+    restoreEnv = setEnv({ ...flowSettings(revenuecat), CRON_SECRET });
   });
   afterAll(() => {
     revenuecat.setClock(undefined);

@@ -150,7 +150,8 @@ describe('the REST v2 client', () => {
 });
 
 describe('REST v2 settings', () => {
-  const base = { REVENUECAT_SECRET_API_KEY: 'sk_v1' };
+  // A RevenueCat key is a real secret: local mode is asked for, so these load without a database.
+  const base = { REVENUECAT_SECRET_API_KEY: 'sk_v1', LOCAL_DEV: '1' };
   it('takes a v2 key and a project id together, beside a v1 key', () => {
     expect(loadConfig({ ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat?.v2).toEqual({ apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' });
     expect(loadConfig(base).revenuecat?.v2).toBeUndefined();

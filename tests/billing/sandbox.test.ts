@@ -24,8 +24,10 @@ const DEPLOYED = {
   SUBSCRIPTION_WEBHOOK_SECRET: SECRET,
   LEAGUES_WEBHOOK_SECRET: randomBytes(24).toString('hex'),
   APP_ORIGIN: 'https://app.example.com',
+  LOCAL_DEV: undefined,
 };
-const LOCAL = Object.fromEntries(Object.keys(DEPLOYED).map((name) => [name, undefined]));
+// RevenueCat's key (set for every case) is a real secret: local mode is asked for.
+const LOCAL = { ...Object.fromEntries(Object.keys(DEPLOYED).map((name) => [name, undefined])), LOCAL_DEV: '1' };
 
 const SETTINGS: { name: string; env: Record<string, string | undefined>; grants: boolean }[] = [
   { name: 'deployed, by default', env: { ...DEPLOYED, BILLING_SANDBOX_GRANTS: undefined }, grants: false },

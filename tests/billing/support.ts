@@ -209,13 +209,36 @@ export const DOC = {
   v1: 'https://www.revenuecat.com/docs/api-v1/customer-info-model',
 };
 
-/** The settings of the flow suites: RevenueCat's stand-in, and webhooks that never sync (each flow says when RevenueCat's record is fetched). */
+/**
+ * The settings of the flow suites: RevenueCat's stand-in, and webhooks that never sync (each flow
+ * says when RevenueCat's record is fetched). A RevenueCat key is a real secret, so local mode (the
+ * dev tokens and the dev webhook secret these suites use) is asked for with LOCAL_DEV.
+ */
 export function flowSettings(revenuecat: FakeRevenueCat): Record<string, string> {
   return {
+    LOCAL_DEV: '1',
     REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
     REVENUECAT_API_URL: revenuecat.url,
     REVENUECAT_TIMEOUT_MS: '2000',
     REVENUECAT_REQUESTS_PER_SECOND: '100',
     BILLING_SYNC_AFTER: 'none',
   };
+}
+
+/**
+ * A month past the default retention (15 months ago) with its partition made, and customers (fresh
+ * ids, each with a purchase) whose oldest event not in a checkpoint counts as received in it: what a
+ * retention run must checkpoint before it drops the month. Returns the month (YYYY_MM) and the ids.
+ */
+export async function customersWaitingInAnOldMonth(db: TestDatabase, prefix: string, count: number): Promise<{ month: string; users: string[] }> {
+  const start = new Date();
+  start.setUTCDate(1);
+  start.setUTCMonth(start.getUTCMonth() - 15);
+  await db.sql('select public.billing_ensure_partitions($1::date, $1::date)', [start.toISOString().slice(0, 10)]);
+  const users = Array.from({ length: count }, () => `${prefix}-${randomUUID()}`);
+  for (const user of users) {
+    expect((await deliver(purchase(user, 0, 0, 30))).status).toBe(200);
+    await db.sql('update public.billing_subscribers set pending_since = $2 where app_user_id = $1', [user, start.toISOString()]);
+  }
+  return { month: start.toISOString().slice(0, 7).replace('-', '_'), users };
 }

@@ -6,7 +6,8 @@ import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
-import { MAX_SYNCS_AFTER_WEBHOOKS, sweepBillingSync } from '../../lib/billing/sync.ts';
+import { MAX_SYNCS_AFTER_WEBHOOKS, requireRevenueCat, sweepBillingSync } from '../../lib/billing/sync.ts';
+import { MAX_SUBSCRIBER_BYTES } from '../../lib/revenuecat/client.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
@@ -17,8 +18,8 @@ import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts
  * sweep, an operator) heals what the webhooks alone got wrong, and every failure of RevenueCat
  * leaves the stored state as it was.
  */
-const CRON_SECRET = 'cron-secret-for-tests';
-const ADMIN_SECRET = 'admin-secret-for-tests';
+const CRON_SECRET = 'cron-secret-for-tests-0123456789abcdef';
+const ADMIN_SECRET = 'admin-secret-for-tests-0123456789abcdef';
 const MONTHLY = 'com.example.pro.monthly';
 
 let revenuecat: FakeRevenueCat;
@@ -26,6 +27,8 @@ let restoreEnv: () => void;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
   restoreEnv = setEnv({
+    // Real secrets beside dev tokens: local mode, asked for.
+    LOCAL_DEV: '1',
     REVENUECAT_SECRET_API_KEY: revenuecat.apiKey,
     REVENUECAT_API_URL: revenuecat.url,
     REVENUECAT_TIMEOUT_MS: '400',
@@ -106,7 +109,9 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
 
   it(`runs at most ${MAX_SYNCS_AFTER_WEBHOOKS} syncs after webhooks at once; the other subscribers stay marked for the sweep`, async () => {
     const slow = await startFakeRevenueCat({ latencyMs: 300 });
-    const restore = setEnv({ BILLING_SYNC_AFTER: 'all', REVENUECAT_SECRET_API_KEY: slow.apiKey, REVENUECAT_API_URL: slow.url });
+    // A timeout well past the stand-in's latency: a retry on a busy machine would count one
+    // subscriber's fetch twice and leave the arithmetic below wrong.
+    const restore = setEnv({ BILLING_SYNC_AFTER: 'all', REVENUECAT_SECRET_API_KEY: slow.apiKey, REVENUECAT_API_URL: slow.url, REVENUECAT_TIMEOUT_MS: '5000' });
     try {
       const users = Array.from({ length: 8 }, () => `burst-${randomUUID()}`);
       const answers = await Promise.all(users.map((user) => deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))));
@@ -325,6 +330,12 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
   });
 });
 
+/** A v1 subscriber's JSON with `extra` merged into `subscriber` (how a hostile or broken upstream hides something in it). */
+function subscriberJson(extra: Record<string, unknown>): string {
+  return JSON.stringify({ request_date_ms: day(40), request_date: isoDay(40), subscriber: { entitlements: {}, subscriptions: {}, non_subscriptions: {}, ...extra } });
+}
+const OVER_THE_CAP = subscriberJson({ padding: 'x'.repeat(MAX_SUBSCRIBER_BYTES) });
+
 describe.each(DATABASE_KINDS)('when RevenueCat fails, nothing changes, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
@@ -338,6 +349,15 @@ describe.each(DATABASE_KINDS)('when RevenueCat fails, nothing changes, on %s', (
     { name: 'a 401 (a bad key): 502', answers: [{ status: 401, body: '{"code":7225,"message":"Invalid API key."}' }], status: 502, code: 'upstream_rejected' },
     { name: 'an HTML 200: 502', answers: [{ status: 200, headers: { 'content-type': 'text/html' }, body: '<html>maintenance</html>' }], status: 502, code: 'upstream_invalid' },
     { name: 'a JSON 200 that is not a subscriber: 502', answers: [{ status: 200, body: '{"subscriber":"nope"}' }], status: 502, code: 'upstream_invalid' },
+    // RevenueCat's answer is not trusted more than a client's body: over the cap it is not read on,
+    // and what Postgres cannot store is RevenueCat's failure (502), never the caller's (400).
+    { name: 'an answer over 1 MiB, by its Content-Length: 502', answers: [{ status: 200, body: OVER_THE_CAP }], status: 502, code: 'upstream_invalid' },
+    { name: 'an answer over 1 MiB, chunked: 502', answers: [{ status: 200, headers: { 'transfer-encoding': 'chunked' }, body: OVER_THE_CAP }], status: 502, code: 'upstream_invalid' },
+    { name: 'a NUL character in a field the sync does not read: 502, not 400', answers: [{ status: 200, body: subscriberJson({ management_url: 'https://apps.example/\u0000' }) }], status: 502, code: 'upstream_invalid' },
+    { name: 'a NUL character in a key: 502', answers: [{ status: 200, body: subscriberJson({ other_purchases: { 'a\u0000b': {} } }) }], status: 502, code: 'upstream_invalid' },
+    { name: 'an unpaired surrogate: 502', answers: [{ status: 200, body: subscriberJson({ original_app_user_id: '\ud800' }) }], status: 502, code: 'upstream_invalid' },
+    { name: 'a request time no clock holds: 502', answers: [{ status: 200, body: JSON.stringify({ request_date_ms: 9e15, subscriber: {} }) }], status: 502, code: 'upstream_invalid' },
+    { name: 'an answer that stalls after its headers, three times: 503, not 500', answers: Array.from({ length: 3 }, () => ({ status: 200, body: subscriberJson({}), stallAfterBytes: 20 })), status: 503, code: 'upstream_unavailable' },
   ];
 
   it.each(cases)('$name', async ({ answers, status, code, retryAfter }) => {
@@ -352,6 +372,9 @@ describe.each(DATABASE_KINDS)('when RevenueCat fails, nothing changes, on %s', (
     expect({ status: response.status, code: response.body?.code }).toEqual({ status, code });
     if (status === 200) return;
     expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    // Nothing of what RevenueCat said, and no setting, reaches the caller (the log has them).
+    expect(response.body.detail).toMatch(/^RevenueCat [^:]*; nothing was changed\./);
+    expect(response.text).not.toMatch(/REVENUECAT_|maintenance|7225|Invalid API key|html|\\u0000|content type/i);
     if (status === 503) expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     if (retryAfter) expect(response.headers.get('retry-after')).toBe(retryAfter);
     expect(await db.sql('select * from public.entitlements where app_user_id = $1', [user.userId])).toEqual(before);
@@ -384,6 +407,23 @@ describe.each(DATABASE_KINDS)('the sweep, bounded and shared, on %s', (kind) => 
     revenuecat.unscript(); // the sweep stopped asking before the script ran out
   });
 
+  it('backs off from a subscriber whose answer cannot be stored (a NUL from upstream) instead of taking it again every run', async () => {
+    const id = `nul-${randomUUID()}`;
+    await mark([id]);
+    revenuecat.script({ status: 200, body: subscriberJson({ management_url: '\u0000' }) });
+    const seen = revenuecat.requests.length;
+    expect(await sweepBillingSync(3000)).toMatchObject({ synced: 0, failed: 1 });
+    expect(revenuecat.requests.slice(seen).map((request) => request.appUserId)).toEqual([id]);
+    const [row] = await db.sql<{ attempts: number; backoff: number; last_error: string }>(
+      `select attempts, extract(epoch from next_attempt_at - now())::int as backoff, last_error from public.billing_sync_queue where app_user_id = $1`, [id]);
+    expect(row).toMatchObject({ attempts: 1, last_error: expect.stringContaining('cannot be stored') });
+    expect(row!.backoff).toBeGreaterThanOrEqual(55);
+    // The next run leaves it alone until the backoff is over.
+    const again = revenuecat.requests.length;
+    await sweepBillingSync(1000);
+    expect(revenuecat.requests.slice(again).map((request) => request.appUserId)).not.toContain(id);
+  });
+
   it.runIf(kind === 'postgres')('two sweeps at once never take the same subscriber: each is fetched once', async () => {
     const ids = Array.from({ length: 20 }, () => `twice-${randomUUID()}`);
     for (const id of ids) renewedRecord(id);
@@ -401,7 +441,7 @@ describe.each(DATABASE_KINDS)('the sweep, bounded and shared, on %s', (kind) => 
 describe('the sync routes without configuration, and their credentials', () => {
   suiteDatabase('pglite');
 
-  it('answers 503 naming REVENUECAT_SECRET_API_KEY on every sync path without it; webhooks work as before', async () => {
+  it('answers 503 sync_not_configured on every sync path without REVENUECAT_SECRET_API_KEY, naming no setting (the log does); webhooks work as before', async () => {
     const restore = setEnv({ REVENUECAT_SECRET_API_KEY: undefined });
     try {
       const user = await testUser();
@@ -409,9 +449,18 @@ describe('the sync routes without configuration, and their credentials', () => {
       const sweep = await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } });
       const admin = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: user.userId } });
       for (const response of [refresh, sweep, admin]) {
-        expect(response).toMatchObject({ status: 503, body: { code: 'sync_not_configured' } });
-        expect(response.body.detail).toContain('REVENUECAT_SECRET_API_KEY');
+        expect(response).toMatchObject({ status: 503, body: { code: 'sync_not_configured', detail: 'Syncing purchases with RevenueCat is not enabled on this server.' } });
+        expect(response.text).not.toContain('REVENUECAT');
       }
+      // What to set is for the operator: the error carries it to the log, beside the answer.
+      const operatorDetail = (() => {
+        try {
+          requireRevenueCat();
+        } catch (error) {
+          return (error as { operatorDetail?: string }).operatorDetail;
+        }
+      })();
+      expect(operatorDetail).toContain('REVENUECAT_SECRET_API_KEY');
       expect((await deliver(billingEvent('transfer', user.userId, { at: 5 }, { app_user_id: undefined, transferred_from: ['someone-else'], transferred_to: [user.userId] }))).status).toBe(200);
     } finally {
       restore();
@@ -437,14 +486,14 @@ describe('the sync routes without configuration, and their credentials', () => {
     if (status === 401) expect(response.headers.get('www-authenticate')).toBe(`Bearer realm="${route}"`);
   });
 
-  it.each([['cron', 'CRON_SECRET'], ['admin', 'ADMIN_API_SECRET']] as const)('%s without its secret configured: 503 naming %s, whatever is sent', async (route, variable) => {
+  it.each([['cron', 'CRON_SECRET'], ['admin', 'ADMIN_API_SECRET']] as const)('%s without its secret configured: 503 whatever is sent, not naming %s (the log does)', async (route, variable) => {
     const restore = setEnv({ [variable]: undefined });
     try {
       const response = route === 'cron'
         ? await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } })
         : await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: 'x' } });
-      expect(response).toMatchObject({ status: 503, body: { code: `${route}_not_configured` } });
-      expect(response.body.detail).toContain(variable);
+      expect(response).toMatchObject({ status: 503, body: { code: `${route}_not_configured`, detail: 'This route is not enabled on this server.' } });
+      expect(response.text).not.toContain(variable);
     } finally {
       restore();
     }

@@ -31,6 +31,8 @@ describe.skipIf(!hasChromium)('Refresh purchases on the account page, in Chromiu
       env: {
         EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn',
         REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url, REVENUECAT_REQUESTS_PER_SECOND: '50',
+        // A RevenueCat key is a real secret: local sign-in beside it is asked for.
+        LOCAL_DEV: '1',
       },
     });
     browser = await launchChromium();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, loadConfig } from '../../lib/config.ts';
+import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, loadConfig, MIN_OPERATOR_SECRET_LENGTH } from '../../lib/config.ts';
 import { sessionCookieOptions } from '../../lib/web/session-cookie.ts';
 
 /** Everything a deployment needs, on Supabase. */
@@ -45,13 +45,13 @@ describe('configuration', () => {
   });
 
   it('accepts the current and the previous secret during a rotation', () => {
-    const config = loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'old', LEAGUES_WEBHOOK_SECRET: 'l' });
+    const config = loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'old', LEAGUES_WEBHOOK_SECRET: 'l', LOCAL_DEV: '1' });
     expect(config.webhookSecrets).toEqual({ subscription: ['new', 'old'], leagues: ['l'] });
   });
 
   it('is in local mode with nothing production-like set, or with LOCAL_DEV=1, and nowhere else', () => {
     expect(loadConfig({}).local).toBe(true);
-    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 's', APP_ORIGIN: 'http://localhost:4000' }).local).toBe(true);
+    expect(loadConfig({ APP_ORIGIN: 'http://localhost:4000' }).local).toBe(true);
     expect(loadConfig({ APP_ORIGIN: 'https://localhost:3443' }).local).toBe(true);
     // A public https origin is a site served to others: not local, so without a database it is refused.
     expect(() => loadConfig({ APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET/);
@@ -131,7 +131,7 @@ describe('configuration', () => {
   it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
-    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
+    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==', LOCAL_DEV: '1' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
   });
 
   // Vercel Cron and the operator send theirs the same way (lib/auth/operator-secret.ts reads them
@@ -152,8 +152,54 @@ describe('configuration', () => {
     })();
     expect(refusal).toContain(name);
     expect(refusal).not.toContain('zq-7731');
-    const config = loadConfig({ [name]: 'rk_AZ09-._~+/==' });
-    expect(name === 'CRON_SECRET' ? config.cronSecret : config.adminSecret).toBe('rk_AZ09-._~+/==');
+    const accepted = `rk_AZ09-._~+/${'x'.repeat(MIN_OPERATOR_SECRET_LENGTH - 15)}==`;
+    const config = loadConfig({ [name]: accepted, LOCAL_DEV: '1' });
+    expect(name === 'CRON_SECRET' ? config.cronSecret : config.adminSecret).toBe(accepted);
+  });
+
+  // Found by an outside review: real secrets beside no database still ran in local mode, where anyone
+  // signs in as anyone and the dev secrets are accepted beside the real ones.
+  const realSecret = 'r'.repeat(MIN_OPERATOR_SECRET_LENGTH);
+  const productionLike: { name: string; env: Record<string, string> }[] = [
+    ...['REVENUECAT_SECRET_API_KEY', 'SUBSCRIPTION_WEBHOOK_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', 'LEAGUES_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET_PREVIOUS', 'CRON_SECRET', 'ADMIN_API_SECRET']
+      .map((name) => ({ name, env: { [name]: realSecret } })),
+    { name: 'WALLET_EVM_RPC_URLS to another machine', env: { WALLET_EVM_RPC_URLS: '1=http://127.0.0.1:8545,8453=https://base.example/v2/key' } },
+    { name: 'REVENUECAT_API_URL of another machine', env: { REVENUECAT_API_URL: 'https://revenuecat-proxy.example' } },
+  ];
+  it.each(productionLike)('counts $name as production-like: not local mode, so without a database it is refused', ({ env }) => {
+    expect(() => loadConfig(env)).toThrow(/^Not in local mode \(.*a real secret, a URL of another machine.*DATABASE_URL, or SUPABASE_URL \+ SUPABASE_SECRET_KEY/);
+    expect(loadConfig({ ...env, LOCAL_DEV: '1' }).local).toBe(true);
+  });
+
+  it('keeps local mode for URLs of this machine (a chain node or a RevenueCat stand-in on loopback)', () => {
+    expect(loadConfig({ WALLET_EVM_RPC_URLS: '1=http://127.0.0.1:8545,8453=http://localhost:8546' }).local).toBe(true);
+    expect(loadConfig({ REVENUECAT_API_URL: 'http://[::1]:9999' }).local).toBe(true);
+  });
+
+  it.each(['CRON_SECRET', 'ADMIN_API_SECRET'])('refuses a %s shorter than 32 characters at start, naming the setting and not the value', (name) => {
+    for (const env of [{ LOCAL_DEV: '1' }, COMPLETE]) {
+      for (const value of ['a', 'x'.repeat(MIN_OPERATOR_SECRET_LENGTH - 1)]) {
+        expect(() => loadConfig({ ...env, [name]: value })).toThrow(ConfigError);
+        expect(() => loadConfig({ ...env, [name]: value })).toThrow(new RegExp(`^${name} must be at least 32 characters`));
+      }
+      expect(() => loadConfig({ ...env, [name]: 'short-zq7731' })).not.toThrow(/zq7731/);
+      expect(loadConfig({ ...env, [name]: 'x'.repeat(MIN_OPERATOR_SECRET_LENGTH) })).toBeDefined();
+    }
+  });
+
+  // The secret API key goes out as a Bearer token to this URL, and its answers become entitlements.
+  const revenuecatUrls: { name: string; env: Record<string, string>; refused?: boolean }[] = [
+    { name: 'plain http to another host, deployed', env: { ...COMPLETE, REVENUECAT_API_URL: 'http://api.revenuecat.com' }, refused: true },
+    { name: 'plain http to another host in local mode', env: { LOCAL_DEV: '1', REVENUECAT_API_URL: 'http://revenuecat.lan:8080' }, refused: true },
+    { name: 'plain http to loopback, deployed (a stand-in or a proxy on this machine)', env: { ...COMPLETE, REVENUECAT_API_URL: 'http://127.0.0.1:8080' } },
+    { name: 'plain http to loopback in local mode', env: { LOCAL_DEV: '1', REVENUECAT_API_URL: 'http://localhost:8080' } },
+    { name: 'https, deployed', env: { ...COMPLETE, REVENUECAT_API_URL: 'https://api.revenuecat.com' } },
+    { name: 'the default, deployed', env: COMPLETE },
+  ];
+  it.each(revenuecatUrls)('REVENUECAT_API_URL: $name', ({ env, refused }) => {
+    const load = () => loadConfig({ ...env, REVENUECAT_SECRET_API_KEY: 'sk_test_key' });
+    if (refused) expect(load).toThrow(/^REVENUECAT_API_URL must be https:\/\/ \(plain http:\/\/ only to this machine/);
+    else expect(load().revenuecat?.apiUrl).toMatch(/^https?:\/\//);
   });
 
   // Sandbox purchases cost nothing: they grant only where a developer tests purchases, or when asked.
@@ -238,7 +284,7 @@ describe('configuration', () => {
 
     it('takes plain http on loopback anywhere, and on any host in local mode', () => {
       expect(loadConfig({ ...COMPLETE, WALLET_EVM_RPC_URLS: '1=http://127.0.0.1:8545' }).wallet.evmRpcUrls.get(1)).toBe('http://127.0.0.1:8545/');
-      expect(loadConfig({ WALLET_EVM_RPC_URLS: '1=http://node.lan:8545' }).wallet.evmRpcUrls.get(1)).toBe('http://node.lan:8545/');
+      expect(loadConfig({ WALLET_EVM_RPC_URLS: '1=http://node.lan:8545', LOCAL_DEV: '1' }).wallet.evmRpcUrls.get(1)).toBe('http://node.lan:8545/');
     });
 
     it('logs only the host of each RPC, never its credentials, path or query', () => {

@@ -22,9 +22,18 @@ const MIXED: { name: string; env: Record<string, string> }[] = [
   { name: 'a Supabase database but no webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false', APP_ORIGIN: 'https://app.example.com' } },
   // Found by a second outside review: a self-hosted deployment that forgot its database.
   { name: 'a public https APP_ORIGIN and real webhook secrets, but no database', env: { APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', LEAGUES_WEBHOOK_SECRET: 'real-leagues-secret' } },
+  // Found by a third: real secrets and a chain's RPC elsewhere, no database or Supabase setting.
+  {
+    name: 'real secrets and an outside RPC, but no database',
+    env: {
+      REVENUECAT_SECRET_API_KEY: 'sk_real_revenuecat_key', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', CRON_SECRET: 'c'.repeat(40),
+      ADMIN_API_SECRET: 'a'.repeat(40), WALLET_EVM_RPC_URLS: '1=https://eth.example/v2/key',
+    },
+  },
 ];
 /** Everything a test process may have set, cleared, so each case is exactly its own settings. */
-const CLEAR = Object.fromEntries(['DATABASE_URL', 'SUPABASE_URL', 'SUPABASE_SECRET_KEY', 'SUPABASE_PUBLISHABLE_KEY', 'SUPABASE_JWT_SECRET', 'AUTH_VERIFY_SESSION', 'APP_ORIGIN', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'LOCAL_DEV', 'VERCEL'].map((name) => [name, undefined]));
+const CLEAR = Object.fromEntries(['DATABASE_URL', 'SUPABASE_URL', 'SUPABASE_SECRET_KEY', 'SUPABASE_PUBLISHABLE_KEY', 'SUPABASE_JWT_SECRET', 'AUTH_VERIFY_SESSION', 'APP_ORIGIN', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'LOCAL_DEV', 'VERCEL',
+  'REVENUECAT_SECRET_API_KEY', 'REVENUECAT_API_URL', 'CRON_SECRET', 'ADMIN_API_SECRET', 'WALLET_EVM_RPC_URLS'].map((name) => [name, undefined]));
 
 const count = async (db: { sql: (text: string) => Promise<unknown[]> }, table: string) => ((await db.sql(`select count(*)::int as n from public.${table}`))[0] as { n: number }).n;
 
@@ -66,7 +75,7 @@ describe('development conveniences outside local mode', () => {
       expect({ status: response.status, type: response.headers.get('content-type'), code: response.body?.code, detail: response.body?.detail })
         .toEqual({ status: 503, type: 'application/problem+json', code: 'service_misconfigured', detail: 'The service is misconfigured.' });
       // What to set goes to the log, never to a caller.
-      expect(response.text).not.toMatch(/DATABASE_URL|SUPABASE|WEBHOOK_SECRET|APP_ORIGIN|LOCAL_DEV/);
+      expect(response.text).not.toMatch(/DATABASE_URL|SUPABASE|WEBHOOK_SECRET|APP_ORIGIN|LOCAL_DEV|REVENUECAT|CRON_SECRET|ADMIN_API_SECRET|WALLET_EVM/);
     }
     expect([await count(db, 'billing_events'), await count(db, 'leagues')]).toEqual([events, leagues]);
     expect(await trySignInLocally('mallory@example.com')).toBe('redirect /?error=local-sign-in-unavailable');

@@ -68,6 +68,15 @@ describe.each(DATABASE_KINDS)('retention and maintenance on %s', (kind) => {
     expect(await counts()).toEqual({ challenges: 4, deliveries: 2, refreshes: 2 });
   });
 
+  it('keeps a refresh row while its day\'s count still limits the user (BILLING_USER_REFRESHES_PER_DAY), and drops it after', async () => {
+    await db.sql(`insert into public.billing_sync_requests (app_user_id, requested_at, day_started_at, day_count) values
+      ('counting', now() - interval '3 hours', now() - interval '20 hours', 20),
+      ('day-over', now() - interval '3 hours', now() - interval '25 hours', 20)`);
+    expect(await run()).toMatchObject({ billingSync: { refreshRequestsDeleted: 1 } });
+    expect(await db.sql('select app_user_id from public.billing_sync_requests')).toEqual([{ app_user_id: 'counting' }]);
+    expect(await run({ p_now: new Date(Date.now() + 5 * 3_600_000) })).toMatchObject({ billingSync: { refreshRequestsDeleted: 1 } });
+  });
+
   it('counts from p_now: a week later the same rows are due', async () => {
     await challenges(2, '-1 hour');
     await deliveries(2, '1 day');

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  *   - a path with a trailing slash is answered by the same route as without (no redirect: a
  *     billing provider counts a 308 as a failed delivery), for every route and method;
  *   - a malformed percent-encoding anywhere under /api is a problem+json 404, never a bare 500;
+ *   - the page's server action answers a malformed escape in its path with that same 404;
  *   - the Authorization grammar holds over real HTTP too;
  *   - the page's icon exists;
  *   - what Node and Next answer, before any code of ours (proxy.ts included) runs, to methods they
@@ -145,6 +146,29 @@ describe.each([
       expect(answer.requestId).toMatch(/^[0-9a-f-]{36}$/);
       if (method !== 'HEAD') expect(answer.bodyRequestId).toBe(answer.requestId);
     }
+  });
+
+  // The account page calls the API through a server action (app/actions.ts) with a path of its own;
+  // a malformed escape there threw a URIError: Next's 500. It gets what the proxy answers such a
+  // path with, and arguments that are not a page request get a 400, both as the action's result.
+  it.each([
+    { name: 'a malformed escape in the path', args: { method: 'DELETE', path: '/api/wallet-link/%zz' }, status: 404, code: 'not_found' },
+    { name: 'a malformed UTF-8 escape in the path', args: { method: 'DELETE', path: '/api/wallet-link/%E0%A4%A' }, status: 404, code: 'not_found' },
+    { name: 'a malformed escape in another page path', args: { method: 'POST', path: '/api/me/billing/sync%' }, status: 404, code: 'not_found' },
+    { name: 'arguments that are no page request', args: { method: 'GET', path: 5 }, status: 400, code: 'invalid_request' },
+  ])('the page\'s server action answers $name with $status in its result, never a 500', async ({ args, status, code }) => {
+    const manifest = JSON.parse(readFileSync(path.join('.next', 'server', 'server-reference-manifest.json'), 'utf8')) as { node: Record<string, { exportedName: string }> };
+    const [actionId] = Object.entries(manifest.node).find(([, action]) => action.exportedName === 'callApiAsSignedInUser')!;
+    const response = await fetch(`${server.url}/`, {
+      method: 'POST',
+      headers: { 'next-action': actionId, 'content-type': 'text/plain;charset=UTF-8', accept: 'text/x-component', origin: server.url },
+      body: JSON.stringify([args]),
+    });
+    const payload = await response.text();
+    expect({ status: response.status, type: response.headers.get('content-type') }).toEqual({ status: 200, type: 'text/x-component' });
+    // The RSC payload: line "1:" is the action's value.
+    const result = JSON.parse(/^1:(.*)$/m.exec(payload)![1]!) as { status: number; body: { code: string } };
+    expect({ status: result.status, code: result.body.code }).toEqual({ status, code });
   });
 
   it('reads the Authorization header by its grammar on a session route and the billing webhook', async () => {

@@ -20,7 +20,8 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
   let db: TestDatabase;
   let restoreEnv: () => void;
   beforeAll(async () => {
-    restoreEnv = setEnv({ LEAGUES_WEBHOOK_SECRET: SECRET, LEAGUES_WEBHOOK_SECRET_PREVIOUS: PREVIOUS });
+    // Real secrets: local mode (the dev tokens these tests use) is asked for.
+    restoreEnv = setEnv({ LEAGUES_WEBHOOK_SECRET: SECRET, LEAGUES_WEBHOOK_SECRET_PREVIOUS: PREVIOUS, LOCAL_DEV: '1' });
     db = await useTestDatabase(kind);
   });
   afterAll(async () => {
@@ -185,7 +186,7 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
   });
 
   it('answers 503 service_misconfigured when no secret is set outside local mode (the dev secret included)', async () => {
-    restores.push(setEnv({ DATABASE_URL: 'postgres://app:secret@127.0.0.1:1/app', LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
+    restores.push(setEnv({ DATABASE_URL: 'postgres://app:secret@127.0.0.1:1/app', LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined, LOCAL_DEV: undefined }));
     const calls = dbCallCount();
     for (const headers of [{ 'x-webhook-secret': 'dev-leagues-webhook-secret' }, { 'x-webhook-secret': 'anything' }, {}] as Record<string, string>[]) {
       const response = await post(delivery('s', {}), headers);
@@ -198,7 +199,7 @@ describe('POST /api/webhooks/leagues-sync when a secret or the database is missi
   });
 
   it('accepts the documented dev secret in local mode when none is set, and the documented curl line works', async () => {
-    restores.push(setEnv({ DATABASE_URL: undefined, SUPABASE_URL: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined }));
+    restores.push(setEnv({ DATABASE_URL: undefined, SUPABASE_URL: undefined, LEAGUES_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET_PREVIOUS: undefined, LOCAL_DEV: undefined }));
     const db = await useTestDatabase('pglite');
     try {
       const ok = await post(delivery(freshSource(), { leagues: [league('a', at(1))] }), { 'x-webhook-secret': 'dev-leagues-webhook-secret' });

@@ -31,7 +31,8 @@ let revenuecat: FakeRevenueCat;
 let restoreEnv: () => void;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
-  restoreEnv = setEnv({ REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url, REVENUECAT_REQUESTS_PER_SECOND: '100', BILLING_SYNC_AFTER: 'none' });
+  // A RevenueCat key is a real secret: local mode (dev tokens) is asked for beside it.
+  restoreEnv = setEnv({ LOCAL_DEV: '1', REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url, REVENUECAT_REQUESTS_PER_SECOND: '100', BILLING_SYNC_AFTER: 'none' });
 });
 afterAll(async () => {
   restoreEnv();

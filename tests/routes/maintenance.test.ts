@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
 import { addMaintenanceCounts, runMaintenance } from '../../lib/maintenance.ts';
 import { maintenanceResponseSchema } from '../../lib/openapi/responses.ts';
+import { customersWaitingInAnOldMonth } from '../billing/support.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
@@ -39,7 +40,7 @@ describe.each(DATABASE_KINDS)('GET /api/cron/maintenance on %s', (kind) => {
   const db = suiteDatabase(kind);
   let restoreEnv: () => void;
   beforeAll(() => {
-    restoreEnv = setEnv({ CRON_SECRET });
+    restoreEnv = setEnv({ CRON_SECRET, LOCAL_DEV: '1' });
   });
   afterAll(() => restoreEnv());
   beforeEach(() => seed(db, 5));
@@ -122,12 +123,25 @@ describe('npm run db:maintain', () => {
     timeout: 60_000,
   });
 
-  it('applies every rule until done and prints the counts; a bad option is a usage error', async () => {
+  it('applies every rule until done, saying what it does as it goes, and prints the counts; a bad option is a usage error', async () => {
     await seed(db, 1_200);
     const { stdout, stderr } = await run([]);
     expect(JSON.parse(stdout)).toMatchObject({ done: true, wallets: { challengesDeleted: 1_200 }, leagues: { deliveriesDeleted: 1_200 }, billingSync: { refreshRequestsDeleted: 1_200 } });
-    expect(stderr).toMatch(/^call: \{/m);
+    // What is due first, then each call as it ends (each works up to its budget), then the verdict.
+    const lines = stderr.split('\n').filter(Boolean);
+    expect(lines[0]).toBe('Billing event log: no month past the retention; 0 customer(s) to checkpoint first.');
+    expect(lines.slice(1, -1)).toEqual(lines.slice(1, -1).map(() => expect.stringMatching(/^Other rules, call \d+: deleted wallet challenges \d+, contract checks 0, league deliveries \d+, refresh requests \d+; (done|more to do)\.$/)));
+    expect(lines.at(-2)).toMatch(/; done\.$/);
+    expect(lines.at(-1)).toBe('Done: everything due is done (recorded for `npm run status`).');
     expect(await remaining(db)).toEqual({ challenges: 2, deliveries: 2, refreshes: 2 });
     await expect(run(['--budget-ms', 'soon'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('Usage:') });
+  });
+
+  it('says which billing months are past the retention and how many customers they wait for, counts the checkpoints, and names what it dropped', async () => {
+    const { month: name } = await customersWaitingInAnOldMonth(db, 'maintain', 2);
+    const { stderr } = await run([]);
+    expect(stderr).toContain(`Billing event log: month(s) past the retention: ${name}; 2 customer(s) to checkpoint first.`);
+    expect(stderr).toContain('2/2 customers checkpointed');
+    expect(stderr).toContain(`Billing event log: dropped billing_events_${name}.`);
   });
 });

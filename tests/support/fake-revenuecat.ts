@@ -35,7 +35,8 @@ export interface FakeCustomer {
 }
 
 export type ScriptedAnswer =
-  | { status: number; headers?: Record<string, string>; body?: string }
+  /** `stallAfterBytes`: send the headers and that much of the body, then nothing more (a stalled upstream). */
+  | { status: number; headers?: Record<string, string>; body?: string; stallAfterBytes?: number }
   | 'hang';
 
 export interface FakeRevenueCat {
@@ -126,6 +127,13 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     if (next === 'hang') {
       requests.push({ appUserId, authorization: req.headers.authorization, status: 0 });
       hanging.add(res);
+      return;
+    }
+    if (next && next.stallAfterBytes !== undefined) {
+      requests.push({ appUserId, authorization: req.headers.authorization, status: next.status });
+      hanging.add(res);
+      res.writeHead(next.status, { 'content-type': 'application/json', ...next.headers });
+      res.write((next.body ?? '').slice(0, next.stallAfterBytes));
       return;
     }
     if (next) return send(next.status, next.body ?? '', { 'content-type': 'application/json', ...next.headers });

@@ -1,4 +1,5 @@
 import { testApiHandler } from 'next-test-api-route-handler';
+import { operatorDetailIn } from './public-answers.ts';
 
 export interface RouteResponse {
   status: number;
@@ -48,5 +49,11 @@ export async function callRoute(routeModule: any, request: RouteRequest = {}): P
       result = { status: response.status, headers: response.headers, text, body: parsed };
     },
   });
+  // Every problem answer a route test provokes is public: it names no setting and carries no
+  // database text (the log has those).
+  if (result!.headers.get('content-type')?.startsWith('application/problem+json')) {
+    const leaks = operatorDetailIn(result!.text);
+    if (leaks.length > 0) throw new Error(`A public answer (${result!.status}) ${leaks.join('; ')}: ${result!.text.slice(0, 400)}`);
+  }
   return result!;
 }

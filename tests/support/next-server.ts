@@ -101,10 +101,12 @@ export interface StartOptions {
    * /api/health/live, which needs neither the database nor the configuration.
    */
   readyPath?: string;
+  /** Listen on this port (default: a free one). */
+  port?: number;
 }
 
 export async function startNextServer(options: StartOptions = {}): Promise<NextServer> {
-  const port = await freePort();
+  const port = options.port ?? await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries({ ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...options.env })) if (value !== undefined) env[key] = value;

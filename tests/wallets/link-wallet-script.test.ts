@@ -1,14 +1,15 @@
 import { execFile } from 'node:child_process';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as linkIdRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
+import { DEV_USER, localUserIdFor } from '../../lib/auth/dev-user.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { freePort } from '../support/postgres-server.ts';
+import { startRouteServer, type RouteServer } from '../support/route-server.ts';
 
 /**
  * `node scripts/link-wallet.ts` as a newcomer runs it: a child process under this Node (24), talking
@@ -16,54 +17,23 @@ import { freePort } from '../support/postgres-server.ts';
  * start `next dev` in tests), with the embedded dev key both sides share.
  */
 
-type Handler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
-
-function routeFor(method: string, pathname: string): { handler: Handler; params: Record<string, string> } | undefined {
-  const modules: [RegExp, Record<string, Handler>][] = [
-    [/^\/api\/wallet-link\/challenge$/, challengeRoute as never],
-    [/^\/api\/wallet-link$/, linkRoute as never],
-    [/^\/api\/wallet-link\/(?<linkId>[^/]+)$/, linkIdRoute as never],
-  ];
-  for (const [pattern, module] of modules) {
-    const match = pattern.exec(pathname);
-    if (match && module[method]) return { handler: module[method]!, params: { ...match.groups } };
-  }
-  return undefined;
-}
-
-async function readBody(req: IncomingMessage): Promise<ArrayBuffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const bytes = Buffer.concat(chunks);
-  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-}
-
 describe('scripts/link-wallet.ts', () => {
   let db: TestDatabase;
-  let server: Server;
+  let server: RouteServer;
   let baseUrl: string;
   let restoreEnv: () => void;
   beforeAll(async () => {
     restoreEnv = setEnv({ APP_ORIGIN: undefined, SUPABASE_URL: undefined, SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: undefined, DATABASE_URL: undefined });
     db = await useTestDatabase('pglite');
-    server = createServer(async (req, res) => {
-      const url = new URL(req.url ?? '/', baseUrl);
-      const route = routeFor(req.method ?? 'GET', url.pathname);
-      if (!route) {
-        res.writeHead(404).end();
-        return;
-      }
-      const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req);
-      const headers = new Headers(Object.entries(req.headers).flatMap(([name, value]) => (typeof value === 'string' ? [[name, value] as [string, string]] : [])));
-      const response = await route.handler(new Request(url, { method: req.method, headers, body }), { params: Promise.resolve(route.params) });
-      res.writeHead(response.status, Object.fromEntries(response.headers));
-      res.end(Buffer.from(await response.arrayBuffer()));
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    server = await startRouteServer([
+      [/^\/api\/wallet-link\/challenge$/, challengeRoute],
+      [/^\/api\/wallet-link$/, linkRoute],
+      [/^\/api\/wallet-link\/(?<linkId>[^/]+)$/, linkIdRoute],
+    ]);
+    baseUrl = server.url;
   });
   afterAll(async () => {
-    await new Promise((resolve) => server.close(resolve));
+    await server.close();
     restoreEnv();
     await closeDatabase();
     await db.close();
@@ -82,6 +52,13 @@ describe('scripts/link-wallet.ts', () => {
     expect(linked).toMatchObject({ userId, email: 'new.comer@example.com', alreadyLinked: false, link: { chain: 'evm', chainId: 8453 } });
     const rows = await db.sql<{ address: string }>('select address from public.wallet_links where user_id = $1', [userId]);
     expect(rows.map((row) => row.address)).toEqual([linked.link.address]);
+  });
+
+  it('links to the dev user by default: the user the README, `npm run token` and the page\'s local sign-in as ana@example.com name', async () => {
+    const { stdout } = await promisify(execFile)(process.execPath, ['scripts/link-wallet.ts', '--base-url', baseUrl], { env: { ...process.env, LOG_LEVEL: 'silent' } });
+    expect(stdout).toContain(`Dev user ${DEV_USER.id} (${DEV_USER.email})`);
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ userId: DEV_USER.id, email: DEV_USER.email });
+    expect(localUserIdFor('Ana@Example.com ')).toBe(DEV_USER.id);
   });
 
   it('says what to do when the service is not running', async () => {

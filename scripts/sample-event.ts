@@ -1,0 +1,107 @@
+// npm run sample-event -- --type <TYPE> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]
+// Posts a fresh RevenueCat-shaped event, dated now, to the running service's billing webhook with
+// the right secret (the local dev secret, or SUBSCRIPTION_WEBHOOK_SECRET from .env.local), for the
+// dev user (ana@example.com) unless --user names another. The user's current subscription period
+// is kept in a file beside the dev key (.data/sample-events.json), so samples follow each other: a
+// RENEWAL continues the subscription an INITIAL_PURCHASE began, a CANCELLATION names its end.
+//   --type     INITIAL_PURCHASE, RENEWAL, CANCELLATION, UNCANCELLATION, BILLING_ISSUE, EXPIRATION,
+//              PRODUCT_CHANGE, NON_RENEWING_PURCHASE, TRANSFER, TEST, SUBSCRIPTION_EXTENDED,
+//              SUBSCRIPTION_PAUSED, TEMPORARY_ENTITLEMENT_GRANT, REFUND_REVERSED
+//   --reason   CANCELLATION's cancel_reason (UNSUBSCRIBE by default; CUSTOMER_SUPPORT is a refund) or
+//              EXPIRATION's expiration_reason
+//   --to       TRANSFER: the id that receives the purchases (default: a new one)
+//   --production  environment PRODUCTION (default SANDBOX, which grants in local mode only)
+//   --print    print the body and send nothing
+import './load-env.ts';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEV_USER } from '../lib/auth/dev-user.ts';
+import { buildSampleEvent, CANCEL_REASONS, EXPIRATION_REASONS, SAMPLE_EVENT_TYPES, type SampleEventType, type SamplePeriod } from '../lib/billing/sample-events.ts';
+import { getConfig } from '../lib/config.ts';
+import { formatUtc } from '../lib/operations/words.ts';
+
+const USAGE = `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`;
+
+function fail(message: string, code = 1): never {
+  console.error(message);
+  process.exit(code);
+}
+
+/** The secret the service takes and where the state file lives, from the configuration the service reads too. */
+function settings(): { secret: string | undefined; stateFile: string } {
+  try {
+    const config = getConfig();
+    return { secret: config.webhookSecrets.subscription[0], stateFile: path.join(path.dirname(config.embeddedDbDir), 'sample-events.json') };
+  } catch {
+    // A configuration the service would refuse: the secret may still be set.
+    return { secret: process.env.SUBSCRIPTION_WEBHOOK_SECRET?.trim() || undefined, stateFile: path.resolve('.data', 'sample-events.json') };
+  }
+}
+
+function readState(file: string): Record<string, SamplePeriod> {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as Record<string, SamplePeriod>;
+  } catch {
+    return {};
+  }
+}
+
+async function main() {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        type: { type: 'string' }, user: { type: 'string' }, reason: { type: 'string' }, to: { type: 'string' },
+        production: { type: 'boolean', default: false }, print: { type: 'boolean', default: false },
+        'base-url': { type: 'string', default: process.env.BASE_URL ?? 'http://localhost:3000' },
+      },
+    }));
+  } catch (error) {
+    fail(`${(error as Error).message}\n${USAGE}`, 2);
+  }
+  const type = values.type?.toUpperCase();
+  if (!type || !(SAMPLE_EVENT_TYPES as readonly string[]).includes(type)) fail(USAGE, 2);
+  const reason = values.reason?.toUpperCase();
+  const reasons: readonly string[] = type === 'CANCELLATION' ? CANCEL_REASONS : type === 'EXPIRATION' ? EXPIRATION_REASONS : [];
+  if (reason && !reasons.includes(reason)) fail(reasons.length ? `--reason for ${type} is one of ${reasons.join(', ')}.` : `${type} takes no --reason.`, 2);
+  const user = values.user ?? DEV_USER.id;
+  const baseUrl = values['base-url']!.replace(/\/+$/, '');
+
+  const { secret, stateFile } = settings();
+  const state = readState(stateFile);
+  const key = `${baseUrl} ${user}`;
+  const { body, period } = buildSampleEvent({
+    type: type as SampleEventType, user, now: new Date(), reason, to: values.to,
+    environment: values.production ? 'PRODUCTION' : 'SANDBOX', period: state[key] ?? null,
+  });
+  if (values.print) {
+    console.log(JSON.stringify(body, null, 2));
+    return;
+  }
+  if (!secret) fail('No billing webhook secret: outside local mode, set SUBSCRIPTION_WEBHOOK_SECRET (in .env.local) to the one the service has.');
+
+  let response: Response;
+  try {
+    response = await fetch(`${baseUrl}/api/webhooks/subscription-billing`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch {
+    fail(`Could not reach the service at ${baseUrl}: is it running? Start it with \`npm run dev\`, or pass --base-url.`);
+  }
+  const answer = (await response.text()).trim();
+  const event = body.event as Record<string, unknown>;
+  const about = type === 'TRANSFER'
+    ? `from ${user} to ${(event.transferred_to as string[])[0]}`
+    : `for ${user}: ${event.product_id}${event.expiration_at_ms === null ? ', lifetime' : ` until ${formatUtc(new Date(event.expiration_at_ms as number))}`}`;
+  console.log(`${type}${reason ? ` ${reason}` : ''} ${body.event.id} ${about} -> ${response.status} ${answer}`);
+  if (response.status !== 200) process.exit(1);
+  if (type !== 'TRANSFER' && period) {
+    mkdirSync(path.dirname(stateFile), { recursive: true });
+    writeFileSync(stateFile, `${JSON.stringify({ ...state, [key]: period }, null, 2)}\n`);
+  }
+}
+
+await main();
