@@ -87,6 +87,8 @@ export const envSchema = z.object({
   NEXT_PUBLIC_SUPABASE_URL: optionalUrl,
   NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: optionalString,
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
+  /** Read by lib/log.ts before the configuration loads; here so it is validated and documented. */
+  LOG_FORMAT: z.preprocess(emptyAsUnset, z.enum(['json', 'pretty']).optional()),
   LOCAL_DEV: booleanFlag(false),
   VERCEL: optionalString,
   /** Set by Vercel: production, preview or development; with the two below, APP_ORIGIN's default. */

@@ -37,7 +37,7 @@ describe('the stand-in in the configuration', () => {
     expect(config.local).toBe(true);
     expect(config.revenuecat).toMatchObject({ standIn: true, apiKey: REVENUECAT_STAND_IN_KEY, apiUrl: 'http://localhost:3000/api/dev/revenuecat' });
     expect(loadConfig({ REVENUECAT_STAND_IN: '1', APP_ORIGIN: 'http://127.0.0.1:4100' }).revenuecat?.apiUrl).toBe('http://127.0.0.1:4100/api/dev/revenuecat');
-    expect(describeConfig(config).revenuecat).toBe('local stand-in (/api/dev/revenuecat) (sync after gaps)');
+    expect(describeConfig(config).revenuecat).toBe('local stand-in (/api/dev/revenuecat) (sync after gaps; 1/s, users at most half, 20 refreshes a day each)');
     expect(loadConfig({}).revenuecat).toBeUndefined();
   });
 
