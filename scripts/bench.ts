@@ -10,6 +10,8 @@ import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
+import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
+import { measureBroadcastCost } from './bench/broadcasts.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
@@ -28,6 +30,12 @@ const BENCH_BUILD = { distDir: '.next-bench', env: { BENCH_FLOOR: '1' } };
 const FIXED_RATE = 200;
 const FIXED_RATE_SCENARIO = `billing webhook, ${FIXED_RATE} req/s`;
 const SYNCS_AFTER_SCENARIO = `${FIXED_RATE_SCENARIO}, syncs after`;
+/** The broadcast scenarios (Supabase users, with and without Realtime's schema: scripts/bench/broadcasts.ts). */
+const BROADCAST_SCENARIOS = {
+  billing: 'billing webhook, Supabase users',
+  billingFew: `billing webhook, Supabase users, ${FEW_CONNECTIONS} connections`,
+  leagues: 'leagues sync, 50 x 12 Supabase users, 4 senders',
+};
 /** Run only the scenarios whose names start with one of these (comma-separated), e.g. "POST floor,billing". */
 const ONLY = process.env.BENCH_ONLY?.split(',').map((prefix) => prefix.trim()).filter(Boolean);
 const SUBSCRIBERS = 1_000;
@@ -108,6 +116,8 @@ interface ModeResult {
   scenarios: ScenarioResult[];
   /** Where the billing webhook's server CPU goes (a CPU profile of a run of its own). */
   billingProfile?: BillingProfile;
+  /** Broadcasts stored per request with Realtime's schema present, by scenario (Postgres mode). */
+  broadcastsPerRequest?: Record<string, number>;
 }
 
 interface BillingProfile {
@@ -405,9 +415,11 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
     if (mode === 'postgres' && wanted(FIXED_RATE_SCENARIO)) log(await billingWithSyncsAfterResponses(postgres, env));
+    // (BENCH_ONLY=broadcasts runs these alone: their names hold a comma.)
+    const broadcasts = mode === 'postgres' && (wanted(BROADCAST_SCENARIOS.billing) || ONLY?.includes('broadcasts')) ? await benchBroadcasts() : undefined;
 
     setRatiosToFloors(scenarios);
-    return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios, billingProfile };
+    return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios, billingProfile, broadcastsPerRequest: broadcasts };
   } finally {
     await server.stop();
     if (process.env.BENCH_SERVER_LOG) writeFileSync(process.env.BENCH_SERVER_LOG, server.output());
@@ -490,6 +502,35 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
       }));
     }
 
+  }
+
+  /** The same Supabase users' webhooks and league deliveries with and without Realtime's schema. */
+  async function benchBroadcasts(): Promise<Record<string, number>> {
+    const cost = await measureBroadcastCost<RequestSpec, ScenarioResult>({
+      postgres,
+      startServer: (databaseUrl) => startNextServer({ env: { ...env, DATABASE_URL: databaseUrl, NODE_OPTIONS: undefined } }),
+      run: (target, name, spec) => runScenario(target, name, { postgresPid: postgres.pid(), ...spec }),
+      billing: (users, tag, round, connections, amount) => ({
+        method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections, ...(amount ? { amount } : {}),
+        next: (index) => {
+          const body = billingEvent(`${runId}-${tag}`, index, start + (5 + round) * DAY_MS);
+          const user = users[index % users.length]!;
+          Object.assign(body.event, { app_user_id: user, aliases: [body.event.original_app_user_id, user] });
+          return { body: JSON.stringify(body) };
+        },
+      }),
+      leagues: (users, tag, connections) => ({
+        method: 'POST', path: '/api/webhooks/leagues-sync', headers: { 'x-webhook-secret': LEAGUES_SECRET }, connections,
+        next: (index) => {
+          const body = leaguesDelivery(`${runId}-${tag}`, index);
+          body.leagues.forEach((league, l) => league.members.forEach((member, m) => Object.assign(member, { appUserId: users[(index * 600 + l * 12 + m) % users.length] })));
+          return { body: JSON.stringify(body) };
+        },
+      }),
+    }, BROADCAST_SCENARIOS);
+    for (const result of cost.results) log(result);
+    console.log(`  (broadcasts per request with Realtime: ${Object.entries(cost.broadcastsPerRequest).map(([name, n]) => `${name} ${n}`).join('; ')})`);
+    return cost.broadcastsPerRequest;
   }
 
   async function benchAccount() {
@@ -587,6 +628,9 @@ function markdownTable(modes: ModeResult[]): string {
       lines.push('', `Heaviest functions by self time (${mode.mode}): ${mode.billingProfile!.topFunctions.slice(0, 8).map((f) => `${f.name} (${f.source}) ${f.msPerRequest.toFixed(3)}`).join('; ')}`);
     }
   }
+  for (const mode of modes.filter((m) => m.broadcastsPerRequest)) {
+    lines.push('', `Broadcasts stored per request with Realtime's schema (${mode.mode}): ${Object.entries(mode.broadcastsPerRequest!).map(([name, n]) => `${name}: ${n}`).join('; ')}`);
+  }
   lines.push('', '| mode | cold start (spawn to first 200 from /api/health) | peak RSS of the server |', '|---|---:|---:|');
   for (const mode of modes) lines.push(`| ${mode.mode} | ${mode.coldStartMs} ms | ${mode.peakRssMiB} MiB |`);
   return lines.join('\n');
@@ -644,7 +688,8 @@ function targets(modes: ModeResult[]): TargetCheck[] {
 
 const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.platform()} ${os.release()}` };
 console.log(`bench: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${DURATION_SECONDS} s per timed scenario, ${CONNECTIONS} connections, loopback only`);
-console.log(ensureProductionBuild(BENCH_BUILD) ? 'built the production server (.next-bench)' : 'production build (.next-bench) is up to date');
+// (npm run bench -- --reads needs no server, nor its build.)
+if (!process.argv.includes('--reads')) console.log(ensureProductionBuild(BENCH_BUILD) ? 'built the production server (.next-bench)' : 'production build (.next-bench) is up to date');
 
 // npm run bench -- --scale: the billing webhook, GET /api/me and leagues sync on an empty database
 // and on one seeded with a year's volume (benchAtScale, below); then nothing else.
@@ -653,11 +698,35 @@ if (process.argv.includes('--scale')) {
   process.exit(process.exitCode ?? 0);
 }
 
+/** What the app's own reads cost in the database (scripts/bench/app-reads.ts), on a fresh database. */
+async function benchAppReads(postgres: PostgresServer): Promise<AppReadsCost> {
+  const name = `bench_reads_${Date.now()}`;
+  await createDatabase(postgres.url(), name);
+  const cost = await measureAppReads(postgres.url(name));
+  console.log(`\n${formatAppReads(cost)}\n`);
+  return cost;
+}
+
+// npm run bench -- --reads: only the app's reads in the database (no server).
+if (process.argv.includes('--reads')) {
+  const postgres = await startPostgresServer();
+  try {
+    const appReads = await benchAppReads(postgres);
+    mkdirSync('bench-results', { recursive: true });
+    writeFileSync(path.join('bench-results', 'latest-reads.json'), `${JSON.stringify({ date: new Date().toISOString(), machine, appReads }, null, 2)}\n`);
+  } finally {
+    await postgres.stop();
+  }
+  process.exit(process.exitCode ?? 0);
+}
+
 const postgres = await startPostgresServer();
 const chain = await startLocalChain({ chainId: CONTRACT_CHAIN_ID });
 const modes: ModeResult[] = [];
+let appReads: AppReadsCost | undefined;
 try {
   const selected = (process.env.BENCH_MODES ?? 'postgres,embedded').split(',') as Mode[];
+  if (selected.includes('postgres') && (!ONLY || ONLY.some((prefix) => 'app reads'.startsWith(prefix)))) appReads = await benchAppReads(postgres);
   for (const mode of selected) modes.push(await benchMode(mode, postgres, chain));
 } finally {
   await chain.stop();
@@ -665,8 +734,8 @@ try {
 }
 
 const checks = targets(modes);
-const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, modes, targets: checks };
-const table = markdownTable(modes);
+const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, modes, appReads, targets: checks };
+const table = `${markdownTable(modes)}${appReads ? `\n\n${formatAppReads(appReads)}` : ''}`;
 const targetLines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
 mkdirSync('bench-results', { recursive: true });
 writeFileSync(path.join('bench-results', 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);

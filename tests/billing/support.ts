@@ -6,6 +6,7 @@ import * as billingRoute from '../../app/api/webhooks/subscription-billing/route
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
 import type { TestDatabase } from '../support/databases.ts';
 import type { FakeCustomer, FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -13,6 +14,8 @@ import { testUser } from '../support/tokens.ts';
 import { DAY_MS, T0, fixture } from './fixtures.ts';
 
 export { billingRoute };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** The embedded-mode secret (the tests run without DATABASE_URL, like `npm run dev`). */
 export const WEBHOOK_AUTHORIZATION = `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`;
@@ -137,10 +140,15 @@ export async function deliverFlowItem(item: FlowItem, users: Record<string, stri
   expect({ snapshot: item.snapshotOf, status: response.status }).toEqual({ snapshot: item.snapshotOf, status: 200 });
 }
 
-/** Every role's entitlements at `expected.now` match what is expected. */
+/**
+ * Every role's entitlements at `expected.now` match what is expected; and for a role that is a
+ * Supabase user (a uuid), what the app reads through Supabase at that instant (my_entitlements,
+ * has_entitlement, the access token's claims) matches what GET /api/me shows.
+ */
 export async function expectEntitlementState(db: TestDatabase, users: Record<string, string>, expected: ExpectedState, label: string): Promise<void> {
   for (const [role, entitlements] of Object.entries(expected.state)) {
     const views = await entitlementsOf(db, users[role]!, new Date(day(expected.now)));
+    if (UUID.test(users[role]!)) await expectAppReadsMatchAccount(db, users[role]!, new Date(day(expected.now)), `${label}, ${role}`);
     if (entitlements === null || entitlements === undefined) {
       expect({ label, role, views }).toEqual({ label, role, views: [] });
       continue;

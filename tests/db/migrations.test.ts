@@ -8,10 +8,11 @@ import { LEDGER_SQL, runMigrations, splitStatements } from '../../lib/db/migrate
 import { openPglite } from '../../lib/db/pglite.ts';
 import { createDatabase } from '../support/postgres-server.ts';
 import { inject } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { REALTIME_SQL } from '../support/supabase-realtime.ts';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
@@ -19,34 +20,76 @@ const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.
 type Sql = <T = Record<string, unknown>>(text: string, values?: unknown[]) => Promise<T[]>;
 
 /**
- * Every right anon or authenticated holds on a table, view or sequence of the public schema, and
- * every public function they may execute (or service_role may not): none is expected. The
- * service reaches its data only through its functions, as service_role.
+ * Every right anon, authenticated or supabase_auth_admin holds on a table, view, column or sequence of
+ * the public schema, and every public function they may execute (or service_role may not). The
+ * service reaches its data only through its functions, as service_role; what the others get is
+ * deliberate and listed exactly in API_ROLE_GRANTS.
  */
 async function apiRoleGrants(sql: Sql): Promise<string[]> {
+  const roles = `(values ('anon'), ('authenticated'), ('supabase_auth_admin')) r(role)`;
   const relations = await sql<{ grant: string }>(`
     select format('%s on %s %s', r.role, case c.relkind when 'S' then 'sequence' else 'table' end, c.relname) || ': ' || p.privilege as grant
     from pg_class c
     join pg_namespace n on n.oid = c.relnamespace
-    cross join (values ('anon'), ('authenticated')) r(role)
+    cross join ${roles}
     cross join lateral unnest(case when c.relkind = 'S' then array['USAGE', 'SELECT', 'UPDATE']
                                    else array['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] end) p(privilege)
     where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
       and case when c.relkind = 'S' then has_sequence_privilege(r.role, c.oid, p.privilege)
                else has_table_privilege(r.role, c.oid, p.privilege) end
     order by 1`);
+  // Rights on some columns of a table the role has no right on as a whole.
+  const columns = await sql<{ grant: string }>(`
+    select format('%s on columns of %s: %s (%s)', r.role, c.relname, p.privilege, string_agg(a.attname, ', ' order by a.attnum)) as grant
+    from pg_class c
+    join pg_namespace n on n.oid = c.relnamespace
+    join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+    cross join ${roles}
+    cross join unnest(array['SELECT', 'INSERT', 'UPDATE', 'REFERENCES']) p(privilege)
+    where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'm', 'f')
+      and not has_table_privilege(r.role, c.oid, p.privilege) and has_column_privilege(r.role, c.oid, a.attnum, p.privilege)
+    group by r.role, c.relname, p.privilege
+    order by 1`);
   const functions = await sql<{ grant: string }>(`
     select p.proname || ': ' || concat_ws(', ',
              case when has_function_privilege('anon', p.oid, 'execute') then 'anon may execute' end,
              case when has_function_privilege('authenticated', p.oid, 'execute') then 'authenticated may execute' end,
+             case when has_function_privilege('supabase_auth_admin', p.oid, 'execute') then 'supabase_auth_admin may execute' end,
              case when not has_function_privilege('service_role', p.oid, 'execute') then 'service_role may not execute' end) as grant
     from pg_proc p join pg_namespace n on n.oid = p.pronamespace
     where n.nspname = 'public' and p.prokind = 'f'
       and (has_function_privilege('anon', p.oid, 'execute') or has_function_privilege('authenticated', p.oid, 'execute')
-           or not has_function_privilege('service_role', p.oid, 'execute'))
+           or has_function_privilege('supabase_auth_admin', p.oid, 'execute') or not has_function_privilege('service_role', p.oid, 'execute'))
     order by 1`);
-  return [...relations, ...functions].map((row) => row.grant);
+  return [...relations, ...columns, ...functions].map((row) => row.grant);
 }
+
+/**
+ * The deliberate grants (docs/app-reads.md): a signed-in user reads their own rows through the three
+ * views and the columns those read (row-level security keeps them to their own rows), and calls
+ * has_entitlement(); Supabase Auth calls the access token hook, which reads two tables. anon gets
+ * nothing; nobody but the service writes anything.
+ */
+const API_ROLE_GRANTS = [
+  'authenticated on table my_entitlements: SELECT',
+  'authenticated on table my_leagues: SELECT',
+  'authenticated on table my_wallet_links: SELECT',
+  'authenticated on table wallet_links: SELECT',
+  'authenticated on columns of billing_subscribers: SELECT (app_user_id, customer_id)',
+  'authenticated on columns of entitlements: SELECT (app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, '
+    + 'pending_product_id, store, environment, period_type, last_event_at, synced_at, grants_until)',
+  'authenticated on columns of league_members: SELECT (league_id, role, app_user_id)',
+  'authenticated on columns of leagues: SELECT (id, source, external_id, name, sport, season, status, updated_at, deleted_at)',
+  'supabase_auth_admin on columns of billing_subscribers: SELECT (app_user_id, customer_id)',
+  'supabase_auth_admin on columns of entitlements: SELECT (app_user_id, entitlement_id, grants_until)',
+  'api_timestamp: authenticated may execute',
+  'custom_access_token_hook: supabase_auth_admin may execute, service_role may not execute',
+  'entitlement_owner_ids: authenticated may execute, supabase_auth_admin may execute',
+  'entitlement_sources: authenticated may execute',
+  'has_entitlement: authenticated may execute',
+  'member_leagues: authenticated may execute',
+  'wallet_link_json: authenticated may execute',
+];
 
 /** A database with nothing in it (not even the migrations), to run SQL on. */
 async function openEmptyDatabase(kind: 'pglite' | 'postgres'): Promise<{ exec(sql: string): Promise<void>; sql: Sql; close(): Promise<void> }> {
@@ -144,17 +187,32 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
     }
   });
 
-  it('bootstraps what Supabase has: the API roles and auth.uid()', async () => {
-    const roles = await db.sql<{ rolname: string }>(`select rolname from pg_roles where rolname in ('anon', 'authenticated', 'service_role') order by rolname`);
-    expect(roles.map((row) => row.rolname)).toEqual(['anon', 'authenticated', 'service_role']);
+  it('bootstraps what Supabase has: the API roles, Supabase Auth\'s role and auth.uid() reading either form of the claims', async () => {
+    const roles = await db.sql<{ rolname: string }>(`select rolname from pg_roles where rolname in ('anon', 'authenticated', 'service_role', 'supabase_auth_admin') order by rolname`);
+    expect(roles.map((row) => row.rolname)).toEqual(['anon', 'authenticated', 'service_role', 'supabase_auth_admin']);
     const [uid] = await db.sql<{ uid: string | null }>('select auth.uid() as uid');
     expect(uid!.uid).toBeNull();
+    const id = randomUUID();
+    // As PostgREST sets them (request.jwt.claims), and as older versions did (request.jwt.claim.sub), for a signed-in role.
+    const read = await db.connection(async (sql) => {
+      await sql('begin');
+      try {
+        await sql(`select set_config('role', 'authenticated', true), set_config('request.jwt.claims', $1, true)`, [JSON.stringify({ sub: id, role: 'authenticated' })]);
+        const [fromClaims] = await sql<{ uid: string }>('select auth.uid() as uid');
+        await sql(`select set_config('request.jwt.claims', '', true), set_config('request.jwt.claim.sub', $1, true)`, [id]);
+        const [fromSub] = await sql<{ uid: string }>('select auth.uid() as uid');
+        return [fromClaims!.uid, fromSub!.uid];
+      } finally {
+        await sql('rollback');
+      }
+    });
+    expect(read).toEqual([id, id]);
   });
 
-  it('gives anon and authenticated nothing in public (tables, sequences, functions); only service_role executes the functions', async () => {
+  it('gives anon nothing in public, and authenticated and supabase_auth_admin only the reads listed; service_role executes every function but the token hook', async () => {
     const [{ n }] = await db.sql<{ n: number }>(`select count(*)::int as n from pg_proc p join pg_namespace ns on ns.oid = p.pronamespace where ns.nspname = 'public'`) as [{ n: number }];
     expect(n).toBeGreaterThan(0);
-    expect(await apiRoleGrants(db.sql)).toEqual([]);
+    expect(await apiRoleGrants(db.sql)).toEqual(API_ROLE_GRANTS);
   });
 
   it('enables row level security on every public table', async () => {
@@ -181,46 +239,58 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
  * function and sequence of that role in public to anon and authenticated. Grant tests on the
  * project's own bootstrap alone would pass a new table or function that forgets its revoke.
  */
+/**
+ * A database shaped like a Supabase project on the real Postgres server (see below), and the URL of
+ * its migrating role. With `realtime`, Realtime's schema too, owned by its own admin role (as on a
+ * self-hosted Supabase where the migrating role may not add policies to realtime.messages).
+ */
+async function supabaseShapedDatabase(options: { realtime?: boolean } = {}): Promise<string> {
+  const { default: pgModule } = await import('pg');
+  const serverUrl = inject('postgresServerUrl');
+  const name = `supabase_like_${randomBytes(4).toString('hex')}`;
+  await createDatabase(serverUrl, name);
+  const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
+  const role = `migrator_${randomBytes(4).toString('hex')}`;
+
+  const admin = new pgModule.Client({ connectionString: adminUrl });
+  await admin.connect();
+  try {
+    await admin.query(`
+      do $$ begin
+        if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
+        if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
+        if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
+        if not exists (select 1 from pg_roles where rolname = 'supabase_auth_admin') then create role supabase_auth_admin nologin noinherit; end if;
+      end $$;
+      create schema auth;
+      create table auth.users (id uuid primary key, email text);
+      create function auth.uid() returns uuid language sql stable as 'select null::uuid';
+      grant usage on schema auth to anon, authenticated, service_role;
+      create role ${role} login password 'pw' createrole;
+      grant anon, authenticated, service_role to ${role};
+      grant create, usage on schema public to ${role};
+      grant usage on schema public to anon, authenticated, service_role;
+      grant usage on schema auth to ${role};
+      grant select, trigger, references on auth.users to ${role};
+      alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
+      alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
+      alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
+      alter database ${name} owner to ${role};
+    `);
+    if (options.realtime) {
+      await admin.query(REALTIME_SQL);
+      await admin.query(`grant usage on schema realtime to ${role}; grant execute on all functions in schema realtime to ${role}`);
+    }
+  } finally {
+    await admin.end();
+  }
+  return adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+}
+
 describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
   let migratorUrl: string;
   beforeAll(async () => {
-    const { inject } = await import('vitest');
-    const { createDatabase } = await import('../support/postgres-server.ts');
-    const { default: pgModule } = await import('pg');
-    const { randomBytes } = await import('node:crypto');
-    const serverUrl = inject('postgresServerUrl');
-    const name = `supabase_like_${randomBytes(4).toString('hex')}`;
-    await createDatabase(serverUrl, name);
-    const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
-    const role = `migrator_${randomBytes(4).toString('hex')}`;
-
-    const admin = new pgModule.Client({ connectionString: adminUrl });
-    await admin.connect();
-    try {
-      await admin.query(`
-        do $$ begin
-          if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
-          if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
-          if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
-        end $$;
-        create schema auth;
-        create table auth.users (id uuid primary key, email text);
-        create function auth.uid() returns uuid language sql stable as 'select null::uuid';
-        create role ${role} login password 'pw' createrole;
-        grant anon, authenticated, service_role to ${role};
-        grant create, usage on schema public to ${role};
-        grant usage on schema public to anon, authenticated, service_role;
-        grant usage on schema auth to ${role};
-        grant select, trigger, references on auth.users to ${role};
-        alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
-        alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
-        alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
-        alter database ${name} owner to ${role};
-      `);
-    } finally {
-      await admin.end();
-    }
-    migratorUrl = adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
+    migratorUrl = await supabaseShapedDatabase();
   });
 
   it('only reads what Supabase already has (no CREATE right on the auth schema), and two processes migrate once', async () => {
@@ -264,10 +334,23 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
     }
   });
 
-  it('gives anon and authenticated nothing in public despite Supabase\'s default privileges', async () => {
+  it('applies every migration where it may not add the live-updates policy to Realtime\'s table (owned by another role), leaving the policy out', async () => {
+    const url = await supabaseShapedDatabase({ realtime: true });
+    const db = await openPostgres({ connectionString: url, max: 1 });
+    try {
+      const { rows } = await db.pool.query(`select version || '_' || name || '.sql' as file from supabase_migrations.schema_migrations order by version`);
+      expect(rows.map((row: { file: string }) => row.file)).toEqual(migrationFiles);
+      expect((await db.pool.query(`select policyname from pg_policies where schemaname = 'realtime'`)).rows).toEqual([]);
+      expect((await db.pool.query('select public.can_broadcast() as can')).rows).toEqual([{ can: true }]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('gives anon nothing in public, and authenticated and supabase_auth_admin only the reads listed, despite Supabase\'s default privileges', async () => {
     const db = await openPostgres({ connectionString: migratorUrl, max: 1 });
     try {
-      expect(await apiRoleGrants(async (text, values) => (await db.pool.query(text, values)).rows)).toEqual([]);
+      expect(await apiRoleGrants(async (text, values) => (await db.pool.query(text, values)).rows)).toEqual(API_ROLE_GRANTS);
     } finally {
       await db.close();
     }

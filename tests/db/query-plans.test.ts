@@ -18,6 +18,7 @@ import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet } from '../..
 import { seedScale, seededSubscribers, validateSeed, type ScaleSizes, type SeededSubscriber } from '../../scripts/bench/seed-scale.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { REALTIME_SQL } from '../support/supabase-realtime.ts';
 import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 import {
   autoExplainOptions, distinctPlans, findSequentialScans, parseAutoExplainNotice, relationSizes, wholeReads,
@@ -65,6 +66,7 @@ const DRIVEN = [
   'leagues_maintain', 'billing_sync_maintain', 'billing_maintain', 'billing_ensure_partitions', 'forget_user', 'wallets_forget_user',
   'leagues_forget_user', 'billing_forget_user', 'billing_events_page', 'billing_events_by_id', 'billing_rebuild_group', 'billing_store_plans',
   'billing_group_rows', 'billing_events_without_plan', 'billing_subscribers_page', 'billing_subscribers_count', 'billing_sync_run_place',
+  'can_broadcast', 'send_account_changed', 'account_rows_broadcast', 'leagues_broadcast',
 ];
 
 describe('query plans at scale on postgres', () => {
@@ -80,6 +82,9 @@ describe('query plans at scale on postgres', () => {
     sizes = await relationSizes((text) => db.sql(text));
     seeded = await seededSubscribers((text, values) => db.sql(text, values), 40, 's.base_key is null');
     checkpointed = await seededSubscribers((text, values) => db.sql(text, values), 4, 's.base_key is not null');
+    // Supabase Realtime's schema, as on Supabase (made after the seed, which is not a workload): the
+    // broadcasts' statements run in every write below and are checked like the rest.
+    await db.sql(REALTIME_SQL);
   }, 180_000 * SCALE);
   afterAll(async () => {
     await closeDatabase();

@@ -49,6 +49,11 @@ describe('supabase/ as a Supabase CLI project', () => {
     expect(new Set(versions).size).toBe(versions.length);
   });
 
+  it('turns on the access token hook with the function the migrations make', () => {
+    expect(config).toMatch(/^\[auth\.hook\.custom_access_token\]\nenabled = true\nuri = "pg-functions:\/\/postgres\/public\/custom_access_token_hook"$/m);
+    expect(readFileSync('supabase/schema.sql', 'utf8')).toContain('CREATE OR REPLACE FUNCTION public.custom_access_token_hook(event jsonb)');
+  });
+
   it('seeds only from files that exist (db reset would fail on a missing one)', () => {
     const seeds = /^\[db\.seed\][^[]*?sql_paths = \[(.*)\]/m.exec(config)?.[1] ?? '';
     for (const [, seed] of seeds.matchAll(/"([^"]+)"/g)) expect(readdirSync(path.join('supabase', path.dirname(seed!)))).toContain(path.basename(seed!));

@@ -20,22 +20,34 @@ export interface TestDatabase {
   sql<T = Record<string, unknown>>(text: string, values?: unknown[]): Promise<T[]>;
   /** A connection string for a second, independent client (postgres only). */
   url?: string;
+  /**
+   * Run `work` on one connection of its own (PGlite: its only one), for a transaction: `begin`, `set
+   * local role`, reads, `rollback`. Nothing else may use the database meanwhile on PGlite.
+   */
+  connection<T>(work: (sql: TestDatabase['sql']) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+export interface TestDatabaseOptions {
+  /** Supabase Realtime's schema too (tests/support/supabase-realtime.ts), made before the migrations. */
+  realtime?: boolean;
 }
 
 /**
  * A fresh, migrated database of the given kind, copied from the template the global setup built.
  * PGlite: a copy of the template folder. Postgres: `create database ... template app_template`.
  */
-export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
+export async function openTestDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   if (kind === 'pglite') {
     const dir = path.join(mkdtempSync(path.join(tmpdir(), 'account-link-pglite-')), 'db');
-    cpSync(inject('pgliteTemplateDir'), dir, { recursive: true });
+    cpSync(inject(options.realtime ? 'pgliteRealtimeTemplateDir' : 'pgliteTemplateDir'), dir, { recursive: true });
     const db = await openPglite(dir);
+    const sql: TestDatabase['sql'] = async (text, values) => (await db.session.query(text, values)).rows as never;
     return {
       kind,
       adapter: db,
-      sql: async (text, values) => (await db.session.query(text, values)).rows as never,
+      sql,
+      connection: (work) => work(sql),
       close: async () => {
         await db.close();
         rmSync(path.dirname(dir), { recursive: true, force: true });
@@ -44,7 +56,7 @@ export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase
   }
   const name = `test_${randomBytes(6).toString('hex')}`;
   const serverUrl = inject('postgresServerUrl');
-  await createDatabase(serverUrl, name, 'app_template');
+  await createDatabase(serverUrl, name, options.realtime ? 'app_template_realtime' : 'app_template');
   const url = serverUrl.replace(/\/postgres$/, `/${name}`);
   const db = await openPostgres({ connectionString: url, max: 20 });
   return {
@@ -52,14 +64,22 @@ export async function openTestDatabase(kind: DatabaseKind): Promise<TestDatabase
     adapter: db,
     url,
     sql: async (text, values) => (await db.pool.query(text, values)).rows,
+    connection: async (work) => {
+      const client = await db.pool.connect();
+      try {
+        return await work(async (text, values) => (await client.query(text, values)).rows);
+      } finally {
+        client.release();
+      }
+    },
     close: () => db.close(),
   };
 }
 
 /** Open a fresh database and make it the one the service's port uses (for route tests). */
-export async function useTestDatabase(kind: DatabaseKind): Promise<TestDatabase> {
+export async function useTestDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   await closeDatabase();
-  const db = await openTestDatabase(kind);
+  const db = await openTestDatabase(kind, options);
   replaceDatabase(db.adapter);
   return db;
 }
@@ -68,10 +88,10 @@ export async function useTestDatabase(kind: DatabaseKind): Promise<TestDatabase>
  * For a describe block: a fresh database of this kind, made the service's database before its
  * tests and closed after them. The returned object stands for it (`db.sql(...)`, `db.url`).
  */
-export function suiteDatabase(kind: DatabaseKind): TestDatabase {
+export function suiteDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): TestDatabase {
   let current: TestDatabase | undefined;
   beforeAll(async () => {
-    current = await useTestDatabase(kind);
+    current = await useTestDatabase(kind, options);
   });
   afterAll(async () => {
     await closeDatabase();
@@ -90,6 +110,7 @@ export function suiteDatabase(kind: DatabaseKind): TestDatabase {
       return opened().url;
     },
     sql: (text, values) => opened().sql(text, values),
+    connection: (work) => opened().connection(work),
     close: () => opened().close(),
   };
 }
