@@ -2,7 +2,7 @@
 
 import { useMemo, type ReactNode } from 'react';
 import type { Account, Entitlement } from '#lib/client/client.ts';
-import { serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#lib/client/live.ts';
+import { refreshAtTokenExpiry, serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#lib/client/live.ts';
 import { AccountProvider, useAccount } from '#lib/client/react.tsx';
 import { pageApi } from './api-client.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
@@ -36,7 +36,13 @@ function pageChannel(live: LiveChannelSettings, userId: string): AccountChannel 
     subscribe(handlers) {
       const supabase = browserSupabase(live.supabase);
       const accessToken = async () => (await supabase.auth.getSession()).data.session?.access_token;
-      return supabaseAccountChannel(supabase, { userId, accessToken }).subscribe(handlers);
+      // The access token hook may end a token before the session says it ends.
+      const stopRefreshing = refreshAtTokenExpiry(supabase);
+      const stopListening = supabaseAccountChannel(supabase, { userId, accessToken }).subscribe(handlers);
+      return () => {
+        stopListening();
+        stopRefreshing();
+      };
     },
   };
 }

@@ -121,3 +121,37 @@ export function supabaseAccountChannel(supabase: Pick<SupabaseClient, 'channel' 
     },
   };
 }
+
+/**
+ * Keep a Supabase session's access token usable when the service's access token hook lowered its
+ * `exp` (to the earliest end of the user's entitlements, so a token never claims access past it).
+ * Supabase Auth tells the client when the session expires from the project's JWT expiry, computed
+ * before the hook ran, and supabase-js schedules its refresh by that: between the token's own `exp`
+ * and that time, every call with the token would be refused as expired. This refreshes the session
+ * `leadSeconds` before the token's own `exp` whenever that comes first. Returns a function that stops.
+ */
+export function refreshAtTokenExpiry(supabase: Pick<SupabaseClient, 'auth'>, { leadSeconds = 10 }: { leadSeconds?: number } = {}): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const schedule = (session: { access_token: string; expires_at?: number } | null) => {
+    clearTimeout(timer);
+    const exp = session ? tokenExpiry(session.access_token) : undefined;
+    if (!session?.expires_at || exp === undefined || exp >= session.expires_at - 60) return;
+    timer = setTimeout(() => void supabase.auth.refreshSession(), Math.max(0, (exp - leadSeconds) * 1000 - Date.now()));
+  };
+  const { data } = supabase.auth.onAuthStateChange((_event, session) => schedule(session));
+  return () => {
+    clearTimeout(timer);
+    data.subscription.unsubscribe();
+  };
+}
+
+/** A JWT's `exp` (seconds), read without verifying it: only to schedule a refresh. */
+function tokenExpiry(token: string): number | undefined {
+  try {
+    const payload = token.split('.')[1]!.replace(/-/g, '+').replace(/_/g, '/');
+    const { exp } = JSON.parse(atob(payload.padEnd(payload.length + ((4 - (payload.length % 4)) % 4), '='))) as { exp?: unknown };
+    return typeof exp === 'number' ? exp : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -9,6 +9,11 @@ import { attachFakeRealtime, type FakeRealtime } from './fake-supabase-realtime.
  *   GET /auth/v1/user                   -> the user of a live session (needs `apikey` and
  *                                          `Authorization: Bearer <access token>`), else 401/403
  *   POST /auth/v1/token?grant_type=password -> a session for a user added with addUser()
+ *   POST /auth/v1/token?grant_type=refresh_token -> a new session for a refresh token it issued;
+ *                                          like GoTrue, the session's `expires_at` comes from the
+ *                                          project's expiry (3600 s), while the access token's own
+ *                                          `exp` is what the access token hook (setAccessTokenHook)
+ *                                          leaves, so the two can differ
  *   POST /auth/v1/otp                   -> 200 (a magic link "sent")
  *   POST /auth/v1/logout?scope=global|local|others -> 204; ends the sessions of the scope, as
  *                                          GoTrue's Logout does (internal/api/logout.go): `local`
@@ -32,6 +37,13 @@ export interface FakeSupabaseAuth {
   logouts: { userId: string; sessionId: string; scope: 'global' | 'local' | 'others' }[];
   /** A user who can sign in with e-mail and password; returns the user id. */
   addUser(email: string, password: string): string;
+  /**
+   * Run before every access token this server issues for a session (sign-in, refresh), as Supabase's
+   * Custom Access Token Hook does: it may change the claims, `exp` included.
+   */
+  setAccessTokenHook(hook: ((claims: JWTPayload) => JWTPayload) | undefined): void;
+  /** The refresh-token grants it answered, in order. */
+  refreshes: string[];
   /** E-mails a magic link was requested for. */
   magicLinks: string[];
   /** Make every request fail with this HTTP status (e.g. 503), or undefined to answer normally. */
@@ -61,6 +73,9 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
   const passwords = new Map<string, { id: string; password: string }>();
   const magicLinks: string[] = [];
   let mintToken: (options: { userId: string; email: string }) => Promise<string> = async () => '';
+  let accessTokenHook: ((claims: JWTPayload) => JWTPayload) | undefined;
+  const refreshTokens = new Map<string, { id: string; email: string }>();
+  const refreshes: string[] = [];
 
   const server: Server = createServer(async (req, res) => {
     const path = (req.url ?? '').split('?')[0]!;
@@ -83,19 +98,30 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
     if (req.method === 'POST' && (path === '/auth/v1/token' || path === '/auth/v1/otp')) {
       let raw = '';
       for await (const chunk of req) raw += chunk;
-      const body = JSON.parse(raw || '{}') as { email?: string; password?: string };
+      const body = JSON.parse(raw || '{}') as { email?: string; password?: string; refresh_token?: string };
       if (req.headers.apikey !== apiKey) return send(401, { message: 'Invalid API key' });
       if (path === '/auth/v1/otp') {
         magicLinks.push(String(body.email));
         return send(200, {});
       }
-      const account = passwords.get(String(body.email));
-      if (!account || account.password !== body.password) return send(400, { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' });
-      const accessToken = await mintToken({ userId: account.id, email: String(body.email) });
+      let account: { id: string; email: string } | undefined;
+      if (new URL(req.url ?? '', 'http://auth.invalid').searchParams.get('grant_type') === 'refresh_token') {
+        account = refreshTokens.get(String(body.refresh_token));
+        if (!account) return send(400, { code: 400, error_code: 'refresh_token_not_found', msg: 'Invalid Refresh Token: Refresh Token Not Found' });
+        refreshTokens.delete(String(body.refresh_token));
+        refreshes.push(String(body.refresh_token));
+      } else {
+        const login = passwords.get(String(body.email));
+        if (!login || login.password !== body.password) return send(400, { code: 400, error_code: 'invalid_credentials', msg: 'Invalid login credentials' });
+        account = { id: login.id, email: String(body.email) };
+      }
+      const accessToken = await mintToken({ userId: account.id, email: account.email });
       const now = Math.floor(Date.now() / 1000);
+      const refreshToken = randomUUID();
+      refreshTokens.set(refreshToken, account);
       return send(200, {
-        access_token: accessToken, token_type: 'bearer', expires_in: 3600, expires_at: now + 3600, refresh_token: randomUUID(),
-        user: { id: account.id, aud: 'authenticated', role: 'authenticated', email: body.email, is_anonymous: false, app_metadata: {}, user_metadata: {}, created_at: new Date().toISOString() },
+        access_token: accessToken, token_type: 'bearer', expires_in: 3600, expires_at: now + 3600, refresh_token: refreshToken,
+        user: { id: account.id, aud: 'authenticated', role: 'authenticated', email: account.email, is_anonymous: false, app_metadata: {}, user_metadata: {}, created_at: new Date().toISOString() },
       });
     }
     if (path === '/auth/v1/user' || (req.method === 'POST' && path === '/auth/v1/logout')) {
@@ -144,6 +170,10 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
     realtime,
     magicLinks,
     logouts,
+    refreshes,
+    setAccessTokenHook: (hook) => {
+      accessTokenHook = hook;
+    },
     addUser(email, password) {
       const id = randomUUID();
       passwords.set(email, { id, password });
@@ -174,7 +204,13 @@ export async function startFakeSupabaseAuth(): Promise<FakeSupabaseAuth> {
       server.close(() => resolve());
     }),
   };
-  mintToken = (options) => fake.mint(options);
+  // Sessions' tokens go through the hook, as Supabase Auth's do; tokens a test mints directly do not.
+  mintToken = async (options) => {
+    if (!accessTokenHook) return fake.mint(options);
+    const now = Math.floor(Date.now() / 1000);
+    const claims = accessTokenHook({ iss: issuer, aud: 'authenticated', sub: options.userId, iat: now, exp: now + 3600, email: options.email, role: 'authenticated' });
+    return fake.mint({ ...options, expiresIn: Number(claims.exp) - now, claims });
+  };
   return fake;
 }
 
