@@ -17,7 +17,7 @@ const progress: MigrateOptions = {
 
 try {
   if (target.kind === 'data-api-only') {
-    console.error('Only the Supabase Data API is configured, which cannot run DDL: run `supabase db push`, or set POSTGRES_URL_NON_POOLING (Supabase: Project Settings > Database > Connection string, "Direct connection") and run this again.');
+    console.error('Only the Supabase Data API is configured, which cannot run DDL: run `supabase db push`, or set POSTGRES_URL_NON_POOLING (Supabase dashboard > Connect > "Direct connection", or "Session pooler" from a network without IPv6) and run this again.');
     process.exit(1);
   }
   if (target.kind === 'postgres') {

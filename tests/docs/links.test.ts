@@ -51,3 +51,19 @@ describe('README.md', () => {
     expect(readme).toContain('npm install && npm test');
   });
 });
+
+describe('.env.local.example', () => {
+  const example = readFileSync('.env.local.example', 'utf8');
+
+  it('points to docs that exist, never to README sections (the README is only a front door)', () => {
+    const named = [...example.matchAll(/\b(docs\/[\w-]+\.md)/g)].map((match) => match[1]!);
+    expect(named.length).toBeGreaterThan(0);
+    expect(named.filter((file) => !existsSync(file))).toEqual([]);
+    expect(example).not.toMatch(/README: "/);
+  });
+
+  it('names only npm scripts that exist', () => {
+    const named = [...example.matchAll(/npm run (?:-s )?([a-z][\w:-]*)/g)].map((match) => match[1]!);
+    expect(named.filter((name) => !scripts.includes(name))).toEqual([]);
+  });
+});
