@@ -25,11 +25,18 @@ export async function readJsonBody(request: Request, options: ReadJsonOptions = 
 }
 
 function assertJsonContentType(contentType: string | null): void {
-  const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
-  if (mediaType === 'application/json' || (mediaType && /^application\/[a-z0-9.+-]+\+json$/.test(mediaType))) return;
-  throw new ApiError('unsupported_media_type', {
-    detail: `Send the body as JSON with "Content-Type: application/json" (got ${contentType ? `"${contentType.slice(0, 100)}"` : 'none'}).`,
-  });
+  const [type, ...parameters] = contentType?.split(';') ?? [];
+  const mediaType = type?.trim().toLowerCase();
+  const shown = contentType ? `"${contentType.slice(0, 100)}"` : 'none';
+  if (mediaType !== 'application/json' && !(mediaType && /^application\/[a-z0-9.+-]+\+json$/.test(mediaType))) {
+    throw new ApiError('unsupported_media_type', { detail: `Send the body as JSON with "Content-Type: application/json" (got ${shown}).` });
+  }
+  // JSON is UTF-8 (RFC 8259, section 8.1). A body that says it is another charset would be read as
+  // something it is not, so it is refused rather than decoded as UTF-8 regardless.
+  const charset = parameters.map((parameter) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(parameter)?.[1]).find((value) => value !== undefined);
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    throw new ApiError('unsupported_media_type', { detail: `JSON is sent in UTF-8; send "Content-Type: application/json" or "application/json; charset=utf-8" (got ${shown}).` });
+  }
 }
 
 async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8Array> {

@@ -54,6 +54,7 @@ describe('reading JSON bodies over real HTTP', () => {
   it('accepts a charset parameter and +json media types', async () => {
     expect((await post('{}', { 'content-type': 'application/json; charset=utf-8' })).status).toBe(200);
     expect((await post('{}', { 'content-type': 'application/vnd.api+json' })).status).toBe(200);
+    expect((await post('{}', { 'content-type': 'application/json;charset="UTF-8"' })).status).toBe(200);
   });
 
   it.each(hostileBodies)('answers 400 invalid_json, never a 5xx: $name', async ({ body }) => {
@@ -113,6 +114,8 @@ describe('reading JSON bodies over real HTTP', () => {
     { name: 'text/plain', headers: { 'content-type': 'text/plain' } },
     { name: 'form data', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
     { name: 'application/jsonx', headers: { 'content-type': 'application/jsonx' } },
+    { name: 'JSON said to be UTF-16', headers: { 'content-type': 'application/json; charset=utf-16' } },
+    { name: 'JSON said to be Latin-1', headers: { 'content-type': 'application/json; Charset="ISO-8859-1"' } },
   ];
   it.each(contentTypes)('answers 415 for $name', async ({ headers }) => {
     const response = await post('{"a":1}', headers);
