@@ -415,6 +415,7 @@ declare
   v_replace_ids bigint[] := '{}';
   v_replace_members jsonb[] := '{}';
   v_tombstoned_ids bigint[] := '{}';
+  v_previous_members uuid[];
 begin
   -- The route validated all of this; checked again because this function is the last line.
   if p_source is null or p_source !~ '^[a-z0-9_-]{1,32}$' then
@@ -552,8 +553,16 @@ begin
   end loop;
 
   -- Members: a snapshot's list replaces the stored one; a deleted league keeps no members.
-  delete from public.league_members m
-  where m.league_id = any (v_replace_ids || v_tombstoned_ids);
+  -- The app users among the members replaced or deleted are told their leagues changed too (the
+  -- service's local event stream; Realtime's broadcasts come from the statement's own trigger).
+  with removed as (
+    delete from public.league_members m
+    where m.league_id = any (v_replace_ids || v_tombstoned_ids)
+    returning m.app_user_id
+  )
+  select coalesce(array_agg(distinct r.app_user_id) filter (where r.app_user_id is not null), '{}')
+  into v_previous_members
+  from removed r;
 
   insert into public.league_members (league_id, external_user_id, display_name, role, app_user_id)
   select r.league_id, m."externalUserId", m."displayName", m.role, m."appUserId"
@@ -565,7 +574,8 @@ begin
   set upserted = v_upserted, unchanged = v_unchanged, stale = v_stale, deleted = v_deleted
   where d.id = v_delivery;
 
-  return jsonb_build_object('upserted', v_upserted, 'unchanged', v_unchanged, 'stale', v_stale, 'deleted', v_deleted);
+  return jsonb_build_object('upserted', v_upserted, 'unchanged', v_unchanged, 'stale', v_stale, 'deleted', v_deleted,
+    'previousMemberUserIds', to_jsonb(v_previous_members));
 end
 $function$
 ;

@@ -23,6 +23,8 @@ interface ApplyLeaguesSyncRow {
   stale: number;
   deleted: number;
   duplicate?: boolean;
+  /** App users who were members of the leagues it replaced or deleted (absent on a duplicate). */
+  previousMemberUserIds?: string[];
 }
 
 /** The named arguments of `public.apply_leagues_sync` for a validated body. */
@@ -54,10 +56,13 @@ export function toLeaguesSyncResult(row: ApplyLeaguesSyncRow): LeaguesSyncResult
  * answers with 503 + Retry-After (the sender retries; nothing was applied).
  */
 export async function applyLeaguesSync(body: LeaguesSyncBody): Promise<LeaguesSyncResult> {
-  const result = toLeaguesSyncResult(await callDb<ApplyLeaguesSyncRow>('apply_leagues_sync', toApplyLeaguesSyncArgs(body)));
-  // The members the delivery names read their leagues again. (Members of a league it deletes are
-  // not named in it: their pages see that on their next read.)
-  if (!result.duplicate && result.upserted + result.deleted > 0) publishAccountChange(memberUserIds(body), 'leagues');
+  const row = await callDb<ApplyLeaguesSyncRow>('apply_leagues_sync', toApplyLeaguesSyncArgs(body));
+  const result = toLeaguesSyncResult(row);
+  // Everyone whose leagues it changed reads them again: the members it names, and the members it
+  // replaced or deleted (someone a snapshot leaves out, or of a deleted league, is not named in it).
+  if (!result.duplicate && result.upserted + result.deleted > 0) {
+    publishAccountChange([...memberUserIds(body), ...(row.previousMemberUserIds ?? [])], 'leagues');
+  }
   return result;
 }
 

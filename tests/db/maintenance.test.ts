@@ -93,14 +93,14 @@ describe.each(DATABASE_KINDS)('retention and maintenance on %s', (kind) => {
       p_source: source, p_sent_at: new Date('2025-06-01T12:00:00Z'), p_delivery_id: id,
       p_leagues: [{ externalId: 'L1', name: 'League', sport: 'nfl', season: '2025', status: 'in_season', updatedAt: '2025-06-01T11:00:00Z', members: [] }],
     });
-    expect(await apply('recent')).toEqual({ upserted: 1, unchanged: 0, stale: 0, deleted: 0 });
-    expect(await apply('old')).toEqual({ upserted: 0, unchanged: 1, stale: 0, deleted: 0 });
+    expect(await apply('recent')).toEqual({ upserted: 1, unchanged: 0, stale: 0, deleted: 0, previousMemberUserIds: [] });
+    expect(await apply('old')).toEqual({ upserted: 0, unchanged: 1, stale: 0, deleted: 0, previousMemberUserIds: [] });
     await db.sql(`update public.league_sync_deliveries set received_at = now() - interval '8 days' where source = $1 and delivery_id = 'old'`, [source]);
     await db.sql(`update public.league_sync_deliveries set received_at = now() - interval '6 days' where source = $1 and delivery_id = 'recent'`, [source]);
 
     expect(await run()).toMatchObject({ leagues: { deliveriesDeleted: 1 } });
     expect(await apply('recent')).toEqual({ upserted: 1, unchanged: 0, stale: 0, deleted: 0, duplicate: true });
-    expect(await apply('old')).toEqual({ upserted: 0, unchanged: 1, stale: 0, deleted: 0 });
+    expect(await apply('old')).toEqual({ upserted: 0, unchanged: 1, stale: 0, deleted: 0, previousMemberUserIds: [] });
   });
 
   it('is bounded by its budget: one batch per rule at least, done: false, and the next runs finish', async () => {

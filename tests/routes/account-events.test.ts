@@ -167,6 +167,22 @@ describe.each(DATABASE_KINDS)('account changes, published and streamed, on %s', 
     expect(heard).toEqual({ [ana]: ['leagues'], [bo]: ['leagues'], [outsider]: [] });
   });
 
+  it('a league delivery also tells the members it leaves out or whose league it deletes', async () => {
+    const [ana, bo, cy] = [randomUUID(), randomUUID(), randomUUID()];
+    const source = freshSource('events');
+    const send = (body: unknown) => callRoute(leaguesRoute, { method: 'POST', headers: { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues }, body });
+    expect((await send(delivery(source, { leagues: [league('L1', '2025-06-01T12:00:00Z', { members: [member(1, { appUserId: ana }), member(2, { appUserId: bo })] })] }))).status).toBe(200);
+    expect((await send(delivery(source, { leagues: [league('L2', '2025-06-01T12:00:00Z', { members: [member(3, { appUserId: cy })] })] }))).status).toBe(200);
+
+    const heard = listen(ana, bo, cy);
+    // A newer snapshot of L1 without bo: bo's leagues changed although the delivery does not name him.
+    expect((await send(delivery(source, { leagues: [league('L1', '2025-06-02T12:00:00Z', { members: [member(1, { appUserId: ana })] })] }))).status).toBe(200);
+    expect(heard).toEqual({ [ana]: ['leagues'], [bo]: ['leagues'], [cy]: [] });
+    // L2 deleted: cy, named nowhere in the delivery, is told.
+    expect((await send(delivery(source, { deleted: [{ externalId: 'L2', deletedAt: '2025-06-03T12:00:00Z' }] }))).status).toBe(200);
+    expect(heard).toEqual({ [ana]: ['leagues'], [bo]: ['leagues'], [cy]: ['leagues'] });
+  });
+
   it("GET /api/me/events streams the caller's changes, and only theirs, and lets go when the client hangs up", async () => {
     const ana = await testUser();
     const bo = await testUser();
