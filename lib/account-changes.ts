@@ -76,6 +76,20 @@ export function subscribeAccountChanges(userId: string, listener: AccountChangeL
  */
 export const ACCOUNT_EVENTS_TIMING = { keepAliveMs: 15_000, maxLifetimeMs: 5 * 60_000, retryMs: 2_000 } as const;
 
+/**
+ * At most this many open streams per user: a page per tab, and a few more for a reconnect that
+ * overlaps the old connection. More would be one client holding the process's sockets.
+ */
+export const MAX_ACCOUNT_STREAMS_PER_USER = 10;
+
+/** Refuses another stream to a user who holds MAX_ACCOUNT_STREAMS_PER_USER already (429, retry when one ends). */
+export function requireAccountStreamSlot(userId: string): void {
+  if (accountChangeListenerCount(userId) < MAX_ACCOUNT_STREAMS_PER_USER) return;
+  throw new DomainError('rate_limited', `At most ${MAX_ACCOUNT_STREAMS_PER_USER} open event streams per account; close one (another tab) and retry.`, {
+    retryAfterSeconds: Math.ceil(ACCOUNT_EVENTS_TIMING.retryMs / 1000),
+  });
+}
+
 /** How many listeners this process holds (all users): for tests and the stream's own bound. */
 export function accountChangeListenerCount(userId?: string): number {
   if (userId) return registry().get(userId.toLowerCase())?.size ?? 0;

@@ -86,7 +86,7 @@ export interface paths {
         };
         /**
          * Server-sent events: the caller's account changed (local mode)
-         * @description A `text/event-stream` of `account_changed` events, one after each change to the caller's account: a billing event or a sync that changed entitlements, a wallet linked or unlinked, a league delivery naming the caller. An event says what changed and when, not what it now is: read GET /api/me on each, and on every (re)connection, since what changed while no stream was open is not replayed. A comment line every 15 s keeps the connection open; the server ends it after 5 minutes and EventSource reconnects after the stream's `retry` (2000 ms). Served in local mode only (one process sees every change): a deployment answers 404 `live_updates_not_served` and sends the same payload from the database through Supabase Realtime, private channel `user:<user id>`, event `account_changed`. Authenticated like GET /api/me; a page of this site may instead rely on the account page's session cookie, since EventSource cannot send headers.
+         * @description A `text/event-stream` of `account_changed` events, one after each change to the caller's account: a billing event or a sync that changed entitlements, a wallet linked or unlinked, a league delivery naming the caller. An event says what changed and when, not what it now is: read GET /api/me on each, and on every (re)connection, since what changed while no stream was open is not replayed. A comment line every 15 s keeps the connection open; the server ends it after 5 minutes and EventSource reconnects after the stream's `retry` (2000 ms). Served in local mode only (one process sees every change): a deployment answers 404 `live_updates_not_served` and sends the same payload from the database through Supabase Realtime, private channel `user:<user id>`, event `account_changed`. Authenticated like GET /api/me; a page of this site may instead rely on the account page's session cookie, since EventSource cannot send headers. At most 10 streams per account are open at once: another gets 429 `rate_limited` with Retry-After.
          */
         get: operations["getMeEvents"];
         put?: never;
@@ -989,6 +989,19 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ACCOUNT_EVENTS_TIMING } from '../account-changes.ts';
+import { ACCOUNT_EVENTS_TIMING, MAX_ACCOUNT_STREAMS_PER_USER } from '../account-changes.ts';
 import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
 import type { Config } from '../config.ts';
@@ -103,7 +103,8 @@ export const OPERATIONS: Operation[] = [
       'An event says what changed and when, not what it now is: read GET /api/me on each, and on every (re)connection, since what changed while no stream was open is not replayed. ' +
       `A comment line every ${ACCOUNT_EVENTS_TIMING.keepAliveMs / 1000} s keeps the connection open; the server ends it after ${ACCOUNT_EVENTS_TIMING.maxLifetimeMs / 60_000} minutes and EventSource reconnects after the stream's \`retry\` (${ACCOUNT_EVENTS_TIMING.retryMs} ms). ` +
       'Served in local mode only (one process sees every change): a deployment answers 404 `live_updates_not_served` and sends the same payload from the database through Supabase Realtime, private channel `user:<user id>`, event `account_changed`. ' +
-      'Authenticated like GET /api/me; a page of this site may instead rely on the account page\'s session cookie, since EventSource cannot send headers.',
+      'Authenticated like GET /api/me; a page of this site may instead rely on the account page\'s session cookie, since EventSource cannot send headers. ' +
+      `At most ${MAX_ACCOUNT_STREAMS_PER_USER} streams per account are open at once: another gets 429 \`rate_limited\` with Retry-After.`,
     answers: [{
       status: 200,
       description: 'The stream (`retry:`, then events and keep-alive comments)',
@@ -112,7 +113,7 @@ export const OPERATIONS: Operation[] = [
         example: `retry: ${ACCOUNT_EVENTS_TIMING.retryMs}\n\nevent: account_changed\ndata: {"what":"entitlements","at":"2026-01-01T00:00:00.000Z"}\n\n: keep-alive\n\n`,
       },
     }],
-    errors: [...SESSION_ERRORS, 'live_updates_not_served', 'service_misconfigured', 'internal_error'],
+    errors: [...SESSION_ERRORS, 'live_updates_not_served', 'rate_limited', 'service_misconfigured', 'internal_error'],
   },
   {
     method: 'post', path: '/api/wallet-link/challenge', tags: ['Wallet links'], security: 'session',

@@ -7,7 +7,7 @@ import * as walletLinkRoute from '../../app/api/wallet-link/route.ts';
 import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
-import { accountChangeListenerCount, subscribeAccountChanges, type AccountChange } from '../../lib/account-changes.ts';
+import { accountChangeListenerCount, MAX_ACCOUNT_STREAMS_PER_USER, subscribeAccountChanges, type AccountChange } from '../../lib/account-changes.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { parseEventStream } from '../conformance/contract.ts';
 import { billingEvent, deliver } from '../billing/support.ts';
@@ -227,6 +227,26 @@ describe.each(DATABASE_KINDS)('account changes, published and streamed, on %s', 
     const tampered = await callRoute(eventsRoute, { headers: { cookie: `account_session=${user.token.slice(0, -3)}abc` } });
     expect({ status: tampered.status, code: tampered.body.code }).toEqual({ status: 401, code: 'invalid_token' });
     expect(accountChangeListenerCount(user.userId)).toBe(0);
+  });
+
+  it(`opens at most ${MAX_ACCOUNT_STREAMS_PER_USER} streams per account: another gets 429 with Retry-After until one ends`, async () => {
+    const ana = await testUser();
+    const bo = await testUser();
+    const held = Array.from({ length: MAX_ACCOUNT_STREAMS_PER_USER - 1 }, () => subscribeAccountChanges(ana.userId, () => undefined));
+    onTestFinished(() => held.forEach((stop) => stop()));
+    await withEventStream({ headers: { authorization: ana.authorization } }, async (last) => {
+      expect(last.status).toBe(200); // the tenth
+      await withEventStream({ headers: { authorization: ana.authorization } }, async (refused) => {
+        expect(refused.status).toBe(429);
+        expect(refused.headers.get('content-type')).toBe('application/problem+json');
+        expect(refused.headers.get('retry-after')).toBe('2');
+        expect(JSON.parse(await refused.readUntil(() => false))).toMatchObject({ code: 'rate_limited' });
+        expect(accountChangeListenerCount(ana.userId)).toBe(MAX_ACCOUNT_STREAMS_PER_USER);
+      });
+      await withEventStream({ headers: { authorization: bo.authorization } }, async (other) => expect(other.status).toBe(200));
+    });
+    held.pop()!();
+    await withEventStream({ headers: { authorization: ana.authorization } }, async (again) => expect(again.status).toBe(200));
   });
 
   it('answers HEAD with the stream headers and listens to nothing', async () => {

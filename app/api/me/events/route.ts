@@ -1,4 +1,4 @@
-import { ACCOUNT_EVENTS_TIMING, requireAccountEventsServed, subscribeAccountChanges } from '#lib/account-changes.ts';
+import { ACCOUNT_EVENTS_TIMING, requireAccountEventsServed, requireAccountStreamSlot, subscribeAccountChanges } from '#lib/account-changes.ts';
 import { eventStreamResponse } from '#lib/http/event-stream.ts';
 import { defineRoute } from '#lib/http/route.ts';
 import { authenticateBearerOrPageSession } from '#lib/web/session-cookie.ts';
@@ -10,6 +10,7 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async (request) => {
     requireAccountEventsServed();
     const { userId } = await authenticateBearerOrPageSession(request);
+    requireAccountStreamSlot(userId);
     return eventStreamResponse(request, {
       ...ACCOUNT_EVENTS_TIMING,
       start: (send) => subscribeAccountChanges(userId, (change) => send('account_changed', change)),
