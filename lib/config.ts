@@ -111,6 +111,33 @@ export const DEV_WEBHOOK_SECRETS = {
 } as const;
 
 /**
+ * The operator's Bearer secret for /api/admin/* in local mode when ADMIN_API_SECRET is unset, so
+ * `npm run status`, `billing:explain` and `billing:sync` can ask the running local service (which
+ * holds the embedded database folder). Documented and public like the dev webhook secrets: only
+ * ever used in local mode, never on a deployment. As long as a real one must be (MIN_OPERATOR_SECRET_LENGTH).
+ */
+export const DEV_ADMIN_SECRET = 'dev-admin-api-secret-for-local-mode-only';
+
+/**
+ * The operator's database settings, in the order the operator commands (`npm run migrate`,
+ * `status`, `billing:explain`, `billing:rebuild`, `billing:sync`, `db:maintain`) take them: the
+ * Vercel-Supabase integration's direct connection first (DDL, long index builds and long
+ * maintenance belong on a session of their own, not on the transaction pooler), then the
+ * service's own DATABASE_URL, then the pooled POSTGRES_URL. So the one setting that lets an
+ * operator migrate lets every other operator command run too.
+ */
+export const OPERATOR_DATABASE_SETTINGS = ['POSTGRES_URL_NON_POOLING', 'DATABASE_URL', 'POSTGRES_URL'] as const;
+
+/** The first of OPERATOR_DATABASE_SETTINGS that is set (empty counts as unset), and its name. */
+export function operatorDatabaseUrl(env: Record<string, string | undefined>): { url: string; from: typeof OPERATOR_DATABASE_SETTINGS[number] } | undefined {
+  for (const name of OPERATOR_DATABASE_SETTINGS) {
+    const url = env[name]?.trim();
+    if (url) return { url, from: name };
+  }
+  return undefined;
+}
+
+/**
  * The local RevenueCat stand-in (REVENUECAT_STAND_IN=1, local mode only): where it answers, under
  * the service's own origin, and the key the service sends it, as it would send RevenueCat its
  * secret key. Public on purpose: the stand-in exists only in local mode.
@@ -223,6 +250,16 @@ export function getConfig(): Config {
   return cached;
 }
 
+/**
+ * For the operator commands (scripts): from now on this process reads the operator's
+ * configuration (loadConfig's `operator`), which needs only the database settings. Returns it;
+ * throws ConfigError as getConfig would.
+ */
+export function useOperatorConfig(env: Record<string, string | undefined> = process.env): Config {
+  cached = loadConfig(env, { operator: true });
+  return cached;
+}
+
 /** Forget the cached configuration, so the next getConfig() reads process.env again (tests). */
 export function resetConfig(): void {
   cached = undefined;
@@ -240,7 +277,17 @@ function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectI
   return { apiKey, projectId };
 }
 
-export function loadConfig(env: Record<string, string | undefined>): Config {
+export interface LoadOptions {
+  /**
+   * The configuration of an operator command run from a shell (scripts/status.ts, ...), not of the
+   * service: the database is the one OPERATOR_DATABASE_SETTINGS names first (as `npm run migrate`
+   * takes it), and what only the service needs (session verification, webhook secrets, APP_ORIGIN:
+   * assertDeployable) is not asked for. Every setting that is present is still validated.
+   */
+  operator?: boolean;
+}
+
+export function loadConfig(env: Record<string, string | undefined>, options: LoadOptions = {}): Config {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
@@ -254,7 +301,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
   // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
   // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
-  const databaseUrl = e.DATABASE_URL ?? e.POSTGRES_URL;
+  const databaseUrl = options.operator ? operatorDatabaseUrl(env)?.url : e.DATABASE_URL ?? e.POSTGRES_URL;
   const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
   const supabasePublishableKey = e.SUPABASE_PUBLISHABLE_KEY ?? e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_ANON_KEY ?? e.NEXT_PUBLIC_SUPABASE_ANON_KEY;
   const supabaseProjectUrl = e.SUPABASE_URL ?? e.NEXT_PUBLIC_SUPABASE_URL;
@@ -326,7 +373,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     billingSyncAfter: e.BILLING_SYNC_AFTER,
     billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
-    adminSecret: e.ADMIN_API_SECRET,
+    adminSecret: e.ADMIN_API_SECRET ?? (local ? DEV_ADMIN_SECRET : undefined),
     appOrigin: origin,
     wallet: {
       evmChainIds,
@@ -370,6 +417,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   if (config.revenuecat) assertRevenueCatUrl(config.revenuecat.apiUrl);
+  if (options.operator) {
+    // A shell with settings of a deployment but none of its database would otherwise read this machine's embedded folder.
+    if (!local && config.databaseMode === 'embedded') {
+      throw new ConfigError(`No database to read: set ${OPERATOR_DATABASE_SETTINGS.join(', or ')} (the one \`npm run migrate\` uses), or SUPABASE_URL + SUPABASE_SECRET_KEY.`);
+    }
+    return config;
+  }
   if (!local) {
     assertDeployable(config, appOrigin);
     config.warnings.push(...optionalPartsOff(config));
@@ -617,14 +671,14 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat
-      ? `${config.revenuecat.standIn ? `local stand-in (${REVENUECAT_STAND_IN_PATH})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      ? `${config.revenuecat.standIn ? `local stand-in (${config.revenuecat.apiUrl})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
       : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))
       : 'none (contract wallets cannot be verified)',
     cron: config.cronSecret ? 'configured' : 'not configured',
-    admin: config.adminSecret ? 'configured' : 'not configured',
+    admin: config.adminSecret === DEV_ADMIN_SECRET ? `local dev secret "${DEV_ADMIN_SECRET}"` : config.adminSecret ? 'configured' : 'not configured',
   };
 }
 
