@@ -96,10 +96,22 @@ export const envSchema = z.object({
   VERCEL_PROJECT_PRODUCTION_URL: optionalString,
   VERCEL_URL: optionalString,
   CORS_ORIGINS: commaList,
+  /** Set by `next dev` / `next start` to the port they listen on (-p, PORT, or the next free one): local mode's APP_ORIGIN default. */
+  PORT: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(65_535).optional()),
 });
 
-/** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start`). */
+/** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start` on Next's default port). */
 export const LOCAL_APP_ORIGIN = 'http://localhost:3000';
+
+/**
+ * Local mode's APP_ORIGIN default: localhost on the port the server listens on. Next (16,
+ * server/lib/start-server.js) sets PORT in the server's process to the port it bound, before the
+ * app loads: `-p`, PORT, or the next free port `next dev` took when 3000 was busy. Without PORT
+ * (a script, a test), LOCAL_APP_ORIGIN.
+ */
+function localOrigin(port: number | undefined): string {
+  return port === undefined ? LOCAL_APP_ORIGIN : `http://localhost:${port}`;
+}
 
 export type DatabaseMode = 'embedded' | 'postgres' | 'supabase';
 export type AuthMode = 'supabase-jwks' | 'hs256' | 'dev-key';
@@ -327,7 +339,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
   const revenuecatV2 = revenueCatV2(e);
-  const origin = new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin;
+  const origin = new URL(appOrigin ?? (local ? localOrigin(e.PORT) : LOCAL_APP_ORIGIN)).origin;
   if (e.REVENUECAT_STAND_IN) assertStandInAllowed(env, local);
 
   const config: Config = {
