@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_USER } from '../../lib/auth/dev-user.ts';
-import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS } from '../../lib/config.ts';
+import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
 import { migrationTarget } from '../../lib/db/migrate.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
@@ -153,6 +153,15 @@ describe('the operator commands while the local service holds the embedded datab
     const direct = await run('billing-explain.ts', ['--user', DEV_USER.id], env);
     expect(direct.stderr).not.toContain('in use by process');
     expect(direct.stdout.split('\n').slice(1)).toEqual(viaService);
+
+    // With the service stopped, the stand-in (inside it) does not answer: the log line of the failed call names where it called, never the key.
+    const port = await freePort();
+    const failed = run('billing-sync.ts', ['--user', DEV_USER.id], { ...env, PORT: String(port), LOG_LEVEL: 'warn', LOG_FORMAT: 'json' });
+    await expect(failed).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('Sync failed: upstream_unavailable') });
+    const { stdout, stderr } = await failed.catch((error: { stdout: string; stderr: string }) => error);
+    const line = `${stdout}\n${stderr}`.split('\n').find((text) => text.includes('billing sync: the call to RevenueCat failed'));
+    expect(JSON.parse(line ?? '{}')).toMatchObject({ appUserId: DEV_USER.id, revenuecat: `local stand-in at localhost:${port}` });
+    expect(`${stdout}${stderr}`).not.toContain(REVENUECAT_STAND_IN_KEY);
   }, 300_000);
 
   it('says both things when the folder is held and nothing answers at the URL', async () => {
