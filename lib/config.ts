@@ -267,7 +267,7 @@ export function getConfig(): Config {
  * configuration (loadConfig's `operator`), which needs only the database settings. Returns it;
  * throws ConfigError as getConfig would.
  */
-export function useOperatorConfig(env: Record<string, string | undefined> = process.env): Config {
+export function configureForOperator(env: Record<string, string | undefined> = process.env): Config {
   cached = loadConfig(env, { operator: true });
   return cached;
 }

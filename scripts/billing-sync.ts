@@ -10,7 +10,7 @@
 import './load-env.ts';
 import { parseArgs } from 'node:util';
 import { syncKnownSubscriber, syncSubscriber } from '../lib/billing/sync.ts';
-import { useOperatorConfig } from '../lib/config.ts';
+import { configureForOperator } from '../lib/config.ts';
 import { callDb, closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { databaseOrService, defaultBaseUrl } from './operator.ts';
@@ -46,7 +46,7 @@ try {
     });
     console.log(JSON.stringify({ appUserId: result.appUserId, outcome: result.outcome, entitlements: result.entitlements }, null, 2));
   } else {
-    useOperatorConfig();
+    configureForOperator();
     await syncAll(values.restart ?? false);
   }
 } catch (error) {

@@ -6,7 +6,7 @@
 // report (stdout, JSON). Reads .env.local like the server, but needs only the database settings `npm run migrate` uses.
 import './load-env.ts';
 import type { BillingMaintenance } from '../lib/billing/maintenance.ts';
-import { useOperatorConfig } from '../lib/config.ts';
+import { configureForOperator } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { runMaintenance, type MaintenanceCounts } from '../lib/maintenance.ts';
 import { readServiceStatus } from '../lib/operations/status.ts';
@@ -21,7 +21,7 @@ if (args.some((arg, i) => arg !== '--budget-ms' && i !== budgetIndex + 1) || !Nu
 }
 
 try {
-  useOperatorConfig(); // only the database settings `npm run migrate` uses (lib/config.ts)
+  configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)
   // What is due, before starting: the months past the billing log's retention and the customers they wait for.
   const { maintenance } = await readServiceStatus();
   const { monthsToDrop, customersWaiting, heldEvents } = maintenance.behind;

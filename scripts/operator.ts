@@ -1,12 +1,12 @@
 // What the operator commands share (status, billing:explain, billing:sync, billing:rebuild,
 // db:maintain), and the scripts that talk to the running service (link-wallet, sample-event):
 // - the operator's configuration: only the database settings, chosen as `npm run migrate` chooses
-//   them (useOperatorConfig, lib/config.ts);
+//   them (configureForOperator, lib/config.ts);
 // - in local mode on the embedded database, while the running service holds the folder (PGlite
 //   has one process per folder), the same answer asked of that service over HTTP, through its
 //   operator routes, with the admin secret (ADMIN_API_SECRET, or local mode's dev one);
 // - where the service is, by default (BASE_URL, else http://localhost:3000).
-import { LOCAL_APP_ORIGIN, useOperatorConfig, type Config } from '../lib/config.ts';
+import { LOCAL_APP_ORIGIN, configureForOperator, type Config } from '../lib/config.ts';
 import { embeddedFolderHolder } from '../lib/db/pglite.ts';
 import { DomainError, type DomainErrorCode } from '../lib/errors.ts';
 
@@ -40,7 +40,7 @@ export interface OperatorRoute {
  * DomainError the direct path would throw (`subscriber_unknown: ...`).
  */
 export async function databaseOrService<T>(options: { baseUrl: string; direct: (config: Config) => Promise<T>; route: OperatorRoute }): Promise<T> {
-  const config = useOperatorConfig();
+  const config = configureForOperator();
   const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
   if (holder === null) return options.direct(config);
   console.error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?): asking the service at ${options.baseUrl}.`);
