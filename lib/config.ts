@@ -97,7 +97,8 @@ export const envSchema = z.object({
   VERCEL_URL: optionalString,
   CORS_ORIGINS: commaList,
   /** Set by `next dev` / `next start` to the port they listen on (-p, PORT, or the next free one): local mode's APP_ORIGIN default. */
-  PORT: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(65_535).optional()),
+  // Not the operator's setting: anything but a port number is left aside rather than refusing the configuration.
+  PORT: z.preprocess((value) => (typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) && Number(value) >= 1 && Number(value) <= 65_535 ? Number(value) : undefined), z.number().optional()),
 });
 
 /** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start` on Next's default port). */
