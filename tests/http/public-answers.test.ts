@@ -9,7 +9,7 @@ import { DomainError } from '../../lib/errors.ts';
 import { defineRoute, toApiError } from '../../lib/http/route.ts';
 import type { Logger } from '../../lib/log.ts';
 import { suiteDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { operatorDetailIn, SETTING_NAMES } from '../support/public-answers.ts';
@@ -102,10 +102,7 @@ describe('answers to unauthenticated callers and end users name no setting', () 
   });
 
   const outsideLocalMode = async <T>(work: () => Promise<T>): Promise<T> => {
-    const restore = setEnv({
-      LOCAL_DEV: undefined, DATABASE_URL: 'postgres://db.example.com/app', SUPABASE_JWT_SECRET: 'x'.repeat(40),
-      SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef', APP_ORIGIN: 'https://app.example.com',
-    });
+    const restore = setEnv(DEPLOYMENT_SETTINGS);
     try {
       return await work();
     } finally {

@@ -13,6 +13,7 @@ import { deliver } from '../billing/support.ts';
 import { suiteDatabase } from '../support/databases.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { DEPLOYMENT_SETTINGS } from '../support/env.ts';
 import { freePort } from '../support/postgres-server.ts';
 
 /**
@@ -86,9 +87,8 @@ describe('the dev admin secret', () => {
     expect(loadConfig({}).adminSecret).toBe(DEV_ADMIN_SECRET);
     expect(loadConfig({ LOCAL_DEV: '1', DATABASE_URL: 'postgres://db/app' }).adminSecret).toBe(DEV_ADMIN_SECRET);
     expect(loadConfig({ LOCAL_DEV: '1', ADMIN_API_SECRET: 'a'.repeat(40) }).adminSecret).toBe('a'.repeat(40));
-    const deployed = { SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef', APP_ORIGIN: 'https://app.example.com', DATABASE_URL: 'postgres://db.example.com/app' };
-    expect(loadConfig(deployed).adminSecret).toBeUndefined();
-    expect(loadConfig({ ...deployed, VERCEL: '1' }).adminSecret).toBeUndefined();
+    expect(loadConfig(DEPLOYMENT_SETTINGS).adminSecret).toBeUndefined();
+    expect(loadConfig({ ...DEPLOYMENT_SETTINGS, VERCEL: '1' }).adminSecret).toBeUndefined();
   });
 });
 

@@ -16,7 +16,7 @@ import { fixture } from '../billing/fixtures.ts';
 import { customersWaitingInAnOldMonth, deliver, flowSettings, purchase } from '../billing/support.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, openTestDatabase, suiteDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 
@@ -146,10 +146,7 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
     } finally {
       restore();
     }
-    restore = setEnv({
-      ADMIN_API_SECRET: undefined, LOCAL_DEV: undefined, DATABASE_URL: 'postgres://db.example.com/app', SUPABASE_JWT_SECRET: 'x'.repeat(40),
-      SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef', APP_ORIGIN: 'https://app.example.com',
-    });
+    restore = setEnv({ ...DEPLOYMENT_SETTINGS, ADMIN_API_SECRET: undefined });
     try {
       const response = await callRoute(statusRoute, { headers: { authorization: `Bearer ${DEV_ADMIN_SECRET}` } });
       expect({ status: response.status, code: response.body.code }).toEqual({ status: 503, code: 'admin_not_configured' });
