@@ -96,10 +96,23 @@ export const envSchema = z.object({
   VERCEL_PROJECT_PRODUCTION_URL: optionalString,
   VERCEL_URL: optionalString,
   CORS_ORIGINS: commaList,
+  /** Set by `next dev` / `next start` to the port they listen on (-p, PORT, or the next free one): local mode's APP_ORIGIN default. */
+  // Not the operator's setting: anything but a port number is left aside rather than refusing the configuration.
+  PORT: z.preprocess((value) => (typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) && Number(value) >= 1 && Number(value) <= 65_535 ? Number(value) : undefined), z.number().optional()),
 });
 
-/** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start`). */
+/** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start` on Next's default port). */
 export const LOCAL_APP_ORIGIN = 'http://localhost:3000';
+
+/**
+ * Local mode's APP_ORIGIN default: localhost on the port the server listens on. Next (16,
+ * server/lib/start-server.js) sets PORT in the server's process to the port it bound, before the
+ * app loads: `-p`, PORT, or the next free port `next dev` took when 3000 was busy. Without PORT
+ * (a script, a test), LOCAL_APP_ORIGIN.
+ */
+function localOrigin(port: number | undefined): string {
+  return port === undefined ? LOCAL_APP_ORIGIN : `http://localhost:${port}`;
+}
 
 export type DatabaseMode = 'embedded' | 'postgres' | 'supabase';
 export type AuthMode = 'supabase-jwks' | 'hs256' | 'dev-key';
@@ -109,6 +122,33 @@ export const DEV_WEBHOOK_SECRETS = {
   subscription: 'dev-subscription-webhook-secret',
   leagues: 'dev-leagues-webhook-secret',
 } as const;
+
+/**
+ * The operator's Bearer secret for /api/admin/* in local mode when ADMIN_API_SECRET is unset, so
+ * `npm run status`, `billing:explain` and `billing:sync` can ask the running local service (which
+ * holds the embedded database folder). Documented and public like the dev webhook secrets: only
+ * ever used in local mode, never on a deployment. As long as a real one must be (MIN_OPERATOR_SECRET_LENGTH).
+ */
+export const DEV_ADMIN_SECRET = 'dev-admin-api-secret-for-local-mode-only';
+
+/**
+ * The operator's database settings, in the order the operator commands (`npm run migrate`,
+ * `status`, `billing:explain`, `billing:rebuild`, `billing:sync`, `db:maintain`) take them: the
+ * Vercel-Supabase integration's direct connection first (DDL, long index builds and long
+ * maintenance belong on a session of their own, not on the transaction pooler), then the
+ * service's own DATABASE_URL, then the pooled POSTGRES_URL. So the one setting that lets an
+ * operator migrate lets every other operator command run too.
+ */
+export const OPERATOR_DATABASE_SETTINGS = ['POSTGRES_URL_NON_POOLING', 'DATABASE_URL', 'POSTGRES_URL'] as const;
+
+/** The first of OPERATOR_DATABASE_SETTINGS that is set (empty counts as unset), and its name. */
+export function operatorDatabaseUrl(env: Record<string, string | undefined>): { url: string; from: typeof OPERATOR_DATABASE_SETTINGS[number] } | undefined {
+  for (const name of OPERATOR_DATABASE_SETTINGS) {
+    const url = env[name]?.trim();
+    if (url) return { url, from: name };
+  }
+  return undefined;
+}
 
 /**
  * The local RevenueCat stand-in (REVENUECAT_STAND_IN=1, local mode only): where it answers, under
@@ -223,6 +263,16 @@ export function getConfig(): Config {
   return cached;
 }
 
+/**
+ * For the operator commands (scripts): from now on this process reads the operator's
+ * configuration (loadConfig's `operator`), which needs only the database settings. Returns it;
+ * throws ConfigError as getConfig would.
+ */
+export function configureForOperator(env: Record<string, string | undefined> = process.env): Config {
+  cached = loadConfig(env, { operator: true });
+  return cached;
+}
+
 /** Forget the cached configuration, so the next getConfig() reads process.env again (tests). */
 export function resetConfig(): void {
   cached = undefined;
@@ -240,7 +290,17 @@ function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectI
   return { apiKey, projectId };
 }
 
-export function loadConfig(env: Record<string, string | undefined>): Config {
+export interface LoadOptions {
+  /**
+   * The configuration of an operator command run from a shell (scripts/status.ts, ...), not of the
+   * service: the database is the one OPERATOR_DATABASE_SETTINGS names first (as `npm run migrate`
+   * takes it), and what only the service needs (session verification, webhook secrets, APP_ORIGIN:
+   * assertDeployable) is not asked for. Every setting that is present is still validated.
+   */
+  operator?: boolean;
+}
+
+export function loadConfig(env: Record<string, string | undefined>, options: LoadOptions = {}): Config {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
@@ -254,7 +314,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
   // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
   // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
-  const databaseUrl = e.DATABASE_URL ?? e.POSTGRES_URL;
+  const databaseUrl = options.operator ? operatorDatabaseUrl(env)?.url : e.DATABASE_URL ?? e.POSTGRES_URL;
   const supabaseSecretKey = e.SUPABASE_SECRET_KEY ?? e.SUPABASE_SERVICE_ROLE_KEY;
   const supabasePublishableKey = e.SUPABASE_PUBLISHABLE_KEY ?? e.NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY ?? e.SUPABASE_ANON_KEY ?? e.NEXT_PUBLIC_SUPABASE_ANON_KEY;
   const supabaseProjectUrl = e.SUPABASE_URL ?? e.NEXT_PUBLIC_SUPABASE_URL;
@@ -280,7 +340,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
   const revenuecatV2 = revenueCatV2(e);
-  const origin = new URL(appOrigin ?? LOCAL_APP_ORIGIN).origin;
+  const origin = new URL(appOrigin ?? (local ? localOrigin(e.PORT) : LOCAL_APP_ORIGIN)).origin;
   if (e.REVENUECAT_STAND_IN) assertStandInAllowed(env, local);
 
   const config: Config = {
@@ -326,7 +386,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     billingSyncAfter: e.BILLING_SYNC_AFTER,
     billingEventsRetentionMonths: e.BILLING_EVENTS_RETENTION_MONTHS,
     cronSecret: e.CRON_SECRET,
-    adminSecret: e.ADMIN_API_SECRET,
+    adminSecret: e.ADMIN_API_SECRET ?? (local ? DEV_ADMIN_SECRET : undefined),
     appOrigin: origin,
     wallet: {
       evmChainIds,
@@ -370,6 +430,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   if (config.revenuecat) assertRevenueCatUrl(config.revenuecat.apiUrl);
+  if (options.operator) {
+    // A shell with settings of a deployment but none of its database would otherwise read this machine's embedded folder.
+    if (!local && config.databaseMode === 'embedded') {
+      throw new ConfigError(`No database to read: set ${OPERATOR_DATABASE_SETTINGS.join(', or ')} (the one \`npm run migrate\` uses), or SUPABASE_URL + SUPABASE_SECRET_KEY.`);
+    }
+    return config;
+  }
   if (!local) {
     assertDeployable(config, appOrigin);
     config.warnings.push(...optionalPartsOff(config));
@@ -617,14 +684,14 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat
-      ? `${config.revenuecat.standIn ? `local stand-in (${REVENUECAT_STAND_IN_PATH})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      ? `${config.revenuecat.standIn ? `local stand-in (${config.revenuecat.apiUrl})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
       : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))
       : 'none (contract wallets cannot be verified)',
     cron: config.cronSecret ? 'configured' : 'not configured',
-    admin: config.adminSecret ? 'configured' : 'not configured',
+    admin: config.adminSecret === DEV_ADMIN_SECRET ? `local dev secret "${DEV_ADMIN_SECRET}"` : config.adminSecret ? 'configured' : 'not configured',
   };
 }
 

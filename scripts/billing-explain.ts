@@ -1,29 +1,37 @@
-// npm run billing:explain -- --user <app user id> [--json] - why a subscriber has (or lacks) each
-// entitlement, in words: the customer's ids (aliases, transfers), each event and snapshot in event
-// order with what it did to which row, and per entitlement why it grants or not now. Reads the
-// stored log of the configured database and changes nothing (as GET
-// /api/admin/billing/subscribers/{id}). Reads .env.local like the server; in embedded mode stop the
-// running service first (it holds the database folder).
+// npm run billing:explain -- --user <app user id> [--json] [--base-url <url>] - why a subscriber
+// has (or lacks) each entitlement, in words: the customer's ids (aliases, transfers), each event
+// and snapshot in event order with what it did to which row, and per entitlement why it grants or
+// not now. Reads the stored log of the database and changes nothing (as GET
+// /api/admin/billing/subscribers/{id}). Reads .env.local like the server, but needs only the
+// database settings `npm run migrate` uses; in local mode on the embedded database, while the
+// running service holds the folder, it asks that service's route instead (at --base-url, default
+// BASE_URL or http://localhost:3000).
 import './load-env.ts';
 import { parseArgs } from 'node:util';
-import { explainSubscriber, explanationLines } from '../lib/billing/explain.ts';
+import { explainSubscriber, explanationLines, type SubscriberExplanation } from '../lib/billing/explain.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
+import { databaseOrService, defaultBaseUrl } from './operator.ts';
 
-let values: { user?: string; json?: boolean };
+let values: { user?: string; json?: boolean; 'base-url'?: string };
 try {
-  ({ values } = parseArgs({ options: { user: { type: 'string' }, json: { type: 'boolean', default: false } } }));
+  ({ values } = parseArgs({ options: { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
 } catch (error) {
   values = {};
   console.error((error as Error).message);
 }
 if (!values.user) {
-  console.error('Usage: npm run billing:explain -- --user <app user id> [--json]');
+  console.error('Usage: npm run billing:explain -- --user <app user id> [--json] [--base-url <url>]');
   process.exit(2);
 }
+const user = values.user;
 
 try {
-  const explanation = await explainSubscriber(values.user);
+  const explanation = await databaseOrService<SubscriberExplanation>({
+    baseUrl: values['base-url']!,
+    direct: () => explainSubscriber(user),
+    route: { method: 'GET', path: `/api/admin/billing/subscribers/${encodeURIComponent(user)}` },
+  });
   console.log(values.json ? JSON.stringify(explanation, null, 2) : explanationLines(explanation).join('\n'));
 } catch (error) {
   console.error(error instanceof DomainError ? `${error.code}: ${error.detail}` : `Explain failed: ${(error as Error).message}`);

@@ -1,8 +1,9 @@
 // npm run billing:rebuild [-- --apply] - fold every customer's stored billing history again with
 // the current decision code and show what changes; --apply writes it (one short transaction per
-// customer, safe while webhooks keep arriving). Reads .env.local like the server.
+// customer, safe while webhooks keep arriving). Reads .env.local like the server, but needs only the database settings `npm run migrate` uses.
 import './load-env.ts';
 import { describeChange, rebuildBilling } from '../lib/billing/rebuild.ts';
+import { configureForOperator } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { progressLine } from './progress.ts';
 
@@ -15,6 +16,7 @@ if (args.includes('--help') || unknown.length > 0) {
 const apply = args.includes('--apply');
 
 try {
+  configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)
   const report = await rebuildBilling({ apply, onProgress: progressLine('customers') });
   console.log(`${report.events} stored entries, ${report.customers} customers; ${report.changed.length} ${apply ? 'changed' : 'would change'}.`);
   for (const change of report.changed.slice(0, 50)) for (const line of describeChange(change)) console.log(`  ${line}`);

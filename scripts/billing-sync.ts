@@ -1,30 +1,53 @@
-// npm run billing:sync -- --user <app user id> | --all [--restart]
+// npm run billing:sync -- --user <app user id> [--base-url <url>] | --all [--restart]
 // Sync subscribers from RevenueCat's REST API into their entitlements, as the admin route does:
 // --user one subscriber RevenueCat has sent events about; --all every subscriber that holds rows or
 // is marked, in id order, within RevenueCat's rate budget, saving its place (an interrupted run
-// resumes where it stopped; --restart starts over). Reads .env.local like the server.
+// resumes where it stopped; --restart starts over). Reads .env.local like the server, but needs
+// only the database settings `npm run migrate` uses and the RevenueCat key. In local mode on the
+// embedded database, while the running service holds the folder, --user asks that service (its
+// POST /api/admin/billing/sync at --base-url, default BASE_URL or http://localhost:3000), which
+// also serves the RevenueCat stand-in (REVENUECAT_STAND_IN=1).
 import './load-env.ts';
+import { parseArgs } from 'node:util';
 import { syncKnownSubscriber, syncSubscriber } from '../lib/billing/sync.ts';
+import { configureForOperator } from '../lib/config.ts';
 import { callDb, closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
+import { databaseOrService, defaultBaseUrl } from './operator.ts';
 import { progressLine } from './progress.ts';
 
 const RUN = 'billing-sync-all';
-const args = process.argv.slice(2);
-const userIndex = args.indexOf('--user');
-const user = userIndex >= 0 ? args[userIndex + 1] : undefined;
-const all = args.includes('--all');
-if ((user === undefined) === !all || (userIndex >= 0 && !user)) {
-  console.error('Usage: npm run billing:sync -- --user <app user id>   or   npm run billing:sync -- --all [--restart]');
+const USAGE = 'Usage: npm run billing:sync -- --user <app user id> [--base-url <url>]   or   npm run billing:sync -- --all [--restart]';
+let values: { user?: string; all?: boolean; restart?: boolean; 'base-url'?: string };
+try {
+  ({ values } = parseArgs({ options: {
+    user: { type: 'string' }, all: { type: 'boolean', default: false }, restart: { type: 'boolean', default: false },
+    'base-url': { type: 'string', default: defaultBaseUrl() },
+  } }));
+} catch (error) {
+  console.error(`${(error as Error).message}\n${USAGE}`);
+  process.exit(2);
+}
+const user = values.user;
+if ((user === undefined) === !values.all || user === '') {
+  console.error(USAGE);
   process.exit(2);
 }
 
 try {
   if (user) {
-    const result = await syncKnownSubscriber(user, 'cli');
-    console.log(JSON.stringify({ appUserId: user, outcome: result.outcome, entitlements: result.entitlements }, null, 2));
+    const result = await databaseOrService<{ appUserId: string; outcome: string; entitlements: unknown[] }>({
+      baseUrl: values['base-url']!,
+      direct: async () => {
+        const { outcome, entitlements } = await syncKnownSubscriber(user, 'cli');
+        return { appUserId: user, outcome, entitlements };
+      },
+      route: { method: 'POST', path: '/api/admin/billing/sync', body: { app_user_id: user } },
+    });
+    console.log(JSON.stringify({ appUserId: result.appUserId, outcome: result.outcome, entitlements: result.entitlements }, null, 2));
   } else {
-    await syncAll(args.includes('--restart'));
+    configureForOperator();
+    await syncAll(values.restart ?? false);
   }
 } catch (error) {
   console.error(`Sync failed: ${describeFailure(error)}`);

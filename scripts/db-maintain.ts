@@ -3,9 +3,10 @@
 // default 10 minutes, runs out): for a first run on a database with a backlog, or where no Vercel
 // Cron runs it. Each database call works about 2 s, so requests keep being served meanwhile.
 // Safe to run while the cron job runs. Says what it is doing as it goes (stderr), then prints the
-// report (stdout, JSON). Reads .env.local like the server.
+// report (stdout, JSON). Reads .env.local like the server, but needs only the database settings `npm run migrate` uses.
 import './load-env.ts';
 import type { BillingMaintenance } from '../lib/billing/maintenance.ts';
+import { configureForOperator } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { runMaintenance, type MaintenanceCounts } from '../lib/maintenance.ts';
 import { readServiceStatus } from '../lib/operations/status.ts';
@@ -20,6 +21,7 @@ if (args.some((arg, i) => arg !== '--budget-ms' && i !== budgetIndex + 1) || !Nu
 }
 
 try {
+  configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)
   // What is due, before starting: the months past the billing log's retention and the customers they wait for.
   const { maintenance } = await readServiceStatus();
   const { monthsToDrop, customersWaiting, heldEvents } = maintenance.behind;

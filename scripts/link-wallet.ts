@@ -1,4 +1,4 @@
-// npm run link-wallet -- [--base-url http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
+// npm run link-wallet -- [--base-url <url>, default BASE_URL or http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
 // Links a throwaway EVM wallet to the dev user (ana@example.com, unless told otherwise) of the running embedded service, showing each step:
 // mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
 // Reads .env.local like the server (the dev key lives beside EMBEDDED_DB_DIR).
@@ -8,6 +8,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
+import { defaultBaseUrl, isUnreachable, unreachableMessage } from './operator.ts';
 
 export interface LinkWalletOptions {
   baseUrl: string;
@@ -44,15 +45,18 @@ export async function linkThrowawayWallet({ baseUrl, token, chainId, log = conso
   return { wallet: wallet.address, challenge, linked };
 }
 
+let baseUrl = defaultBaseUrl();
+
 async function main() {
   const { values } = parseArgs({
     options: {
-      'base-url': { type: 'string', default: process.env.BASE_URL ?? 'http://localhost:3000' },
+      'base-url': { type: 'string', default: defaultBaseUrl() },
       'chain-id': { type: 'string', default: '1' },
       user: { type: 'string' },
       email: { type: 'string' },
     },
   });
+  baseUrl = values['base-url']!;
   const config = getConfig();
   if (config.auth.mode !== 'dev-key') {
     throw new Error(`This script mints a dev token, which only the embedded service accepts (auth mode here: ${config.auth.mode}).`);
@@ -65,9 +69,7 @@ async function main() {
 
 if (import.meta.main) {
   main().catch((error: unknown) => {
-    // fetch reports an unreachable server as a TypeError "fetch failed" (the socket error is its cause).
-    const unreachable = error instanceof TypeError && error.message === 'fetch failed';
-    console.error(unreachable ? 'Could not reach the service: is it running? Start it with `npm run dev`, or pass --base-url.' : (error as Error).message);
+    console.error(isUnreachable(error) ? unreachableMessage(baseUrl) : (error as Error).message);
     process.exit(1);
   });
 }

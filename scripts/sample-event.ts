@@ -9,7 +9,7 @@
 //              SUBSCRIPTION_PAUSED, TEMPORARY_ENTITLEMENT_GRANT, REFUND_REVERSED
 //   --reason   CANCELLATION's cancel_reason (UNSUBSCRIBE by default; CUSTOMER_SUPPORT is a refund) or
 //              EXPIRATION's expiration_reason
-//   --to       TRANSFER: the id that receives the purchases (default: a new one)
+//   --to       TRANSFER: the id that receives the purchases (default: a new random UUID, a user nobody else has)
 //   --production  environment PRODUCTION (default SANDBOX, which grants in local mode only)
 //   --print    print the body and send nothing
 import './load-env.ts';
@@ -20,6 +20,7 @@ import { DEV_USER } from '../lib/auth/dev-user.ts';
 import { buildSampleEvent, CANCEL_REASONS, EXPIRATION_REASONS, SAMPLE_EVENT_TYPES, type SampleEventType, type SamplePeriod } from '../lib/billing/sample-events.ts';
 import { getConfig } from '../lib/config.ts';
 import { formatUtc } from '../lib/operations/words.ts';
+import { defaultBaseUrl, unreachableMessage } from './operator.ts';
 
 const USAGE = `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`;
 
@@ -54,14 +55,15 @@ async function main() {
       options: {
         type: { type: 'string' }, user: { type: 'string' }, reason: { type: 'string' }, to: { type: 'string' },
         production: { type: 'boolean', default: false }, print: { type: 'boolean', default: false },
-        'base-url': { type: 'string', default: process.env.BASE_URL ?? 'http://localhost:3000' },
+        'base-url': { type: 'string', default: defaultBaseUrl() },
       },
     }));
   } catch (error) {
     fail(`${(error as Error).message}\n${USAGE}`, 2);
   }
   const type = values.type?.toUpperCase();
-  if (!type || !(SAMPLE_EVENT_TYPES as readonly string[]).includes(type)) fail(USAGE, 2);
+  if (!type) fail(USAGE, 2);
+  if (!(SAMPLE_EVENT_TYPES as readonly string[]).includes(type)) fail(`Unknown event type ${values.type}: the known ones are ${SAMPLE_EVENT_TYPES.join(', ')}.\n${USAGE}`, 2);
   const reason = values.reason?.toUpperCase();
   const reasons: readonly string[] = type === 'CANCELLATION' ? CANCEL_REASONS : type === 'EXPIRATION' ? EXPIRATION_REASONS : [];
   if (reason && !reasons.includes(reason)) fail(reasons.length ? `--reason for ${type} is one of ${reasons.join(', ')}.` : `${type} takes no --reason.`, 2);
@@ -89,7 +91,7 @@ async function main() {
       body: JSON.stringify(body),
     });
   } catch {
-    fail(`Could not reach the service at ${baseUrl}: is it running? Start it with \`npm run dev\`, or pass --base-url.`);
+    fail(unreachableMessage(baseUrl));
   }
   const answer = (await response.text()).trim();
   const event = body.event as Record<string, unknown>;

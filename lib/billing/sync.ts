@@ -123,6 +123,9 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
   try {
     fetched = await fetchSubscriber(appUserId, { ...revenuecat, deadline });
   } catch (error) {
+    // Which RevenueCat was called (host and port: the stand-in under this service's own origin, a
+    // proxy, RevenueCat itself), for the log only: the mark and the status name no host.
+    log.warn({ appUserId, reason: options.reason, revenuecat: `${revenuecat.standIn ? 'local stand-in at ' : ''}${new URL(revenuecat.apiUrl).host}`, err: describeFailure(error) }, 'billing sync: the call to RevenueCat failed');
     if (error instanceof DomainError) await markFailed(appUserId, options.reason, error);
     throw error;
   }

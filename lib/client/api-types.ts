@@ -515,6 +515,11 @@ export interface components {
         /** @description The subscriber's entitlements after the sync */
         AdminBillingSync: {
             appUserId: string;
+            /**
+             * @description What the snapshot did: applied (it changed the entitlements), stale (newer events already said more) or ignored (nothing to apply)
+             * @enum {string}
+             */
+            outcome: "applied" | "stale" | "ignored";
             entitlements: components["schemas"]["Entitlement"][];
         };
         BillingSweep: {
@@ -700,7 +705,7 @@ export interface components {
                 /** @enum {string} */
                 cron: "on" | "off";
                 /** @enum {string} */
-                adminApi: "on" | "off";
+                adminApi: "on" | "local dev secret" | "off";
                 /** @description Chains whose smart-contract wallets can be verified */
                 contractWalletChains: number[];
                 /** @enum {string} */

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { operatorDatabaseUrl } from '../config.ts';
 import { BOOTSTRAP_SQL } from './bootstrap.ts';
 
 /** The least a migration runner needs: one session (not a pool) that can run SQL. */
@@ -210,18 +211,14 @@ export type MigrationTarget =
   | { kind: 'data-api-only' };
 
 /**
- * Where `npm run migrate` applies the migrations: a direct connection when there is one (the
- * Vercel-Supabase integration's POSTGRES_URL_NON_POOLING: DDL and long index builds belong on a
- * session of their own, not on the transaction pooler), else the service's own DATABASE_URL, else
- * the pooled POSTGRES_URL; with none of them but a Supabase project, only `supabase db push` can
+ * Where `npm run migrate` applies the migrations: the operator's database (operatorDatabaseUrl in
+ * lib/config.ts, which every operator command uses: POSTGRES_URL_NON_POOLING, else DATABASE_URL,
+ * else POSTGRES_URL); with none of them but a Supabase project, only `supabase db push` can
  * (the Data API runs no DDL); with nothing at all, the embedded folder. Empty values count as unset.
  */
 export function migrationTarget(env: Record<string, string | undefined>, embeddedDir: string): MigrationTarget {
-  const set = (name: string) => (env[name]?.trim() ? env[name]!.trim() : undefined);
-  for (const name of ['POSTGRES_URL_NON_POOLING', 'DATABASE_URL', 'POSTGRES_URL']) {
-    const url = set(name);
-    if (url) return { kind: 'postgres', url, from: name };
-  }
-  if (set('SUPABASE_URL') || set('NEXT_PUBLIC_SUPABASE_URL')) return { kind: 'data-api-only' };
+  const database = operatorDatabaseUrl(env);
+  if (database) return { kind: 'postgres', ...database };
+  if (env.SUPABASE_URL?.trim() || env.NEXT_PUBLIC_SUPABASE_URL?.trim()) return { kind: 'data-api-only' };
   return { kind: 'embedded', dir: embeddedDir };
 }

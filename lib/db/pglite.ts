@@ -176,6 +176,21 @@ class PgliteThread {
   }
 }
 
+/**
+ * The process that holds the embedded database folder (its lock file names it and it is alive),
+ * or null: nobody, a lock left by a process that is gone, or this process itself. The operator
+ * commands ask it first, to ask the running service instead of refusing.
+ */
+export function embeddedFolderHolder(dataDir: string): number | null {
+  let owner: number;
+  try {
+    owner = Number(readFileSync(`${dataDir}.lock`, 'utf8').trim());
+  } catch {
+    return null;
+  }
+  return Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner) ? owner : null;
+}
+
 function acquireFolderLock(dataDir: string): () => void {
   const lockPath = `${dataDir}.lock`;
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -189,8 +204,8 @@ function acquireFolderLock(dataDir: string): () => void {
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const owner = Number(readFileSync(lockPath, 'utf8').trim());
-      if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
+      const owner = embeddedFolderHolder(dataDir);
+      if (owner !== null) {
         throw new DbError('unavailable', `The embedded database folder ${dataDir} is in use by process ${owner}. ` +
           'Stop that process (another `npm run dev` or `npm start`?), or set EMBEDDED_DB_DIR to another folder.');
       }

@@ -160,7 +160,11 @@ export const billingSyncResponseSchema = z
   .meta({ id: 'BillingSync', description: "The caller's entitlements after the refresh (as in GET /api/me)" });
 
 export const adminBillingSyncResponseSchema = z
-  .object({ appUserId: z.string(), entitlements: z.array(entitlementSchema) })
+  .object({
+    appUserId: z.string(),
+    outcome: z.enum(['applied', 'stale', 'ignored']).meta({ description: 'What the snapshot did: applied (it changed the entitlements), stale (newer events already said more) or ignored (nothing to apply)' }),
+    entitlements: z.array(entitlementSchema),
+  })
   .meta({ id: 'AdminBillingSync', description: "The subscriber's entitlements after the sync" });
 
 export const billingSweepResponseSchema = z
@@ -262,7 +266,7 @@ export const serviceStatusSchema = z
       revenuecatSync: z.enum(['off', 'v1', 'v1 + v2', 'local stand-in']),
       syncAfterWebhooks: z.enum(['gaps', 'all', 'none']),
       cron: z.enum(['on', 'off']),
-      adminApi: z.enum(['on', 'off']),
+      adminApi: z.enum(['on', 'local dev secret', 'off']),
       contractWalletChains: z.array(z.int()).meta({ description: 'Chains whose smart-contract wallets can be verified' }),
       sandboxPurchases: z.enum(['grant', 'recorded only']),
     }).meta({ description: 'Which optional parts are on, by name (never a secret, URL or host)' }),

@@ -1,4 +1,4 @@
-import { DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
+import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
 import { formatCounts, formatUtc } from './words.ts';
@@ -88,7 +88,8 @@ export interface ServiceParts {
   revenuecatSync: 'off' | 'v1' | 'v1 + v2' | 'local stand-in';
   syncAfterWebhooks: 'gaps' | 'all' | 'none';
   cron: 'on' | 'off';
-  adminApi: 'on' | 'off';
+  /** The operator routes: on (ADMIN_API_SECRET), local mode's dev secret (DEV_ADMIN_SECRET), or off. */
+  adminApi: 'on' | 'local dev secret' | 'off';
   /** Chains whose smart-contract wallets can be verified (the chain ids with an RPC). */
   contractWalletChains: number[];
   sandboxPurchases: 'grant' | 'recorded only';
@@ -189,7 +190,7 @@ export function partsOf(config: Config): ServiceParts {
     revenuecatSync: !config.revenuecat ? 'off' : config.revenuecat.standIn ? 'local stand-in' : config.revenuecat.v2 ? 'v1 + v2' : 'v1',
     syncAfterWebhooks: config.revenuecat ? config.billingSyncAfter : 'none',
     cron: config.cronSecret ? 'on' : 'off',
-    adminApi: config.adminSecret ? 'on' : 'off',
+    adminApi: !config.adminSecret ? 'off' : config.adminSecret === DEV_ADMIN_SECRET ? 'local dev secret' : 'on',
     contractWalletChains: [...config.wallet.evmRpcUrls.keys()].sort((a, b) => a - b),
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded only' : 'grant',
   };

@@ -37,7 +37,11 @@ describe('the stand-in in the configuration', () => {
     expect(config.local).toBe(true);
     expect(config.revenuecat).toMatchObject({ standIn: true, apiKey: REVENUECAT_STAND_IN_KEY, apiUrl: 'http://localhost:3000/api/dev/revenuecat' });
     expect(loadConfig({ REVENUECAT_STAND_IN: '1', APP_ORIGIN: 'http://127.0.0.1:4100' }).revenuecat?.apiUrl).toBe('http://127.0.0.1:4100/api/dev/revenuecat');
-    expect(describeConfig(config).revenuecat).toBe('local stand-in (/api/dev/revenuecat) (sync after gaps; 1/s, users at most half, 20 refreshes a day each)');
+    // The startup log names the stand-in's absolute URL: where the service calls it.
+    expect(describeConfig(config).revenuecat).toBe('local stand-in (http://localhost:3000/api/dev/revenuecat) (sync after gaps; 1/s, users at most half, 20 refreshes a day each)');
+    // Local mode's origin is the port Next listens on (it sets PORT), so the stand-in is found on another port too.
+    expect(loadConfig({ REVENUECAT_STAND_IN: '1', PORT: '3001' })).toMatchObject({ appOrigin: 'http://localhost:3001', revenuecat: { apiUrl: 'http://localhost:3001/api/dev/revenuecat' } });
+    expect(loadConfig({ REVENUECAT_STAND_IN: '1', PORT: '3001', APP_ORIGIN: 'http://127.0.0.1:4100' }).appOrigin).toBe('http://127.0.0.1:4100');
     expect(loadConfig({}).revenuecat).toBeUndefined();
   });
 

@@ -126,6 +126,9 @@ describe('npm run sample-event against the running service', () => {
     await expect(promisify(execFile)(process.execPath, ['scripts/sample-event.ts', '--type', 'TEST', '--base-url', `http://127.0.0.1:${await freePort()}`], { env: { ...process.env, EMBEDDED_DB_DIR: path.join(dataDir, 'pglite') } }))
       .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('npm run dev') });
     await expect(sample(['--type', 'PURCHASE'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('Usage:') });
+    await expect(sample(['--type', 'FOO'])).rejects.toMatchObject({
+      code: 2, stderr: expect.stringContaining(`Unknown event type FOO: the known ones are ${SAMPLE_EVENT_TYPES.join(', ')}.`),
+    });
     await expect(sample(['--type', 'EXPIRATION', '--reason', 'NOPE'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('--reason for EXPIRATION is one of') });
   });
 });

@@ -4,7 +4,7 @@ import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { MAX_SYNCS_AFTER_WEBHOOKS, requireRevenueCat, sweepBillingSync } from '../../lib/billing/sync.ts';
 import { MAX_SUBSCRIBER_BYTES } from '../../lib/revenuecat/client.ts';
@@ -487,7 +487,8 @@ describe('the sync routes without configuration, and their credentials', () => {
   });
 
   it.each([['cron', 'CRON_SECRET'], ['admin', 'ADMIN_API_SECRET']] as const)('%s without its secret configured: 503 whatever is sent, not naming %s (the log does)', async (route, variable) => {
-    const restore = setEnv({ [variable]: undefined });
+    // In local mode the admin routes take the dev admin secret instead: unset, it is a deployment's.
+    const restore = setEnv({ ...(route === 'admin' ? DEPLOYMENT_SETTINGS : {}), [variable]: undefined });
     try {
       const response = route === 'cron'
         ? await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } })

@@ -8,8 +8,8 @@ import { envSchema } from '../../lib/config.ts';
  * a developer sets, and nothing else.
  */
 const read = Object.keys(envSchema.shape);
-/** Set by Vercel itself, or deprecated: documented, not offered. */
-const NOT_OFFERED = ['VERCEL', 'VERCEL_ENV', 'VERCEL_PROJECT_PRODUCTION_URL', 'VERCEL_URL', 'BILLING_IGNORE_SANDBOX'];
+/** Set by Vercel or Next itself, or deprecated: documented, not offered. */
+const NOT_OFFERED = ['VERCEL', 'VERCEL_ENV', 'VERCEL_PROJECT_PRODUCTION_URL', 'VERCEL_URL', 'BILLING_IGNORE_SANDBOX', 'PORT'];
 
 describe('the settings', () => {
   it('docs/configuration.md documents every setting the service reads, in its tables', () => {

@@ -3,10 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as statusRoute from '../../app/api/admin/status/route.ts';
+import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
 import * as sweepRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
-import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { readMigrationFiles } from '../../lib/db/migrate.ts';
 import { describeStatus } from '../../lib/operations/status.ts';
@@ -15,7 +16,7 @@ import { fixture } from '../billing/fixtures.ts';
 import { customersWaitingInAnOldMonth, deliver, flowSettings, purchase } from '../billing/support.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, openTestDatabase, suiteDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 
@@ -131,17 +132,28 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
     expect(describeStatus(body).find((line) => line.startsWith('Maintenance:'))).toContain(`dropped billing months billing_events_${name}, 1 checkpoint(s)`);
   });
 
-  it('answers only the admin secret: none or the cron secret is a 401; without ADMIN_API_SECRET, 503', async () => {
-    for (const authorization of [undefined, `Bearer ${CRON_SECRET}`, ADMIN_SECRET]) {
+  it('answers only the admin secret: none or the cron secret is a 401; without ADMIN_API_SECRET, local mode\'s dev admin secret, and 503 outside local mode', async () => {
+    for (const authorization of [undefined, `Bearer ${CRON_SECRET}`, ADMIN_SECRET, `Bearer ${DEV_ADMIN_SECRET}`]) {
       const response = await callRoute(statusRoute, { headers: authorization ? { authorization } : {} });
       expect({ status: response.status, code: response.body.code }).toEqual({ status: 401, code: 'invalid_admin_secret' });
     }
-    const restore = setEnv({ ADMIN_API_SECRET: undefined });
+    let restore = setEnv({ ADMIN_API_SECRET: undefined });
     try {
-      const response = await callRoute(statusRoute, { headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
+      expect((await callRoute(statusRoute, { headers: { authorization: `Bearer ${ADMIN_SECRET}` } })).status).toBe(401);
+      const response = await callRoute(statusRoute, { headers: { authorization: `Bearer ${DEV_ADMIN_SECRET}` } });
+      expect(response.status).toBe(200);
+      expect(response.body.parts.adminApi).toBe('local dev secret');
+    } finally {
+      restore();
+    }
+    restore = setEnv({ ...DEPLOYMENT_SETTINGS, ADMIN_API_SECRET: undefined });
+    try {
+      const response = await callRoute(statusRoute, { headers: { authorization: `Bearer ${DEV_ADMIN_SECRET}` } });
       expect({ status: response.status, code: response.body.code }).toEqual({ status: 503, code: 'admin_not_configured' });
     } finally {
       restore();
+      // The wrong secrets above count against this address (OPERATOR_SECRET_FAILURES); the next tests start afresh.
+      resetOperatorSecretThrottle();
     }
   });
 });
@@ -190,7 +202,7 @@ describe('npm run status', () => {
     expect(lines[0]).toMatch(/^Status at .* UTC \(local mode, postgres database\)$/);
     expect(lines[1]).toMatch(new RegExp(`^Billing webhook: last TEST ${test.event.id} at .* UTC: ignored \\(record_only_type\\); last 24 h: 1 ignored$`));
     expect(stdout).toContain(`Schema: database at ${files.at(-1)!.version}, code at ${files.at(-1)!.version}: up to date`);
-    expect(stdout).toContain('admin API off');
+    expect(stdout).toContain('admin API local dev secret');
     const json = JSON.parse((await run(['--json'])).stdout);
     expect(serviceStatusSchema.safeParse(json).error).toBeUndefined();
     expect(json.webhooks.billing.last).toMatchObject({ eventId: test.event.id, type: 'TEST' });

@@ -62,7 +62,8 @@ describe('scripts/link-wallet.ts', () => {
   });
 
   it('says what to do when the service is not running', async () => {
-    const run = promisify(execFile)(process.execPath, ['scripts/link-wallet.ts', '--base-url', `http://127.0.0.1:${await freePort()}`], { env: { ...process.env, LOG_LEVEL: 'silent' } });
-    await expect(run).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('npm run dev') });
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const run = promisify(execFile)(process.execPath, ['scripts/link-wallet.ts', '--base-url', url], { env: { ...process.env, LOG_LEVEL: 'silent' } });
+    await expect(run).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining(`Could not reach the service at ${url}: is it running? Start it with \`npm run dev\`, or pass --base-url.`) });
   });
 });

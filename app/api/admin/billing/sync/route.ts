@@ -10,6 +10,6 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     const { app_user_id: appUserId } = await readJsonWith(request, adminSyncBodySchema);
     const { entitlements, outcome } = await syncKnownSubscriber(appUserId, 'admin');
     annotate({ appUserId, outcome });
-    return json({ appUserId, entitlements });
+    return json({ appUserId, outcome, entitlements });
   },
 });

@@ -1,0 +1,78 @@
+// What the operator commands share (status, billing:explain, billing:sync, billing:rebuild,
+// db:maintain), and the scripts that talk to the running service (link-wallet, sample-event):
+// - the operator's configuration: only the database settings, chosen as `npm run migrate` chooses
+//   them (configureForOperator, lib/config.ts);
+// - in local mode on the embedded database, while the running service holds the folder (PGlite
+//   has one process per folder), the same answer asked of that service over HTTP, through its
+//   operator routes, with the admin secret (ADMIN_API_SECRET, or local mode's dev one);
+// - where the service is, by default (BASE_URL, else http://localhost:3000).
+import { LOCAL_APP_ORIGIN, configureForOperator, type Config } from '../lib/config.ts';
+import { embeddedFolderHolder } from '../lib/db/pglite.ts';
+import { DomainError, type DomainErrorCode } from '../lib/errors.ts';
+
+/** Where the scripts look for the running service unless --base-url says otherwise. */
+export function defaultBaseUrl(env: Record<string, string | undefined> = process.env): string {
+  return env.BASE_URL?.trim() || LOCAL_APP_ORIGIN;
+}
+
+/** fetch reports a server it could not reach as a TypeError "fetch failed" (the socket error is its cause). */
+export function isUnreachable(error: unknown): boolean {
+  return error instanceof TypeError && error.message === 'fetch failed';
+}
+
+/** What to say when nothing answered at the service's URL. */
+export function unreachableMessage(baseUrl: string): string {
+  return `Could not reach the service at ${baseUrl}: is it running? Start it with \`npm run dev\`, or pass --base-url.`;
+}
+
+export interface OperatorRoute {
+  method: 'GET' | 'POST';
+  /** The operator route that answers the same (under /api/admin). */
+  path: string;
+  body?: unknown;
+}
+
+/**
+ * Run an operator command on the operator's configuration: directly on the database, or, when
+ * the embedded folder is held by a running process (the local service), through `route` of the
+ * service at `baseUrl`, whose JSON answer is the same value the direct path returns (every time
+ * in it is an ISO string, as in the route's answer). Refusals of the route come back as the
+ * DomainError the direct path would throw (`subscriber_unknown: ...`).
+ */
+export async function databaseOrService<T>(options: { baseUrl: string; direct: (config: Config) => Promise<T>; route: OperatorRoute }): Promise<T> {
+  const config = configureForOperator();
+  const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
+  if (holder === null) return options.direct(config);
+  console.error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?): asking the service at ${options.baseUrl}.`);
+  return askService<T>(config, options.baseUrl, options.route, holder);
+}
+
+async function askService<T>(config: Config, baseUrl: string, route: OperatorRoute, holder: number): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(new URL(route.path, baseUrl), {
+      method: route.method,
+      headers: { authorization: `Bearer ${config.adminSecret ?? ''}`, ...(route.body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: route.body === undefined ? undefined : JSON.stringify(route.body),
+      signal: AbortSignal.timeout(120_000),
+    });
+  } catch (error) {
+    if (!isUnreachable(error)) throw error;
+    throw new Error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder}, and no service answered at ${baseUrl}. `
+      + 'If that process is the service, pass its URL with --base-url (or BASE_URL); otherwise stop it, or set EMBEDDED_DB_DIR to another folder.');
+  }
+  const text = await response.text();
+  let answer: unknown;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    throw new Error(`The service at ${baseUrl} answered ${route.method} ${route.path} with ${response.status} and no JSON: is it this service?`);
+  }
+  if (response.ok) return answer as T;
+  const problem = answer as { code?: string; detail?: string; title?: string };
+  if (!problem.code) throw new Error(`The service at ${baseUrl} answered ${route.method} ${route.path} with ${response.status}: ${text.slice(0, 300)}`);
+  const hint = problem.code === 'invalid_admin_secret' || problem.code === 'admin_not_configured'
+    ? ' (this shell and the service must have the same ADMIN_API_SECRET, or both none in local mode)'
+    : '';
+  throw new DomainError(problem.code as DomainErrorCode, `${problem.detail ?? problem.title ?? ''}${hint}`);
+}
