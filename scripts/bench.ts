@@ -12,6 +12,7 @@ import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
 import { measureBroadcastCost } from './bench/broadcasts.ts';
+import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
@@ -34,14 +35,18 @@ const STORE_FLOOR_FEW = `floor: store, ${FEW_CONNECTIONS} connections`;
 const isStoreFloor = (name: string) => name === STORE_FLOOR || name === STORE_FLOOR_FEW;
 const FIXED_RATE_SCENARIO = `billing webhook, ${FIXED_RATE} req/s`;
 const SYNCS_AFTER_SCENARIO = `${FIXED_RATE_SCENARIO}, syncs after`;
+const MAINTENANCE_SCENARIO = `${FIXED_RATE_SCENARIO}, maintenance beside`;
 /** The broadcast scenarios (Supabase users, with and without Realtime's schema: scripts/bench/broadcasts.ts). */
 const BROADCAST_SCENARIOS = {
   billing: 'billing webhook, Supabase users',
   billingFew: `billing webhook, Supabase users, ${FEW_CONNECTIONS} connections`,
   leagues: 'leagues sync, 50 x 12 Supabase users, 4 senders',
 };
-/** Run only the scenarios whose names start with one of these (comma-separated), e.g. "POST floor,billing". */
-const ONLY = process.env.BENCH_ONLY?.split(',').map((prefix) => prefix.trim()).filter(Boolean);
+/**
+ * Run only the scenarios whose names start with one of these (comma-separated, e.g. "POST
+ * floor,billing"; separated by "|" when a name holds a comma: "billing webhook, unique|GET").
+ */
+const ONLY = process.env.BENCH_ONLY?.split(process.env.BENCH_ONLY.includes('|') ? '|' : ',').map((prefix) => prefix.trim()).filter(Boolean);
 const SUBSCRIBERS = 1_000;
 const WALLET_USERS = Number(process.env.BENCH_WALLET_USERS ?? 1_500);
 /** Smart-contract wallets per contract scenario (each ERC-1271 one is deployed first, untimed). */
@@ -133,6 +138,8 @@ interface BillingProfile {
   /** Server CPU ms per request in each bucket. */
   msPerRequest: Record<ProfileBucket, number>;
   topFunctions: { name: string; source: string; msPerRequest: number }[];
+  /** Postgres mode: the SQL functions' time per event in the same run (pg_stat_user_functions). */
+  sqlFunctions?: FunctionCost[];
 }
 
 interface RequestSpec {
@@ -431,6 +438,22 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     if (wanted('wallet challenge') || wanted('wallet link (signed)')) await benchWalletLinks();
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
+    if (mode === 'postgres' && databaseUrl && wanted(FIXED_RATE_SCENARIO)) {
+      // The same rate with maintenance running beside it on its own connection: retention's
+      // checkpoints (every subscriber's group locked and copied where it stands, 100 to a
+      // transaction, as billing_maintain takes them), then the other rules (run_maintenance: the
+      // sync queue's sweep of stale marks and leases, challenges, deliveries), again and again.
+      const maintenance = startMaintenanceBeside(databaseUrl);
+      try {
+        await measure(MAINTENANCE_SCENARIO, {
+          method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
+          next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-m`, index, start + 5 * DAY_MS)) }),
+        });
+      } finally {
+        const done = await maintenance.stop();
+        console.log(`  (maintenance beside it: ${done.checkpoints} checkpoints in ${done.checkpointCalls} calls, ${done.maintenanceCalls} calls of run_maintenance)`);
+      }
+    }
     if (mode === 'postgres' && wanted(FIXED_RATE_SCENARIO)) log(await billingWithSyncsAfterResponses(postgres, env));
     // (BENCH_ONLY=broadcasts runs these alone: their names hold a comma.)
     const broadcasts = mode === 'postgres' && (wanted(BROADCAST_SCENARIOS.billing) || ONLY?.includes('broadcasts')) ? await benchBroadcasts() : undefined;
@@ -446,6 +469,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   /** The billing webhook at 10 connections under the CPU profiler: where a request's server CPU goes. */
   async function profileBillingWebhook(): Promise<BillingProfile> {
     let requests = 0;
+    const sqlBefore = databaseUrl ? await functionStats(databaseUrl) : undefined;
     const profile = await profileWhile(server.output, async () => {
       const result = await run('billing webhook, profiled', {
         method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS,
@@ -453,12 +477,14 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
       });
       requests = result.requests;
     });
+    const sqlFunctions = databaseUrl && sqlBefore ? functionCosts(sqlBefore, await functionStats(databaseUrl)) : undefined;
     const summary = summarizeProfile(profile);
     const perRequest = (ms: number) => Math.round((ms / Math.max(1, requests)) * 1000) / 1000;
     return {
       requests,
       msPerRequest: Object.fromEntries(PROFILE_BUCKETS.map((bucket) => [bucket, perRequest(summary.ms[bucket])])) as Record<ProfileBucket, number>,
       topFunctions: summary.topFunctions.map((f) => ({ name: f.name, source: f.source, msPerRequest: perRequest(f.ms) })),
+      ...(sqlFunctions ? { sqlFunctions } : {}),
     };
   }
 
@@ -563,6 +589,45 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
 }
 
 /**
+ * Maintenance in a loop beside a run, on a connection of its own, until stop(): every group of the
+ * database checkpointed where it stands (billing_lock_group + billing_checkpoint_here, what
+ * billing_maintain does for a quiet customer), 100 to a transaction, then run_maintenance.
+ */
+function startMaintenanceBeside(databaseUrl: string) {
+  let stopping = false;
+  const done = { checkpoints: 0, checkpointCalls: 0, maintenanceCalls: 0 };
+  const loop = (async () => {
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      while (!stopping) {
+        const { rows } = await client.query<{ group_id: string }>('select distinct group_id from public.billing_subscribers');
+        for (let offset = 0; offset < rows.length && !stopping; offset += 100) {
+          const { rows: [taken] } = await client.query<{ n: number }>(
+            'select count(*) filter (where public.billing_checkpoint_here(public.billing_lock_group(array[g])))::integer as n from unnest($1::text[]) as g',
+            [rows.slice(offset, offset + 100).map((row) => row.group_id)]);
+          done.checkpoints += taken!.n;
+          done.checkpointCalls++;
+        }
+        if (stopping) break;
+        await client.query('select public.run_maintenance(null, 2000)');
+        done.maintenanceCalls++;
+      }
+    } finally {
+      await client.end();
+    }
+  })();
+  return {
+    async stop() {
+      stopping = true;
+      await loop;
+      return done;
+    },
+  };
+}
+
+/**
  * Each scenario against the floor of its method, at its concurrency when that floor ran (else at
  * 50); each POST also against the store floor (at its concurrency, else at 50).
  */
@@ -656,6 +721,11 @@ function markdownTable(modes: ModeResult[]): string {
     for (const mode of profiled) {
       lines.push('', `Heaviest functions by self time (${mode.mode}): ${mode.billingProfile!.topFunctions.slice(0, 8).map((f) => `${f.name} (${f.source}) ${f.msPerRequest.toFixed(3)}`).join('; ')}`);
     }
+    for (const mode of profiled.filter((m) => m.billingProfile!.sqlFunctions)) {
+      lines.push('', `Where its Postgres time goes (${mode.mode}, the same run; pg_stat_user_functions, per event: calls, time in the function itself, time per call with what it calls; billing_apply_event runs for an event the in-order shortcut leaves to the fold):`, '',
+        '| SQL function | calls/event | self ms/event | ms/call |', '|---|---:|---:|---:|',
+        ...mode.billingProfile!.sqlFunctions!.map((f) => `| ${f.name} | ${f.callsPerEvent} | ${f.selfMsPerEvent.toFixed(3)} | ${f.totalMsPerCall.toFixed(3)} |`));
+    }
   }
   for (const mode of modes.filter((m) => m.broadcastsPerRequest)) {
     lines.push('', `Broadcasts stored per request with Realtime's schema (${mode.mode}): ${Object.entries(mode.broadcastsPerRequest!).map(([name, n]) => `${name}: ${n}`).join('; ')}`);
@@ -704,6 +774,11 @@ function targets(modes: ModeResult[]): TargetCheck[] {
   // Issue 14: syncs run after the responses, so the webhook's own latency does not change (at the
   // same offered rate, below saturation: at saturation the syncs' CPU is taken from the webhooks).
   const plain = find('postgres', FIXED_RATE_SCENARIO);
+  const withMaintenance = find('postgres', MAINTENANCE_SCENARIO);
+  if (plain && withMaintenance) {
+    const factor = withMaintenance.p99 / Math.max(1, plain.p99);
+    checks.push({ target: `postgres: billing webhook p99 at ${FIXED_RATE} req/s with maintenance running beside <= 1.2x without`, value: `${factor.toFixed(2)}x (${withMaintenance.p99} ms vs ${plain.p99} ms)`, met: factor <= 1.2 });
+  }
   const withSyncs = find('postgres', SYNCS_AFTER_SCENARIO);
   if (plain && withSyncs) {
     const factor = withSyncs.p99 / Math.max(1, plain.p99);

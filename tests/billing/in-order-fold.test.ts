@@ -28,7 +28,7 @@ interface Step {
   /** The event names the anonymous id as an alias too (the app started anonymous). */
   withAnon: boolean;
   product: 'monthly' | 'yearly';
-  entitlements: string[];
+  entitlements: readonly string[];
   /** Days since the previous event. */
   gap: number;
 }
