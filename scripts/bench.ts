@@ -3,7 +3,7 @@
 // database. Prints a table and writes bench-results/latest.json (+ .md). BENCH_DURATION=<seconds>
 // sets each timed scenario's length (default 10). Smart-contract wallet links are verified on a
 // local EVM (anvil, chain 31337) started here too, configured as that chain's RPC.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -12,6 +12,7 @@ import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
 import { measureBroadcastCost } from './bench/broadcasts.ts';
+import { cpuMsOf, postgresCpuMs } from './bench/cpu.ts';
 import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
@@ -83,43 +84,6 @@ interface ScenarioResult {
   ratioToStoreFloor?: number;
   /** p99 over the store floor's. */
   p99ToStoreFloor?: number;
-}
-
-// CPU time from /proc (Linux): it says where a request's cost goes, whatever else runs on the cores.
-const TICKS_PER_SECOND = 100;
-function cpuMsOf(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
-/**
- * CPU time of the bench's own Postgres server: the postmaster, its live backends, and the backends
- * that have ended (counted in the postmaster's cutime/cstime). Other Postgres servers on the
- * machine (a test suite running meanwhile) are not counted.
- */
-function postgresCpuMs(postmasterPid: number | undefined): number {
-  if (postmasterPid === undefined) return 0;
-  const stat = (pid: number | string) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  let total = 0;
-  try {
-    const fields = stat(postmasterPid);
-    total += ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const fields = stat(entry);
-      if (Number(fields[1]) === postmasterPid) total += ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return total;
 }
 
 interface ModeResult {

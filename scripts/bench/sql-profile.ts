@@ -6,13 +6,15 @@
 //
 // Run alone (`node scripts/bench/sql-profile.ts`, about a minute): a Postgres server of its own with
 // pg_stat_statements, 1,000 subscribers' purchases, then N (default 3,000) in-order renewals shaped
-// like the bench's, one at a time through one connection; prints the time of every statement the
-// functions ran per renewal (nested statements included), the functions' times, and, for comparison,
-// the store floor's INSERT and a `select 1`. EXPLAIN=1 also prints one renewal's plans (auto_explain).
+// like the bench's, one at a time through one connection: their time and the server's CPU time
+// each, the same for the store floor's INSERT; then N more with every statement tracked: the time of
+// every statement the functions ran per renewal (nested ones included), the functions' times, and a
+// `select 1` for comparison. EXPLAIN=1 also prints one renewal's plans (auto_explain).
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
+import { postgresCpuMs } from './cpu.ts';
 
 export interface FunctionStat {
   calls: number;
@@ -102,11 +104,28 @@ async function profileAlone(): Promise<void> {
       [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))]);
     for (let i = 0; i < SUBSCRIBERS; i++) await record(renewalBody(i, start));
     await client.query('create extension if not exists pg_stat_statements');
+    // First the cost as it is (statements not tracked): wall time and the server's CPU time.
+    await client.query("set pg_stat_statements.track = 'none'");
+    const bodies = Array.from({ length: events }, (_, i) => renewalBody(SUBSCRIBERS + i, start));
+    const plans = bodies.map((body) => JSON.stringify(describeEventEffects(body.event as never, new Date())));
+    let cpu = postgresCpuMs(server.pid());
+    let began = performance.now();
+    for (let i = 0; i < events; i++) await client.query('select public.record_billing_event(p_body => $1, p_plan => $2) as result', [JSON.stringify(bodies[i]), plans[i]]);
+    console.log(`${events} in-order renewals: ${((performance.now() - began) / events).toFixed(3)} ms each (round trip, one at a time), Postgres CPU ${((postgresCpuMs(server.pid()) - cpu) / events).toFixed(3)} ms each`);
+    cpu = postgresCpuMs(server.pid());
+    began = performance.now();
+    await client.query('create table public.bench_store_floor (event_id text primary key, body jsonb not null)');
+    for (let i = 0; i < events; i++) {
+      await client.query('insert into public.bench_store_floor (event_id, body) values ($1, $2) on conflict do nothing', [`floor-${i}`, JSON.stringify(bodies[i])]);
+    }
+    console.log(`the store floor's INSERT: ${((performance.now() - began) / events).toFixed(3)} ms each, Postgres CPU ${((postgresCpuMs(server.pid()) - cpu) / events).toFixed(3)} ms each`);
+    // Then every statement's time, nested ones included.
+    await client.query("set pg_stat_statements.track = 'all'");
     await client.query('select pg_stat_statements_reset()');
     const before = await functionStats(server.url(name));
-    const began = performance.now();
-    for (let i = SUBSCRIBERS; i < SUBSCRIBERS + events; i++) await record(renewalBody(i, start));
-    console.log(`${events} in-order renewals: ${((performance.now() - began) / events).toFixed(3)} ms each (round trip, one at a time)`);
+    began = performance.now();
+    for (let i = SUBSCRIBERS + events; i < SUBSCRIBERS + 2 * events; i++) await record(renewalBody(i, start));
+    console.log(`${events} more, statements tracked: ${((performance.now() - began) / events).toFixed(3)} ms each`);
     console.table(functionCosts(before, await functionStats(server.url(name))));
     const { rows } = await client.query<{ ms: number; calls: string; query: string }>(
       `select total_exec_time / $1 as ms, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) as query from pg_stat_statements
@@ -118,16 +137,10 @@ async function profileAlone(): Promise<void> {
       client.on('notice', (notice) => notices.push(notice.message ?? ''));
       for (const setting of ["load 'auto_explain'", 'set auto_explain.log_min_duration = 0', 'set auto_explain.log_nested_statements = on',
         'set auto_explain.log_analyze = on', "set auto_explain.log_level = 'notice'"]) await client.query(setting);
-      await record(renewalBody(SUBSCRIBERS + events, start));
+      await record(renewalBody(SUBSCRIBERS + 2 * events, start));
       await client.query('set auto_explain.log_min_duration = -1');
       console.log(notices.join('\n----\n'));
     }
-    await client.query('create table public.bench_store_floor (event_id text primary key, body jsonb not null)');
-    const floorBegan = performance.now();
-    for (let i = 0; i < events; i++) {
-      await client.query('insert into public.bench_store_floor (event_id, body) values ($1, $2) on conflict do nothing', [`floor-${i}`, JSON.stringify(renewalBody(i, start))]);
-    }
-    console.log(`the store floor's INSERT: ${((performance.now() - floorBegan) / events).toFixed(3)} ms each`);
     const selectBegan = performance.now();
     for (let i = 0; i < events; i++) await client.query('select 1');
     console.log(`select 1: ${((performance.now() - selectBegan) / events).toFixed(3)} ms each`);
