@@ -1287,6 +1287,7 @@ declare
   v_other_sources integer;
   v_movable integer;
   v_row public.entitlements%rowtype;
+  v_checkpoint_due boolean := false;
 begin
   -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
   if p_plan ? 'snapshot' or (p_plan->>'move' is not null and not v_merge)
@@ -1317,13 +1318,20 @@ begin
     return null;
   end if;
 
-  -- Newer than the group's watermark and than every checkpoint of its ids; no checkpoint due now
-  -- or after it; the history's last entry not a snapshot (whose confirmation the fold would read).
+  -- Newer than the group's watermark and than every checkpoint of its ids; the history's last entry
+  -- not a snapshot (whose confirmation the fold would read).
   v_key := public.billing_sort_key(v_event_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), v_event_id);
   if v_folded is null or v_key collate "C" < v_folded collate "C"
      or (v_base is not null and v_key collate "C" <= v_base collate "C")
-     or v_tail + 1 >= public.billing_tail_bound() or v_pending < p_received - interval '30 days'
      or position(':sync:' in v_folded) > 0 then
+    return null;
+  end if;
+  -- The fold's checkpoint where the group stands, when its state is old enough (taken below, once
+  -- nothing else can send the event to the fold); no tail checkpoint due after the event.
+  if v_tail >= public.billing_tail_bound() or v_pending < p_received - interval '30 days' then
+    v_checkpoint_due := public.billing_key_time(v_folded) < p_received - public.billing_checkpoint_lag();
+  end if;
+  if not coalesce(v_checkpoint_due, false) and v_tail + 1 >= public.billing_tail_bound() then
     return null;
   end if;
 
@@ -1365,6 +1373,14 @@ begin
     return null;
   end if;
 
+  if coalesce(v_checkpoint_due, false) then
+    if public.billing_checkpoint_here(v_group) then
+      v_tail := 0;
+      v_pending := null;
+    elsif v_tail + 1 >= public.billing_tail_bound() then
+      return null;
+    end if;
+  end if;
   perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
   update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
   where app_user_id = v_group;
