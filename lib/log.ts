@@ -36,6 +36,19 @@ function readableStream(): pino.DestinationStream {
   return pretty({ colorize: process.stdout.isTTY, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' });
 }
 
-export const log = wantsReadableLogs() ? pino(options, readableStream()) : pino(options);
+/**
+ * JSON lines to stdout. Off Vercel (`next start`, scripts) a request does not wait for its line: the
+ * writes are asynchronous (pino's destination with `sync: false`: lines written while one write is
+ * under way go out together in the next), and the buffer is written out synchronously when the
+ * process exits, whatever the way (the end of its work, `process.exit`, and `next start`'s SIGTERM
+ * and SIGINT, which end in `process.exit`), so a clean exit loses no line. On Vercel the writes stay
+ * synchronous: a function instance may be frozen as soon as its response is sent, with a write
+ * still pending (pino's advice for Lambda-like runtimes).
+ */
+export function jsonDestination(env: Record<string, string | undefined> = process.env): pino.DestinationStream {
+  return pino.destination({ dest: 1, sync: Boolean(env.VERCEL) });
+}
+
+export const log = wantsReadableLogs() ? pino(options, readableStream()) : pino(options, jsonDestination());
 
 export type Logger = pino.Logger;

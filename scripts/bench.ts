@@ -3,7 +3,7 @@
 // database. Prints a table and writes bench-results/latest.json (+ .md). BENCH_DURATION=<seconds>
 // sets each timed scenario's length (default 10). Smart-contract wallet links are verified on a
 // local EVM (anvil, chain 31337) started here too, configured as that chain's RPC.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -12,6 +12,8 @@ import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
 import { measureBroadcastCost } from './bench/broadcasts.ts';
+import { cpuMsOf, postgresCpuMs } from './bench/cpu.ts';
+import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
@@ -28,16 +30,24 @@ const FEW_CONNECTIONS = 10;
 const BENCH_BUILD = { distDir: '.next-bench', env: { BENCH_FLOOR: '1' } };
 /** Billing webhooks offered at this rate, with and without syncs from RevenueCat after each response. */
 const FIXED_RATE = 200;
+/** The store floor's scenarios (the POST floor plus one INSERT of the event: app/api/bench-store-floor). */
+const STORE_FLOOR = 'floor: store (POST floor + INSERT of the event)';
+const STORE_FLOOR_FEW = `floor: store, ${FEW_CONNECTIONS} connections`;
+const isStoreFloor = (name: string) => name === STORE_FLOOR || name === STORE_FLOOR_FEW;
 const FIXED_RATE_SCENARIO = `billing webhook, ${FIXED_RATE} req/s`;
 const SYNCS_AFTER_SCENARIO = `${FIXED_RATE_SCENARIO}, syncs after`;
+const MAINTENANCE_SCENARIO = `${FIXED_RATE_SCENARIO}, maintenance beside`;
 /** The broadcast scenarios (Supabase users, with and without Realtime's schema: scripts/bench/broadcasts.ts). */
 const BROADCAST_SCENARIOS = {
   billing: 'billing webhook, Supabase users',
   billingFew: `billing webhook, Supabase users, ${FEW_CONNECTIONS} connections`,
   leagues: 'leagues sync, 50 x 12 Supabase users, 4 senders',
 };
-/** Run only the scenarios whose names start with one of these (comma-separated), e.g. "POST floor,billing". */
-const ONLY = process.env.BENCH_ONLY?.split(',').map((prefix) => prefix.trim()).filter(Boolean);
+/**
+ * Run only the scenarios whose names start with one of these (comma-separated, e.g. "POST
+ * floor,billing"; separated by "|" when a name holds a comma: "billing webhook, unique|GET").
+ */
+const ONLY = process.env.BENCH_ONLY?.split(process.env.BENCH_ONLY.includes('|') ? '|' : ',').map((prefix) => prefix.trim()).filter(Boolean);
 const SUBSCRIBERS = 1_000;
 const WALLET_USERS = Number(process.env.BENCH_WALLET_USERS ?? 1_500);
 /** Smart-contract wallets per contract scenario (each ERC-1271 one is deployed first, untimed). */
@@ -70,43 +80,10 @@ interface ScenarioResult {
   ratioToFloor?: number;
   /** p99 divided by that floor's p99. */
   p99ToFloor?: number;
-}
-
-// CPU time from /proc (Linux): it says where a request's cost goes, whatever else runs on the cores.
-const TICKS_PER_SECOND = 100;
-function cpuMsOf(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
-/**
- * CPU time of the bench's own Postgres server: the postmaster, its live backends, and the backends
- * that have ended (counted in the postmaster's cutime/cstime). Other Postgres servers on the
- * machine (a test suite running meanwhile) are not counted.
- */
-function postgresCpuMs(postmasterPid: number | undefined): number {
-  if (postmasterPid === undefined) return 0;
-  const stat = (pid: number | string) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  let total = 0;
-  try {
-    const fields = stat(postmasterPid);
-    total += ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const fields = stat(entry);
-      if (Number(fields[1]) === postmasterPid) total += ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return total;
+  /** A POST's req/s over the store floor's (the POST floor plus one INSERT of the event) at its concurrency. */
+  ratioToStoreFloor?: number;
+  /** p99 over the store floor's. */
+  p99ToStoreFloor?: number;
 }
 
 interface ModeResult {
@@ -125,6 +102,8 @@ interface BillingProfile {
   /** Server CPU ms per request in each bucket. */
   msPerRequest: Record<ProfileBucket, number>;
   topFunctions: { name: string; source: string; msPerRequest: number }[];
+  /** Postgres mode: the SQL functions' time per event in the same run (pg_stat_user_functions). */
+  sqlFunctions?: FunctionCost[];
 }
 
 interface RequestSpec {
@@ -375,6 +354,15 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     await measure(`floor: GET /api/health/live, ${FEW_CONNECTIONS} connections`, { method: 'GET', path: '/api/health/live', connections: FEW_CONNECTIONS });
     await measure('floor: POST (Bearer, JSON, zod envelope)', floorRequest(CONNECTIONS));
     await measure(`floor: POST, ${FEW_CONNECTIONS} connections`, floorRequest(FEW_CONNECTIONS));
+    // The store floor: the POST floor plus one INSERT of the event (id, body) through the same
+    // connection pool: what any webhook that keeps what it received pays (app/api/bench-store-floor).
+    await post(server, '/api/bench-store-floor', billingHeaders, billingEvent(`${runId}-warm-store`, 0, start));
+    const storeFloorRequest = (connections: number): RequestSpec => ({
+      method: 'POST', path: '/api/bench-store-floor', headers: billingHeaders, connections,
+      next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-store-${connections}`, index, start)) }),
+    });
+    await measure(STORE_FLOOR, storeFloorRequest(CONNECTIONS));
+    await measure(STORE_FLOOR_FEW, storeFloorRequest(FEW_CONNECTIONS));
 
     await post(server, '/api/webhooks/subscription-billing', billingHeaders, billingEvent(`${runId}-warm`, 0, start));
     await measure('billing webhook, unique', {
@@ -414,6 +402,24 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     if (wanted('wallet challenge') || wanted('wallet link (signed)')) await benchWalletLinks();
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
+    if (mode === 'postgres' && databaseUrl && wanted(FIXED_RATE_SCENARIO)) {
+      // The same rate with maintenance running beside it on its own connection: retention's
+      // checkpoints of quiet customers (half the subscribers, whom no webhook reaches meanwhile:
+      // each group locked and copied where it stands, 100 to a transaction, as billing_maintain
+      // takes them in its calls), then the other rules (run_maintenance: the sync queue's sweep of
+      // stale marks and leases, challenges, deliveries), again and again. The webhooks go to the
+      // other half.
+      const maintenance = startMaintenanceBeside(databaseUrl, (subscriber) => subscriber % 2 === 1);
+      try {
+        await measure(MAINTENANCE_SCENARIO, {
+          method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
+          next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-m`, 2 * index, start + 5 * DAY_MS)) }),
+        });
+      } finally {
+        const done = await maintenance.stop();
+        console.log(`  (maintenance beside it: ${done.checkpoints} checkpoints in ${done.checkpointCalls} calls, ${done.maintenanceCalls} calls of run_maintenance)`);
+      }
+    }
     if (mode === 'postgres' && wanted(FIXED_RATE_SCENARIO)) log(await billingWithSyncsAfterResponses(postgres, env));
     // (BENCH_ONLY=broadcasts runs these alone: their names hold a comma.)
     const broadcasts = mode === 'postgres' && (wanted(BROADCAST_SCENARIOS.billing) || ONLY?.includes('broadcasts')) ? await benchBroadcasts() : undefined;
@@ -429,6 +435,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   /** The billing webhook at 10 connections under the CPU profiler: where a request's server CPU goes. */
   async function profileBillingWebhook(): Promise<BillingProfile> {
     let requests = 0;
+    const sqlBefore = databaseUrl ? await functionStats(databaseUrl) : undefined;
     const profile = await profileWhile(server.output, async () => {
       const result = await run('billing webhook, profiled', {
         method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS,
@@ -436,12 +443,14 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
       });
       requests = result.requests;
     });
+    const sqlFunctions = databaseUrl && sqlBefore ? functionCosts(sqlBefore, await functionStats(databaseUrl)) : undefined;
     const summary = summarizeProfile(profile);
     const perRequest = (ms: number) => Math.round((ms / Math.max(1, requests)) * 1000) / 1000;
     return {
       requests,
       msPerRequest: Object.fromEntries(PROFILE_BUCKETS.map((bucket) => [bucket, perRequest(summary.ms[bucket])])) as Record<ProfileBucket, number>,
       topFunctions: summary.topFunctions.map((f) => ({ name: f.name, source: f.source, msPerRequest: perRequest(f.ms) })),
+      ...(sqlFunctions ? { sqlFunctions } : {}),
     };
   }
 
@@ -545,15 +554,68 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   }
 }
 
-/** Each scenario against the floor of its method, at its concurrency when that floor ran (else at 50). */
+/**
+ * Maintenance in a loop beside a run, on a connection of its own, until stop(): the groups of the
+ * bench's subscribers that `quiet` picks (by number) checkpointed where they stand
+ * (billing_lock_group + billing_checkpoint_here, what billing_maintain does for a quiet customer),
+ * 100 to a transaction, then run_maintenance.
+ */
+function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: number) => boolean) {
+  const groupsOf = Array.from({ length: SUBSCRIBERS }, (_, subscriber) => subscriber).filter(quiet).map((subscriber) => `bench-subscriber-${subscriber}`);
+  let stopping = false;
+  const done = { checkpoints: 0, checkpointCalls: 0, maintenanceCalls: 0 };
+  const loop = (async () => {
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    try {
+      while (!stopping) {
+        const { rows } = await client.query<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [groupsOf]);
+        for (let offset = 0; offset < rows.length && !stopping; offset += 100) {
+          const { rows: [taken] } = await client.query<{ n: number }>(
+            'select count(*) filter (where public.billing_checkpoint_here(public.billing_lock_group(array[g])))::integer as n from unnest($1::text[]) as g',
+            [rows.slice(offset, offset + 100).map((row) => row.group_id)]);
+          done.checkpoints += taken!.n;
+          done.checkpointCalls++;
+        }
+        if (stopping) break;
+        await client.query('select public.run_maintenance(null, 2000)');
+        done.maintenanceCalls++;
+      }
+    } finally {
+      await client.end();
+    }
+  })();
+  return {
+    async stop() {
+      stopping = true;
+      await loop;
+      return done;
+    },
+  };
+}
+
+/**
+ * Each scenario against the floor of its method, at its concurrency when that floor ran (else at
+ * 50); each POST also against the store floor (at its concurrency, else at 50).
+ */
 function setRatiosToFloors(scenarios: ScenarioResult[]): void {
-  const floors = scenarios.filter((s) => s.name.startsWith('floor'));
+  const floors = scenarios.filter((s) => s.name.startsWith('floor') && !isStoreFloor(s.name));
+  const storeFloors = scenarios.filter((s) => isStoreFloor(s.name));
   const round = (value: number) => Math.round(value * 100) / 100;
+  const atConcurrency = (candidates: ScenarioResult[], scenario: ScenarioResult) =>
+    candidates.find((f) => f.method === scenario.method && f.connections === scenario.connections) ?? candidates.find((f) => f.method === scenario.method && f.connections === CONNECTIONS);
   for (const scenario of scenarios) {
-    const floor = floors.find((f) => f.method === scenario.method && f.connections === scenario.connections) ?? floors.find((f) => f.method === scenario.method && f.connections === CONNECTIONS);
-    if (!floor) continue;
-    scenario.ratioToFloor = round(scenario.rps / floor.rps);
-    scenario.p99ToFloor = round(scenario.p99 / Math.max(1, floor.p99));
+    const floor = atConcurrency(floors, scenario);
+    if (floor) {
+      scenario.ratioToFloor = round(scenario.rps / floor.rps);
+      scenario.p99ToFloor = round(scenario.p99 / Math.max(1, floor.p99));
+    }
+    const storeFloor = scenario.method === 'POST' && !scenario.name.startsWith('floor') ? atConcurrency(storeFloors, scenario) : undefined;
+    if (storeFloor) {
+      scenario.ratioToStoreFloor = round(scenario.rps / storeFloor.rps);
+      scenario.p99ToStoreFloor = round(scenario.p99 / Math.max(1, storeFloor.p99));
+    }
   }
 }
 
@@ -603,13 +665,13 @@ async function billingWithSyncsAfterResponses(postgres: PostgresServer, baseEnv:
 
 function markdownTable(modes: ModeResult[]): string {
   const lines = [
-    '| mode | scenario | conns | req/s | x floor | p50 ms | p99 ms | p99 x floor | errors | non-2xx | db calls/req | server CPU ms/req | Postgres CPU ms/req |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| mode | scenario | conns | req/s | x floor | x store floor | p50 ms | p99 ms | p99 x floor | p99 x store floor | errors | non-2xx | db calls/req | server CPU ms/req | Postgres CPU ms/req |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const mode of modes) {
     for (const s of mode.scenarios) {
       const chainCpu = s.chainCpuMsPerRequest === undefined ? '' : ` (+ anvil ${s.chainCpuMsPerRequest})`;
-      lines.push(`| ${mode.mode} | ${s.name} | ${s.connections} | ${s.rps} | ${s.ratioToFloor?.toFixed(2) ?? ''} | ${s.p50} | ${s.p99} | ${s.p99ToFloor?.toFixed(2) ?? ''} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} | ${s.serverCpuMsPerRequest}${chainCpu} | ${mode.mode === 'postgres' ? s.postgresCpuMsPerRequest : 'in process'} |`);
+      lines.push(`| ${mode.mode} | ${s.name} | ${s.connections} | ${s.rps} | ${s.ratioToFloor?.toFixed(2) ?? ''} | ${s.ratioToStoreFloor?.toFixed(2) ?? ''} | ${s.p50} | ${s.p99} | ${s.p99ToFloor?.toFixed(2) ?? ''} | ${s.p99ToStoreFloor?.toFixed(2) ?? ''} | ${s.errors} | ${s.non2xx} | ${s.dbCallsPerRequest} | ${s.serverCpuMsPerRequest}${chainCpu} | ${mode.mode === 'postgres' ? s.postgresCpuMsPerRequest : 'in process'} |`);
     }
   }
   const profiled = modes.filter((mode) => mode.billingProfile);
@@ -627,6 +689,11 @@ function markdownTable(modes: ModeResult[]): string {
     for (const mode of profiled) {
       lines.push('', `Heaviest functions by self time (${mode.mode}): ${mode.billingProfile!.topFunctions.slice(0, 8).map((f) => `${f.name} (${f.source}) ${f.msPerRequest.toFixed(3)}`).join('; ')}`);
     }
+    for (const mode of profiled.filter((m) => m.billingProfile!.sqlFunctions)) {
+      lines.push('', `Where its Postgres time goes (${mode.mode}, the same run; pg_stat_user_functions, per event: calls, time in the function itself, time per call with what it calls; billing_apply_event runs for an event the in-order shortcut leaves to the fold):`, '',
+        '| SQL function | calls/event | self ms/event | ms/call |', '|---|---:|---:|---:|',
+        ...mode.billingProfile!.sqlFunctions!.map((f) => `| ${f.name} | ${f.callsPerEvent} | ${f.selfMsPerEvent.toFixed(3)} | ${f.totalMsPerCall.toFixed(3)} |`));
+    }
   }
   for (const mode of modes.filter((m) => m.broadcastsPerRequest)) {
     lines.push('', `Broadcasts stored per request with Realtime's schema (${mode.mode}): ${Object.entries(mode.broadcastsPerRequest!).map(([name, n]) => `${name}: ${n}`).join('; ')}`);
@@ -642,7 +709,7 @@ interface TargetCheck {
   met: boolean;
 }
 
-/** Issue 15's targets, checked against this run's figures (for the modes and scenarios that ran). */
+/** The targets, checked against this run's figures (for the modes and scenarios that ran). */
 function targets(modes: ModeResult[]): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const find = (mode: Mode, name: string) => modes.find((m) => m.mode === mode)?.scenarios.find((s) => s.name === name);
@@ -652,7 +719,15 @@ function targets(modes: ModeResult[]): TargetCheck[] {
   };
   const p99Within = (mode: Mode, name: string, factor: number) => {
     const s = find(mode, name);
-    if (s?.p99ToFloor !== undefined) checks.push({ target: `${mode}: ${name} p99 <= ${factor}x the floor's`, value: `${s.p99ToFloor.toFixed(2)}x (${s.p99} ms)`, met: s.p99ToFloor <= factor });
+    if (s?.p99ToFloor !== undefined) checks.push({ target: `${mode}: ${name} p99 <= ${factor}x the POST floor's`, value: `${s.p99ToFloor.toFixed(2)}x (${s.p99} ms)`, met: s.p99ToFloor <= factor });
+  };
+  const atLeastStore = (mode: Mode, name: string, ratio: number) => {
+    const s = find(mode, name);
+    if (s?.ratioToStoreFloor !== undefined) checks.push({ target: `${mode}: ${name} >= ${ratio} of the store floor's req/s`, value: s.ratioToStoreFloor.toFixed(2), met: s.ratioToStoreFloor >= ratio });
+  };
+  const p99WithinStore = (mode: Mode, name: string, factor: number) => {
+    const s = find(mode, name);
+    if (s?.p99ToStoreFloor !== undefined) checks.push({ target: `${mode}: ${name} p99 <= ${factor}x the store floor's`, value: `${s.p99ToStoreFloor.toFixed(2)}x (${s.p99} ms)`, met: s.p99ToStoreFloor <= factor });
   };
   const oneCall = (mode: Mode, name: string) => {
     const s = find(mode, name);
@@ -660,19 +735,27 @@ function targets(modes: ModeResult[]): TargetCheck[] {
   };
   const billing = 'billing webhook, unique';
   const billingFew = `billing webhook, unique, ${FEW_CONNECTIONS} connections`;
-  atLeast('postgres', billing, 0.65);
-  p99Within('postgres', billingFew, 2);
+  // Postgres mode against the store floor: the least a webhook that keeps its event pays.
+  atLeastStore('postgres', billing, 0.7);
+  p99WithinStore('postgres', billingFew, 1.5);
   for (const name of [billing, 'billing webhook, 10% dup', 'leagues sync, 50 x 12']) oneCall('postgres', name);
   // Issue 14: syncs run after the responses, so the webhook's own latency does not change (at the
   // same offered rate, below saturation: at saturation the syncs' CPU is taken from the webhooks).
   const plain = find('postgres', FIXED_RATE_SCENARIO);
+  const withMaintenance = find('postgres', MAINTENANCE_SCENARIO);
+  if (plain && withMaintenance) {
+    const factor = withMaintenance.p99 / Math.max(1, plain.p99);
+    checks.push({ target: `postgres: billing webhook p99 at ${FIXED_RATE} req/s with maintenance running beside <= 1.2x without`, value: `${factor.toFixed(2)}x (${withMaintenance.p99} ms vs ${plain.p99} ms)`, met: factor <= 1.2 });
+  }
   const withSyncs = find('postgres', SYNCS_AFTER_SCENARIO);
   if (plain && withSyncs) {
     const factor = withSyncs.p99 / Math.max(1, plain.p99);
     checks.push({ target: `postgres: billing webhook p99 at ${FIXED_RATE} req/s with syncs after each response <= 1.5x without`, value: `${factor.toFixed(2)}x (${withSyncs.p99} ms vs ${plain.p99} ms)`, met: factor <= 1.5 });
   }
-  atLeast('embedded', billing, 0.55);
+  // The embedded database against the POST floor (its store floor is reported too).
+  atLeast('embedded', billing, 0.5);
   p99Within('embedded', billingFew, 2);
+  oneCall('embedded', billing);
   // "Not collapsing behind PGlite": the embedded database keeps at least half of Postgres mode's
   // rate for the same work, and its p99 stays within 2x of Postgres mode's.
   for (const name of ['leagues sync, 50 x 12', 'leagues sync, 50 x 12, 4 senders', 'wallet link (signed)', 'GET /api/me (full account)']) {

@@ -608,10 +608,7 @@ declare
   v_renewal text;
   v_status text;
   v_status_from text[];
-  v_will_renew boolean;
   v_expires timestamptz;
-  v_continues boolean;
-  v_keeps_issue boolean;
   v_new_period boolean;
   v_found boolean;
   v_applied integer := 0;
@@ -810,45 +807,7 @@ begin
     loop
       v_found := true;
       if v_action in ('grant', 'temporary_grant') then
-        -- Continues the stored period when that still grants as this one begins (a renewal); else
-        -- (lapsed, expired, refunded, temporary) it starts afresh.
-        v_continues := v_row.grants_until >= v_start and v_row.status <> 'temporary' and v_action = 'grant';
-        -- An UNCANCELLATION of a subscription failing to charge re-enables renewal only: the billing
-        -- issue (its grace period) stands until a payment recovers it (a RENEWAL).
-        v_keeps_issue := v_continues and coalesce((v_effect->>'keepsBillingIssue')::boolean, false) and v_row.status in ('grace', 'billing_issue');
-        v_new_period := v_purchased is not null and (v_row.period_purchased_at is null or v_purchased > v_row.period_purchased_at);
-        -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
-        -- unless the period it continues had lapsed or was failing to charge (a billing error turned
-        -- renewal off; the payment that recovers it turns it back on).
-        v_will_renew := case when v_keeps_issue then false
-                             when v_renewal = 'on' then true when v_renewal = 'off' then false
-                             when v_renewal = 'continue' then not v_continues or v_row.will_renew or v_row.status in ('billing_issue', 'grace')
-                             else v_row.will_renew end;
-        v_status := case when v_action = 'temporary_grant' then 'temporary'
-                         when v_keeps_issue then v_row.status
-                         when not v_will_renew and v_renewal <> 'off' then 'cancelled_active'
-                         else 'active' end;
-        update public.entitlements set
-          status = v_status,
-          will_renew = v_will_renew,
-          expires_at = case when v_continues
-                            then nullif(greatest(coalesce(v_row.expires_at, 'infinity'), coalesce(v_expires, 'infinity')), 'infinity')
-                            else v_expires end,
-          grace_expires_at = case when v_keeps_issue then v_row.grace_expires_at end,
-          pending_product_id = case when v_continues and not v_new_period then v_row.pending_product_id end,
-          auto_resume_at = null,
-          store = coalesce(v_store, v_row.store),
-          environment = coalesce(v_environment, v_row.environment),
-          period_type = case when v_new_period or not v_continues then coalesce(v_period->>'periodType', v_row.period_type) else v_row.period_type end,
-          original_transaction_id = coalesce(v_period->>'originalTransactionId', v_row.original_transaction_id),
-          transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
-          period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, v_row.period_purchased_at) else v_row.period_purchased_at end,
-          granted_at = case when v_new_period or not v_continues or v_row.granted_at is null then p_event_at else v_row.granted_at end,
-          origin = 'webhook',
-          last_event_id = p_event_id,
-          last_event_at = greatest(v_row.last_event_at, p_event_at),
-          updated_at = now()
-        where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and source_key = v_row.source_key;
+        perform public.billing_grant(v_row, p_plan, v_effect, p_event_id, p_event_at);
         if v_action = 'grant' then v_granted := v_granted || v_row.entitlement_id; end if;
         v_applied := v_applied + 1;
         continue;
@@ -1312,6 +1271,136 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_fold_in_order(p_body jsonb, p_plan jsonb, p_received timestamp with time zone, p_linked text[])
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_event_id text := p_plan->>'eventId';
+  v_event_at timestamptz := (p_plan->>'eventAt')::timestamptz;
+  v_effect jsonb := p_plan->'effects'->0;
+  v_owner text := p_plan->'ownerCandidates'->>0;
+  v_merge boolean := p_plan->>'move' = 'merge';
+  v_source_key text;
+  v_key text;
+  v_group text;
+  v_groups integer;
+  v_known integer;
+  v_members text[];
+  v_customers text[];
+  v_base text;
+  v_folded text;
+  v_tail integer;
+  v_pending timestamptz;
+  v_moved text[] := '{}';
+  v_other_sources integer;
+  v_movable integer;
+  v_row public.entitlements%rowtype;
+  v_checkpoint_due boolean := false;
+begin
+  -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
+  if p_plan ? 'snapshot' or (p_plan->>'move' is not null and not v_merge)
+     or jsonb_typeof(p_plan->'effects') is distinct from 'array' or jsonb_array_length(p_plan->'effects') <> 1
+     or v_effect->>'action' is distinct from 'grant' or v_effect->>'entitlementId' is null
+     or jsonb_typeof(p_plan->'ownerCandidates') is distinct from 'array' or jsonb_array_length(p_plan->'ownerCandidates') <> 1
+     or v_owner is null or cardinality(p_linked) = 0 then
+    return null;
+  end if;
+
+  -- The group: every id known and in one group (public.billing_lock_group's usual case), locked;
+  -- then its members read under the lock, which also confirms the ids are still all in it.
+  select min(s.group_id collate "C"), count(distinct s.group_id), count(*) into v_group, v_groups, v_known
+  from public.billing_subscribers s where s.app_user_id = any (p_linked);
+  if v_known <> cardinality(p_linked) or v_groups <> 1 then
+    return null;
+  end if;
+  perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
+  select array_agg(s.app_user_id), array_agg(s.customer_id),
+         max(s.base_key collate "C") filter (where s.app_user_id = any (p_linked)),
+         count(*) filter (where s.app_user_id = any (p_linked)),
+         max(s.folded_key) filter (where s.app_user_id = v_group),
+         max(s.tail_events) filter (where s.app_user_id = v_group),
+         max(s.pending_since) filter (where s.app_user_id = v_group)
+  into v_members, v_customers, v_base, v_known, v_folded, v_tail, v_pending
+  from public.billing_subscribers s where s.group_id = v_group;
+  if v_known is distinct from cardinality(p_linked) then
+    return null;
+  end if;
+
+  -- Newer than the group's watermark and than every checkpoint of its ids; the history's last entry
+  -- not a snapshot (whose confirmation the fold would read).
+  v_key := public.billing_sort_key(v_event_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), v_event_id);
+  if v_folded is null or v_key collate "C" < v_folded collate "C"
+     or (v_base is not null and v_key collate "C" <= v_base collate "C")
+     or position(':sync:' in v_folded) > 0 then
+    return null;
+  end if;
+  -- The fold's checkpoint where the group stands, when its state is old enough (taken below, once
+  -- nothing else can send the event to the fold); no tail checkpoint due after the event.
+  if v_tail >= public.billing_tail_bound() or v_pending < p_received - interval '30 days' then
+    v_checkpoint_due := public.billing_key_time(v_folded) < p_received - public.billing_checkpoint_lag();
+  end if;
+  if not coalesce(v_checkpoint_due, false) and v_tail + 1 >= public.billing_tail_bound() then
+    return null;
+  end if;
+
+  -- The owner: the one candidate, its own customer (no merge has pointed it at another id).
+  if not v_owner = any (v_members) or v_customers[array_position(v_members, v_owner)] is not null then
+    return null;
+  end if;
+  -- A merge that merges nothing: the ids it names (and the customers they point at) hold no rows
+  -- to move, and every real id among them already points at the owner.
+  if v_merge then
+    v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
+    if not v_moved <@ v_members then
+      return null;
+    end if;
+    v_moved := v_moved || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
+                                where m.id = any (v_moved) and m.customer is not null and m.customer <> v_owner and not m.customer = any (v_moved));
+    if exists (select 1 from unnest(v_members, v_customers) as m(id, customer)
+               where (m.id = any (v_moved) or m.customer = any (v_moved)) and m.id <> v_owner
+                 and not starts_with(m.id, '$RCAnonymousID:') and m.customer is distinct from v_owner) then
+      return null;
+    end if;
+  end if;
+
+  -- The rows: the owner's of this source only (lineage and the end of provisional grants need two
+  -- sources), none to move; then the one it changes.
+  v_source_key := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
+                                            p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
+  select count(*) filter (where e.app_user_id = v_owner and e.source_key <> v_source_key),
+         count(*) filter (where e.app_user_id <> v_owner and e.status <> 'transferred')
+  into v_other_sources, v_movable
+  from public.entitlements e where e.app_user_id = any (v_moved || v_owner);
+  if v_other_sources > 0 or v_movable > 0 then
+    return null;
+  end if;
+  select * into v_row from public.entitlements
+  where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and source_key = v_source_key
+  for update;
+  if not found then
+    return null;
+  end if;
+
+  if coalesce(v_checkpoint_due, false) then
+    if public.billing_checkpoint_here(v_group) then
+      v_tail := 0;
+      v_pending := null;
+    elsif v_tail + 1 >= public.billing_tail_bound() then
+      return null;
+    end if;
+  end if;
+  perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
+  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
+  where app_user_id = v_group;
+  perform public.billing_log_event(p_body, p_plan, p_received, 'applied', v_owner, false);
+  return jsonb_build_object('duplicate', false, 'outcome', 'applied', 'ownerId', v_owner, 'groupId', v_group,
+                            'newSource', false, 'afterSnapshot', false, 'inOrder', true);
+end;
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_forget_user(p_user_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -1344,6 +1433,70 @@ begin
      or (owner_id = any (v_ids) and owner_id is distinct from subject_id);
   get diagnostics v_events = row_count;
   return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_grant(p_row entitlements, p_plan jsonb, p_effect jsonb, p_event_id text, p_event_at timestamp with time zone)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO ''
+AS $function$
+declare
+  v_period jsonb := coalesce(p_plan->'period', '{}'::jsonb);
+  v_environment text := p_plan->>'environment';
+  v_store text := v_period->>'store';
+  v_purchased timestamptz := (v_period->>'purchasedAt')::timestamptz;
+  -- Where the event's period begins: whether the row "still grants" is judged there.
+  v_start timestamptz := coalesce((v_period->>'purchasedAt')::timestamptz, p_event_at);
+  v_action text := p_effect->>'action';
+  v_renewal text := p_effect->>'renewal';
+  v_expires timestamptz := (p_effect->>'expiresAt')::timestamptz;
+  v_continues boolean;
+  v_keeps_issue boolean;
+  v_new_period boolean;
+  v_will_renew boolean;
+  v_status text;
+begin
+  -- Continues the stored period when that still grants as this one begins (a renewal); else
+  -- (lapsed, expired, refunded, temporary) it starts afresh.
+  v_continues := p_row.grants_until >= v_start and p_row.status <> 'temporary' and v_action = 'grant';
+  -- An UNCANCELLATION of a subscription failing to charge re-enables renewal only: the billing
+  -- issue (its grace period) stands until a payment recovers it (a RENEWAL).
+  v_keeps_issue := v_continues and coalesce((p_effect->>'keepsBillingIssue')::boolean, false) and p_row.status in ('grace', 'billing_issue');
+  v_new_period := v_purchased is not null and (p_row.period_purchased_at is null or v_purchased > p_row.period_purchased_at);
+  -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
+  -- unless the period it continues had lapsed or was failing to charge (a billing error turned
+  -- renewal off; the payment that recovers it turns it back on).
+  v_will_renew := case when v_keeps_issue then false
+                       when v_renewal = 'on' then true when v_renewal = 'off' then false
+                       when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
+                       else p_row.will_renew end;
+  v_status := case when v_action = 'temporary_grant' then 'temporary'
+                   when v_keeps_issue then p_row.status
+                   when not v_will_renew and v_renewal <> 'off' then 'cancelled_active'
+                   else 'active' end;
+  update public.entitlements set
+    status = v_status,
+    will_renew = v_will_renew,
+    expires_at = case when v_continues
+                      then nullif(greatest(coalesce(p_row.expires_at, 'infinity'), coalesce(v_expires, 'infinity')), 'infinity')
+                      else v_expires end,
+    grace_expires_at = case when v_keeps_issue then p_row.grace_expires_at end,
+    pending_product_id = case when v_continues and not v_new_period then p_row.pending_product_id end,
+    auto_resume_at = null,
+    store = coalesce(v_store, p_row.store),
+    environment = coalesce(v_environment, p_row.environment),
+    period_type = case when v_new_period or not v_continues then coalesce(v_period->>'periodType', p_row.period_type) else p_row.period_type end,
+    original_transaction_id = coalesce(v_period->>'originalTransactionId', p_row.original_transaction_id),
+    transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', p_row.transaction_id) else p_row.transaction_id end,
+    period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, p_row.period_purchased_at) else p_row.period_purchased_at end,
+    granted_at = case when v_new_period or not v_continues or p_row.granted_at is null then p_event_at else p_row.granted_at end,
+    origin = 'webhook',
+    last_event_id = p_event_id,
+    last_event_at = greatest(p_row.last_event_at, p_event_at),
+    updated_at = now()
+  where app_user_id = p_row.app_user_id and entitlement_id = p_row.entitlement_id and source_key = p_row.source_key;
 end;
 $function$
 ;
@@ -1518,7 +1671,14 @@ begin
     return jsonb_build_object('duplicate', false, 'outcome', 'ignored', 'ownerId', v_candidates[1]);
   end if;
 
-  -- 2. Lock the group, then fold.
+  -- 2. In order, one entitlement row changed: a handful of statements (public.billing_fold_in_order,
+  -- which gives what the step below gives, or nothing when it cannot tell).
+  v_result := public.billing_fold_in_order(p_body, p_plan, v_received, v_linked);
+  if v_result is not null then
+    return v_result;
+  end if;
+
+  -- 3. Lock the group, then fold.
   v_group := public.billing_lock_group(v_linked);
   v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
   -- Older than a checkpoint of an id it names: its place in the history is gone; it changes
@@ -3219,7 +3379,9 @@ grant execute on function public.billing_events_partition_name(p_month date) to 
 grant execute on function public.billing_events_without_plan(p_ids jsonb) to service_role;
 grant execute on function public.billing_explain(p_app_user_id text, p_now timestamp with time zone, p_plans jsonb) to service_role;
 grant execute on function public.billing_explain_rows(p_members text[]) to service_role;
+grant execute on function public.billing_fold_in_order(p_body jsonb, p_plan jsonb, p_received timestamp with time zone, p_linked text[]) to service_role;
 grant execute on function public.billing_forget_user(p_user_id uuid) to service_role;
+grant execute on function public.billing_grant(p_row entitlements, p_plan jsonb, p_effect jsonb, p_event_id text, p_event_at timestamp with time zone) to service_role;
 grant execute on function public.billing_group_from(p_group text) to service_role;
 grant execute on function public.billing_group_rows(p_group text) to service_role;
 grant execute on function public.billing_group_state(p_group text) to service_role;

@@ -72,7 +72,12 @@ function wrap(handler: RouteHandler): NextHandler {
     const requestId = acceptRequestId(request.headers.get('x-request-id'));
     const vercelId = vercelRequestId(request.headers.get('x-vercel-id'));
     const path = new URL(request.url).pathname;
-    let requestLog = log.child(vercelId ? { requestId, vercelId } : { requestId });
+    // What the request's lines say besides their own fields. The one request line is written from it
+    // at the end; a child logger is made only for a line written before that (a warning), so an
+    // ordinary request makes none (pino serializes a child's fields when it is made).
+    const fields: Record<string, unknown> = vercelId ? { requestId, vercelId } : { requestId };
+    let child: Logger | undefined;
+    const requestLog = () => (child ??= log.child(fields));
     const db: DbRequestStats = { calls: 0, ms: 0 };
     let response: Response;
     try {
@@ -83,15 +88,16 @@ function wrap(handler: RouteHandler): NextHandler {
         requestId,
         params,
         get log() {
-          return requestLog;
+          return requestLog();
         },
-        annotate: (fields) => {
-          requestLog = requestLog.child(fields);
+        annotate: (more) => {
+          Object.assign(fields, more);
+          child = undefined;
         },
       };
       response = await countDbCalls(db, async () => handler(request, context));
     } catch (error) {
-      response = problemResponse(toApiError(error, requestLog), requestId);
+      response = problemResponse(toApiError(error, requestLog()), requestId);
     }
     const ms = performance.now() - started;
     response = withHeader(response, 'x-request-id', requestId);
@@ -102,7 +108,7 @@ function wrap(handler: RouteHandler): NextHandler {
     }
     // Server-Timing (visible in browser dev tools, and read by the bench): database calls and time.
     response = withHeader(response, 'server-timing', `db;desc="${db.calls} calls";dur=${db.ms.toFixed(1)}, total;dur=${ms.toFixed(1)}`);
-    requestLog.info({ method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
+    log.info({ ...fields, method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
     return response;
   };
 }

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
 
@@ -28,6 +31,52 @@ describe('logs', () => {
     const entry = JSON.parse(server.output().split('\n').find((text) => text.includes('req-logs-2'))!) as Record<string, unknown>;
     expect(entry.vercelId).toBeUndefined();
   });
+
+  it('off Vercel, a line does not wait for its write, and a clean exit loses none (on Vercel: written at once)', () => {
+    // 2,000 lines in one go, then how much of them stdout (a file) holds, then process.exit.
+    const script = "import { fstatSync } from 'node:fs'; import { log } from './lib/log.ts';" +
+      " for (let i = 0; i < 2000; i++) log.info({ line: i }, 'line');" +
+      ' process.stderr.write(String(fstatSync(1).size)); process.exit(0);';
+    const folder = mkdtempSync(path.join(tmpdir(), 'account-link-log-'));
+    try {
+      const run = (env: Record<string, string | undefined>) => {
+        const file = path.join(folder, `out-${env.VERCEL ? 'vercel' : 'local'}.log`);
+        const out = openSync(file, 'w');
+        try {
+          const result = spawnSync('node_modules/.bin/node', ['--input-type=module', '-e', script], {
+            encoding: 'utf8', stdio: ['ignore', out, 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', NODE_ENV: 'production', VERCEL: undefined, ...env },
+          });
+          expect(result.status).toBe(0);
+          const text = readFileSync(file, 'utf8');
+          return { writtenBeforeExit: Number(result.stderr), size: Buffer.byteLength(text), lines: text.trim().split('\n').map((line) => JSON.parse(line).line as number) };
+        } finally {
+          closeSync(out);
+        }
+      };
+      const local = run({});
+      expect(local.lines).toEqual(Array.from({ length: 2000 }, (_, i) => i));
+      // The lines were still in memory when the script asked: written asynchronously, then at exit.
+      expect(local.writtenBeforeExit).toBeLessThan(local.size / 2);
+      const vercel = run({ VERCEL: '1' });
+      expect(vercel.lines).toEqual(local.lines);
+      expect(vercel.writtenBeforeExit).toBe(vercel.size);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
+  });
+
+  it('the production server has written every request\'s line when it exits on SIGTERM', async () => {
+    // (Beside the suite's server, whose embedded database folder it cannot open: /api/health/live needs none.)
+    const own = await startNextServer({ env: { LOG_LEVEL: 'info', NODE_ENV: 'production' }, readyPath: '/api/health/live' });
+    const ids = Array.from({ length: 300 }, (_, i) => `req-exit-${i}`);
+    try {
+      const statuses = await Promise.all(ids.map(async (id) => (await fetch(`${own.url}/api/health/live`, { headers: { 'x-request-id': id } })).status));
+      expect(new Set(statuses)).toEqual(new Set([200]));
+    } finally {
+      await own.stop();
+    }
+    await expect.poll(() => ids.filter((id) => !own.output().includes(`"requestId":"${id}"`)), { timeout: 10_000 }).toEqual([]);
+  }, 120_000);
 
   it('in development (`npm run dev`): readable lines, not JSON; LOG_FORMAT=json keeps JSON', () => {
     const script = "import { log } from './lib/log.ts'; log.info({ requestId: 'r1', status: 200 }, 'request');";
