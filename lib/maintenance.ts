@@ -1,4 +1,4 @@
-import { maintainBilling, type BillingMaintenance } from './billing/maintenance.ts';
+import { maintainBilling, restAfterBusyCall, type BillingMaintenance } from './billing/maintenance.ts';
 import { callDb } from './db/index.ts';
 import { recordRun } from './operations/runs.ts';
 
@@ -12,11 +12,12 @@ import { recordRun } from './operations/runs.ts';
  */
 
 /**
- * Work per database call. A call is one transaction and holds the rows it deletes until it
- * commits; kept well under the 5 s a request waits for a lock (lib/db/postgres.ts), so a request
- * never fails because maintenance ran.
+ * Work per database call. A call is one transaction and holds what it locked (the rows it deletes,
+ * each customer it checkpoints) until it commits: a webhook for one of those customers waits for
+ * it. Kept short, so that wait is at most about half a second, far under the 5 s a request waits
+ * for a lock (lib/db/postgres.ts).
  */
-export const MAINTENANCE_CALL_BUDGET_MS = 2_000;
+export const MAINTENANCE_CALL_BUDGET_MS = 500;
 
 /** Work per cron run; the function may run 30 s (vercel.json), and a call can overrun its budget by one batch. */
 export const MAINTENANCE_RUN_BUDGET_MS = 20_000;
@@ -53,6 +54,7 @@ export async function runMaintenance(options: RunMaintenanceOptions): Promise<Ma
   let done = false;
   do {
     const remaining = options.budgetMs - (performance.now() - started);
+    const callStarted = performance.now();
     const result = await callDb<MaintenanceCounts>('run_maintenance', {
       p_now: options.now ?? null,
       p_budget_ms: Math.max(1, Math.min(callBudgetMs, Math.floor(remaining))),
@@ -61,6 +63,7 @@ export async function runMaintenance(options: RunMaintenanceOptions): Promise<Ma
     options.onCall?.(result);
     total = addMaintenanceCounts(total, result);
     done = result.done === true;
+    if (!done) await restAfterBusyCall(performance.now() - callStarted, callBudgetMs);
   } while (!done && performance.now() - started < options.budgetMs);
   const report: MaintenanceReport = { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
   // What the status shows of the last run (lib/operations/status.ts).

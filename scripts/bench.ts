@@ -9,6 +9,8 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
+import { restAfterBusyCall } from '../lib/billing/maintenance.ts';
+import { MAINTENANCE_CALL_BUDGET_MS } from '../lib/maintenance.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
 import { measureBroadcastCost } from './bench/broadcasts.ts';
@@ -558,7 +560,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
  * Maintenance in a loop beside a run, on a connection of its own, until stop(): the groups of the
  * bench's subscribers that `quiet` picks (by number) checkpointed where they stand
  * (billing_lock_group + billing_checkpoint_here, what billing_maintain does for a quiet customer),
- * 100 to a transaction, then run_maintenance.
+ * as many to a transaction as fit in the service's call budget (MAINTENANCE_CALL_BUDGET_MS), then
+ * run_maintenance; after each call it rests as the service's job does (restAfterBusyCall).
  */
 function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: number) => boolean) {
   const groupsOf = Array.from({ length: SUBSCRIBERS }, (_, subscriber) => subscriber).filter(quiet).map((subscriber) => `bench-subscriber-${subscriber}`);
@@ -571,16 +574,25 @@ function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: number)
     try {
       while (!stopping) {
         const { rows } = await client.query<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [groupsOf]);
-        for (let offset = 0; offset < rows.length && !stopping; offset += 100) {
+        // Groups per transaction: as many as fit in the service's call budget (measured on the last
+        // call; the first takes 100).
+        let perCall = 100;
+        for (let offset = 0; offset < rows.length && !stopping; offset += perCall) {
+          const started = performance.now();
           const { rows: [taken] } = await client.query<{ n: number }>(
             'select count(*) filter (where public.billing_checkpoint_here(public.billing_lock_group(array[g])))::integer as n from unnest($1::text[]) as g',
-            [rows.slice(offset, offset + 100).map((row) => row.group_id)]);
+            [rows.slice(offset, offset + perCall).map((row) => row.group_id)]);
+          const tookMs = performance.now() - started;
           done.checkpoints += taken!.n;
           done.checkpointCalls++;
+          perCall = Math.max(1, Math.floor((perCall * MAINTENANCE_CALL_BUDGET_MS) / Math.max(1, tookMs)));
+          await restAfterBusyCall(tookMs, MAINTENANCE_CALL_BUDGET_MS);
         }
         if (stopping) break;
-        await client.query('select public.run_maintenance(null, 2000)');
+        const started = performance.now();
+        await client.query('select public.run_maintenance(null, $1)', [MAINTENANCE_CALL_BUDGET_MS]);
         done.maintenanceCalls++;
+        await restAfterBusyCall(performance.now() - started, MAINTENANCE_CALL_BUDGET_MS);
       }
     } finally {
       await client.end();

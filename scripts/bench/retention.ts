@@ -7,20 +7,20 @@
 //   webhook event among them (what it replays, and how long it takes);
 // * a month on, when the oldest kept month leaves: how many customer groups it waits for, how many
 //   of them went quiet since (what maintenance is left with once webhooks have taken their
-//   checkpoints), and how fast maintenance checkpoints them in its 2 s calls until the month is gone.
+//   checkpoints), and how fast maintenance checkpoints them in its calls (MAINTENANCE_CALL_BUDGET_MS) until the month is gone.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { describeSnapshot, trimSnapshot } from '../../lib/billing/snapshot.ts';
 import { subscriberResponseSchema } from '../../lib/revenuecat/subscriber.ts';
+import { MAINTENANCE_CALL_BUDGET_MS } from '../../lib/maintenance.ts';
 import { fixture } from '../../tests/billing/fixtures.ts';
 import { v1Entitlement, v1Subscription } from '../../tests/support/fake-revenuecat.ts';
 
 const DAY = 86_400_000;
 const SNAPSHOTS = 1_500;
 const RETENTION_MONTHS = 13;
-/** MAINTENANCE_CALL_BUDGET_MS (lib/maintenance.ts). */
-const CALL_BUDGET_MS = 2_000;
+const CALL_BUDGET_MS = MAINTENANCE_CALL_BUDGET_MS;
 
 export interface BusyCustomerResult {
   snapshots: number;

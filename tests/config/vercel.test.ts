@@ -2,7 +2,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SWEEP_BUDGET_MS, SYNC_BUDGET_MS } from '../../lib/billing/sync.ts';
-import { envSchema } from '../../lib/config.ts';
 import { DATABASE_WAITS } from '../../lib/db/postgres.ts';
 import { MAINTENANCE_CALL_BUDGET_MS, MAINTENANCE_RUN_BUDGET_MS } from '../../lib/maintenance.ts';
 
