@@ -63,7 +63,8 @@ export async function runMaintenance(options: RunMaintenanceOptions): Promise<Ma
     options.onCall?.(result);
     total = addMaintenanceCounts(total, result);
     done = result.done === true;
-    if (!done) await restAfterBusyCall(performance.now() - callStarted, callBudgetMs);
+    // Rests only before another call (not after the last one, nor past the run's budget).
+    if (!done && performance.now() - started < options.budgetMs) await restAfterBusyCall(performance.now() - callStarted, callBudgetMs);
   } while (!done && performance.now() - started < options.budgetMs);
   const report: MaintenanceReport = { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
   // What the status shows of the last run (lib/operations/status.ts).

@@ -71,6 +71,7 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
       p_budget_ms: Math.max(1, Math.min(options.callBudgetMs, Math.floor(remaining))),
       p_retention_months: config.billingEventsRetentionMonths,
     });
+    const callMs = performance.now() - callStarted;
     for (const failure of failedGroups) {
       if (failed.has(failure.groupId)) continue;
       failed.add(failure.groupId);
@@ -85,7 +86,6 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
     total = total ? addUp(total, call) : call;
     options.onCall?.(call);
     if (result.skipped || result.done || performance.now() - started >= options.budgetMs) return total;
-    await restAfterBusyCall(performance.now() - callStarted, options.callBudgetMs);
     const unplanned = call.plansMissing.filter((id) => !planned.has(id));
     if (unplanned.length > 0) {
       await planStoredEvents(unplanned, { ignoreSandbox: config.billingIgnoreSandbox });
@@ -93,6 +93,7 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
     } else if (call.checkpoints === 0 && call.partitionsDropped.length === 0 && call.dedupeKeysPruned === 0 && call.contentKeysPruned === 0) {
       return total; // nothing moved (what is left failed or webhooks hold it): the next run goes on
     }
+    await restAfterBusyCall(callMs, options.callBudgetMs);
   }
 }
 
