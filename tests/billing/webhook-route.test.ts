@@ -181,6 +181,17 @@ describe('the webhook request', () => {
     expect(response).toMatchObject({ status: 415, body: { code: 'unsupported_media_type' } });
   });
 
+  it('answers 415 to JSON said to be in another charset than UTF-8, storing nothing; the same event in UTF-8 is then applied', async () => {
+    const event = billingEvent('initial-purchase', 'charset-user', { at: 0.001 });
+    const utf16 = new Uint8Array(Buffer.from(JSON.stringify(event), 'utf16le'));
+    const events = await countEvents(db);
+    expect(await deliver(utf16, { 'content-type': 'application/json; charset=utf-16le' })).toMatchObject({ status: 415, body: { code: 'unsupported_media_type' } });
+    expect(await countEvents(db)).toBe(events);
+    expect(await deliver(event)).toMatchObject({ status: 200, text: '{"received":true}' });
+    expect(await countEventsOf(db, 'charset-user')).toBe(1);
+    expect(await entitlementsOf(db, 'charset-user', new Date(day(1)))).toMatchObject([{ id: 'pro', active: true }]);
+  });
+
   it('takes a body of just under 1 MB, and answers 413 above 1 MB (declared or streamed) without reading on', async () => {
     const sized = (bytes: number) => {
       const body = billingEvent('large-subscriber-attributes', 'size-user', { at: 0.001 });
