@@ -1285,7 +1285,6 @@ declare
   v_source_key text;
   v_key text;
   v_group text;
-  v_groups integer;
   v_known integer;
   v_members text[];
   v_customers text[];
@@ -1294,8 +1293,7 @@ declare
   v_tail integer;
   v_pending timestamptz;
   v_moved text[] := '{}';
-  v_other_sources integer;
-  v_movable integer;
+  v_id text;
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
 begin
@@ -1309,12 +1307,15 @@ begin
   end if;
 
   -- The group: every id known and in one group (public.billing_lock_group's usual case), locked;
-  -- then its members read under the lock, which also confirms the ids are still all in it.
-  select min(s.group_id collate "C"), count(distinct s.group_id), count(*) into v_group, v_groups, v_known
-  from public.billing_subscribers s where s.app_user_id = any (p_linked);
-  if v_known <> cardinality(p_linked) or v_groups <> 1 then
-    return null;
-  end if;
+  -- then its members read under the lock, which also confirms the ids are still all in it. (One
+  -- lookup per id, not one statement over the array: see the top of this file.)
+  foreach v_id in array p_linked loop
+    select s.group_id into v_key from public.billing_subscribers s where s.app_user_id = v_id;
+    if v_key is null or v_key <> coalesce(v_group, v_key) then
+      return null;
+    end if;
+    v_group := v_key;
+  end loop;
   perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
   select array_agg(s.app_user_id), array_agg(s.customer_id),
          max(s.base_key collate "C") filter (where s.app_user_id = any (p_linked)),
@@ -1369,13 +1370,14 @@ begin
   -- sources), none to move; then the one it changes.
   v_source_key := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                             p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
-  select count(*) filter (where e.app_user_id = v_owner and e.source_key <> v_source_key),
-         count(*) filter (where e.app_user_id <> v_owner and e.status <> 'transferred')
-  into v_other_sources, v_movable
-  from public.entitlements e where e.app_user_id = any (v_moved || v_owner);
-  if v_other_sources > 0 or v_movable > 0 then
+  if exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key <> v_source_key) then
     return null;
   end if;
+  foreach v_id in array v_moved loop
+    if v_id <> v_owner and exists (select 1 from public.entitlements e where e.app_user_id = v_id and e.status <> 'transferred') then
+      return null;
+    end if;
+  end loop;
   select * into v_row from public.entitlements
   where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and source_key = v_source_key
   for update;
