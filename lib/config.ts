@@ -246,11 +246,18 @@ export interface DatabasePoolSettings {
  * computes): 3 connections per instance let ~65 instances run at once, and an instance's CPU runs
  * out before 3 connections do (a call holds one for a millisecond or two). Idle connections close
  * after 5 s, because attachDatabasePool keeps an instance alive until they have (so a suspended
- * instance holds none). A long-running server keeps today's 10 and 30 s.
+ * instance holds none). A long-running server keeps 4, closed after 30 s idle: one Node process
+ * cannot keep more busy when the database is near, and more transactions at once only make
+ * Postgres's backends wait on each other (measured in docs/benchmarks.md: 10 connections cost a
+ * third more Postgres CPU per webhook than 4, for fewer requests a second). A database far away
+ * (each call holding its connection for a long round trip) may want more: DATABASE_POOL_MAX.
  */
 export function databasePoolFor(deployed: boolean, maxOverride: number | undefined): DatabasePoolSettings {
-  return deployed ? { max: maxOverride ?? 3, idleTimeoutMillis: 5_000 } : { max: maxOverride ?? 10, idleTimeoutMillis: 30_000 };
+  return deployed ? { max: maxOverride ?? 3, idleTimeoutMillis: 5_000 } : { max: maxOverride ?? LONG_RUNNING_POOL_MAX, idleTimeoutMillis: 30_000 };
 }
+
+/** The pool of a long-running server (`next start`, `npm run dev` on Postgres). */
+export const LONG_RUNNING_POOL_MAX = 4;
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

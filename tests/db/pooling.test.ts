@@ -197,9 +197,9 @@ describe('the Postgres adapter through a transaction-mode pooler and under satur
 });
 
 describe('the pool by environment', () => {
-  it('is small with a short idle time on Vercel, as before elsewhere, and DATABASE_POOL_MAX overrides the size', () => {
+  it('is small with a short idle time on Vercel, 4 with a longer one elsewhere, and DATABASE_POOL_MAX overrides the size', () => {
     expect(databasePoolFor(true, undefined)).toEqual({ max: 3, idleTimeoutMillis: 5_000 });
-    expect(databasePoolFor(false, undefined)).toEqual({ max: 10, idleTimeoutMillis: 30_000 });
+    expect(databasePoolFor(false, undefined)).toEqual({ max: 4, idleTimeoutMillis: 30_000 });
     expect(databasePoolFor(true, 4)).toEqual({ max: 4, idleTimeoutMillis: 5_000 });
     expect(databasePoolFor(false, 1)).toEqual({ max: 1, idleTimeoutMillis: 30_000 });
   });
