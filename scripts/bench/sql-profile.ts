@@ -8,7 +8,8 @@
 // pg_stat_statements, 1,000 subscribers' purchases, then N (default 3,000) in-order renewals shaped
 // like the bench's, one at a time through one connection: their time and the server's CPU time
 // each, the same for the store floor's INSERT; then N more with every statement tracked: the time of
-// every statement the functions ran per renewal (nested ones included), the functions' times, and a
+// every statement the functions ran per renewal (nested ones included) with its planning time and how
+// often it was planned, the functions' times, and a
 // `select 1` for comparison. EXPLAIN=1 also prints one renewal's plans (auto_explain).
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
@@ -91,6 +92,7 @@ async function profileAlone(): Promise<void> {
     await admin.connect();
     await admin.query("alter system set shared_preload_libraries = 'pg_stat_statements'");
     await admin.query("alter system set pg_stat_statements.track = 'all'");
+    await admin.query('alter system set pg_stat_statements.track_planning = on');
     await admin.end();
     await server.pause();
     await server.resume();
@@ -127,11 +129,17 @@ async function profileAlone(): Promise<void> {
     for (let i = SUBSCRIBERS + events; i < SUBSCRIBERS + 2 * events; i++) await record(renewalBody(i, start));
     console.log(`${events} more, statements tracked: ${((performance.now() - began) / events).toFixed(3)} ms each`);
     console.table(functionCosts(before, await functionStats(server.url(name))));
-    const { rows } = await client.query<{ ms: number; calls: string; query: string }>(
-      `select total_exec_time / $1 as ms, calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 120) as query from pg_stat_statements
-       where dbid = (select oid from pg_database where datname = current_database()) and query not like '%pg_stat%' order by total_exec_time desc limit 30`, [events]);
-    console.log('statements by time per renewal (ms; the first is the whole call):');
-    for (const row of rows) console.log(`${row.ms.toFixed(4).padStart(8)}  ${String(row.calls).padStart(6)}  ${row.query}`);
+    const { rows } = await client.query<{ ms: number; planMs: number; calls: string; plans: string; query: string }>(
+      `select total_exec_time / $1 as ms, total_plan_time / $1 as "planMs", calls, plans, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query
+       from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database()) and query not like '%pg_stat%'
+       order by total_exec_time + total_plan_time desc limit 30`, [events]);
+    // A nested statement planned on (nearly) every call is one whose generic plan Postgres judged
+    // dearer than planning for each call's values (an array parameter, typically): rewrite it as a
+    // lookup by key (20261127005000_billing_in_order_plans.sql). The top-level call is always planned.
+    console.log('statements by time per renewal (ms run, ms planning; calls, plans; the first is the whole call):');
+    for (const row of rows) {
+      console.log(`${row.ms.toFixed(4).padStart(8)} ${row.planMs.toFixed(4).padStart(7)}  ${String(row.calls).padStart(6)} ${String(row.plans).padStart(6)}  ${row.query}`);
+    }
     if (process.env.EXPLAIN) {
       const notices: string[] = [];
       client.on('notice', (notice) => notices.push(notice.message ?? ''));
