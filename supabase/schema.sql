@@ -600,6 +600,7 @@ declare
   v_move text := p_plan->>'move';
   v_owner text;
   v_moved text[];
+  v_moved_id text;
   v_src public.entitlements%rowtype;
   v_row public.entitlements%rowtype;
   v_effect jsonb;
@@ -644,11 +645,13 @@ begin
                               where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
                                 and not s.customer_id = any (v_moved));
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
+    -- One id at a time, in the order one statement over them all would take (see the top of this file).
+    foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved) as m order by 1) loop
     for v_src in
       select * from public.entitlements
-      where app_user_id = any (v_moved) and status <> 'transferred'
+      where app_user_id = v_moved_id and status <> 'transferred'
         and (v_move = 'merge' or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
-      order by app_user_id collate "C", entitlement_id collate "C", source_key
+      order by entitlement_id collate "C", source_key
       for update
     loop
       select * into v_row from public.entitlements
@@ -680,6 +683,7 @@ begin
         where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
       end if;
       v_applied := v_applied + 1;
+    end loop;
     end loop;
   end if;
   -- One customer under several ids: every other real id it names (and whatever was merged into
@@ -1578,13 +1582,24 @@ declare
   v_pending timestamptz;
   v_legacy timestamptz;
   v_legacy_tail record;
+  v_id text;
+  v_seen text[];
+  v_known_key text;
+  v_known_tail integer;
+  v_known_pending timestamptz;
 begin
   for i in 1..20 loop
-    -- Each id's group (an id without one stands for itself): one index lookup per id.
-    v_groups := array(
-      select distinct coalesce((select s.group_id from public.billing_subscribers s where s.app_user_id = ids.id), ids.id) collate "C"
-      from unnest(p_ids) as ids(id)
-      order by 1);
+    -- Each id's group (an id without one stands for itself): one index lookup per id, each its own
+    -- statement (see the top of this file).
+    v_seen := '{}';
+    foreach v_id in array p_ids loop
+      select s.group_id into v_group from public.billing_subscribers s where s.app_user_id = v_id;
+      v_group := coalesce(v_group, v_id);
+      if v_group is null or not v_group = any (v_seen) then
+        v_seen := v_seen || v_group;
+      end if;
+    end loop;
+    v_groups := array(select g from unnest(v_seen) as g order by g collate "C");
     exit when v_groups <@ v_locked;
     foreach v_group in array v_groups loop
       if not v_group = any (v_locked) then
@@ -1597,8 +1612,12 @@ begin
     raise exception 'billing_group_busy' using errcode = 'PT503', detail = 'The subscriber group kept changing; retry.';
   end if;
 
-  v_new := array(select ids.id from unnest(p_ids) as ids(id)
-                 where (select 1 from public.billing_subscribers s where s.app_user_id = ids.id) is null);
+  v_new := '{}';
+  foreach v_id in array p_ids loop
+    if not exists (select 1 from public.billing_subscribers s where s.app_user_id = v_id) then
+      v_new := v_new || v_id;
+    end if;
+  end loop;
   -- The usual case: every id known, one group.
   if cardinality(v_new) = 0 and cardinality(v_groups) = 1 then
     return v_groups[1];
@@ -1607,8 +1626,15 @@ begin
 
   -- Name the joined group after an existing group when there is one (fewer rows to rename).
   v_group := coalesce(v_known[1], (select min(id collate "C") from unnest(v_new) as ids(id)));
-  select max(folded_key collate "C"), coalesce(sum(tail_events), 0), min(pending_since) into v_key, v_tail, v_pending
-  from public.billing_subscribers where app_user_id = any (v_known);
+  -- The known groups' watermarks (the latest), tails (added up) and pending times (the oldest).
+  v_tail := 0;
+  foreach v_id in array v_known loop
+    select folded_key, tail_events, pending_since into v_known_key, v_known_tail, v_known_pending
+    from public.billing_subscribers where app_user_id = v_id;
+    v_key := greatest(v_key collate "C", v_known_key);
+    v_tail := v_tail + coalesce(v_known_tail, 0);
+    v_pending := least(v_pending, v_known_pending);
+  end loop;
   -- Only events recorded before groups existed can be filed under an id that has no group: looked
   -- for only in the months that can hold them, none on a database that never had any
   -- (billing_legacy_horizon, 20261126000500_flat_cost_at_scale.sql).
@@ -1623,8 +1649,11 @@ begin
       v_pending := least(v_pending, v_legacy_tail.since);
     end if;
   end if;
-  update public.billing_subscribers set group_id = v_group, folded_key = null, tail_events = 0, pending_since = null
-  where group_id = any (v_known) and group_id <> v_group;
+  -- (The joined group is named after the first known group: only a second one has rows to rename.)
+  if cardinality(v_known) > 1 then
+    update public.billing_subscribers set group_id = v_group, folded_key = null, tail_events = 0, pending_since = null
+    where group_id = any (v_known) and group_id <> v_group;
+  end if;
   insert into public.billing_subscribers (app_user_id, group_id)
   select distinct ids.id, v_group from unnest(v_new) as ids(id)
   on conflict (app_user_id) do nothing;
