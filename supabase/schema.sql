@@ -647,43 +647,43 @@ begin
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
     -- One id at a time, in the order one statement over them all would take (see the top of this file).
     foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved) as m order by 1) loop
-    for v_src in
-      select * from public.entitlements
-      where app_user_id = v_moved_id and status <> 'transferred'
-        and (v_move = 'merge' or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
-      order by entitlement_id collate "C", source_key
-      for update
-    loop
-      select * into v_row from public.entitlements
-      where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key
-      for update;
-      v_found := found;
-      if not v_found or (v_src.grants_until, v_src.last_event_at) > (v_row.grants_until, v_row.last_event_at) then
-        if v_found then
-          delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+      for v_src in
+        select * from public.entitlements
+        where app_user_id = v_moved_id and status <> 'transferred'
+          and (v_move = 'merge' or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
+        order by entitlement_id collate "C", source_key
+        for update
+      loop
+        select * into v_row from public.entitlements
+        where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key
+        for update;
+        v_found := found;
+        if not v_found or (v_src.grants_until, v_src.last_event_at) > (v_row.grants_until, v_row.last_event_at) then
+          if v_found then
+            delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+          end if;
+          insert into public.entitlements (
+            app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
+            store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+            origin, synced_at, last_event_id, last_event_at
+          ) values (
+            v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
+            v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
+            v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
+            v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
+          );
         end if;
-        insert into public.entitlements (
-          app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
-          store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-          origin, synced_at, last_event_id, last_event_at
-        ) values (
-          v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
-          v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
-          v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
-          v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
-        );
-      end if;
-      if v_move = 'transfer' then
-        update public.entitlements
-        set status = 'transferred', will_renew = false, grace_expires_at = null, origin = 'webhook', last_event_id = p_event_id,
-            last_event_at = greatest(last_event_at, p_event_at), updated_at = now()
-        where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
-      else
-        delete from public.entitlements
-        where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
-      end if;
-      v_applied := v_applied + 1;
-    end loop;
+        if v_move = 'transfer' then
+          update public.entitlements
+          set status = 'transferred', will_renew = false, grace_expires_at = null, origin = 'webhook', last_event_id = p_event_id,
+              last_event_at = greatest(last_event_at, p_event_at), updated_at = now()
+          where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+        else
+          delete from public.entitlements
+          where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+        end if;
+        v_applied := v_applied + 1;
+      end loop;
     end loop;
   end if;
   -- One customer under several ids: every other real id it names (and whatever was merged into
@@ -1298,6 +1298,7 @@ declare
   v_pending timestamptz;
   v_moved text[] := '{}';
   v_id text;
+  v_id_group text;
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
 begin
@@ -1314,11 +1315,11 @@ begin
   -- then its members read under the lock, which also confirms the ids are still all in it. (One
   -- lookup per id, not one statement over the array: see the top of this file.)
   foreach v_id in array p_linked loop
-    select s.group_id into v_key from public.billing_subscribers s where s.app_user_id = v_id;
-    if v_key is null or v_key <> coalesce(v_group, v_key) then
+    select s.group_id into v_id_group from public.billing_subscribers s where s.app_user_id = v_id;
+    if v_id_group is null or v_id_group <> coalesce(v_group, v_id_group) then
       return null;
     end if;
-    v_group := v_key;
+    v_group := v_id_group;
   end loop;
   perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
   select array_agg(s.app_user_id), array_agg(s.customer_id),

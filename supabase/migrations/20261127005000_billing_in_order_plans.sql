@@ -35,6 +35,7 @@ declare
   v_pending timestamptz;
   v_moved text[] := '{}';
   v_id text;
+  v_id_group text;
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
 begin
@@ -51,11 +52,11 @@ begin
   -- then its members read under the lock, which also confirms the ids are still all in it. (One
   -- lookup per id, not one statement over the array: see the top of this file.)
   foreach v_id in array p_linked loop
-    select s.group_id into v_key from public.billing_subscribers s where s.app_user_id = v_id;
-    if v_key is null or v_key <> coalesce(v_group, v_key) then
+    select s.group_id into v_id_group from public.billing_subscribers s where s.app_user_id = v_id;
+    if v_id_group is null or v_id_group <> coalesce(v_group, v_id_group) then
       return null;
     end if;
-    v_group := v_key;
+    v_group := v_id_group;
   end loop;
   perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
   select array_agg(s.app_user_id), array_agg(s.customer_id),
