@@ -1,5 +1,6 @@
 import { attachDatabasePool } from '@vercel/functions/db-connections';
 import pg from 'pg';
+import { databasePoolFor } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
@@ -52,11 +53,13 @@ export interface PostgresOptions {
  */
 export async function openPostgres(options: PostgresOptions): Promise<DatabaseAdapter & { pool: pg.Pool }> {
   const waits = { ...DATABASE_WAITS, ...options.waits };
+  // Unless told otherwise, a long-running server's pool (the service passes its own: lib/config.ts).
+  const defaults = databasePoolFor(false, undefined);
   const pool = new pg.Pool({
     connectionString: withLibpqSslModes(options.connectionString),
-    max: options.max ?? 10,
+    max: options.max ?? defaults.max,
     connectionTimeoutMillis: waits.connectionMs,
-    idleTimeoutMillis: options.idleTimeoutMillis ?? 30_000,
+    idleTimeoutMillis: options.idleTimeoutMillis ?? defaults.idleTimeoutMillis,
     application_name: 'account-link-service',
   });
   // An idle client losing its server (a restart, a failover) must not crash the process.
