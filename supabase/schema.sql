@@ -1379,7 +1379,7 @@ begin
     return null;
   end if;
   foreach v_id in array v_moved loop
-    if v_id <> v_owner and exists (select 1 from public.entitlements e where e.app_user_id = v_id and e.status <> 'transferred') then
+    if exists (select 1 from public.entitlements e where e.app_user_id = v_id and e.status <> 'transferred') then
       return null;
     end if;
   end loop;
