@@ -42,6 +42,8 @@ describe('the stand-in in the configuration', () => {
     // Local mode's origin is the port Next listens on (it sets PORT), so the stand-in is found on another port too.
     expect(loadConfig({ REVENUECAT_STAND_IN: '1', PORT: '3001' })).toMatchObject({ appOrigin: 'http://localhost:3001', revenuecat: { apiUrl: 'http://localhost:3001/api/dev/revenuecat' } });
     expect(loadConfig({ REVENUECAT_STAND_IN: '1', PORT: '3001', APP_ORIGIN: 'http://127.0.0.1:4100' }).appOrigin).toBe('http://127.0.0.1:4100');
+    // PORT is Next's, not the operator's: one that is no port number is set aside, not a configuration error.
+    for (const port of ['abc', '0', '70000', '30 01', '-1']) expect(loadConfig({ REVENUECAT_STAND_IN: '1', PORT: port }).appOrigin).toBe('http://localhost:3000');
     expect(loadConfig({}).revenuecat).toBeUndefined();
   });
 
