@@ -46,10 +46,15 @@ export function buildFunctionCall(fn: string, args: Record<string, unknown>, opt
  */
 export function buildLiteralFunctionCall(fn: string, args: Record<string, unknown>): string | null {
   const { text, values } = buildFunctionCall(fn, args);
-  const literals = values.map((value) => (value === null ? 'NULL' : pg.escapeLiteral(String(value))));
+  const literals = values.map((value) => (value === null ? 'NULL' : quoteLiteral(String(value))));
   if (literals.some((literal) => literal.includes('\0'))) return null;
   // One pass over the template: a value that itself reads "$2" is never replaced again.
   return text.replace(/\$(\d+)/g, (_placeholder, index: string) => literals[Number(index) - 1]!);
+}
+
+/** A string with no quote or backslash is its own literal; any other goes through pg's escapeLiteral (a loop over every character). */
+function quoteLiteral(value: string): string {
+  return /['\\]/.test(value) ? pg.escapeLiteral(value) : `'${value}'`;
 }
 
 /** Objects and arrays travel as JSON text (the functions take jsonb); dates as ISO 8601. */
