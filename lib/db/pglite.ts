@@ -67,8 +67,8 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
     mode: 'embedded',
     session,
     async call(fn, args) {
-      // One statement with its values as literals (one pass through the WASM server instead of
-      // five: sql-call.ts); sent with parameters only when a value cannot be a literal.
+      // One statement with its values as literals (two passes through the WASM server instead of
+      // six: sql-call.ts); sent with parameters only when a value cannot be a literal.
       const literal = buildLiteralFunctionCall(fn, args);
       const rows = (literal === null
         ? await thread.request('query', buildFunctionCall(fn, args))

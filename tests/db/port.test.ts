@@ -71,6 +71,12 @@ describe('the call with its values as literals (the embedded adapter)', () => {
       });
     });
 
+    it('gives a lone UTF-16 surrogate as U+FFFD, and the statement arrives whole', async () => {
+      expect(buildLiteralFunctionCall('fn', { p_a: 'é\udc00' })).toBe("select public.fn(p_a => 'é\ufffd') as result");
+      const answer = await db.call('echo_args', { p_text: 'é\udc00 and é\ud800', p_body: {}, p_count: 1, p_flag: false, p_at: new Date(0), p_none: null });
+      expect(answer).toMatchObject({ text: 'é\ufffd and é\ufffd', count: 1 });
+    });
+
     it('refuses a NUL character as the database always has: invalid data (the sender\'s 400), nothing run', async () => {
       const error = await db.call('echo_args', { p_text: 'a\u0000b', p_body: {}, p_count: 1, p_flag: false, p_at: new Date(), p_none: null }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(DbError);
