@@ -64,10 +64,11 @@ export function functionCosts(before: Record<string, FunctionStat>, after: Recor
 }
 
 const DAY_MS = 86_400_000;
-const SUBSCRIBERS = 1_000;
+/** Subscribers of the profiled renewals: the first SUBSCRIBERS events are their purchases. */
+export const SUBSCRIBERS = 1_000;
 
 /** The bench's event (scripts/bench.ts): RevenueCat's sample shape, an anonymous alias, ~1 KB. */
-function renewalBody(index: number, start: number) {
+export function renewalBody(index: number, start: number) {
   const subscriber = `profile-subscriber-${index % SUBSCRIBERS}`;
   const anonymous = `$RCAnonymousID:${(index % SUBSCRIBERS).toString(16).padStart(32, '0')}`;
   const at = start + index;
