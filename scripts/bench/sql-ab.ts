@@ -12,11 +12,10 @@
 // ROUNDS (default 7) and N (renewals a round, default 2,000) change the run.
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
-import { renewalBody, SUBSCRIBERS } from './sql-profile.ts';
+import { recordRenewal, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 
 const changeFile = process.argv[2];
 if (!changeFile) {
@@ -43,10 +42,7 @@ try {
     clients.set(side, client);
   }
   const start = Date.now();
-  const record = async (client: pg.Client, body: ReturnType<typeof renewalBody>) => (await client.query<{ result: unknown }>(
-    'select public.record_billing_event(p_body => $1, p_plan => $2) as result',
-    [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))])).rows[0]!.result;
-  for (const client of clients.values()) for (let i = 0; i < SUBSCRIBERS; i++) await record(client, renewalBody(i, start));
+  for (const client of clients.values()) for (let i = 0; i < SUBSCRIBERS; i++) await recordRenewal(client, renewalBody(i, start));
 
   const perRenewal = { A: [] as number[], B: [] as number[] };
   let next = SUBSCRIBERS;
@@ -58,7 +54,7 @@ try {
       const client = clients.get(side)!;
       const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       const before = cpuMsOf(backend);
-      for (const body of bodies) answers[side].push(JSON.stringify(await record(client, body)));
+      for (const body of bodies) answers[side].push(JSON.stringify(await recordRenewal(client, body)));
       perRenewal[side].push((cpuMsOf(backend) - before) / perRound);
     }
     for (const [index, answer] of answers.A.entries()) {
