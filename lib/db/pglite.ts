@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
@@ -139,6 +140,7 @@ class PgliteThread {
   }
 
   static async start(dataDir: string): Promise<PgliteThread> {
+    keepWasmImportWrappersGeneric();
     // Resolved from the project (process.cwd()), where `npm run dev`, `npm start` and the tests run.
     const pglitePath = createRequire(path.join(/*turbopackIgnore: true*/ process.cwd(), 'package.json')).resolve('@electric-sql/pglite');
     const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { dataDir, pglitePath } });
@@ -174,6 +176,24 @@ class PgliteThread {
       await this.worker.terminate();
     }
   }
+}
+
+/**
+ * PGlite's calls from WASM into JavaScript stay on V8's generic wrapper, never tiered up to
+ * compiled ones. V8 in Node 24 crashes the whole process now and then when several PGlite
+ * instances come and go in one process (each test file opens several; the test runner's setup
+ * opens two at once): tiering up a wrapper frees the dead wrapper code of an instance already gone,
+ * through a registry that no longer knows it (`Check failed: jit_page.has_value()` (SIGTRAP) or a
+ * SIGSEGV, both from `Runtime_TierUpWasmToJSWrapper` in the core dumps read here; the same crash
+ * is nodejs/node#64500). With the tier-up budget out of reach that path is never taken (counted
+ * with gdb: 13 tier-ups in 3,000 queries, then none), and the queries ran no slower. The flag is
+ * the process's, so it is set before the first database thread starts, once.
+ */
+let wasmWrapperFlagSet = false;
+function keepWasmImportWrappersGeneric(): void {
+  if (wasmWrapperFlagSet) return;
+  setFlagsFromString(`--wasm-wrapper-tiering-budget=${2 ** 31 - 1}`);
+  wasmWrapperFlagSet = true;
 }
 
 /**
