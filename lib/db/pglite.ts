@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall } from './sql-call.ts';
+import { buildFunctionCall, buildLiteralFunctionCall } from './sql-call.ts';
 
 /** The embedded database: an adapter, and a session for raw SQL (migrations, scripts, tests). */
 export interface EmbeddedDatabase extends DatabaseAdapter {
@@ -68,8 +68,12 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
     mode: 'embedded',
     session,
     async call(fn, args) {
-      const { text, values } = buildFunctionCall(fn, args);
-      const rows = (await thread.request('query', { text, values })) as { result: unknown }[];
+      // One statement with its values as literals (two passes through the WASM server instead of
+      // six: sql-call.ts); sent with parameters only when a value cannot be a literal.
+      const literal = buildLiteralFunctionCall(fn, args);
+      const rows = (literal === null
+        ? await thread.request('query', buildFunctionCall(fn, args))
+        : await thread.request('statement', { text: literal })) as { result: unknown }[];
       return rows[0]?.result ?? null;
     },
     close,
@@ -95,6 +99,7 @@ PGlite.create(workerData.dataDir).then((pg) => {
       try {
         let result = null;
         if (message.op === 'query') result = (await pg.query(message.text, message.values)).rows;
+        else if (message.op === 'statement') result = (await pg.exec(message.text)).at(-1).rows;
         else if (message.op === 'exec') await pg.exec(message.text);
         else if (message.op === 'close') await pg.close();
         parentPort.postMessage({ id: message.id, result });
@@ -107,7 +112,7 @@ PGlite.create(workerData.dataDir).then((pg) => {
 }, (error) => parentPort.postMessage({ ready: false, error: fieldsOf(error) }));
 `;
 
-type Op = 'query' | 'exec' | 'close';
+type Op = 'query' | 'statement' | 'exec' | 'close';
 interface Reply {
   id?: number;
   ready?: boolean;

@@ -8,7 +8,7 @@ import { DbError } from '../../lib/db/errors.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openSupabase } from '../../lib/db/supabase.ts';
-import { buildFunctionCall } from '../../lib/db/sql-call.ts';
+import { buildFunctionCall, buildLiteralFunctionCall } from '../../lib/db/sql-call.ts';
 import { freePort } from '../support/postgres-server.ts';
 
 describe('building the SQL call', () => {
@@ -30,6 +30,58 @@ describe('building the SQL call', () => {
   it.each(['drop table x; --', 'Public.fn', 'fn()', ''])('refuses the unsafe identifier %j', (name) => {
     expect(() => buildFunctionCall(name, {})).toThrow(/identifier/);
     expect(() => buildFunctionCall('fn', { [name]: 1 })).toThrow(/identifier/);
+  });
+});
+
+describe('the call with its values as literals (the embedded adapter)', () => {
+  it('quotes every value as a string literal (pg escapeLiteral), null as NULL', () => {
+    expect(buildLiteralFunctionCall('apply_event', { p_event: { id: "it's" }, p_n: 3, p_flag: false, p_none: null, p_skip: undefined })).toBe(
+      `select public.apply_event(p_event => '{"id":"it''s"}', p_n => '3', p_flag => 'false', p_none => NULL) as result`);
+    expect(buildLiteralFunctionCall('fn', { p_path: 'C:\\temp' })).toBe("select public.fn(p_path =>  E'C:\\\\temp') as result");
+  });
+
+  it('replaces each placeholder once: a value that reads like one stays as it is', () => {
+    expect(buildLiteralFunctionCall('fn', { p_a: '$2', p_b: 'b' })).toBe("select public.fn(p_a => '$2', p_b => 'b') as result");
+  });
+
+  it('declines a value with a NUL character, which a literal cannot carry (the call then goes with parameters)', () => {
+    expect(buildLiteralFunctionCall('fn', { p_a: 'a\u0000b' })).toBeNull();
+  });
+
+  describe('through the embedded database', () => {
+    let root: string;
+    let db: Awaited<ReturnType<typeof openPglite>>;
+    beforeAll(async () => {
+      root = mkdtempSync(path.join(tmpdir(), 'account-link-literal-'));
+      db = await openPglite(path.join(root, 'db'), { migrate: false });
+      await db.session.exec(`create function public.echo_args(p_text text, p_body jsonb, p_count integer, p_flag boolean, p_at timestamptz, p_none text)
+        returns jsonb language sql as $$ select jsonb_build_object('text', p_text, 'body', p_body, 'count', p_count, 'flag', p_flag, 'at', p_at, 'none', p_none) $$`);
+    }, 90_000); // creates a fresh PGlite database (seconds on a busy machine)
+    afterAll(async () => {
+      await db?.close();
+      rmSync(root, { recursive: true, force: true });
+    });
+
+    it('gives the function exactly the values it was called with', async () => {
+      const text = "quote ' backslash \\ dollar $1 $$ newline \n tab \t unicode é 🦀 E'x'";
+      const body = { event: { id: "it's \\ \"quoted\"", nested: ['$2', null, 1.5, true] } };
+      const at = new Date('2026-11-26T12:34:56.789Z');
+      expect(await db.call('echo_args', { p_text: text, p_body: body, p_count: 42, p_flag: true, p_at: at, p_none: null })).toEqual({
+        text, body, count: 42, flag: true, at: '2026-11-26T12:34:56.789+00:00', none: null,
+      });
+    });
+
+    it('gives a lone UTF-16 surrogate as U+FFFD, and the statement arrives whole', async () => {
+      expect(buildLiteralFunctionCall('fn', { p_a: 'é\udc00' })).toBe("select public.fn(p_a => 'é\ufffd') as result");
+      const answer = await db.call('echo_args', { p_text: 'é\udc00 and é\ud800', p_body: {}, p_count: 1, p_flag: false, p_at: new Date(0), p_none: null });
+      expect(answer).toMatchObject({ text: 'é\ufffd and é\ufffd', count: 1 });
+    });
+
+    it('refuses a NUL character as the database always has: invalid data (the sender\'s 400), nothing run', async () => {
+      const error = await db.call('echo_args', { p_text: 'a\u0000b', p_body: {}, p_count: 1, p_flag: false, p_at: new Date(), p_none: null }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(DbError);
+      expect((error as DbError).kind).toBe('invalid');
+    });
   });
 });
 
