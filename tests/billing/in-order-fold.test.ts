@@ -166,9 +166,12 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
         }
       });
     }), { numRuns: RUNS });
-    // Both paths were exercised: the property says something about the shortcut.
+    // Both paths were exercised: the property says something about the shortcut. How many events
+    // take each path varies with the random histories (98-178 of 100 histories' events took the
+    // shortcut in recent runs, ~500 the fold), so the bound asks for a real share of them, not a
+    // rate: a shortcut that stopped taking events fails it, a run of unlucky histories does not.
     console.log(`${kind}: ${taken.shortcut} events took the shortcut, ${taken.fold} the fold`);
-    expect(taken.shortcut).toBeGreaterThan(RUNS);
+    expect(taken.shortcut).toBeGreaterThan(RUNS / 4);
     expect(taken.fold).toBeGreaterThan(RUNS);
   }, 300_000);
 
