@@ -184,20 +184,22 @@ class PgliteThread {
 }
 
 /**
- * PGlite's calls from WASM into JavaScript stay on V8's generic wrapper, never tiered up to
- * compiled ones. V8 in Node 24 crashes the whole process now and then when several PGlite
- * instances come and go in one process (each test file opens several; the test runner's setup
- * opens two at once): tiering up a wrapper frees the dead wrapper code of an instance already gone,
- * through a registry that no longer knows it (`Check failed: jit_page.has_value()` (SIGTRAP) or a
- * SIGSEGV, both from `Runtime_TierUpWasmToJSWrapper` in the core dumps read here; the same crash
- * is nodejs/node#64500). With the tier-up budget out of reach that path is never taken (counted
- * with gdb: 13 tier-ups in 3,000 queries, then none), and the queries ran no slower. The flag is
- * the process's, so it is set before the first database thread starts, once.
+ * PGlite's calls between WASM and JavaScript stay on V8's generic wrappers, never tiered up to
+ * compiled ones: a mitigation of a V8 crash in Node 24. When several PGlite instances come and go
+ * in one process (each test file opens several; the test runner's setup opens two at once), the
+ * process now and then died (`Check failed: jit_page.has_value()`, SIGTRAP, or a SIGSEGV). Both
+ * core dumps read here stopped in `Runtime_TierUpWasmToJSWrapper`, freeing dead code of an instance
+ * already gone through a registry that no longer knew it; nodejs/node#64500 reports the same
+ * crash. With the tier-up budget out of reach that call is never made (gdb: 13 in 3,000 queries,
+ * then none) and the queries ran no slower. Other routes to the same bug in V8 are not ruled out.
+ * The budget is copied into each module's imports when it is instantiated, so it is set before the
+ * first database thread starts, once; it also keeps JavaScript-to-WASM wrappers generic, for every
+ * module instantiated after it. 2^30 - 1: V8 keeps it as a small integer.
  */
 let wasmWrapperFlagSet = false;
 function keepWasmImportWrappersGeneric(): void {
   if (wasmWrapperFlagSet) return;
-  setFlagsFromString(`--wasm-wrapper-tiering-budget=${2 ** 31 - 1}`);
+  setFlagsFromString(`--wasm-wrapper-tiering-budget=${2 ** 30 - 1}`);
   wasmWrapperFlagSet = true;
 }
 

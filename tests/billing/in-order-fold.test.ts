@@ -167,11 +167,11 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
       });
     }), { numRuns: RUNS });
     // Both paths were exercised: the property says something about the shortcut. How many events
-    // take each path varies with the random histories (98-178 of 100 histories' events took the
-    // shortcut in recent runs, ~500 the fold), so the bound asks for a real share of them, not a
-    // rate: a shortcut that stopped taking events fails it, a run of unlucky histories does not.
+    // take each path varies with the random histories (98-178 shortcut events, ~500 fold events in
+    // runs of 100 histories), so the bound sits well below the fewest seen: a shortcut that stopped
+    // taking events (or most of them) fails it, a run of unlucky histories does not.
     console.log(`${kind}: ${taken.shortcut} events took the shortcut, ${taken.fold} the fold`);
-    expect(taken.shortcut).toBeGreaterThan(RUNS / 4);
+    expect(taken.shortcut).toBeGreaterThan(Math.max(10, RUNS / 4));
     expect(taken.fold).toBeGreaterThan(RUNS);
   }, 300_000);
 
