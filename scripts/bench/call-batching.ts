@@ -14,8 +14,15 @@
 //   a bare round trip  - a statement with the same two parameters that does nothing with them.
 // Prints Postgres CPU, this process's CPU and wall time per event, for each round. K (default 10),
 // ROUNDS (default 5) and N (events a round and way, default 1,000) change the run.
+// `--embedded` asks the embedded database instead (PGlite on its thread, in this process): one
+// call each as the service makes it (one statement, values as literals), K in one call likewise,
+// and the bare round trip; its CPU is this process's, the database's thread included.
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
 import { postgresCpuMs } from './cpu.ts';
@@ -30,82 +37,137 @@ if (![batchSize, rounds, perRound].every((value) => Number.isSafeInteger(value) 
 }
 
 const CALL = 'select public.record_billing_event(p_body => $1, p_plan => $2) as result';
-// The prototype: each event in its own savepoint, each answer (or its SQLSTATE) in its place.
-const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb[], p_plans jsonb[])
-  returns jsonb[] language plpgsql set search_path = '' as $f$
-  declare v_answers jsonb[] := '{}'; v_i integer;
+// The prototype: each event in its own savepoint, each answer (or its SQLSTATE) in its place. The
+// events and their plans come as two JSON arrays (one parameter each, or one literal each).
+const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb, p_plans jsonb)
+  returns jsonb language plpgsql set search_path = '' as $f$
+  declare v_answers jsonb := '[]'; v_i integer;
   begin
-    for v_i in 1 .. cardinality(p_bodies) loop
+    for v_i in 0 .. jsonb_array_length(p_bodies) - 1 loop
       begin
-        v_answers := v_answers || public.record_billing_event(p_body => p_bodies[v_i], p_plan => p_plans[v_i]);
+        v_answers := v_answers || jsonb_build_array(public.record_billing_event(p_body => p_bodies->v_i, p_plan => p_plans->v_i));
       exception when others then
-        v_answers := v_answers || jsonb_build_object('sqlstate', sqlstate);
+        v_answers := v_answers || jsonb_build_array(jsonb_build_object('sqlstate', sqlstate));
       end;
     end loop;
     return v_answers;
   end $f$`;
+const BATCH_CALL = 'select public.record_billing_events_prototype(p_bodies => $1, p_plans => $2) as answers';
+const BARE = 'select length($1::text) + length($2::text)';
+type Parameters = readonly [body: string, plan: string];
 
-const server = await startPostgresServer();
-try {
+/** A batch's two parameters: its events' bodies and plans, each as one JSON array. */
+const batchParameters = (batch: Parameters[]) => [`[${batch.map((values) => values[0]).join(',')}]`, `[${batch.map((values) => values[1]).join(',')}]`];
+function refusedIn(answers: { sqlstate?: string }[]): void {
+  const refused = answers.find((answer) => answer.sqlstate);
+  if (refused) throw new Error(`an event was refused: ${refused.sqlstate}`);
+}
+const embedded = process.argv.includes('--embedded');
+
+const start = Date.now();
+/** An event's two parameters, as the service sends them: the body and its plan, as JSON text. */
+function parameters(index: number): Parameters {
+  const body = renewalBody(index, start);
+  return [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))];
+}
+const inBatches = (events: Parameters[]) =>
+  Array.from({ length: Math.ceil(events.length / batchSize) }, (_, i) => events.slice(i * batchSize, (i + 1) * batchSize));
+
+/** Each way of sending a round's events, the database's CPU counter (if apart), and the end. */
+interface Target {
+  ways: Record<string, (events: Parameters[]) => Promise<void>>;
+  databaseCpuMs?: () => number;
+  close(): Promise<void>;
+}
+
+async function postgresTarget(): Promise<Target> {
+  const server = await startPostgresServer();
   const name = `call_batching_${Date.now()}`;
   await createDatabase(server.url(), name);
   await (await openPostgres({ connectionString: server.url(name) })).close(); // migrates
   const client = new pg.Client({ connectionString: server.url(name) });
   await client.connect();
   await client.query(BATCH_FUNCTION);
-  const start = Date.now();
-  /** An event's two parameters, as the service sends them: the body and its plan, as JSON text. */
-  const parameters = (index: number) => {
-    const body = renewalBody(index, start);
-    return [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))] as const;
-  };
   for (let i = 0; i < SUBSCRIBERS; i++) await client.query(CALL, [...parameters(i)]);
-
-  const inBatches = (events: (readonly [string, string])[]) =>
-    Array.from({ length: Math.ceil(events.length / batchSize) }, (_, i) => events.slice(i * batchSize, (i + 1) * batchSize));
-  const ways: Record<string, (events: (readonly [string, string])[]) => Promise<void>> = {
-    'one call each': async (events) => {
-      for (const values of events) await client.query(CALL, [...values]);
+  return {
+    ways: {
+      'one call each': async (events) => {
+        for (const values of events) await client.query(CALL, [...values]);
+      },
+      prepared: async (events) => {
+        for (const values of events) await client.query({ name: 'record_billing_event', text: CALL, values: [...values] });
+      },
+      [`${batchSize} in a transaction`]: async (events) => {
+        for (const batch of inBatches(events)) {
+          await client.query('begin');
+          for (const values of batch) await client.query(CALL, [...values]);
+          await client.query('commit');
+        }
+      },
+      [`${batchSize} in one call`]: async (events) => {
+        for (const batch of inBatches(events)) refusedIn((await client.query<{ answers: { sqlstate?: string }[] }>(BATCH_CALL, batchParameters(batch))).rows[0]!.answers);
+      },
+      'a bare round trip': async (events) => {
+        for (const values of events) await client.query(BARE, [...values]);
+      },
     },
-    prepared: async (events) => {
-      for (const values of events) await client.query({ name: 'record_billing_event', text: CALL, values: [...values] });
-    },
-    [`${batchSize} in a transaction`]: async (events) => {
-      for (const batch of inBatches(events)) {
-        await client.query('begin');
-        for (const values of batch) await client.query(CALL, [...values]);
-        await client.query('commit');
-      }
-    },
-    [`${batchSize} in one call`]: async (events) => {
-      for (const batch of inBatches(events)) {
-        const { rows } = await client.query<{ answers: { sqlstate?: string }[] }>('select public.record_billing_events_prototype($1::jsonb[], $2::jsonb[]) as answers',
-          [batch.map((values) => values[0]), batch.map((values) => values[1])]);
-        const refused = rows[0]!.answers.find((answer) => answer.sqlstate);
-        if (refused) throw new Error(`an event was refused: ${refused.sqlstate}`);
-      }
-    },
-    'a bare round trip': async (events) => {
-      for (const values of events) await client.query('select length($1::text) + length($2::text)', [...values]);
+    databaseCpuMs: () => postgresCpuMs(server.pid()),
+    close: async () => {
+      await client.end();
+      await server.stop();
     },
   };
-  const figures: Record<string, string[]> = Object.fromEntries(Object.keys(ways).map((way) => [way, []]));
+}
+
+async function embeddedTarget(): Promise<Target> {
+  const folder = mkdtempSync(path.join(os.tmpdir(), 'call-batching-'));
+  const db = await openPglite(path.join(folder, 'db'));
+  await db.session.exec(BATCH_FUNCTION);
+  // As the service calls it: the adapter's call (one statement, its values as literals).
+  const record = (values: Parameters) => db.call('record_billing_event', { p_body: JSON.parse(values[0]), p_plan: JSON.parse(values[1]) });
+  for (let i = 0; i < SUBSCRIBERS; i++) await record(parameters(i));
+  return {
+    ways: {
+      'one call each': async (events) => {
+        for (const values of events) await record(values);
+      },
+      [`${batchSize} in one call`]: async (events) => {
+        for (const batch of inBatches(events)) {
+          const [bodies, plans] = batchParameters(batch);
+          refusedIn((await db.call('record_billing_events_prototype', { p_bodies: JSON.parse(bodies!), p_plans: JSON.parse(plans!) })) as { sqlstate?: string }[]);
+        }
+      },
+      'a bare round trip': async (events) => {
+        for (const values of events) await db.session.query(BARE, [...values]);
+      },
+    },
+    close: async () => {
+      await db.close();
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+const target = embedded ? await embeddedTarget() : await postgresTarget();
+try {
+  const figures: Record<string, string[]> = Object.fromEntries(Object.keys(target.ways).map((way) => [way, []]));
   let next = SUBSCRIBERS;
   for (let round = 0; round < rounds; round++) {
-    for (const [way, send] of Object.entries(ways)) {
+    for (const [way, send] of Object.entries(target.ways)) {
       const events = Array.from({ length: perRound }, () => parameters(next++));
-      const postgresBefore = postgresCpuMs(server.pid());
+      const databaseBefore = target.databaseCpuMs?.() ?? 0;
       const ownBefore = process.cpuUsage();
       const began = performance.now();
       await send(events);
       const own = process.cpuUsage(ownBefore);
-      figures[way]!.push([(postgresCpuMs(server.pid()) - postgresBefore) / perRound, (own.user + own.system) / 1000 / perRound,
-        (performance.now() - began) / perRound].map((ms) => ms.toFixed(3)).join('/'));
+      const perEvent = [(own.user + own.system) / 1000 / perRound, (performance.now() - began) / perRound];
+      if (target.databaseCpuMs) perEvent.unshift((target.databaseCpuMs() - databaseBefore) / perRound);
+      figures[way]!.push(perEvent.map((ms) => ms.toFixed(3)).join('/'));
     }
   }
-  console.log(`ms per event (Postgres CPU / this process's CPU / wall), ${rounds} rounds of ${perRound}:`);
+  const columns = target.databaseCpuMs ? "Postgres CPU / this process's CPU / wall" : "this process's CPU, the database's thread included / wall";
+  console.log(`${embedded ? 'embedded' : 'postgres'}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
   for (const [way, rows] of Object.entries(figures)) console.log(`  ${way.padEnd(20)} ${rows.join('  ')}`);
-  await client.end();
 } finally {
-  await server.stop();
+  await target.close();
 }
