@@ -1,24 +1,32 @@
 // What would applying several billing events in one database call save? A measurement for the
 // design of batched deliveries; the service does not batch today (one call per delivery).
 //
-// `node scripts/bench/call-batching.ts` (a minute or two): one Postgres server, one migrated
-// database, the same 1,000 subscribers' purchases, then rounds of in-order renewals shaped like the
-// bench's (sql-profile.ts), sent in turn as:
-//   one call each      - as the service sends them;
-//   prepared           - the same call as a named prepared statement (parsed once per connection;
-//                        the service uses unnamed ones, which Supabase's transaction pooler takes);
-//   K in a transaction - begin, K calls, commit;
-//   K in one call      - one statement that applies K events, each in a savepoint of its own (a
-//                        PL/pgSQL exception block, so one refused event would not refuse the
-//                        others): a prototype made in this scratch database only;
-//   K in one call, commits - the same as a procedure that commits after each event (Postgres
-//                        only), so each event stays a transaction of its own;
-//   a bare round trip  - a statement with the same two parameters that does nothing with them.
-// Prints Postgres CPU, this process's CPU and wall time per event, for each round. K (default 10),
-// ROUNDS (default 5) and N (events a round and way, default 1,000) change the run.
-// `--embedded` asks the embedded database instead (PGlite on its thread, in this process): one
-// call each as the service makes it (one statement, values as literals), K in one call likewise,
-// and the bare round trip; its CPU is this process's, the database's thread included.
+// `node scripts/bench/call-batching.ts` (a minute or two): one Postgres server (the tests' own:
+// fsync off, so a commit waits on no disk), one migrated database, the same 1,000 subscribers'
+// purchases, then rounds of in-order renewals shaped like the bench's (sql-profile.ts), sent in
+// turn as:
+//   one call each          - as the service sends them (with its lock timeout);
+//   prepared               - the same call as a named prepared statement (parsed once per
+//                            connection; the service uses unnamed ones, which Supabase's
+//                            transaction pooler takes);
+//   K in a transaction     - begin, K calls, commit;
+//   K in one call          - one statement that applies K events, each in a savepoint of its own (a
+//                            PL/pgSQL exception block, so one refused event would not refuse the
+//                            others), the lock timeout set for each: a prototype made in this
+//                            scratch database only;
+//   K in one call, commits - the same as a procedure that commits after each event, so each event
+//                            stays a transaction of its own (Postgres only);
+//   a bare round trip      - a statement with the same two values that does nothing with them.
+// Every way must find every event applied (not a duplicate, not stale), or the script stops. The
+// ways take turns in a different order each round, after one warm-up round that is not printed.
+// Prints, per event: the CPU of the connection's own backend (from /proc), this process's CPU and
+// the wall time. K (default 10), ROUNDS (default 5) and N (events a round and way, default 1,000)
+// change the run.
+//
+// `--embedded` asks the embedded database instead (PGlite on its thread, in this process): one call
+// each as the service makes it (one statement, values as literals), K in one call likewise, and the
+// bare statement likewise. Its CPU is this process's, the database's thread included; the wall
+// time of calls made one at a time is about that thread's time.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -26,8 +34,9 @@ import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
+import { buildFunctionCall } from '../../lib/db/sql-call.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
-import { postgresCpuMs } from './cpu.ts';
+import { cpuMsOf } from './cpu.ts';
 import { renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 
 const batchSize = Number(process.env.K ?? 10);
@@ -37,66 +46,62 @@ if (![batchSize, rounds, perRound].every((value) => Number.isSafeInteger(value) 
   console.error('K, ROUNDS and N must be whole numbers of at least 1');
   process.exit(2);
 }
+const embedded = process.argv.includes('--embedded');
+const LOCK_TIMEOUT_MS = 5_000; // the service's (lib/db/postgres.ts)
 
-const CALL = 'select public.record_billing_event(p_body => $1, p_plan => $2) as result';
-// The prototype: each event in its own savepoint, each answer (or its SQLSTATE) in its place. The
-// events and their plans come as two JSON arrays (one parameter each, or one literal each).
-const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb, p_plans jsonb)
-  returns jsonb language plpgsql set search_path = '' as $f$
-  declare v_answers jsonb := '[]'; v_i integer;
-  begin
-    for v_i in 0 .. jsonb_array_length(p_bodies) - 1 loop
+/** The service's call, as lib/db/postgres.ts builds it. */
+const CALL = buildFunctionCall('record_billing_event', { p_body: '$1', p_plan: '$2' }, { lockTimeoutMs: LOCK_TIMEOUT_MS }).text;
+// The prototypes take the batch's bodies and plans as two JSON arrays, and answer one JSON array:
+// each event's answer, or the SQLSTATE that refused it. A procedure that commits may carry no SET
+// clause, so both name every operator's and function's schema.
+const EACH_EVENT = `
+    for v_i in 0 .. pg_catalog.jsonb_array_length(p_bodies) operator(pg_catalog.-) 1 loop
       begin
-        v_answers := v_answers || jsonb_build_array(public.record_billing_event(p_body => p_bodies->v_i, p_plan => p_plans->v_i));
-      exception when others then
-        v_answers := v_answers || jsonb_build_array(jsonb_build_object('sqlstate', sqlstate));
-      end;
-    end loop;
-    return v_answers;
-  end $f$`;
-const BATCH_CALL = 'select public.record_billing_events_prototype(p_bodies => $1, p_plans => $2) as answers';
-// The same as a procedure that commits after each event: each event its own transaction, as today,
-// so no batch holds one customer's lock while it applies another's. (A procedure that commits may
-// not carry a SET clause, so its operators are named with their schema.)
-const COMMITTING_PROCEDURE = `create procedure public.record_billing_events_committing(p_bodies jsonb, p_plans jsonb, inout p_answers jsonb default null)
-  language plpgsql as $f$
-  declare v_i integer;
-  begin
-    p_answers := '[]';
-    for v_i in 0 .. pg_catalog.jsonb_array_length(p_bodies) - 1 loop
-      begin
+        perform pg_catalog.set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true);
         p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(public.record_billing_event(
           p_body => p_bodies operator(pg_catalog.->) v_i, p_plan => p_plans operator(pg_catalog.->) v_i));
       exception when others then
         p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('sqlstate', sqlstate));
       end;
-      commit;
-    end loop;
+      COMMIT_HERE
+    end loop;`;
+const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb, p_plans jsonb)
+  returns jsonb language plpgsql as $f$
+  declare v_i integer; p_answers jsonb := '[]';
+  begin ${EACH_EVENT.replace('COMMIT_HERE', '')}
+    return p_answers;
   end $f$`;
+const COMMITTING_PROCEDURE = `create procedure public.record_billing_events_committing(p_bodies jsonb, p_plans jsonb, inout p_answers jsonb default null)
+  language plpgsql as $f$
+  declare v_i integer;
+  begin
+    p_answers := '[]'; ${EACH_EVENT.replace('COMMIT_HERE', 'commit;')}
+  end $f$`;
+const BATCH_CALL = 'select public.record_billing_events_prototype(p_bodies => $1, p_plans => $2) as answers';
 const COMMITTING_CALL = 'call public.record_billing_events_committing($1, $2)';
-const BARE = 'select length($1::text) + length($2::text)';
-type Parameters = readonly [body: string, plan: string];
 
-/** A batch's two parameters: its events' bodies and plans, each as one JSON array. */
-const batchParameters = (batch: Parameters[]) => [`[${batch.map((values) => values[0]).join(',')}]`, `[${batch.map((values) => values[1]).join(',')}]`];
-function refusedIn(answers: { sqlstate?: string }[]): void {
-  const refused = answers.find((answer) => answer.sqlstate);
-  if (refused) throw new Error(`an event was refused: ${refused.sqlstate}`);
-}
-const embedded = process.argv.includes('--embedded');
+/** An event's two values, as the service sends them: the body and its plan, as JSON text. */
+type EventArgs = readonly [body: string, plan: string];
+interface Answer { sqlstate?: string; duplicate?: boolean; outcome?: string }
 
 const start = Date.now();
-/** An event's two parameters, as the service sends them: the body and its plan, as JSON text. */
-function parameters(index: number): Parameters {
+function eventArgs(index: number): EventArgs {
   const body = renewalBody(index, start);
   return [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))];
 }
-const inBatches = (events: Parameters[]) =>
+/** A batch's two values: its events' bodies and plans, each as one JSON array. */
+const batchArgs = (batch: EventArgs[]) => [`[${batch.map((args) => args[0]).join(',')}]`, `[${batch.map((args) => args[1]).join(',')}]`];
+const inBatches = (events: EventArgs[]) =>
   Array.from({ length: Math.ceil(events.length / batchSize) }, (_, i) => events.slice(i * batchSize, (i + 1) * batchSize));
+/** Each answer an applied event: a way that did less work would otherwise just look cheaper. */
+function assertAllApplied(answers: Answer[]): void {
+  const other = answers.find((answer) => answer.sqlstate || answer.duplicate || answer.outcome !== 'applied');
+  if (other) throw new Error(`an event was not applied: ${JSON.stringify(other)}`);
+}
 
-/** Each way of sending a round's events, the database's CPU counter (if apart), and the end. */
+/** Each way of sending a round's events, the CPU counter of the database's side (if apart), and the end. */
 interface Target {
-  ways: Record<string, (events: Parameters[]) => Promise<void>>;
+  ways: Record<string, (events: EventArgs[]) => Promise<void>>;
   databaseCpuMs?: () => number;
   close(): Promise<void>;
 }
@@ -110,33 +115,40 @@ async function postgresTarget(): Promise<Target> {
   await client.connect();
   await client.query(BATCH_FUNCTION);
   await client.query(COMMITTING_PROCEDURE);
-  for (let i = 0; i < SUBSCRIBERS; i++) await client.query(CALL, [...parameters(i)]);
+  const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+  const call = async (args: EventArgs, name?: string) =>
+    assertAllApplied([(await client.query<{ result: Answer }>({ name, text: CALL, values: [...args, String(LOCK_TIMEOUT_MS)] })).rows[0]!.result]);
+  for (let i = 0; i < SUBSCRIBERS; i++) await client.query({ text: CALL, values: [...eventArgs(i), String(LOCK_TIMEOUT_MS)] });
   return {
     ways: {
       'one call each': async (events) => {
-        for (const values of events) await client.query(CALL, [...values]);
+        for (const args of events) await call(args);
       },
       prepared: async (events) => {
-        for (const values of events) await client.query({ name: 'record_billing_event', text: CALL, values: [...values] });
+        for (const args of events) await call(args, 'record_billing_event');
       },
       [`${batchSize} in a transaction`]: async (events) => {
         for (const batch of inBatches(events)) {
           await client.query('begin');
-          for (const values of batch) await client.query(CALL, [...values]);
+          for (const args of batch) await call(args);
           await client.query('commit');
         }
       },
       [`${batchSize} in one call`]: async (events) => {
-        for (const batch of inBatches(events)) refusedIn((await client.query<{ answers: { sqlstate?: string }[] }>(BATCH_CALL, batchParameters(batch))).rows[0]!.answers);
+        for (const batch of inBatches(events)) {
+          assertAllApplied((await client.query<{ answers: Answer[] }>(BATCH_CALL, batchArgs(batch))).rows[0]!.answers);
+        }
       },
       [`${batchSize} in one call, commits`]: async (events) => {
-        for (const batch of inBatches(events)) refusedIn((await client.query<{ p_answers: { sqlstate?: string }[] }>(COMMITTING_CALL, batchParameters(batch))).rows[0]!.p_answers);
+        for (const batch of inBatches(events)) {
+          assertAllApplied((await client.query<{ p_answers: Answer[] }>(COMMITTING_CALL, batchArgs(batch))).rows[0]!.p_answers);
+        }
       },
       'a bare round trip': async (events) => {
-        for (const values of events) await client.query(BARE, [...values]);
+        for (const args of events) await client.query('select length($1::text) + length($2::text)', [...args]);
       },
     },
-    databaseCpuMs: () => postgresCpuMs(server.pid()),
+    databaseCpuMs: () => cpuMsOf(backend),
     close: async () => {
       await client.end();
       await server.stop();
@@ -149,21 +161,22 @@ async function embeddedTarget(): Promise<Target> {
   const db = await openPglite(path.join(folder, 'db'));
   await db.session.exec(BATCH_FUNCTION);
   // As the service calls it: the adapter's call (one statement, its values as literals).
-  const record = (values: Parameters) => db.call('record_billing_event', { p_body: JSON.parse(values[0]), p_plan: JSON.parse(values[1]) });
-  for (let i = 0; i < SUBSCRIBERS; i++) await record(parameters(i));
+  const record = async (args: EventArgs) =>
+    assertAllApplied([(await db.call('record_billing_event', { p_body: JSON.parse(args[0]), p_plan: JSON.parse(args[1]) })) as Answer]);
+  for (let i = 0; i < SUBSCRIBERS; i++) await record(eventArgs(i));
   return {
     ways: {
       'one call each': async (events) => {
-        for (const values of events) await record(values);
+        for (const args of events) await record(args);
       },
       [`${batchSize} in one call`]: async (events) => {
         for (const batch of inBatches(events)) {
-          const [bodies, plans] = batchParameters(batch);
-          refusedIn((await db.call('record_billing_events_prototype', { p_bodies: JSON.parse(bodies!), p_plans: JSON.parse(plans!) })) as { sqlstate?: string }[]);
+          const [bodies, plans] = batchArgs(batch);
+          assertAllApplied((await db.call('record_billing_events_prototype', { p_bodies: JSON.parse(bodies!), p_plans: JSON.parse(plans!) })) as Answer[]);
         }
       },
       'a bare round trip': async (events) => {
-        for (const values of events) await db.session.query(BARE, [...values]);
+        for (const args of events) await db.session.exec(`select length(${pg.escapeLiteral(args[0])}) + length(${pg.escapeLiteral(args[1])})`);
       },
     },
     close: async () => {
@@ -175,22 +188,25 @@ async function embeddedTarget(): Promise<Target> {
 
 const target = embedded ? await embeddedTarget() : await postgresTarget();
 try {
-  const figures: Record<string, string[]> = Object.fromEntries(Object.keys(target.ways).map((way) => [way, []]));
+  const names = Object.keys(target.ways);
+  const figures: Record<string, string[]> = Object.fromEntries(names.map((way) => [way, []]));
   let next = SUBSCRIBERS;
-  for (let round = 0; round < rounds; round++) {
-    for (const [way, send] of Object.entries(target.ways)) {
-      const events = Array.from({ length: perRound }, () => parameters(next++));
+  for (let round = 0; round <= rounds; round++) {
+    // Round 0 warms up; then each round starts with another way, so none always follows the same one.
+    const order = names.map((_, i) => names[(i + round) % names.length]!);
+    for (const way of order) {
+      const events = Array.from({ length: perRound }, () => eventArgs(next++));
       const databaseBefore = target.databaseCpuMs?.() ?? 0;
       const ownBefore = process.cpuUsage();
       const began = performance.now();
-      await send(events);
+      await target.ways[way]!(events);
       const own = process.cpuUsage(ownBefore);
       const perEvent = [(own.user + own.system) / 1000 / perRound, (performance.now() - began) / perRound];
       if (target.databaseCpuMs) perEvent.unshift((target.databaseCpuMs() - databaseBefore) / perRound);
-      figures[way]!.push(perEvent.map((ms) => ms.toFixed(3)).join('/'));
+      if (round > 0) figures[way]!.push(perEvent.map((ms) => ms.toFixed(3)).join('/'));
     }
   }
-  const columns = target.databaseCpuMs ? "Postgres CPU / this process's CPU / wall" : "this process's CPU, the database's thread included / wall";
+  const columns = target.databaseCpuMs ? "the backend's CPU / this process's CPU / wall" : "this process's CPU, the database's thread included / wall";
   console.log(`${embedded ? 'embedded' : 'postgres'}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
   for (const [way, rows] of Object.entries(figures)) console.log(`  ${way.padEnd(26)} ${rows.join('  ')}`);
 } finally {
