@@ -46,6 +46,20 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
     expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, outcome });
     if (pro) expect((await entitlementsOf(db, user, new Date(day(1)))).map((view) => view.id)).toEqual(['pro']);
   });
+
+  // The embedded database gets each call's values written into the statement as literals
+  // (lib/db/sql-call.ts): ids that read as SQL must arrive as the text they are, changing nothing else.
+  it('takes ids that read as SQL (quotes, backslashes, $1, a statement\'s end) as the text they are', async () => {
+    const tail = `${kind}-${randomUUID()}`;
+    const user = `o'brien\\'); drop table public.billing_events; -- $1 $$ ${tail}`;
+    const id = `evt'' E'\\x' $2'); select pg_sleep(1); -- ${tail}`;
+    const events = await countEvents(db);
+    const body = billingEvent('initial-purchase', user, { at: 0.001 }, { id });
+    expect(await deliver(body)).toMatchObject({ status: 200, body: { received: true } });
+    expect(await eventRow(db, id)).toMatchObject({ count: 1, outcome: 'applied', app_user_id: user });
+    expect(await countEvents(db)).toBe(events + 1);
+    expect((await entitlementsOf(db, user, new Date(day(1)))).map((view) => view.id)).toEqual(['pro']);
+  });
 });
 
 /**
