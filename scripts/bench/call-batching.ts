@@ -31,13 +31,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { buildFunctionCall } from '../../lib/db/sql-call.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
-import { renewalBody, SUBSCRIBERS } from './sql-profile.ts';
+import { renewalArgs, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 
 const batchSize = Number(process.env.K ?? 10);
 const rounds = Number(process.env.ROUNDS ?? 5);
@@ -85,10 +84,7 @@ type EventArgs = readonly [body: string, plan: string];
 interface Answer { sqlstate?: string; duplicate?: boolean; outcome?: string }
 
 const start = Date.now();
-function eventArgs(index: number): EventArgs {
-  const body = renewalBody(index, start);
-  return [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))];
-}
+const eventArgs = (index: number): EventArgs => renewalArgs(renewalBody(index, start));
 /** A batch's two values: its events' bodies and plans, each as one JSON array. */
 const batchArgs = (batch: EventArgs[]) => [`[${batch.map((args) => args[0]).join(',')}]`, `[${batch.map((args) => args[1]).join(',')}]`];
 const inBatches = (events: EventArgs[]) =>

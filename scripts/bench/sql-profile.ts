@@ -85,10 +85,14 @@ export function renewalBody(index: number, start: number) {
   };
 }
 
-/** One event through `record_billing_event`, as the service calls it (its plan computed here); the function's answer. */
+/** An event's two values as the service sends them: its body and its plan (computed here), as JSON text. */
+export function renewalArgs(body: ReturnType<typeof renewalBody>): [body: string, plan: string] {
+  return [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))];
+}
+
+/** One event through `record_billing_event`, as the service calls it; the function's answer. */
 export async function recordRenewal(client: pg.Client, body: ReturnType<typeof renewalBody>): Promise<unknown> {
-  const { rows } = await client.query<{ result: unknown }>('select public.record_billing_event(p_body => $1, p_plan => $2) as result',
-    [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event as never, new Date()))]);
+  const { rows } = await client.query<{ result: unknown }>('select public.record_billing_event(p_body => $1, p_plan => $2) as result', renewalArgs(body));
   return rows[0]!.result;
 }
 
@@ -116,10 +120,10 @@ async function profileAlone(): Promise<void> {
     // First the cost as it is (statements not tracked): wall time and the server's CPU time.
     await client.query("set pg_stat_statements.track = 'none'");
     const bodies = Array.from({ length: events }, (_, i) => renewalBody(SUBSCRIBERS + i, start));
-    const plans = bodies.map((body) => JSON.stringify(describeEventEffects(body.event as never, new Date())));
+    const args = bodies.map(renewalArgs);
     let cpu = postgresCpuMs(server.pid());
     let began = performance.now();
-    for (let i = 0; i < events; i++) await client.query('select public.record_billing_event(p_body => $1, p_plan => $2) as result', [JSON.stringify(bodies[i]), plans[i]]);
+    for (let i = 0; i < events; i++) await client.query('select public.record_billing_event(p_body => $1, p_plan => $2) as result', args[i]);
     console.log(`${events} in-order renewals: ${((performance.now() - began) / events).toFixed(3)} ms each (round trip, one at a time), Postgres CPU ${((postgresCpuMs(server.pid()) - cpu) / events).toFixed(3)} ms each`);
     cpu = postgresCpuMs(server.pid());
     began = performance.now();
