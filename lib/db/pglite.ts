@@ -192,15 +192,12 @@ class PgliteThread {
  * already gone through a registry that no longer knew it; nodejs/node#64500 reports the same
  * crash. With the tier-up budget out of reach that call is never made (gdb: 13 in 3,000 queries,
  * then none) and the queries ran no slower. Other routes to the same bug in V8 are not ruled out.
- * The budget is copied into each module's imports when it is instantiated, so it is set before the
- * first database thread starts, once; it also keeps JavaScript-to-WASM wrappers generic, for every
- * module instantiated after it. 2^30 - 1: V8 keeps it as a small integer.
+ * The budget is copied into each module's imports when it is instantiated, so it is set (again, to
+ * the same value) before each database thread starts; it also keeps JavaScript-to-WASM wrappers
+ * generic, for every module instantiated after it. 2^30 - 1: V8 keeps it as a small integer.
  */
-let wasmWrapperFlagSet = false;
 function keepWasmImportWrappersGeneric(): void {
-  if (wasmWrapperFlagSet) return;
   setFlagsFromString(`--wasm-wrapper-tiering-budget=${2 ** 30 - 1}`);
-  wasmWrapperFlagSet = true;
 }
 
 /**
