@@ -2809,6 +2809,41 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE PROCEDURE public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer DEFAULT NULL::integer, INOUT p_answers jsonb DEFAULT NULL::jsonb)
+ LANGUAGE plpgsql
+AS $procedure$
+declare
+  v_count integer := pg_catalog.jsonb_array_length(p_calls);
+  v_call jsonb;
+  v_answer jsonb;
+  v_state text;
+  v_message text;
+  v_detail text;
+begin
+  p_answers := '[]';
+  for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
+    v_call := p_calls operator(pg_catalog.->) v_index;
+    begin
+      if p_lock_timeout_ms is not null then
+        perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
+      end if;
+      v_answer := pg_catalog.jsonb_build_object('result', public.record_billing_event(
+        p_body => v_call operator(pg_catalog.->) 'p_body',
+        p_plan => v_call operator(pg_catalog.->) 'p_plan',
+        p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
+        p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
+    exception when others then
+      get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
+      v_answer := pg_catalog.jsonb_build_object('error',
+        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message, 'detail', nullif(v_detail, '')));
+    end;
+    p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
+    commit;
+  end loop;
+end;
+$procedure$
+;
+
 CREATE OR REPLACE FUNCTION public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -3467,6 +3502,7 @@ grant select on table public.my_wallet_links to authenticated;
 grant execute on function public.operator_record_run(p_name text, p_started_at timestamp with time zone, p_result jsonb) to service_role;
 grant execute on function public.operator_status(p_now timestamp with time zone, p_retention_months integer) to service_role;
 grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text, p_content_digest text) to service_role;
+grant execute on function public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer, INOUT p_answers jsonb) to service_role;
 grant execute on function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.run_maintenance(p_now timestamp with time zone, p_budget_ms integer) to service_role;
 grant execute on function public.schema_versions() to service_role;

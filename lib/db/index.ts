@@ -62,6 +62,16 @@ export function countDbCalls<T>(stats: DbRequestStats, work: () => Promise<T>): 
   return requestStats.run(stats, work);
 }
 
+/** The counts of the request this code runs for, if any (a gathered call counts for each of its requests). */
+export function currentDbRequestStats(): DbRequestStats | undefined {
+  return requestStats.getStore();
+}
+
+/** Count a call made outside callDb (a gathered call: once, whatever it carries). */
+export function countDbCall(): void {
+  state.calls++;
+}
+
 interface PortState {
   opening?: Promise<DatabaseAdapter>;
   calls: number;

@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall, buildLiteralFunctionCall } from './sql-call.ts';
+import { buildFunctionCall, buildProcedureCall, withLiteralValues, type SqlCall } from './sql-call.ts';
 
 /** The embedded database: an adapter, and a session for raw SQL (migrations, scripts, tests). */
 export interface EmbeddedDatabase extends DatabaseAdapter {
@@ -64,17 +64,23 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       throw error;
     }
   }
+  // One statement with its values as literals (two passes through the WASM server instead of six:
+  // sql-call.ts); sent with parameters only when a value cannot be a literal.
+  const firstRow = async (call: SqlCall) => {
+    const literal = withLiteralValues(call);
+    const rows = (literal === null ? await thread.request('query', call) : await thread.request('statement', { text: literal })) as Record<string, unknown>[];
+    return rows[0];
+  };
   return {
     mode: 'embedded',
     session,
+    // One connection: calls run one after another, in the order they were made.
+    parallelCalls: 1,
     async call(fn, args) {
-      // One statement with its values as literals (two passes through the WASM server instead of
-      // six: sql-call.ts); sent with parameters only when a value cannot be a literal.
-      const literal = buildLiteralFunctionCall(fn, args);
-      const rows = (literal === null
-        ? await thread.request('query', buildFunctionCall(fn, args))
-        : await thread.request('statement', { text: literal })) as { result: unknown }[];
-      return rows[0]?.result ?? null;
+      return (await firstRow(buildFunctionCall(fn, args)))?.result ?? null;
+    },
+    async callProcedure(procedure, args) {
+      return (await firstRow(buildProcedureCall(procedure, args))) ?? {};
     },
     close,
   };

@@ -4,7 +4,7 @@ import { databasePoolFor } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall } from './sql-call.ts';
+import { buildFunctionCall, buildProcedureCall, type SqlCall } from './sql-call.ts';
 
 /**
  * How long a call may wait, and where each bound lives. All three hold through Supabase's
@@ -55,9 +55,10 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
   const waits = { ...DATABASE_WAITS, ...options.waits };
   // Unless told otherwise, a long-running server's pool (the service passes its own: lib/config.ts).
   const defaults = databasePoolFor(false, undefined);
+  const max = options.max ?? defaults.max;
   const pool = new pg.Pool({
     connectionString: withLibpqSslModes(options.connectionString),
-    max: options.max ?? defaults.max,
+    max,
     connectionTimeoutMillis: waits.connectionMs,
     idleTimeoutMillis: options.idleTimeoutMillis ?? defaults.idleTimeoutMillis,
     application_name: 'account-link-service',
@@ -78,17 +79,22 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
     }
   }
 
+  const query = async ({ text, values }: SqlCall) => {
+    try {
+      return (await pool.query({ text, values, query_timeout: waits.callMs } as pg.QueryConfig)).rows[0] as Record<string, unknown> | undefined;
+    } catch (error) {
+      throw toDbError(error);
+    }
+  };
   return {
     mode: 'postgres',
     pool,
+    parallelCalls: max,
     async call(fn, args) {
-      const { text, values } = buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs });
-      try {
-        const result = await pool.query<{ result: unknown }>({ text, values, query_timeout: waits.callMs } as pg.QueryConfig);
-        return result.rows[0]?.result ?? null;
-      } catch (error) {
-        throw toDbError(error);
-      }
+      return (await query(buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs })))?.result ?? null;
+    },
+    async callProcedure(procedure, args) {
+      return (await query(buildProcedureCall(procedure, args, { lockTimeoutMs: waits.lockMs }))) ?? {};
     },
     close: async () => {
       if (!pool.ended) await pool.end();

@@ -1,4 +1,4 @@
-/** Build `select public.fn(a => $1, b => $2) as result` for the pg and PGlite adapters. */
+/** Build `select public.fn(a => $1, b => $2) as result` (and `call public.procedure(...)`) for the pg and PGlite adapters. */
 import pg from 'pg';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -17,21 +17,45 @@ export interface FunctionCallOptions {
   lockTimeoutMs?: number;
 }
 
-export function buildFunctionCall(fn: string, args: Record<string, unknown>, options: FunctionCallOptions = {}): { text: string; values: unknown[] } {
-  assertIdentifier(fn);
-  const names = Object.keys(args).filter((name) => args[name] !== undefined);
-  names.forEach(assertIdentifier);
-  const placeholders = names.map((name, i) => `${name} => $${i + 1}`);
-  const values = names.map((name) => toSqlParameter(args[name]));
-  let text = `select public.${fn}(${placeholders.join(', ')}) as result`;
+export interface SqlCall {
+  text: string;
+  values: unknown[];
+}
+
+export function buildFunctionCall(fn: string, args: Record<string, unknown>, options: FunctionCallOptions = {}): SqlCall {
+  const { list, values } = namedArguments(fn, args);
+  let text = `select public.${fn}(${list}) as result`;
   if (options.lockTimeoutMs !== undefined) {
-    if (!Number.isSafeInteger(options.lockTimeoutMs) || options.lockTimeoutMs <= 0) throw new Error(`Not a lock timeout: ${options.lockTimeoutMs}`);
     // A function in FROM runs before the select list (a volatile one is never inlined), so the
     // setting is in place before the function is called: one statement, one round trip.
-    values.push(String(options.lockTimeoutMs));
+    values.push(lockTimeoutSetting(options.lockTimeoutMs));
     text += ` from set_config('lock_timeout', $${values.length}, true) as call_settings`;
   }
   return { text, values };
+}
+
+/**
+ * Build `call public.procedure(a => $1, b => $2)`: its row holds the procedure's out parameters. A
+ * procedure that commits must be the statement itself (not inside a select, nor a transaction
+ * block), and a lock timeout ends with each commit, so the lock timeout goes to the procedure as
+ * its `p_lock_timeout_ms` argument, for it to set in each transaction it begins.
+ */
+export function buildProcedureCall(procedure: string, args: Record<string, unknown>, options: FunctionCallOptions = {}): SqlCall {
+  if (options.lockTimeoutMs !== undefined) args = { ...args, p_lock_timeout_ms: lockTimeoutSetting(options.lockTimeoutMs) };
+  const { list, values } = namedArguments(procedure, args);
+  return { text: `call public.${procedure}(${list})`, values };
+}
+
+function lockTimeoutSetting(ms: number): string {
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new Error(`Not a lock timeout: ${ms}`);
+  return String(ms);
+}
+
+function namedArguments(routine: string, args: Record<string, unknown>): { list: string; values: unknown[] } {
+  assertIdentifier(routine);
+  const names = Object.keys(args).filter((name) => args[name] !== undefined);
+  names.forEach(assertIdentifier);
+  return { list: names.map((name, i) => `${name} => $${i + 1}`).join(', '), values: names.map((name) => toSqlParameter(args[name])) };
 }
 
 /**
@@ -47,8 +71,7 @@ export function buildFunctionCall(fn: string, args: Record<string, unknown>, opt
  * carry one, so the caller sends that call's values apart and Postgres refuses the value as it
  * always did (22021, the sender's 400).
  */
-export function buildLiteralFunctionCall(fn: string, args: Record<string, unknown>): string | null {
-  const { text, values } = buildFunctionCall(fn, args);
+export function withLiteralValues({ text, values }: SqlCall): string | null {
   const literals = values.map((value) => (value === null ? 'NULL' : quoteLiteral(String(value).toWellFormed())));
   if (literals.some((literal) => literal.includes('\0'))) return null;
   // One pass over the template: a value that itself reads "$2" is never replaced again.

@@ -57,7 +57,7 @@ async function apiRoleGrants(sql: Sql): Promise<string[]> {
              case when has_function_privilege('supabase_auth_admin', p.oid, 'execute') then 'supabase_auth_admin may execute' end,
              case when not has_function_privilege('service_role', p.oid, 'execute') then 'service_role may not execute' end) as grant
     from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-    where n.nspname = 'public' and p.prokind = 'f'
+    where n.nspname = 'public' and p.prokind in ('f', 'p')
       and (has_function_privilege('anon', p.oid, 'execute') or has_function_privilege('authenticated', p.oid, 'execute')
            or has_function_privilege('supabase_auth_admin', p.oid, 'execute') or not has_function_privilege('service_role', p.oid, 'execute'))
     order by 1`);
@@ -123,7 +123,7 @@ async function schemaFingerprint(sql: Sql): Promise<string[]> {
     select 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || coalesce(column_default, '') as item
     from information_schema.columns where table_schema = 'public'
     union all select 'index ' || indexdef from pg_indexes where schemaname = 'public'
-    union all select 'function ' || pg_get_functiondef(p.oid) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public' and p.prokind = 'f'
+    union all select 'function ' || pg_get_functiondef(p.oid) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public' and p.prokind in ('f', 'p')
     union all select 'policy ' || tablename || ' ' || policyname || ' ' || coalesce(qual, '') from pg_policies where schemaname = 'public'
     order by 1`);
   return rows.map((row) => row.item);
@@ -322,13 +322,17 @@ describe('migrating a database that is shaped like Supabase (real Postgres serve
     expect(dblint()).toEqual([]);
   });
 
-  it('with every lint on, finds only the two the configuration explains (deny-all RLS; index use on a fresh database)', () => {
+  it('with every lint on, finds only the three the configuration explains (deny-all RLS; index use on a fresh database; the committing procedure\'s search_path)', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'dblint-all-'));
     try {
       writeFileSync(path.join(dir, 'postgres-language-server.jsonc'), JSON.stringify({ splinter: { enabled: true, rules: { all: true } } }));
       const findings = dblint(dir);
       expect(findings.filter(({ category }) => category === 'splinter/security/rlsEnabledNoPolicy').length).toBeGreaterThan(5);
-      expect(findings.filter(({ category }) => !['splinter/security/rlsEnabledNoPolicy', 'splinter/performance/unusedIndex'].includes(category))).toEqual([]);
+      const mutableSearchPath = findings.filter(({ category }) => category === 'splinter/security/functionSearchPathMutable');
+      expect(mutableSearchPath.map(({ message }) => message)).toEqual(['Function \\`public.record_billing_events\\` has a role mutable search_path']);
+      expect(findings.filter(({ category }) => ![
+        'splinter/security/rlsEnabledNoPolicy', 'splinter/performance/unusedIndex', 'splinter/security/functionSearchPathMutable',
+      ].includes(category))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

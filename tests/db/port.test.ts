@@ -8,7 +8,7 @@ import { DbError } from '../../lib/db/errors.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openSupabase } from '../../lib/db/supabase.ts';
-import { buildFunctionCall, buildLiteralFunctionCall } from '../../lib/db/sql-call.ts';
+import { buildFunctionCall, withLiteralValues } from '../../lib/db/sql-call.ts';
 import { freePort } from '../support/postgres-server.ts';
 
 describe('building the SQL call', () => {
@@ -35,17 +35,17 @@ describe('building the SQL call', () => {
 
 describe('the call with its values as literals (the embedded adapter)', () => {
   it('quotes every value as a string literal (pg escapeLiteral), null as NULL', () => {
-    expect(buildLiteralFunctionCall('apply_event', { p_event: { id: "it's" }, p_n: 3, p_flag: false, p_none: null, p_skip: undefined })).toBe(
+    expect(withLiteralValues(buildFunctionCall('apply_event', { p_event: { id: "it's" }, p_n: 3, p_flag: false, p_none: null, p_skip: undefined }))).toBe(
       `select public.apply_event(p_event => '{"id":"it''s"}', p_n => '3', p_flag => 'false', p_none => NULL) as result`);
-    expect(buildLiteralFunctionCall('fn', { p_path: 'C:\\temp' })).toBe("select public.fn(p_path =>  E'C:\\\\temp') as result");
+    expect(withLiteralValues(buildFunctionCall('fn', { p_path: 'C:\\temp' }))).toBe("select public.fn(p_path =>  E'C:\\\\temp') as result");
   });
 
   it('replaces each placeholder once: a value that reads like one stays as it is', () => {
-    expect(buildLiteralFunctionCall('fn', { p_a: '$2', p_b: 'b' })).toBe("select public.fn(p_a => '$2', p_b => 'b') as result");
+    expect(withLiteralValues(buildFunctionCall('fn', { p_a: '$2', p_b: 'b' }))).toBe("select public.fn(p_a => '$2', p_b => 'b') as result");
   });
 
   it('declines a value with a NUL character, which a literal cannot carry (the call then goes with parameters)', () => {
-    expect(buildLiteralFunctionCall('fn', { p_a: 'a\u0000b' })).toBeNull();
+    expect(withLiteralValues(buildFunctionCall('fn', { p_a: 'a\u0000b' }))).toBeNull();
   });
 
   describe('through the embedded database', () => {
@@ -72,7 +72,7 @@ describe('the call with its values as literals (the embedded adapter)', () => {
     });
 
     it('gives a lone UTF-16 surrogate as U+FFFD, and the statement arrives whole', async () => {
-      expect(buildLiteralFunctionCall('fn', { p_a: 'é\udc00' })).toBe("select public.fn(p_a => 'é\ufffd') as result");
+      expect(withLiteralValues(buildFunctionCall('fn', { p_a: 'é\udc00' }))).toBe("select public.fn(p_a => 'é\ufffd') as result");
       const answer = await db.call('echo_args', { p_text: 'é\udc00 and é\ud800', p_body: {}, p_count: 1, p_flag: false, p_at: new Date(0), p_none: null });
       expect(answer).toMatchObject({ text: 'é\ufffd and é\ufffd', count: 1 });
     });

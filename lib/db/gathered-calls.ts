@@ -1,0 +1,130 @@
+import type { DatabaseAdapter } from './adapter.ts';
+import { DbError, toDbError } from './errors.ts';
+import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, type DbRequestStats } from './index.ts';
+
+/**
+ * A SQL function whose calls may travel together, and the procedure that runs several of them: it
+ * takes their named arguments as `p_calls` (a JSON array), runs each in a transaction of its own,
+ * committed before the next, and answers `p_answers`, one `{result}` or `{error: {sqlstate,
+ * message, detail}}` per call, in order (supabase/migrations/20261127006000_billing_gathered_events.sql).
+ */
+export interface GatheredFunction {
+  fn: string;
+  procedure: string;
+}
+
+/** The most calls one procedure call carries: ten share its fixed cost well (docs/benchmarks.md). */
+export const MOST_CALLS_GATHERED = 10;
+
+/**
+ * Call `gathered.fn` as callDb would, and give the same answer or the same DbError; but when the
+ * database already runs as many calls as it can at once (every pooled connection busy; the
+ * embedded database's one), the calls that arrive meanwhile wait here instead of in the pool's
+ * queue, and go together, in arrival order, as ONE call of the procedure when a connection frees.
+ * Under load that shares each call's fixed cost (parsing, planning, a round trip: about half of a
+ * billing event's database CPU) among up to ten; when the database keeps up, nothing waits and
+ * each call goes alone, as before.
+ *
+ * Each gathered call is its own transaction, so it commits or fails alone, exactly as it would
+ * have alone. A call refused for a conflict a retry can resolve (a deadlock) is made again on its
+ * own. If the procedure call itself fails (the connection drops, the call's deadline passes), every
+ * call it carried gets that error, although those it had already committed stay committed: the
+ * same as a call whose answer is lost after its commit, which callers already handle (a webhook
+ * answers 503, and the redelivery is a duplicate).
+ *
+ * Where the adapter cannot call procedures (Supabase's Data API), every call goes alone.
+ */
+export async function callDbGathered<T = unknown>(gathered: GatheredFunction, args: Record<string, unknown>): Promise<T> {
+  const db = await getDatabase();
+  if (!db.callProcedure) return callDb<T>(gathered.fn, args);
+  const queue = queueFor(gathered.procedure);
+  const parallel = db.parallelCalls ?? 1;
+  if (queue.inFlight < parallel && queue.waiting.length === 0) {
+    queue.inFlight++;
+    try {
+      return await callDb<T>(gathered.fn, args);
+    } finally {
+      queue.inFlight--;
+      sendWaiting(gathered, queue, db, parallel);
+    }
+  }
+  return new Promise<T>((resolve, reject) => {
+    queue.waiting.push({ args, resolve: resolve as (value: unknown) => void, reject, stats: currentDbRequestStats(), since: performance.now() });
+  });
+}
+
+interface WaitingCall {
+  args: Record<string, unknown>;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+  /** The counts of the request that made the call (it runs in another request's turn). */
+  stats?: DbRequestStats;
+  since: number;
+}
+
+interface CallQueue {
+  inFlight: number;
+  waiting: WaitingCall[];
+}
+
+// On globalThis, like the port's state (lib/db/index.ts): one queue per process, whichever route
+// bundle loaded this module.
+const QUEUES_KEY = Symbol.for('account-link-service.db-gathered-calls');
+const queues: Map<string, CallQueue> = ((globalThis as Record<symbol, Map<string, CallQueue>>)[QUEUES_KEY] ??= new Map());
+
+function queueFor(procedure: string): CallQueue {
+  let queue = queues.get(procedure);
+  if (!queue) queues.set(procedure, (queue = { inFlight: 0, waiting: [] }));
+  return queue;
+}
+
+/** While a connection is free, send the waiting calls, up to MOST_CALLS_GATHERED at a time. */
+function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseAdapter, parallel: number): void {
+  while (queue.inFlight < parallel && queue.waiting.length > 0) {
+    const calls = queue.waiting.splice(0, MOST_CALLS_GATHERED);
+    queue.inFlight++;
+    void sendTogether(gathered, db, calls).finally(() => {
+      queue.inFlight--;
+      sendWaiting(gathered, queue, db, parallel);
+    });
+  }
+}
+
+interface ProcedureAnswer {
+  result?: unknown;
+  error?: { sqlstate: string; message: string; detail?: string | null };
+}
+
+/** Deadlock, serialization failure: that call changed nothing, and runs again on its own (callDb retries it). */
+const RETRY_ALONE = new Set(['40P01', '40001']);
+
+async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, calls: WaitingCall[]): Promise<void> {
+  let answers: ProcedureAnswer[];
+  try {
+    countDbCall();
+    const row = await db.callProcedure!(gathered.procedure, { p_calls: calls.map((call) => call.args) });
+    answers = Array.isArray(row.p_answers) ? (row.p_answers as ProcedureAnswer[]) : [];
+  } catch (error) {
+    for (const call of calls) call.reject(error);
+    return;
+  } finally {
+    const now = performance.now();
+    for (const call of calls) {
+      if (!call.stats) continue;
+      call.stats.calls++;
+      call.stats.ms += now - call.since;
+    }
+  }
+  calls.forEach((call, index) => {
+    const answer = answers[index];
+    if (answer && 'result' in answer) return call.resolve(answer.result ?? null);
+    if (!answer?.error) return call.reject(new DbError('unavailable', `${gathered.procedure} gave no answer for call ${index + 1} of ${calls.length}`));
+    const { sqlstate, message, detail } = answer.error;
+    if (RETRY_ALONE.has(sqlstate)) {
+      countDbCalls(call.stats ?? { calls: 0, ms: 0 }, () => callDb(gathered.fn, call.args)).then(call.resolve, call.reject);
+      return;
+    }
+    // As the adapters read a driver's error: a SQLSTATE they know becomes its DbError, any other is a bug.
+    call.reject(toDbError(Object.assign(new Error(message), { code: sqlstate, detail: detail ?? undefined })));
+  });
+}

@@ -1,0 +1,179 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { describeEventEffects } from '../../lib/billing/event-effects.ts';
+import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
+import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
+import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
+import { closeDatabase, dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { openPostgres } from '../../lib/db/postgres.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { billingIssue, cancellation, day, deliver, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
+
+// Events that arrive while every connection is busy travel together, as one call of
+// public.record_billing_events that commits each on its own (lib/db/gathered-calls.ts). These
+// tests start the calls in one turn of the event loop, so which go alone and which wait is known:
+// the first as many as the database runs at once go alone, the rest wait and go by tens.
+
+const NOW = new Date(day(70));
+const OPTIONS: RecordBillingEventOptions = { now: NOW, ignoreSandbox: false, syncAfter: 'none' };
+
+/** One subscriber's month: bought, renewed, a billing issue, cancelled, expired; five events. */
+const history = (user: string): BillingWebhookBody[] => [
+  purchase(user, 0.001, 0, 30),
+  renewal(user, 30.001, 30, 60),
+  billingIssue(user, 55.001, 30, 60, 62),
+  cancellation(user, 'UNSUBSCRIBE', 56.001, 30, 60),
+  expiration(user, 'UNSUBSCRIBE', 62.001, 30, 60),
+];
+
+/** A fixed shuffle (the same every run), so events of one subscriber arrive out of order too. */
+function shuffled<T>(items: T[], seed: number): T[] {
+  const out = [...items];
+  let state = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    const j = state % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/** The plan recordBillingEvent would send with this body (the gathered function's arguments). */
+const recordArgs = (body: BillingWebhookBody, plan = describeEventEffects(body.event, NOW, { ignoreSandbox: false })) =>
+  ({ p_body: body, p_plan: plan, p_sync_after: 'none', p_content_digest: null });
+
+describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kind) => {
+  const db = suiteDatabase(kind);
+  const parallel = () => db.adapter.parallelCalls ?? 1;
+
+  it('sends the events that wait as one call per ten, and leaves exactly what one-at-a-time delivery leaves', async () => {
+    const users = Array.from({ length: 12 }, (_, i) => `gathered-${kind}-${i}-${Date.now()}`);
+    const events = (prefix: string) => shuffled(users.flatMap((user) => history(`${prefix}${user}`)), 7);
+    const together = events('t-');
+    const alone = events('a-');
+
+    const before = dbCallCount();
+    const results = await Promise.all(together.map((body) => recordBillingEvent(body, OPTIONS)));
+    const calls = dbCallCount() - before;
+    for (const body of alone) await recordBillingEvent(body, OPTIONS);
+
+    expect(results.every((result) => !result.duplicate)).toBe(true);
+    const waiting = together.length - parallel();
+    expect(calls).toBe(parallel() + Math.ceil(waiting / MOST_CALLS_GATHERED));
+    expect(calls).toBeLessThan(together.length);
+    for (const user of users) {
+      const gathered = await entitlementsOf(db, `t-${user}`, NOW);
+      expect(gathered.length).toBeGreaterThan(0);
+      expect(gathered).toEqual(await entitlementsOf(db, `a-${user}`, NOW));
+    }
+    for (const body of together) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
+  it('answers each call as a call of its own would: a refused event refuses only itself, a repeated id is a duplicate', async () => {
+    const user = `gathered-answers-${kind}-${Date.now()}`;
+    const first = purchase(user, 0.001, 0, 30);
+    const bad = renewal(user, 30.001, 30, 60);
+    const badPlan = { ...describeEventEffects(bad.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' };
+    const later = renewal(`${user}-other`, 30.001, 30, 60);
+    // Enough calls in front that the last four wait, and go as one.
+    const fillers = Array.from({ length: parallel() }, (_, i) => purchase(`${user}-filler-${i}`, 0.001, 0, 30));
+
+    const before = dbCallCount();
+    const answers = await Promise.allSettled([
+      ...fillers.map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(bad, badPlan)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(later)),
+    ]);
+    expect(dbCallCount() - before).toBe(parallel() + 1);
+
+    const [firstAnswer, badAnswer, againAnswer, laterAnswer] = answers.slice(fillers.length);
+    expect(firstAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied', ownerId: user } });
+    expect(badAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid', reason: 'invalid_request', sqlState: 'PT400' } });
+    expect((badAnswer as PromiseRejectedResult).reason).toBeInstanceOf(DbError);
+    expect(againAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: true, outcome: 'applied' } });
+    expect(laterAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, ownerId: `${user}-other` } });
+    expect(await eventRow(db, bad.event.id)).toBeUndefined();
+    expect((await eventRow(db, first.event.id))?.count).toBe(1);
+  });
+
+  it('answers every webhook delivered at once over HTTP with 200, each event stored once', async () => {
+    const user = `gathered-http-${kind}-${Date.now()}`;
+    const bodies = shuffled(Array.from({ length: 6 }, (_, i) => history(`${user}-${i}`)).flat(), 3);
+    const responses = await Promise.all(bodies.map((body) => deliver(body)));
+    expect(responses.map((response) => response.status)).toEqual(bodies.map(() => 200));
+    for (const body of bodies) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+});
+
+describe('billing events gathered into one call, against a lock (postgres)', () => {
+  const db = suiteDatabase('postgres');
+
+  /** Hold the lock the service takes for a subscriber's group, from a connection of its own. */
+  async function holdSubscriberLock(user: string): Promise<() => Promise<void>> {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    await client.query('begin');
+    await client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [user]);
+    return async () => {
+      await client.query('rollback');
+      await client.end();
+    };
+  }
+
+  /** A one-connection adapter with these bounds, as the service's port, for the test's length. */
+  async function withAdapter<T>(options: { lockMs: number; statementTimeoutMs?: number }, work: () => Promise<T>): Promise<T> {
+    const url = options.statementTimeoutMs ? `${db.url}?options=${encodeURIComponent(`-c statement_timeout=${options.statementTimeoutMs}`)}` : db.url!;
+    const adapter = await openPostgres({ connectionString: url, max: 1, migrate: false, waits: { lockMs: options.lockMs } });
+    replaceDatabase(adapter);
+    try {
+      return await work();
+    } finally {
+      await adapter.close();
+      replaceDatabase(db.adapter);
+    }
+  }
+
+  it('gives each gathered event the lock timeout: the one that waits too long is refused as unavailable, those after it are applied', async () => {
+    const user = `gathered-lock-${Date.now()}`;
+    const [alone, before, blocked, after] = [`${user}-alone`, `${user}-before`, user, `${user}-after`].map((id) => purchase(id, 0.001, 0, 30));
+    const release = await holdSubscriberLock(user);
+    try {
+      const answers = await withAdapter({ lockMs: 300 }, () =>
+        Promise.allSettled([alone!, before!, blocked!, after!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body)))));
+      expect(answers.map((answer) => answer.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(answers[2]).toMatchObject({ reason: { kind: 'unavailable', sqlState: '55P03' } });
+    } finally {
+      await release();
+    }
+    expect(await eventRow(db, blocked!.event.id)).toBeUndefined();
+    for (const body of [alone!, before!, after!]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+    // The redelivery, once the lock is gone, is applied.
+    expect(await recordBillingEvent(blocked!, OPTIONS)).toMatchObject({ duplicate: false, outcome: 'applied' });
+  });
+
+  it('when the gathered call itself fails, refuses every event it carried; those it had committed are duplicates when redelivered', async () => {
+    const user = `gathered-fail-${Date.now()}`;
+    const [alone, committed, blocked, unreached] = [`${user}-alone`, `${user}-committed`, user, `${user}-unreached`].map((id) => purchase(id, 0.001, 0, 30));
+    const release = await holdSubscriberLock(user);
+    let answers: PromiseSettledResult<unknown>[];
+    try {
+      // The statement's deadline passes while the third event waits for the lock: Postgres cancels
+      // the whole call, after it committed the second event.
+      answers = await withAdapter({ lockMs: 60_000, statementTimeoutMs: 500 }, () =>
+        Promise.allSettled([alone!, committed!, blocked!, unreached!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body)))));
+    } finally {
+      await release();
+    }
+    expect(answers.map((answer) => answer.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected']);
+    for (const answer of answers.slice(1)) expect(answer).toMatchObject({ reason: { kind: 'unavailable', sqlState: '57014' } });
+    expect((await eventRow(db, committed!.event.id))?.count).toBe(1);
+    expect(await eventRow(db, blocked!.event.id)).toBeUndefined();
+    expect(await eventRow(db, unreached!.event.id)).toBeUndefined();
+    // RevenueCat redelivers all three: the committed one changes nothing, the others are applied.
+    const redelivered = await Promise.all([committed!, blocked!, unreached!].map((body) => recordBillingEvent(body, OPTIONS)));
+    expect(redelivered.map((result) => result.duplicate)).toEqual([true, false, false]);
+    for (const body of [committed!, blocked!, unreached!]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+});
