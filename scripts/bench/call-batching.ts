@@ -1,5 +1,6 @@
-// What would applying several billing events in one database call save? A measurement for the
-// design of batched deliveries; the service does not batch today (one call per delivery).
+// What does applying several billing events in one database call save? The measurement behind the
+// service's gathered calls (lib/db/gathered-calls.ts: events that wait for a connection go together
+// as one call of public.record_billing_events, which commits each event on its own).
 //
 // `node scripts/bench/call-batching.ts` (a minute or two): one Postgres server (the tests' own:
 // fsync off, so a commit waits on no disk), one migrated database, the same 1,000 subscribers'
@@ -14,8 +15,8 @@
 //                            PL/pgSQL exception block, so one refused event would not refuse the
 //                            others), the lock timeout set for each: a prototype made in this
 //                            scratch database only;
-//   K in one call, commits - the same as a procedure that commits after each event, so each event
-//                            stays a transaction of its own (Postgres only);
+//   K in one call, commits - the service's procedure, public.record_billing_events, which commits
+//                            after each event, so each stays a transaction of its own;
 //   a bare round trip      - a statement with the same two values that does nothing with them.
 // Every way must find every event applied (not a duplicate, not stale), or the script stops. The
 // ways take turns in a different order each round, after one warm-up round that is not printed.
@@ -24,8 +25,8 @@
 // change the run.
 //
 // `--embedded` asks the embedded database instead (PGlite on its thread, in this process): one call
-// each as the service makes it (one statement, values as literals), K in one call likewise, and the
-// bare statement likewise. Its CPU is this process's, the database's thread included; the wall
+// each as the service makes it (one statement, values as literals), K in one call and K in one call
+// that commits likewise, and the bare statement likewise. Its CPU is this process's, the database's thread included; the wall
 // time of calls made one at a time is about that thread's time.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -33,7 +34,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { buildFunctionCall } from '../../lib/db/sql-call.ts';
+import { buildFunctionCall, buildProcedureCall } from '../../lib/db/sql-call.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
 import { renewalArgs, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
@@ -50,10 +51,12 @@ const LOCK_TIMEOUT_MS = 5_000; // the service's (lib/db/postgres.ts)
 
 /** The service's call, as lib/db/postgres.ts builds it. */
 const CALL = buildFunctionCall('record_billing_event', { p_body: '$1', p_plan: '$2' }, { lockTimeoutMs: LOCK_TIMEOUT_MS }).text;
-// The prototypes take the batch's bodies and plans as two JSON arrays, and answer one JSON array:
-// each event's answer, or the SQLSTATE that refused it. A procedure that commits may carry no SET
-// clause, so both name every operator's and function's schema.
-const EACH_EVENT = `
+// The prototype takes the batch's bodies and plans as two JSON arrays, and answers one JSON array:
+// each event's answer, or the SQLSTATE that refused it.
+const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb, p_plans jsonb)
+  returns jsonb language plpgsql as $f$
+  declare v_i integer; p_answers jsonb := '[]';
+  begin
     for v_i in 0 .. pg_catalog.jsonb_array_length(p_bodies) operator(pg_catalog.-) 1 loop
       begin
         perform pg_catalog.set_config('lock_timeout', '${LOCK_TIMEOUT_MS}ms', true);
@@ -62,22 +65,10 @@ const EACH_EVENT = `
       exception when others then
         p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('sqlstate', sqlstate));
       end;
-      COMMIT_HERE
-    end loop;`;
-const BATCH_FUNCTION = `create function public.record_billing_events_prototype(p_bodies jsonb, p_plans jsonb)
-  returns jsonb language plpgsql as $f$
-  declare v_i integer; p_answers jsonb := '[]';
-  begin ${EACH_EVENT.replace('COMMIT_HERE', '')}
+    end loop;
     return p_answers;
   end $f$`;
-const COMMITTING_PROCEDURE = `create procedure public.record_billing_events_committing(p_bodies jsonb, p_plans jsonb, inout p_answers jsonb default null)
-  language plpgsql as $f$
-  declare v_i integer;
-  begin
-    p_answers := '[]'; ${EACH_EVENT.replace('COMMIT_HERE', 'commit;')}
-  end $f$`;
 const BATCH_CALL = 'select public.record_billing_events_prototype(p_bodies => $1, p_plans => $2) as answers';
-const COMMITTING_CALL = 'call public.record_billing_events_committing($1, $2)';
 
 /** An event's two values, as the service sends them: the body and its plan, as JSON text. */
 type EventArgs = readonly [body: string, plan: string];
@@ -87,6 +78,11 @@ const start = Date.now();
 const eventArgs = (index: number): EventArgs => renewalArgs(renewalBody(index, start));
 /** A batch's two values: its events' bodies and plans, each as one JSON array. */
 const batchArgs = (batch: EventArgs[]) => [`[${batch.map((args) => args[0]).join(',')}]`, `[${batch.map((args) => args[1]).join(',')}]`];
+/** The service's procedure's argument: each event's named arguments, as JSON text. */
+const procedureCalls = (batch: EventArgs[]) => `[${batch.map(([body, plan]) => `{"p_body":${body},"p_plan":${plan}}`).join(',')}]`;
+/** The procedure's answers, as the prototype's: an error becomes its SQLSTATE. */
+const procedureAnswers = (answers: { result?: Answer; error?: { sqlstate: string } }[]) =>
+  answers.map((answer) => answer.result ?? { sqlstate: answer.error?.sqlstate ?? 'no answer' });
 const inBatches = (events: EventArgs[]) =>
   Array.from({ length: Math.ceil(events.length / batchSize) }, (_, i) => events.slice(i * batchSize, (i + 1) * batchSize));
 /** Each answer an applied event: a way that did less work would otherwise just look cheaper. */
@@ -110,7 +106,6 @@ async function postgresTarget(): Promise<Target> {
   const client = new pg.Client({ connectionString: server.url(name) });
   await client.connect();
   await client.query(BATCH_FUNCTION);
-  await client.query(COMMITTING_PROCEDURE);
   const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   const call = async (args: EventArgs, name?: string) =>
     assertAllApplied([(await client.query<{ result: Answer }>({ name, text: CALL, values: [...args, String(LOCK_TIMEOUT_MS)] })).rows[0]!.result]);
@@ -137,7 +132,8 @@ async function postgresTarget(): Promise<Target> {
       },
       [`${batchSize} in one call, commits`]: async (events) => {
         for (const batch of inBatches(events)) {
-          assertAllApplied((await client.query<{ p_answers: Answer[] }>(COMMITTING_CALL, batchArgs(batch))).rows[0]!.p_answers);
+          const { text, values } = buildProcedureCall('record_billing_events', { p_calls: procedureCalls(batch) }, { lockTimeoutMs: LOCK_TIMEOUT_MS });
+          assertAllApplied(procedureAnswers((await client.query(text, values)).rows[0]!.p_answers));
         }
       },
       'a bare round trip': async (events) => {
@@ -169,6 +165,12 @@ async function embeddedTarget(): Promise<Target> {
         for (const batch of inBatches(events)) {
           const [bodies, plans] = batchArgs(batch);
           assertAllApplied((await db.call('record_billing_events_prototype', { p_bodies: JSON.parse(bodies!), p_plans: JSON.parse(plans!) })) as Answer[]);
+        }
+      },
+      [`${batchSize} in one call, commits`]: async (events) => {
+        for (const batch of inBatches(events)) {
+          const answers = (await db.callProcedure!('record_billing_events', { p_calls: JSON.parse(procedureCalls(batch)) })).p_answers;
+          assertAllApplied(procedureAnswers(answers as never));
         }
       },
       'a bare round trip': async (events) => {
