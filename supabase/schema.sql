@@ -2809,11 +2809,13 @@ end;
 $function$
 ;
 
-CREATE OR REPLACE PROCEDURE public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer DEFAULT NULL::integer, INOUT p_answers jsonb DEFAULT NULL::jsonb)
+CREATE OR REPLACE PROCEDURE public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer DEFAULT NULL::integer, IN p_time_budget_ms integer DEFAULT NULL::integer, INOUT p_answers jsonb DEFAULT NULL::jsonb)
  LANGUAGE plpgsql
 AS $procedure$
 declare
   v_count integer := pg_catalog.jsonb_array_length(p_calls);
+  v_started timestamptz := pg_catalog.clock_timestamp();
+  v_budget interval := pg_catalog.make_interval(secs => p_time_budget_ms operator(pg_catalog./) 1000.0);
   v_call jsonb;
   v_answer jsonb;
   v_state text;
@@ -2823,6 +2825,14 @@ begin
   p_answers := '[]';
   for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
     v_call := p_calls operator(pg_catalog.->) v_index;
+    -- Past its budget, the call starts no more events (each could wait p_lock_timeout_ms for a
+    -- lock): it answers them as skipped, and the caller sends each alone, so the call answers
+    -- before its caller stops waiting. The first event always runs.
+    if v_index operator(pg_catalog.>) 0 and v_budget is not null
+       and pg_catalog.clock_timestamp() operator(pg_catalog.-) v_started operator(pg_catalog.>=) v_budget then
+      p_answers := p_answers operator(pg_catalog.||) '[{"skipped": true}]'::jsonb;
+      continue;
+    end if;
     begin
       if p_lock_timeout_ms is not null then
         perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
@@ -2835,7 +2845,8 @@ begin
     exception when others then
       get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
       v_answer := pg_catalog.jsonb_build_object('error',
-        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message, 'detail', nullif(v_detail, '')));
+        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message,
+          'detail', case when v_detail operator(pg_catalog.=) '' then null else v_detail end));
     end;
     p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
     commit;
@@ -3502,7 +3513,7 @@ grant select on table public.my_wallet_links to authenticated;
 grant execute on function public.operator_record_run(p_name text, p_started_at timestamp with time zone, p_result jsonb) to service_role;
 grant execute on function public.operator_status(p_now timestamp with time zone, p_retention_months integer) to service_role;
 grant execute on function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text, p_content_digest text) to service_role;
-grant execute on function public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer, INOUT p_answers jsonb) to service_role;
+grant execute on function public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer, IN p_time_budget_ms integer, INOUT p_answers jsonb) to service_role;
 grant execute on function public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone) to service_role;
 grant execute on function public.run_maintenance(p_now timestamp with time zone, p_budget_ms integer) to service_role;
 grant execute on function public.schema_versions() to service_role;

@@ -56,6 +56,6 @@ export function toDbError(error: unknown): unknown {
     const kind = kindOfSqlState(code);
     if (kind) return new DbError(kind, message, { detail: typeof e.detail === 'string' ? e.detail : undefined, sqlState: code, cause: error });
   }
-  if (/connect|terminat|timeout|Connection ended|closed/i.test(message)) return new DbError('unavailable', message, { cause: error });
+  if (/connect|terminat|timeout|Connection ended|closed|pool after calling end/i.test(message)) return new DbError('unavailable', message, { cause: error });
   return error;
 }

@@ -26,30 +26,40 @@ export const MOST_CALLS_GATHERED = 10;
  * each call goes alone, as before.
  *
  * Each gathered call is its own transaction, so it commits or fails alone, exactly as it would
- * have alone. A call refused for a conflict a retry can resolve (a deadlock) is made again on its
- * own. If the procedure call itself fails (the connection drops, the call's deadline passes), every
- * call it carried gets that error, although those it had already committed stay committed: the
- * same as a call whose answer is lost after its commit, which callers already handle (a webhook
- * answers 503, and the redelivery is a duplicate).
+ * have alone. A call refused for a conflict a retry can resolve (a deadlock), or one the procedure
+ * skipped when its time ran short, is made again on its own. A call waits here no longer than it
+ * would have waited for a pooled connection (then it fails as unavailable, never sent). If the
+ * procedure call itself fails (the connection drops, the call is cancelled), every call it carried
+ * gets that error, although those it had already committed stay committed: the same as a call
+ * whose answer is lost after its commit, which callers already handle (a webhook answers 503, and
+ * the redelivery is a duplicate).
  *
  * Where the adapter cannot call procedures (Supabase's Data API), every call goes alone.
  */
 export async function callDbGathered<T = unknown>(gathered: GatheredFunction, args: Record<string, unknown>): Promise<T> {
   const db = await getDatabase();
-  if (!db.callProcedure) return callDb<T>(gathered.fn, args);
-  const queue = queueFor(gathered.procedure);
-  const parallel = db.parallelCalls ?? 1;
-  if (queue.inFlight < parallel && queue.waiting.length === 0) {
+  if (!db.callProcedure || !db.capacity) return callDb<T>(gathered.fn, args);
+  const queue = queueFor(db, gathered.procedure);
+  if (queue.inFlight < db.capacity.parallelCalls && queue.waiting.length === 0) {
     queue.inFlight++;
     try {
       return await callDb<T>(gathered.fn, args);
     } finally {
       queue.inFlight--;
-      sendWaiting(gathered, queue, db, parallel);
+      sendWaiting(gathered, queue, db);
     }
   }
   return new Promise<T>((resolve, reject) => {
-    queue.waiting.push({ args, resolve: resolve as (value: unknown) => void, reject, stats: currentDbRequestStats(), since: performance.now() });
+    const call: WaitingCall = { args, resolve: resolve as (value: unknown) => void, reject, stats: currentDbRequestStats(), since: performance.now() };
+    const waitMs = db.capacity?.waitMs;
+    if (waitMs !== undefined) {
+      call.expiry = setTimeout(() => {
+        const position = queue.waiting.indexOf(call);
+        if (position >= 0) queue.waiting.splice(position, 1);
+        reject(new DbError('unavailable', `No database connection was free within ${waitMs} ms.`));
+      }, waitMs);
+    }
+    queue.waiting.push(call);
   });
 }
 
@@ -60,6 +70,8 @@ interface WaitingCall {
   /** The counts of the request that made the call (it runs in another request's turn). */
   stats?: DbRequestStats;
   since: number;
+  /** Fails the call if it is still waiting when the adapter's wait for a connection is over. */
+  expiry?: ReturnType<typeof setTimeout>;
 }
 
 interface CallQueue {
@@ -67,25 +79,30 @@ interface CallQueue {
   waiting: WaitingCall[];
 }
 
-// On globalThis, like the port's state (lib/db/index.ts): one queue per process, whichever route
-// bundle loaded this module.
+// Per adapter (a database replaced or reopened starts with an empty queue: nothing made for the new
+// one is sent through the old), then per procedure. On globalThis, like the port's state
+// (lib/db/index.ts): one set per process, whichever route bundle loaded this module.
 const QUEUES_KEY = Symbol.for('account-link-service.db-gathered-calls');
-const queues: Map<string, CallQueue> = ((globalThis as Record<symbol, Map<string, CallQueue>>)[QUEUES_KEY] ??= new Map());
+const queues: WeakMap<DatabaseAdapter, Map<string, CallQueue>> =
+  ((globalThis as Record<symbol, WeakMap<DatabaseAdapter, Map<string, CallQueue>>>)[QUEUES_KEY] ??= new WeakMap());
 
-function queueFor(procedure: string): CallQueue {
-  let queue = queues.get(procedure);
-  if (!queue) queues.set(procedure, (queue = { inFlight: 0, waiting: [] }));
+function queueFor(db: DatabaseAdapter, procedure: string): CallQueue {
+  let byProcedure = queues.get(db);
+  if (!byProcedure) queues.set(db, (byProcedure = new Map()));
+  let queue = byProcedure.get(procedure);
+  if (!queue) byProcedure.set(procedure, (queue = { inFlight: 0, waiting: [] }));
   return queue;
 }
 
 /** While a connection is free, send the waiting calls, up to MOST_CALLS_GATHERED at a time. */
-function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseAdapter, parallel: number): void {
-  while (queue.inFlight < parallel && queue.waiting.length > 0) {
+function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseAdapter): void {
+  while (queue.inFlight < db.capacity!.parallelCalls && queue.waiting.length > 0) {
     const calls = queue.waiting.splice(0, MOST_CALLS_GATHERED);
+    for (const call of calls) clearTimeout(call.expiry);
     queue.inFlight++;
     void sendTogether(gathered, db, calls).finally(() => {
       queue.inFlight--;
-      sendWaiting(gathered, queue, db, parallel);
+      sendWaiting(gathered, queue, db);
     });
   }
 }
@@ -93,6 +110,7 @@ function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseA
 interface ProcedureAnswer {
   result?: unknown;
   error?: { sqlstate: string; message: string; detail?: string | null };
+  skipped?: boolean;
 }
 
 /** Deadlock, serialization failure: that call changed nothing, and runs again on its own (callDb retries it). */
@@ -118,13 +136,13 @@ async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, cal
   calls.forEach((call, index) => {
     const answer = answers[index];
     if (answer && 'result' in answer) return call.resolve(answer.result ?? null);
-    if (!answer?.error) return call.reject(new DbError('unavailable', `${gathered.procedure} gave no answer for call ${index + 1} of ${calls.length}`));
-    const { sqlstate, message, detail } = answer.error;
-    if (RETRY_ALONE.has(sqlstate)) {
+    if (answer?.skipped || (answer?.error && RETRY_ALONE.has(answer.error.sqlstate))) {
       countDbCalls(call.stats ?? { calls: 0, ms: 0 }, () => callDb(gathered.fn, call.args)).then(call.resolve, call.reject);
       return;
     }
+    if (!answer?.error) return call.reject(new DbError('unavailable', `${gathered.procedure} gave no answer for call ${index + 1} of ${calls.length}`));
     // As the adapters read a driver's error: a SQLSTATE they know becomes its DbError, any other is a bug.
+    const { sqlstate, message, detail } = answer.error;
     call.reject(toDbError(Object.assign(new Error(message), { code: sqlstate, detail: detail ?? undefined })));
   });
 }

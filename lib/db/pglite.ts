@@ -75,7 +75,7 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
     mode: 'embedded',
     session,
     // One connection: calls run one after another, in the order they were made.
-    parallelCalls: 1,
+    capacity: { parallelCalls: 1 },
     async call(fn, args) {
       return (await firstRow(buildFunctionCall(fn, args)))?.result ?? null;
     },

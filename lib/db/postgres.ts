@@ -89,12 +89,15 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
   return {
     mode: 'postgres',
     pool,
-    parallelCalls: max,
+    capacity: { parallelCalls: max, waitMs: waits.connectionMs },
     async call(fn, args) {
       return (await query(buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs })))?.result ?? null;
     },
     async callProcedure(procedure, args) {
-      return (await query(buildProcedureCall(procedure, args, { lockTimeoutMs: waits.lockMs }))) ?? {};
+      // The call's answer is due within callMs, and its last event may wait lockMs for a lock:
+      // it starts no event past callMs - 2 x lockMs (the others are answered as skipped).
+      const bounds = { lockTimeoutMs: waits.lockMs, timeBudgetMs: Math.max(0, waits.callMs - 2 * waits.lockMs) };
+      return (await query(buildProcedureCall(procedure, args, bounds))) ?? {};
     },
     close: async () => {
       if (!pool.ended) await pool.end();

@@ -34,14 +34,23 @@ export function buildFunctionCall(fn: string, args: Record<string, unknown>, opt
   return { text, values };
 }
 
+export interface ProcedureCallOptions extends FunctionCallOptions {
+  /** Start no more of its work after this long (it answers what it did not start as skipped). */
+  timeBudgetMs?: number;
+}
+
 /**
  * Build `call public.procedure(a => $1, b => $2)`: its row holds the procedure's out parameters. A
  * procedure that commits must be the statement itself (not inside a select, nor a transaction
- * block), and a lock timeout ends with each commit, so the lock timeout goes to the procedure as
- * its `p_lock_timeout_ms` argument, for it to set in each transaction it begins.
+ * block), and a lock timeout ends with each commit, so the bounds go to the procedure as arguments:
+ * `p_lock_timeout_ms`, for it to set in each transaction it begins, and `p_time_budget_ms`.
  */
-export function buildProcedureCall(procedure: string, args: Record<string, unknown>, options: FunctionCallOptions = {}): SqlCall {
+export function buildProcedureCall(procedure: string, args: Record<string, unknown>, options: ProcedureCallOptions = {}): SqlCall {
   if (options.lockTimeoutMs !== undefined) args = { ...args, p_lock_timeout_ms: lockTimeoutSetting(options.lockTimeoutMs) };
+  if (options.timeBudgetMs !== undefined) {
+    if (!Number.isSafeInteger(options.timeBudgetMs) || options.timeBudgetMs < 0) throw new Error(`Not a time budget: ${options.timeBudgetMs}`);
+    args = { ...args, p_time_budget_ms: options.timeBudgetMs };
+  }
   const { list, values } = namedArguments(procedure, args);
   return { text: `call public.${procedure}(${list})`, values };
 }

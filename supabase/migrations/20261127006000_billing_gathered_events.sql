@@ -12,7 +12,8 @@
 -- p_calls is a JSON array of record_billing_event's named arguments ({"p_body": ..., "p_plan": ...,
 -- "p_sync_after": ..., "p_content_digest": ...}). p_answers comes back in the same order: for each
 -- event {"result": <record_billing_event's answer>} or {"error": {"sqlstate", "message", "detail"}},
--- which the caller turns into the DbError a call of its own would have raised.
+-- which the caller turns into the DbError a call of its own would have raised, or {"skipped": true}
+-- when the call's time budget ran out before the event began (the caller then sends it alone).
 --
 -- A procedure that commits may carry no `set search_path` and may not be security definer (Postgres
 -- refuses transaction control in either), so this one names the schema of everything it uses
@@ -23,11 +24,14 @@
 -- An exception block per event is a savepoint; a transaction cannot end inside one, so the commit
 -- follows the block.
 
-create or replace procedure public.record_billing_events(p_calls jsonb, p_lock_timeout_ms integer default null, inout p_answers jsonb default null)
+create or replace procedure public.record_billing_events(
+  p_calls jsonb, p_lock_timeout_ms integer default null, p_time_budget_ms integer default null, inout p_answers jsonb default null)
 language plpgsql
 as $$
 declare
   v_count integer := pg_catalog.jsonb_array_length(p_calls);
+  v_started timestamptz := pg_catalog.clock_timestamp();
+  v_budget interval := pg_catalog.make_interval(secs => p_time_budget_ms operator(pg_catalog./) 1000.0);
   v_call jsonb;
   v_answer jsonb;
   v_state text;
@@ -37,6 +41,14 @@ begin
   p_answers := '[]';
   for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
     v_call := p_calls operator(pg_catalog.->) v_index;
+    -- Past its budget, the call starts no more events (each could wait p_lock_timeout_ms for a
+    -- lock): it answers them as skipped, and the caller sends each alone, so the call answers
+    -- before its caller stops waiting. The first event always runs.
+    if v_index operator(pg_catalog.>) 0 and v_budget is not null
+       and pg_catalog.clock_timestamp() operator(pg_catalog.-) v_started operator(pg_catalog.>=) v_budget then
+      p_answers := p_answers operator(pg_catalog.||) '[{"skipped": true}]'::jsonb;
+      continue;
+    end if;
     begin
       if p_lock_timeout_ms is not null then
         perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
@@ -49,7 +61,8 @@ begin
     exception when others then
       get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
       v_answer := pg_catalog.jsonb_build_object('error',
-        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message, 'detail', nullif(v_detail, '')));
+        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message,
+          'detail', case when v_detail operator(pg_catalog.=) '' then null else v_detail end));
     end;
     p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
     commit;
@@ -57,5 +70,5 @@ begin
 end;
 $$;
 
-revoke all on procedure public.record_billing_events(jsonb, integer, jsonb) from public, anon, authenticated;
-grant execute on procedure public.record_billing_events(jsonb, integer, jsonb) to service_role;
+revoke all on procedure public.record_billing_events(jsonb, integer, integer, jsonb) from public, anon, authenticated;
+grant execute on procedure public.record_billing_events(jsonb, integer, integer, jsonb) to service_role;

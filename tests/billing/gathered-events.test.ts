@@ -4,7 +4,7 @@ import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
-import { closeDatabase, dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { billingIssue, cancellation, day, deliver, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
@@ -44,7 +44,7 @@ const recordArgs = (body: BillingWebhookBody, plan = describeEventEffects(body.e
 
 describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kind) => {
   const db = suiteDatabase(kind);
-  const parallel = () => db.adapter.parallelCalls ?? 1;
+  const parallel = () => db.adapter.capacity?.parallelCalls ?? 1;
 
   it('sends the events that wait as one call per ten, and leaves exactly what one-at-a-time delivery leaves', async () => {
     const users = Array.from({ length: 12 }, (_, i) => `gathered-${kind}-${i}-${Date.now()}`);
@@ -103,6 +103,8 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     const bodies = shuffled(Array.from({ length: 6 }, (_, i) => history(`${user}-${i}`)).flat(), 3);
     const responses = await Promise.all(bodies.map((body) => deliver(body)));
     expect(responses.map((response) => response.status)).toEqual(bodies.map(() => 200));
+    // Each waited on one database call, its own or a shared one.
+    for (const response of responses) expect(response.headers.get('server-timing')).toMatch(/^db;desc="1 calls"/);
     for (const body of bodies) expect((await eventRow(db, body.event.id))?.count).toBe(1);
   });
 });
@@ -123,9 +125,8 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
   }
 
   /** A one-connection adapter with these bounds, as the service's port, for the test's length. */
-  async function withAdapter<T>(options: { lockMs: number; statementTimeoutMs?: number }, work: () => Promise<T>): Promise<T> {
-    const url = options.statementTimeoutMs ? `${db.url}?options=${encodeURIComponent(`-c statement_timeout=${options.statementTimeoutMs}`)}` : db.url!;
-    const adapter = await openPostgres({ connectionString: url, max: 1, migrate: false, waits: { lockMs: options.lockMs } });
+  async function withAdapter<T>(waits: Parameters<typeof openPostgres>[0]['waits'], work: () => Promise<T>): Promise<T> {
+    const adapter = await openPostgres({ connectionString: db.url!, max: 1, migrate: false, waits });
     replaceDatabase(adapter);
     try {
       return await work();
@@ -135,13 +136,23 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     }
   }
 
+  /** Wait until some backend waits for an advisory lock (the gathered call reached the held one); its pid. */
+  async function backendWaitingForLock(): Promise<number> {
+    for (;;) {
+      const [row] = await db.sql<{ pid: number }>(`select pid from pg_locks where locktype = 'advisory' and not granted limit 1`);
+      if (row) return row.pid;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  const record = (bodies: BillingWebhookBody[]) => Promise.allSettled(bodies.map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))));
+
   it('gives each gathered event the lock timeout: the one that waits too long is refused as unavailable, those after it are applied', async () => {
     const user = `gathered-lock-${Date.now()}`;
     const [alone, before, blocked, after] = [`${user}-alone`, `${user}-before`, user, `${user}-after`].map((id) => purchase(id, 0.001, 0, 30));
     const release = await holdSubscriberLock(user);
     try {
-      const answers = await withAdapter({ lockMs: 300 }, () =>
-        Promise.allSettled([alone!, before!, blocked!, after!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body)))));
+      const answers = await withAdapter({ lockMs: 300 }, () => record([alone!, before!, blocked!, after!]));
       expect(answers.map((answer) => answer.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
       expect(answers[2]).toMatchObject({ reason: { kind: 'unavailable', sqlState: '55P03' } });
     } finally {
@@ -153,16 +164,51 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     expect(await recordBillingEvent(blocked!, OPTIONS)).toMatchObject({ duplicate: false, outcome: 'applied' });
   });
 
+  it('starts no event past the call\'s time budget: the ones it skips are sent alone and applied', async () => {
+    const user = `gathered-budget-${Date.now()}`;
+    const bodies = Array.from({ length: 5 }, (_, i) => purchase(`${user}-${i}`, 0.001, 0, 30));
+    // An answer due within 10 s, and 5 s a lock wait: no time left to start a second event.
+    const before = dbCallCount();
+    const answers = await withAdapter({ lockMs: 5_000, callMs: 10_000 }, () => record(bodies));
+    expect(answers.map((answer) => answer.status)).toEqual(bodies.map(() => 'fulfilled'));
+    // The first alone; the other four as one call, which ran one and skipped three; those three alone.
+    expect(dbCallCount() - before).toBe(1 + 1 + 3);
+    for (const body of bodies) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
+  it('fails the calls that wait longer than a pooled connection may be waited for, unsent', async () => {
+    const user = `gathered-wait-${Date.now()}`;
+    const [blocked, ...waiting] = [user, `${user}-a`, `${user}-b`].map((id) => purchase(id, 0.001, 0, 30));
+    const release = await holdSubscriberLock(user);
+    let answers: PromiseSettledResult<unknown>[];
+    try {
+      answers = await withAdapter({ connectionMs: 200, lockMs: 60_000 }, async () => {
+        const first = record([blocked!]);
+        const rest = await record(waiting);
+        await release();
+        return [...(await first), ...rest];
+      });
+    } finally {
+      await release().catch(() => undefined);
+    }
+    expect(answers[0]).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+    expect(answers.slice(1)).toMatchObject(waiting.map(() => ({ status: 'rejected', reason: { kind: 'unavailable' } })));
+    for (const body of waiting) expect(await eventRow(db, body.event.id)).toBeUndefined();
+  });
+
   it('when the gathered call itself fails, refuses every event it carried; those it had committed are duplicates when redelivered', async () => {
     const user = `gathered-fail-${Date.now()}`;
     const [alone, committed, blocked, unreached] = [`${user}-alone`, `${user}-committed`, user, `${user}-unreached`].map((id) => purchase(id, 0.001, 0, 30));
     const release = await holdSubscriberLock(user);
     let answers: PromiseSettledResult<unknown>[];
     try {
-      // The statement's deadline passes while the third event waits for the lock: Postgres cancels
-      // the whole call, after it committed the second event.
-      answers = await withAdapter({ lockMs: 60_000, statementTimeoutMs: 500 }, () =>
-        Promise.allSettled([alone!, committed!, blocked!, unreached!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body)))));
+      // While the third event waits for the lock, the whole call is cancelled (as a statement
+      // timeout would): the second event is committed by then.
+      answers = await withAdapter({ lockMs: 5_000, callMs: 60_000 }, async () => {
+        const settled = record([alone!, committed!, blocked!, unreached!]);
+        await db.sql('select pg_cancel_backend($1)', [await backendWaitingForLock()]);
+        return settled;
+      });
     } finally {
       await release();
     }
