@@ -34,8 +34,8 @@ export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
 }
 
 /**
- * Events that arrive while every database connection is busy go together, each still in its own
- * transaction (lib/db/gathered-calls.ts).
+ * Events that arrive while earlier ones are still in the database go together, each still in its
+ * own transaction (lib/db/gathered-calls.ts).
  */
 export const RECORD_BILLING_EVENT: GatheredFunction = { fn: 'record_billing_event', procedure: 'record_billing_events' };
 

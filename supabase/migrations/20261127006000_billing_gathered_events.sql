@@ -1,8 +1,8 @@
 -- Several deliveries' events in one call, each committed on its own.
 --
--- When every database connection of a server is busy, the billing webhooks that arrive meanwhile
--- wait for one; lib/db/gathered-calls.ts then sends the waiting events together, as one call of this
--- procedure instead of one call each. Each event runs public.record_billing_event exactly as a call
+-- When a server already has its billing calls in flight (two at most), the billing webhooks that
+-- arrive meanwhile wait; lib/db/gathered-calls.ts then sends the waiting events together, as one
+-- call of this procedure instead of one call each. Each event runs public.record_billing_event exactly as a call
 -- of its own would, in a transaction of its own: it commits before the next one starts, so no lock
 -- of one event is held while another runs (no deadlock between two gathered calls, none with the
 -- maintenance), and a refused event refuses only itself. Per event, Postgres does the same work as
