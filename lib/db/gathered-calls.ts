@@ -33,10 +33,9 @@ function callsAtOnce(db: DatabaseAdapter): number {
  * database already runs as many of these calls as it may at once (MOST_GATHERED_CALLS_AT_ONCE, or
  * fewer: the embedded database's one connection), the calls that arrive meanwhile wait here
  * instead of in the pool's queue, and go together, in arrival order, as ONE call of the procedure
- * when one of those ends.
- * Under load that shares each call's fixed cost (parsing, planning, a round trip: about half of a
- * billing event's database CPU) among up to ten; when the database keeps up, nothing waits and
- * each call goes alone, as before.
+ * when one of those ends. Under load that shares each call's fixed cost (parsing, planning, a
+ * round trip: about half of a billing event's database CPU) among up to ten; when the database
+ * keeps up, nothing waits and each call goes alone, as before.
  *
  * Each gathered call is its own transaction, so it commits or fails alone, exactly as it would
  * have alone. A call refused for a conflict a retry can resolve (a deadlock), or one the procedure
