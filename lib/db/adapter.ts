@@ -7,8 +7,9 @@ export interface DatabaseAdapter {
   /**
    * Where the adapter can: `call public.procedure(...)` (a procedure may commit as it goes), and the
    * row of its out parameters back. The adapter adds `p_lock_timeout_ms` and `p_time_budget_ms`
-   * where it bounds its calls (sql-call.ts, buildProcedureCall), so such a procedure takes both. Postgres and the embedded database; Supabase's Data API calls
-   * functions only, so there the caller makes one call per event instead (lib/db/gathered-calls.ts).
+   * where it bounds its calls (sql-call.ts, buildProcedureCall), so such a procedure takes both.
+   * Postgres and the embedded database; Supabase's Data API calls functions only, so there the
+   * caller makes one call per event instead (lib/db/gathered-calls.ts).
    */
   callProcedure?(procedure: string, args: Record<string, unknown>): Promise<Record<string, unknown>>;
   /**

@@ -1,6 +1,6 @@
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
-import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, type DbRequestStats } from './index.ts';
+import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, RETRYABLE_SQL_STATES, type DbRequestStats } from './index.ts';
 
 /**
  * A SQL function whose calls may travel together, and the procedure that runs several of them: it
@@ -125,9 +125,6 @@ interface ProcedureAnswer {
   skipped?: boolean;
 }
 
-/** Deadlock, serialization failure: that call changed nothing, and runs again on its own (callDb retries it). */
-const RETRY_ALONE = new Set(['40P01', '40001']);
-
 async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, calls: WaitingCall[]): Promise<void> {
   let answers: ProcedureAnswer[];
   try {
@@ -148,13 +145,16 @@ async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, cal
   calls.forEach((call, index) => {
     const answer = answers[index];
     if (answer && 'result' in answer) return call.resolve(answer.result ?? null);
-    if (answer?.skipped || (answer?.error && RETRY_ALONE.has(answer.error.sqlstate))) {
-      countDbCalls(call.stats ?? { calls: 0, ms: 0 }, () => callDb(gathered.fn, call.args)).then(call.resolve, call.reject);
-      return;
-    }
+    // Skipped for time, or refused for a deadlock (that event changed nothing): it goes alone.
+    if (answer?.skipped || (answer?.error && RETRYABLE_SQL_STATES.has(answer.error.sqlstate))) return sendAlone(gathered, call);
     if (!answer?.error) return call.reject(new DbError('unavailable', `${gathered.procedure} gave no answer for call ${index + 1} of ${calls.length}`));
     // As the adapters read a driver's error: a SQLSTATE they know becomes its DbError, any other is a bug.
     const { sqlstate, message, detail } = answer.error;
     call.reject(toDbError(Object.assign(new Error(message), { code: sqlstate, detail: detail ?? undefined })));
   });
+}
+
+/** Make a call that waited, on its own (callDb, which retries conflicts), counted for its request. */
+function sendAlone(gathered: GatheredFunction, call: WaitingCall): void {
+  countDbCalls(call.stats ?? { calls: 0, ms: 0 }, () => callDb(gathered.fn, call.args)).then(call.resolve, call.reject);
 }

@@ -29,7 +29,7 @@ export async function callDb<T = unknown>(fn: string, args: Record<string, unkno
 }
 
 /** Deadlock detected, serialization failure: Postgres rolled the call back whole and says to try again. */
-const RETRYABLE_SQL_STATES = new Set(['40P01', '40001']);
+export const RETRYABLE_SQL_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
 const CONFLICT_RETRIES = 2;
 
 /**

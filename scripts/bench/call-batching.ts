@@ -26,8 +26,9 @@
 //
 // `--embedded` asks the embedded database instead (PGlite on its thread, in this process): one call
 // each as the service makes it (one statement, values as literals), K in one call and K in one call
-// that commits likewise, and the bare statement likewise. Its CPU is this process's, the database's thread included; the wall
-// time of calls made one at a time is about that thread's time.
+// that commits likewise, and the bare statement likewise. Its CPU is this process's, the
+// database's thread included; the wall time of calls made one at a time is about that thread's
+// time.
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
