@@ -39,8 +39,10 @@ function callsAtOnce(db: DatabaseAdapter): number {
  *
  * Each gathered call is its own transaction, so it commits or fails alone, exactly as it would
  * have alone. A call refused for a conflict a retry can resolve (a deadlock), or one the procedure
- * skipped when its time ran short, is made again on its own. A call waits here no longer than it
- * would have waited for a pooled connection (then it fails as unavailable, never sent). If the
+ * skipped when its time ran short, is made again on its own; so is every call of a procedure call
+ * refused whole for its input (one call's value Postgres would not take). A call waits here no
+ * longer than it would have waited for a pooled connection (then it fails as unavailable, never
+ * sent). If the
  * procedure call itself fails (the connection drops, the call is cancelled), every call it carried
  * gets that error, although those it had already committed stay committed: the same as a call
  * whose answer is lost after its commit, which callers already handle (a webhook answers 503, and
@@ -132,7 +134,14 @@ async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, cal
     const row = await db.callProcedure!(gathered.procedure, { p_calls: calls.map((call) => call.args) });
     answers = Array.isArray(row.p_answers) ? (row.p_answers as ProcedureAnswer[]) : [];
   } catch (error) {
-    for (const call of calls) call.reject(error);
+    // Refused whole for a value one call carried (jsonb that Postgres will not take, such as a
+    // \u0000 escape): each goes alone, for its own answer, so the others are not refused with it.
+    // Any other failure (the connection, a cancel) is every call's.
+    const refusedInput = error instanceof DbError && error.kind === 'invalid' && calls.length > 1;
+    for (const call of calls) {
+      if (refusedInput) sendAlone(gathered, call);
+      else call.reject(error);
+    }
     return;
   } finally {
     const now = performance.now();

@@ -99,6 +99,23 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     expect((await eventRow(db, first.event.id))?.count).toBe(1);
   });
 
+  it('answers the others when one gathered event carries a value Postgres refuses (a \\u0000 in its JSON): that one alone is refused, as invalid', async () => {
+    const user = `gathered-nul-${kind}-${Date.now()}`;
+    const [before, after] = [`${user}-before`, `${user}-after`].map((id) => purchase(id, 0.001, 0, 30));
+    // The webhook refuses such a body before any database call (400 invalid_json); the gathered
+    // call must not let one refuse its neighbours either.
+    const bad = purchase(user, 0.001, 0, 30, { store_note: 'a\u0000b' });
+    const fillers = Array.from({ length: parallel() }, (_, i) => purchase(`${user}-filler-${i}`, 0.001, 0, 30));
+    const answers = await Promise.allSettled([...fillers, before!, bad, after!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))));
+    const [beforeAnswer, badAnswer, afterAnswer] = answers.slice(fillers.length);
+    expect(beforeAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+    expect(badAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid' } });
+    expect((badAnswer as PromiseRejectedResult).reason).toBeInstanceOf(DbError);
+    expect(afterAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+    expect(await eventRow(db, bad.event.id)).toBeUndefined();
+    for (const body of [before!, after!]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
   it('answers every webhook delivered at once over HTTP with 200, each event stored once', async () => {
     const user = `gathered-http-${kind}-${Date.now()}`;
     const bodies = shuffled(Array.from({ length: 6 }, (_, i) => history(`${user}-${i}`)).flat(), 3);
