@@ -1,6 +1,6 @@
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
-import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, RETRYABLE_SQL_STATES, type DbRequestStats } from './index.ts';
+import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, pauseBeforeConflictRetry, RETRYABLE_SQL_STATES, type DbRequestStats } from './index.ts';
 
 /**
  * A SQL function whose calls may travel together, and the procedure that runs several of them: it
@@ -154,8 +154,10 @@ async function sendTogether(gathered: GatheredFunction, db: DatabaseAdapter, cal
   calls.forEach((call, index) => {
     const answer = answers[index];
     if (answer && 'result' in answer) return call.resolve(answer.result ?? null);
-    // Skipped for time, or refused for a deadlock (that event changed nothing): it goes alone.
-    if (answer?.skipped || (answer?.error && RETRYABLE_SQL_STATES.has(answer.error.sqlstate))) return sendAlone(gathered, call);
+    // Skipped for time: it goes alone. Refused for a deadlock (that event changed nothing): it goes
+    // alone after the pause callDb makes before a retry.
+    if (answer?.skipped) return sendAlone(gathered, call);
+    if (answer?.error && RETRYABLE_SQL_STATES.has(answer.error.sqlstate)) return void pauseBeforeConflictRetry(0).then(() => sendAlone(gathered, call));
     if (!answer?.error) return call.reject(new DbError('unavailable', `${gathered.procedure} gave no answer for call ${index + 1} of ${calls.length}`));
     // As the adapters read a driver's error: a SQLSTATE they know becomes its DbError, any other is a bug.
     const { sqlstate, message, detail } = answer.error;

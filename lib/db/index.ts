@@ -44,9 +44,17 @@ async function callRetryingConflicts(db: DatabaseAdapter, fn: string, args: Reco
     } catch (error) {
       const retryable = error instanceof DbError && error.sqlState !== undefined && RETRYABLE_SQL_STATES.has(error.sqlState);
       if (!retryable || attempt >= CONFLICT_RETRIES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * (attempt + 1)));
+      await pauseBeforeConflictRetry(attempt);
     }
   }
+}
+
+/**
+ * A short random pause before a call that lost a conflict runs again, longer after each attempt:
+ * the two sides of a deadlock, retried at once, could cross again.
+ */
+export function pauseBeforeConflictRetry(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * (attempt + 1)));
 }
 
 /** Database calls made while handling one request (the route wrapper reports them in Server-Timing). */

@@ -182,6 +182,38 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     expect(await recordBillingEvent(blocked!, OPTIONS)).toMatchObject({ duplicate: false, outcome: 'applied' });
   });
 
+  it('sends an event that lost a deadlock inside the gathered call again on its own, and it is applied', async () => {
+    const user = `gathered-deadlock-${Date.now()}`;
+    const [first, second] = [`${user}-a`, `${user}-b`];
+    const alone = purchase(`${user}-alone`, 0.001, 0, 30);
+    // One customer under two ids: the event locks both groups, in order, first then second.
+    const crossing = purchase(first, 0.001, 0, 30, { aliases: [first, second], original_app_user_id: second });
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    const lockOf = (group: string) => other.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [group]);
+    try {
+      await other.query('begin');
+      // This side waits long before it looks for a deadlock, so the gathered event finds it and is the one refused.
+      await other.query(`set local deadlock_timeout = '60s'`);
+      await lockOf(second);
+      const before = dbCallCount();
+      const answers = await withAdapter({ lockMs: 5_000, callMs: 60_000 }, async () => {
+        const settled = record([alone, crossing]);
+        await backendWaitingForLock(); // the gathered event holds the first group and waits for the second
+        await lockOf(first); // granted once Postgres has refused the gathered event (40P01)
+        await other.query('rollback'); // the event, sent again alone, can now take both
+        return settled;
+      });
+      expect(answers).toMatchObject([{ status: 'fulfilled' }, { status: 'fulfilled', value: { duplicate: false } }]);
+      // The first alone, the second gathered (refused for the deadlock), then alone again.
+      expect(dbCallCount() - before).toBe(3);
+    } finally {
+      await other.end();
+    }
+    expect((await eventRow(db, crossing.event.id))?.count).toBe(1);
+    expect(await entitlementsOf(db, first, NOW)).not.toEqual([]);
+  });
+
   it('starts no event past the call\'s time budget: the ones it skips are sent alone and applied', async () => {
     const user = `gathered-budget-${Date.now()}`;
     const bodies = Array.from({ length: 5 }, (_, i) => purchase(`${user}-${i}`, 0.001, 0, 30));
