@@ -419,7 +419,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
         });
       } finally {
         const done = await maintenance.stop();
-        console.log(`  (maintenance beside it: ${done.checkpoints} checkpoints in ${done.checkpointCalls} calls, ${done.maintenanceCalls} calls of run_maintenance)`);
+        console.log(`  (maintenance beside it: ${done.checkpoints} checkpoints of ${done.groups} groups in ${done.checkpointCalls} calls of ${Math.round(done.checkpointMs / Math.max(1, done.checkpointCalls))} ms on average, ${done.maintenanceCalls} calls of run_maintenance, ${Math.round(done.restMs)} ms resting)`);
       }
     }
     if (mode === 'postgres' && wanted(FIXED_RATE_SCENARIO)) log(await billingWithSyncsAfterResponses(postgres, env));
@@ -557,42 +557,55 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
 }
 
 /**
- * Maintenance in a loop beside a run, on a connection of its own, until stop(): the groups of the
- * bench's subscribers that `quiet` picks (by number) checkpointed where they stand
- * (billing_lock_group + billing_checkpoint_here, what billing_maintain does for a quiet customer),
- * as many to a transaction as fit in the service's call budget (MAINTENANCE_CALL_BUDGET_MS), then
- * run_maintenance; after each call it rests as the service's job does (restAfterBusyCall).
+ * Maintenance beside a run, on a connection of its own, until stop(), paced as the service's job
+ * paces a backlog: a month leaving with more quiet customers than one run checkpoints. Each call
+ * checkpoints the next groups in turn of the bench's subscribers that `quiet` picks (by number),
+ * where they stand (billing_lock_group + billing_checkpoint_here, what billing_maintain does for a
+ * quiet customer), as many as fill the service's call budget (MAINTENANCE_CALL_BUDGET_MS; sized
+ * from the last call, as billing_maintain stops at its budget), going round again when they run
+ * out; a call of run_maintenance follows each; after every call the loop rests as the service's
+ * job does (restAfterBusyCall). The bench has fewer quiet groups than a real backlog, so a call may
+ * take a group more than once: each time is a copy of its rows, as a checkpoint is.
  */
 function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: number) => boolean) {
-  const groupsOf = Array.from({ length: SUBSCRIBERS }, (_, subscriber) => subscriber).filter(quiet).map((subscriber) => `bench-subscriber-${subscriber}`);
+  const subscribers = Array.from({ length: SUBSCRIBERS }, (_, subscriber) => subscriber).filter(quiet).map((subscriber) => `bench-subscriber-${subscriber}`);
   let stopping = false;
-  const done = { checkpoints: 0, checkpointCalls: 0, maintenanceCalls: 0 };
+  const done = { groups: 0, checkpoints: 0, checkpointCalls: 0, checkpointMs: 0, maintenanceCalls: 0, restMs: 0 };
+  const paced = async (tookMs: number) => {
+    const resting = performance.now();
+    await restAfterBusyCall(tookMs, MAINTENANCE_CALL_BUDGET_MS);
+    done.restMs += performance.now() - resting;
+  };
   const loop = (async () => {
     const { default: pg } = await import('pg');
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();
     try {
+      const { rows } = await client.query<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [subscribers]);
+      const groups = rows.map((row) => row.group_id);
+      if (groups.length === 0) throw new Error('maintenance beside: the quiet subscribers have no billing groups yet');
+      done.groups = groups.length;
+      let next = 0;
+      let perCall = 100;
       while (!stopping) {
-        const { rows } = await client.query<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [groupsOf]);
-        // Groups per transaction: as many as fit in the service's call budget (measured on the last
-        // call; the first takes 100).
-        let perCall = 100;
-        for (let offset = 0; offset < rows.length && !stopping; offset += perCall) {
-          const started = performance.now();
-          const { rows: [taken] } = await client.query<{ n: number }>(
-            'select count(*) filter (where public.billing_checkpoint_here(public.billing_lock_group(array[g])))::integer as n from unnest($1::text[]) as g',
-            [rows.slice(offset, offset + perCall).map((row) => row.group_id)]);
-          const tookMs = performance.now() - started;
-          done.checkpoints += taken!.n;
-          done.checkpointCalls++;
-          perCall = Math.max(1, Math.floor((perCall * MAINTENANCE_CALL_BUDGET_MS) / Math.max(1, tookMs)));
-          await restAfterBusyCall(tookMs, MAINTENANCE_CALL_BUDGET_MS);
-        }
-        if (stopping) break;
+        const taking = Array.from({ length: perCall }, (_, i) => groups[(next + i) % groups.length]!);
+        next = (next + perCall) % groups.length;
         const started = performance.now();
+        const { rows: [taken] } = await client.query<{ n: number }>(
+          'select count(*) filter (where public.billing_checkpoint_here(public.billing_lock_group(array[g])))::integer as n from unnest($1::text[]) as g',
+          [taking]);
+        const tookMs = performance.now() - started;
+        done.checkpoints += taken!.n;
+        done.checkpointCalls++;
+        done.checkpointMs += tookMs;
+        // At most four times as many as the last call, so one fast call cannot make the next overrun.
+        perCall = Math.max(1, Math.min(perCall * 4, Math.floor((perCall * MAINTENANCE_CALL_BUDGET_MS) / Math.max(1, tookMs))));
+        await paced(tookMs);
+        if (stopping) break;
+        const maintaining = performance.now();
         await client.query('select public.run_maintenance(null, $1)', [MAINTENANCE_CALL_BUDGET_MS]);
         done.maintenanceCalls++;
-        await restAfterBusyCall(performance.now() - started, MAINTENANCE_CALL_BUDGET_MS);
+        await paced(performance.now() - maintaining);
       }
     } finally {
       await client.end();
