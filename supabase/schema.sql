@@ -2821,6 +2821,7 @@ declare
   v_state text;
   v_message text;
   v_detail text;
+  v_stored boolean := false;
 begin
   p_answers := '[]';
   for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
@@ -2833,6 +2834,8 @@ begin
       p_answers := p_answers operator(pg_catalog.||) '[{"skipped": true}]'::jsonb;
       continue;
     end if;
+    -- This event's commit does not wait for its flush; the one at the end of the call does.
+    perform pg_catalog.set_config('synchronous_commit', 'off', true);
     begin
       if p_lock_timeout_ms is not null then
         perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
@@ -2842,6 +2845,7 @@ begin
         p_plan => v_call operator(pg_catalog.->) 'p_plan',
         p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
         p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
+      v_stored := true;
     exception when others then
       get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
       v_answer := pg_catalog.jsonb_build_object('error',
@@ -2851,6 +2855,12 @@ begin
     p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
     commit;
   end loop;
+  -- One flush for the call, at the session's own synchronous_commit: it reaches every event's
+  -- commit before it.
+  if v_stored then
+    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_events', '');
+    commit;
+  end if;
 end;
 $procedure$
 ;

@@ -1,10 +1,14 @@
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { callDbGathered, MOST_CALLS_GATHERED, MOST_GATHERED_CALLS_AT_ONCE } from '../../lib/db/gathered-calls.ts';
 import { dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { billingIssue, cancellation, day, deliver, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
@@ -271,5 +275,37 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     const redelivered = await Promise.all([committed!, blocked!, unreached!].map((body) => recordBillingEvent(body, OPTIONS)));
     expect(redelivered.map((result) => result.duplicate)).toEqual([true, false, false]);
     for (const body of [committed!, blocked!, unreached!]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+});
+
+describe('billing events gathered into one call, as a crash of the embedded database leaves them', () => {
+  // Each gathered event commits without waiting for its WAL to be written, and the call ends with
+  // one commit that waits, which writes every record before it (20261127007000_billing_gathered_events_one_flush.sql).
+  // PGlite has no background writer, so a copy of its folder taken the moment the call returns is
+  // what a crash at that moment would leave: every event the call answered must be in it.
+  it('keeps every event the call answered as stored', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'account-link-crash-image-'));
+    const [live, image] = [path.join(root, 'live'), path.join(root, 'image')];
+    cpSync(inject('pgliteTemplateDir'), live, { recursive: true });
+    const bodies = Array.from({ length: MOST_CALLS_GATHERED }, (_, i) => purchase(`crash-image-${i}`, 0.001, 0, 30));
+    try {
+      const db = await openPglite(live, { migrate: false });
+      try {
+        const { p_answers } = await db.callProcedure!(RECORD_BILLING_EVENT.procedure, { p_calls: bodies.map((body) => recordArgs(body)) });
+        expect(p_answers).toMatchObject(bodies.map(() => ({ result: { duplicate: false, outcome: 'applied' } })));
+        cpSync(live, image, { recursive: true });
+      } finally {
+        await db.close();
+      }
+      const recovered = await openPglite(image, { migrate: false });
+      try {
+        const { rows } = await recovered.session.query('select event_id from public.billing_events where event_id = any ($1)', [bodies.map((body) => body.event.id)]);
+        expect(rows.map((row) => row.event_id).sort()).toEqual(bodies.map((body) => body.event.id).sort());
+      } finally {
+        await recovered.close();
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
