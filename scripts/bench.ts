@@ -405,12 +405,12 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
     if (wanted('GET /api/me')) await benchAccount();
     if (mode === 'postgres' && databaseUrl && wanted(FIXED_RATE_SCENARIO)) {
-      // The same rate with maintenance running beside it on its own connection: retention's
-      // checkpoints of quiet customers (half the subscribers, whom no webhook reaches meanwhile:
-      // each group locked and copied where it stands, 100 to a transaction, as billing_maintain
-      // takes them in its calls), then the other rules (run_maintenance: the sync queue's sweep of
-      // stale marks and leases, challenges, deliveries), again and again. The webhooks go to the
-      // other half.
+      // The same rate with maintenance running beside it on its own connection, paced as the
+      // service's job paces a backlog (startMaintenanceBeside): retention's checkpoints of quiet
+      // customers (half the subscribers, whom no webhook reaches meanwhile: each group locked and
+      // copied where it stands, as many to a call as fill the job's call budget), then the other
+      // rules (run_maintenance: the sync queue's sweep of stale marks and leases, challenges,
+      // deliveries), a rest after each busy call. The webhooks go to the other half.
       const maintenance = startMaintenanceBeside(databaseUrl, (subscriber) => subscriber % 2 === 1);
       try {
         await measure(MAINTENANCE_SCENARIO, {

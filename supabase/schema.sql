@@ -2787,6 +2787,12 @@ begin
     end if;
   end if;
   v_result := public.billing_log_and_fold(p_body, p_plan);
+  if (v_result->>'duplicate')::boolean then
+    -- Found by its id, this call wrote nothing, so its commit would flush nothing; the first
+    -- delivery's commit may not be on disk yet (a gathered call commits each event without
+    -- waiting and flushes at its end). A write makes this commit flush the log, through that one.
+    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_event', '');
+  end if;
   if (v_result->>'duplicate')::boolean or p_plan->>'ignoredReason' is not null then
     return v_result || jsonb_build_object('syncIds', '[]'::jsonb);
   end if;

@@ -6,7 +6,9 @@ import { callDb, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, 
  * A SQL function whose calls may travel together, and the procedure that runs several of them: it
  * takes their named arguments as `p_calls` (a JSON array), runs each in a transaction of its own,
  * committed before the next, and answers `p_answers`, one `{result}` or `{error: {sqlstate,
- * message, detail}}` per call, in order (supabase/migrations/20261127006000_billing_gathered_events.sql).
+ * message, detail}}` per call, in order (supabase/migrations/20261127006000_billing_gathered_events.sql);
+ * those commits do not wait for the log's flush, the procedure's last one does
+ * (20261127007000_billing_gathered_events_one_flush.sql), so every answer leaves after its call is on disk.
  */
 export interface GatheredFunction {
   fn: string;
@@ -44,9 +46,10 @@ function callsAtOnce(db: DatabaseAdapter): number {
  * longer than it would have waited for a pooled connection (then it fails as unavailable, never
  * sent). If the
  * procedure call itself fails (the connection drops, the call is cancelled), every call it carried
- * gets that error, although those it had already committed stay committed: the same as a call
- * whose answer is lost after its commit, which callers already handle (a webhook answers 503, and
- * the redelivery is a duplicate).
+ * gets that error, although those it had already committed stay committed (unless the database
+ * crashes before the flush it would have ended with): the same as a call whose answer is lost after
+ * its commit, which callers already handle (a webhook answers 503, and the redelivery is a
+ * duplicate, or stored again).
  *
  * Where the adapter cannot call procedures (Supabase's Data API), every call goes alone.
  */

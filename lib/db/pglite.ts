@@ -21,9 +21,10 @@ export interface EmbeddedDatabase extends DatabaseAdapter {
  * beside the request handling, on the machine's other core. Calls still run one at a time (PGlite
  * has one connection), in the order they were made.
  *
- * Durability is PGlite's own, unchanged by the thread: each commit's WAL is written to the folder's
- * files before the call returns (plain writes, no fsync: a killed process loses nothing committed,
- * an operating-system crash or power cut may lose the last commits). It is a development database;
+ * Durability is PGlite's own, unchanged by the thread: each call's WAL is written to the folder's
+ * files before the call returns (a gathered call of billing events writes its events' at its end;
+ * plain writes, no fsync: a killed process loses nothing a call returned, an operating-system crash
+ * or power cut may lose the last commits). It is a development database;
  * it is refused when deployed.
  *
  * PGlite does not lock its folder, and two processes writing one folder corrupt it, so a lock file

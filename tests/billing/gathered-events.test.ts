@@ -158,11 +158,18 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     }
   }
 
-  /** Wait until some backend waits for an advisory lock (the gathered call reached the held one); its pid. */
-  async function backendWaitingForLock(): Promise<number> {
+  /** The backends of this test's database that wait for an advisory lock (other test files share the server). */
+  async function backendsWaitingForLocks(): Promise<number[]> {
+    const rows = await db.sql<{ pid: number }>(`select pid from pg_locks where locktype = 'advisory' and not granted
+      and database = (select oid from pg_database where datname = current_database())`);
+    return rows.map((row) => row.pid);
+  }
+
+  /** Wait until some backend of this database other than `except` waits for an advisory lock (the gathered call reached a held one); its pid. */
+  async function backendWaitingForLock(except: number[] = []): Promise<number> {
     for (;;) {
-      const [row] = await db.sql<{ pid: number }>(`select pid from pg_locks where locktype = 'advisory' and not granted limit 1`);
-      if (row) return row.pid;
+      const waiting = (await backendsWaitingForLocks()).find((pid) => !except.includes(pid));
+      if (waiting !== undefined) return waiting;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }
@@ -192,19 +199,29 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     const alone = purchase(`${user}-alone`, 0.001, 0, 30);
     // One customer under two ids: the event locks both groups, in order, first then second.
     const crossing = purchase(first, 0.001, 0, 30, { aliases: [first, second], original_app_user_id: second });
-    const other = new pg.Client({ connectionString: db.url });
+    // Postgres looks for a deadlock once, deadlock_timeout (1 s) after a backend starts to wait, so
+    // the gathered event must be the last to close the cycle: `holder` keeps the first group until
+    // the event and then `other` queue for it; `other` already holds the second and, looking late,
+    // is never the one refused.
+    const [holder, other] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
+    await holder.connect();
     await other.connect();
-    const lockOf = (group: string) => other.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [group]);
+    const otherPid = (await other.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    const lock = (client: pg.Client, group: string) => client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [group]);
     try {
+      await holder.query('begin');
+      await lock(holder, first);
       await other.query('begin');
-      // This side waits long before it looks for a deadlock, so the gathered event finds it and is the one refused.
-      await other.query(`set local deadlock_timeout = '60s'`);
-      await lockOf(second);
+      await other.query(`set local deadlock_timeout = '600s'`);
+      await lock(other, second);
       const before = dbCallCount();
-      const answers = await withAdapter({ lockMs: 5_000, callMs: 60_000 }, async () => {
+      const answers = await withAdapter({ lockMs: 120_000, callMs: 600_000 }, async () => {
         const settled = record([alone, crossing]);
-        await backendWaitingForLock(); // the gathered event holds the first group and waits for the second
-        await lockOf(first); // granted once Postgres has refused the gathered event (40P01)
+        await backendWaitingForLock([otherPid]); // the gathered event waits for the first group
+        const otherTakesFirst = lock(other, first); // queued behind the event
+        while (!(await backendsWaitingForLocks()).includes(otherPid)) await new Promise((resolve) => setTimeout(resolve, 10));
+        await holder.query('rollback'); // the event takes the first group and waits for the second: the cycle closes
+        await otherTakesFirst; // granted once Postgres has refused the gathered event (40P01)
         await other.query('rollback'); // the event, sent again alone, can now take both
         return settled;
       });
@@ -212,6 +229,7 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
       // The first alone, the second gathered (refused for the deadlock), then alone again.
       expect(dbCallCount() - before).toBe(3);
     } finally {
+      await holder.end();
       await other.end();
     }
     expect((await eventRow(db, crossing.event.id))?.count).toBe(1);
@@ -281,31 +299,67 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
 describe('billing events gathered into one call, as a crash of the embedded database leaves them', () => {
   // Each gathered event commits without waiting for its WAL to be written, and the call ends with
   // one commit that waits, which writes every record before it (20261127007000_billing_gathered_events_one_flush.sql).
-  // PGlite has no background writer, so a copy of its folder taken the moment the call returns is
-  // what a crash at that moment would leave: every event the call answered must be in it.
-  it('keeps every event the call answered as stored', async () => {
+  // PGlite has no background writer, so a copy of its folder taken the moment a call returns is
+  // what a crash at that moment would leave.
+
+  /** Run `work` on a fresh embedded database, copy its folder as it stands, and read the events the copy holds. */
+  async function eventsInCrashImage(ids: string[], work: (db: Awaited<ReturnType<typeof openPglite>>) => Promise<void>): Promise<string[]> {
     const root = mkdtempSync(path.join(tmpdir(), 'account-link-crash-image-'));
     const [live, image] = [path.join(root, 'live'), path.join(root, 'image')];
     cpSync(inject('pgliteTemplateDir'), live, { recursive: true });
-    const bodies = Array.from({ length: MOST_CALLS_GATHERED }, (_, i) => purchase(`crash-image-${i}`, 0.001, 0, 30));
     try {
       const db = await openPglite(live, { migrate: false });
       try {
-        const { p_answers } = await db.callProcedure!(RECORD_BILLING_EVENT.procedure, { p_calls: bodies.map((body) => recordArgs(body)) });
-        expect(p_answers).toMatchObject(bodies.map(() => ({ result: { duplicate: false, outcome: 'applied' } })));
+        await work(db);
         cpSync(live, image, { recursive: true });
       } finally {
         await db.close();
       }
       const recovered = await openPglite(image, { migrate: false });
       try {
-        const { rows } = await recovered.session.query('select event_id from public.billing_events where event_id = any ($1)', [bodies.map((body) => body.event.id)]);
-        expect(rows.map((row) => row.event_id).sort()).toEqual(bodies.map((body) => body.event.id).sort());
+        const { rows } = await recovered.session.query('select event_id from public.billing_events where event_id = any ($1)', [ids]);
+        return rows.map((row) => String(row.event_id)).sort();
       } finally {
         await recovered.close();
       }
     } finally {
       rmSync(root, { recursive: true, force: true });
     }
+  }
+
+  it('keeps every event the call answered as stored', async () => {
+    const bodies = Array.from({ length: MOST_CALLS_GATHERED }, (_, i) => purchase(`crash-image-${i}`, 0.001, 0, 30));
+    const ids = bodies.map((body) => body.event.id);
+    const kept = await eventsInCrashImage(ids, async (db) => {
+      const { p_answers } = await db.callProcedure!(RECORD_BILLING_EVENT.procedure, { p_calls: bodies.map((body) => recordArgs(body)) });
+      expect(p_answers).toMatchObject(bodies.map(() => ({ result: { duplicate: false, outcome: 'applied' } })));
+    });
+    expect(kept).toEqual([...ids].sort());
+  });
+
+  it('keeps the stored ones when the first and last events of the call are refused: it flushes once any event was stored', async () => {
+    const bodies = Array.from({ length: 4 }, (_, i) => purchase(`crash-image-refused-${i}`, 0.001, 0, 30));
+    const refused = (body: BillingWebhookBody) => recordArgs(body, { ...describeEventEffects(body.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' });
+    const stored = bodies.slice(1, -1);
+    const kept = await eventsInCrashImage(bodies.map((body) => body.event.id), async (db) => {
+      const { p_answers } = await db.callProcedure!(RECORD_BILLING_EVENT.procedure, {
+        p_calls: [refused(bodies[0]!), ...stored.map((body) => recordArgs(body)), refused(bodies.at(-1)!)],
+      });
+      expect(p_answers).toMatchObject([{ error: { sqlstate: 'PT400' } }, ...stored.map(() => ({ result: { duplicate: false } })), { error: { sqlstate: 'PT400' } }]);
+    });
+    expect(kept).toEqual(stored.map((body) => body.event.id).sort());
+  });
+
+  it('answers a duplicate only once the event it repeats is on disk', async () => {
+    const body = purchase('crash-image-duplicate', 0.001, 0, 30);
+    const kept = await eventsInCrashImage([body.event.id], async (db) => {
+      // The first delivery commits as a gathered call's event does, without waiting for the flush...
+      await db.session.exec('set synchronous_commit = off');
+      expect(await db.call(RECORD_BILLING_EVENT.fn, recordArgs(body))).toMatchObject({ duplicate: false });
+      await db.session.exec('set synchronous_commit = on');
+      // ...and a second delivery of it, alone, is answered as a duplicate (its sender then stops retrying).
+      expect(await db.call(RECORD_BILLING_EVENT.fn, recordArgs(body))).toMatchObject({ duplicate: true });
+    });
+    expect(kept).toEqual([body.event.id]);
   });
 });
