@@ -3,7 +3,8 @@
 // as one call of public.record_billing_events, which commits each event on its own).
 //
 // `node scripts/bench/call-batching.ts` (a minute or two): one Postgres server (the tests' own:
-// fsync off, so a commit waits on no disk), one migrated database, the same 1,000 subscribers'
+// fsync off, so a commit waits on no disk; FSYNC=1 turns it on, so each commit that waits for the
+// log waits for this machine's disk too), one migrated database, the same 1,000 subscribers'
 // purchases, then rounds of in-order renewals shaped like the bench's (sql-profile.ts), sent in
 // turn as:
 //   one call each          - as the service sends them (with its lock timeout);
@@ -100,7 +101,7 @@ interface Target {
 }
 
 async function postgresTarget(): Promise<Target> {
-  const server = await startPostgresServer();
+  const server = await startPostgresServer({ fsync: process.env.FSYNC === '1' });
   const name = `call_batching_${Date.now()}`;
   await createDatabase(server.url(), name);
   await (await openPostgres({ connectionString: server.url(name) })).close(); // migrates
@@ -206,7 +207,7 @@ try {
     }
   }
   const columns = target.databaseCpuMs ? "the backend's CPU / this process's CPU / wall" : "this process's CPU, the database's thread included / wall";
-  console.log(`${embedded ? 'embedded' : 'postgres'}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
+  console.log(`${embedded ? 'embedded' : `postgres${process.env.FSYNC === '1' ? ' (fsync on)' : ''}`}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
   for (const [way, rows] of Object.entries(figures)) console.log(`  ${way.padEnd(26)} ${rows.join('  ')}`);
 } finally {
   await target.close();

@@ -38,6 +38,11 @@ export interface PostgresServerOptions {
    * for connection strings that end in `sslmode=require`.
    */
   ssl?: boolean;
+  /**
+   * Make commits wait for the disk, as a production server does (default off: tests and the bench
+   * measure the service, not this machine's disk).
+   */
+  fsync?: boolean;
 }
 
 export async function startPostgresServer(options: PostgresServerOptions = {}): Promise<PostgresServer> {
@@ -58,7 +63,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   if (initdb.status !== 0) throw new Error(`initdb failed: ${initdb.error?.message ?? ''}${initdb.stderr}`);
   rmSync(passwordFile);
 
-  const settings = [...SETTINGS];
+  const settings = SETTINGS.map((setting) => (setting === 'fsync=off' && options.fsync ? 'fsync=on' : setting));
   if (options.ssl) {
     const cert = path.join(dataDir, 'server.crt');
     const key = path.join(dataDir, 'server.key');
