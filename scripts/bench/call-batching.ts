@@ -44,6 +44,7 @@ import { renewalArgs, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 const batchSize = Number(process.env.K ?? 10);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const perRound = Number(process.env.N ?? 1_000);
+const fsync = process.env.FSYNC === '1';
 if (![batchSize, rounds, perRound].every((value) => Number.isSafeInteger(value) && value >= 1)) {
   console.error('K, ROUNDS and N must be whole numbers of at least 1');
   process.exit(2);
@@ -101,7 +102,7 @@ interface Target {
 }
 
 async function postgresTarget(): Promise<Target> {
-  const server = await startPostgresServer({ fsync: process.env.FSYNC === '1' });
+  const server = await startPostgresServer({ fsync });
   const name = `call_batching_${Date.now()}`;
   await createDatabase(server.url(), name);
   await (await openPostgres({ connectionString: server.url(name) })).close(); // migrates
@@ -207,7 +208,7 @@ try {
     }
   }
   const columns = target.databaseCpuMs ? "the backend's CPU / this process's CPU / wall" : "this process's CPU, the database's thread included / wall";
-  console.log(`${embedded ? 'embedded' : `postgres${process.env.FSYNC === '1' ? ' (fsync on)' : ''}`}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
+  console.log(`${embedded ? 'embedded' : `postgres${fsync ? ' (fsync on)' : ''}`}: ms per event (${columns}), ${rounds} rounds of ${perRound}:`);
   for (const [way, rows] of Object.entries(figures)) console.log(`  ${way.padEnd(26)} ${rows.join('  ')}`);
 } finally {
   await target.close();

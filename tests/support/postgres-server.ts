@@ -30,7 +30,7 @@ export interface PostgresServer {
 
 const USER = 'postgres';
 const PASSWORD = 'postgres-test-password';
-const SETTINGS = ['listen_addresses=127.0.0.1', 'max_connections=200', 'fsync=off', 'track_functions=pl', 'unix_socket_directories='];
+const SETTINGS = ['listen_addresses=127.0.0.1', 'max_connections=200', 'track_functions=pl', 'unix_socket_directories='];
 
 export interface PostgresServerOptions {
   /**
@@ -63,7 +63,7 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   if (initdb.status !== 0) throw new Error(`initdb failed: ${initdb.error?.message ?? ''}${initdb.stderr}`);
   rmSync(passwordFile);
 
-  const settings = SETTINGS.map((setting) => (setting === 'fsync=off' && options.fsync ? 'fsync=on' : setting));
+  const settings = [...SETTINGS, `fsync=${options.fsync ? 'on' : 'off'}`];
   if (options.ssl) {
     const cert = path.join(dataDir, 'server.crt');
     const key = path.join(dataDir, 'server.key');
