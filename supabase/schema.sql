@@ -1800,6 +1800,12 @@ AS $function$
 declare
   v_started timestamptz := clock_timestamp();
   v_deadline timestamptz := clock_timestamp() + make_interval(secs => p_budget_ms / 1000.0);
+  -- Live traffic is looked for every 2 ms of checkpoints, once at least one was taken and a
+  -- hundredth of the budget spent on them (set as they begin, below).
+  v_give_way_after timestamptz;
+  v_looked timestamptz;
+  v_taken integer := 0;
+  v_gave_way boolean := false;
   v_cutoff timestamptz := date_trunc('month', p_now) - make_interval(months => greatest(p_retention_months, 1));
   -- Every group pending since before this was tried in this call.
   v_tried_before timestamptz := 'infinity';
@@ -1807,7 +1813,7 @@ declare
   v_checkpoints integer := 0;
   v_dropped text[] := '{}';
   v_pruned integer := 0;
-  v_pending integer;
+  v_pending integer := 0;
   v_held integer := 0;
   v_content integer := 0;
   v_plans_missing text[] := '{}';
@@ -1831,6 +1837,8 @@ begin
 
   -- 1. Checkpoints. A group a webhook holds is not waited for long: it is tried again later.
   perform set_config('lock_timeout', '200ms', true);
+  v_give_way_after := clock_timestamp() + make_interval(secs => p_budget_ms / 100000.0);
+  v_looked := clock_timestamp();
   for v_candidate in
     select s.app_user_id as group_id, s.pending_since from public.billing_subscribers s
     where s.pending_since < v_cutoff
@@ -1840,7 +1848,19 @@ begin
       v_tried_before := v_candidate.pending_since;
       exit;
     end if;
+    -- Live traffic first: a call that has taken a checkpoint and a hundredth of its budget and sees
+    -- another client of this database at work stops here; the job rests before the next one
+    -- (lib/billing/maintenance.ts).
+    if v_taken > 0 and clock_timestamp() > v_give_way_after and clock_timestamp() - v_looked > interval '2 milliseconds' then
+      v_looked := clock_timestamp();
+      if public.maintenance_should_give_way() then
+        v_tried_before := v_candidate.pending_since;
+        v_gave_way := true;
+        exit;
+      end if;
+    end if;
     v_group := null;
+    v_taken := v_taken + 1;
     begin
       v_group := public.billing_lock_group(array[v_candidate.group_id]);
       -- As it is now, under its lock (a webhook may have checkpointed or joined it meanwhile).
@@ -1915,7 +1935,8 @@ begin
   -- 3. The dedupe keys of events no longer kept, a batch at a time within the budget: oldest first
   --    through billing_event_ids_received_idx, each key's event looked up in the one partition its
   --    receive time names (a subquery per key, not an anti join: the planner would hash the whole log).
-  loop
+  -- (Not in a call that gave way: the next call goes on.)
+  while not v_gave_way loop
     with doomed as (
       select d.event_id from public.billing_event_ids d
       where d.received_at < v_cutoff
@@ -1929,13 +1950,15 @@ begin
     exit when v_pending < 10000 or clock_timestamp() > v_deadline;
   end loop;
   -- The content digests of id-less events past their window.
-  delete from public.billing_content_keys k
-  where k.digest = any (array(select c.digest from public.billing_content_keys c
-                              where c.received_at < p_now - public.billing_content_window() order by c.received_at limit 10000));
-  get diagnostics v_content = row_count;
+  if not v_gave_way then
+    delete from public.billing_content_keys k
+    where k.digest = any (array(select c.digest from public.billing_content_keys c
+                                where c.received_at < p_now - public.billing_content_window() order by c.received_at limit 10000));
+    get diagnostics v_content = row_count;
+  end if;
 
   -- Done: no month before the cutoff is left, no dedupe key of one, and no group waits for a checkpoint.
-  v_done := v_pending < 10000 and v_content < 10000
+  v_done := not v_gave_way and v_pending < 10000 and v_content < 10000
     -- (The oldest pending receive time, by the index: an exists would be planned as a read of the table.)
     and coalesce((select pending_since from public.billing_subscribers where pending_since is not null order by pending_since limit 1) >= v_cutoff, true)
     and not exists (
@@ -1946,7 +1969,7 @@ begin
     'done', v_done,
     'partitionsMade', v_made, 'checkpoints', v_checkpoints, 'partitionsDropped', to_jsonb(v_dropped),
     'heldEvents', v_held, 'dedupeKeysPruned', v_pruned, 'contentKeysPruned', v_content,
-    'plansMissing', to_jsonb(v_plans_missing), 'busy', v_busy, 'failedGroups', v_failed,
+    'plansMissing', to_jsonb(v_plans_missing), 'busy', v_busy, 'gaveWay', v_gave_way, 'failedGroups', v_failed,
     'cutoff', v_cutoff, 'ms', round(extract(epoch from clock_timestamp() - v_started) * 1000));
 end;
 $function$
@@ -2646,6 +2669,24 @@ begin
     exit when v_batch < 1000 or clock_timestamp() >= p_deadline;
   end loop;
   return jsonb_build_object('deliveriesDeleted', v_deleted, 'done', v_batch < 1000);
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.maintenance_should_give_way()
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+begin
+  -- A transaction reads pg_stat_activity once and keeps it unless the snapshot is cleared.
+  perform pg_catalog.pg_stat_clear_snapshot();
+  return exists (
+    select 1 from pg_catalog.pg_stat_activity a
+    where a.datname = pg_catalog.current_database() and a.pid <> pg_catalog.pg_backend_pid()
+      and a.backend_type = 'client backend' and a.state = 'active'
+      and a.query_start > pg_catalog.clock_timestamp() - interval '1 second');
 end;
 $function$
 ;
@@ -3521,6 +3562,7 @@ grant execute on function public.health_check() to service_role;
 grant execute on function public.leagues_broadcast() to service_role;
 grant execute on function public.leagues_forget_user(p_user_id uuid) to service_role;
 grant execute on function public.leagues_maintain(p_now timestamp with time zone, p_deadline timestamp with time zone) to service_role;
+grant execute on function public.maintenance_should_give_way() to service_role;
 grant execute on function public.member_leagues(p_user_id uuid) to authenticated;
 grant execute on function public.member_leagues(p_user_id uuid) to service_role;
 grant select on table public.my_entitlements to authenticated;

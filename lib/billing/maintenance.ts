@@ -36,6 +36,8 @@ export interface BillingMaintenance {
   busy: number;
   /** Groups whose checkpoint failed in this run (busy ones included): logged, tried again by the next run. */
   failed: number;
+  /** Calls that stopped early because another client of the database was at work (maintenance_should_give_way). */
+  gaveWay: number;
   /** Subscribers whose stored events still lack a plan. */
   plansMissing: string[];
   cutoff: string;
@@ -44,7 +46,7 @@ export interface BillingMaintenance {
   calls: number;
 }
 
-type MaintainCall = Omit<BillingMaintenance, 'calls' | 'failed'> & { failedGroups?: { groupId: string; error: string }[] };
+type MaintainCall = Omit<BillingMaintenance, 'calls' | 'failed' | 'gaveWay'> & { failedGroups?: { groupId: string; error: string }[]; gaveWay?: boolean };
 
 /**
  * Maintenance (billing's step here, the other rules in lib/maintenance.ts) shares the database with
@@ -57,6 +59,19 @@ export async function restAfterBusyCall(callMs: number, callBudgetMs: number): P
   if (callMs >= callBudgetMs / 2) await sleep(callMs);
 }
 
+/**
+ * A call that gave way to live traffic (it saw another client at work once it had taken a
+ * checkpoint and worked a hundredth of its budget:
+ * supabase/migrations/20261128000100_maintenance_gives_way.sql) is followed by a rest of at least a
+ * quarter of a second: long enough for a burst of webhooks or app reads to pass, short enough that
+ * a backlog under steady traffic still moves (at least one checkpoint a call, a few a second).
+ */
+export const GIVE_WAY_REST_MS = 250;
+
+export async function restAfterGivingWay(callMs: number): Promise<void> {
+  await sleep(Math.max(GIVE_WAY_REST_MS, callMs));
+}
+
 export async function maintainBilling(options: { now: Date; budgetMs: number; callBudgetMs: number; onCall?: (call: BillingMaintenance) => void }): Promise<BillingMaintenance> {
   const started = performance.now();
   const config = getConfig();
@@ -66,7 +81,7 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
   for (;;) {
     const remaining = options.budgetMs - (performance.now() - started);
     const callStarted = performance.now();
-    const { failedGroups = [], ...result } = await callDb<MaintainCall>('billing_maintain', {
+    const { failedGroups = [], gaveWay = false, ...result } = await callDb<MaintainCall>('billing_maintain', {
       p_now: options.now,
       p_budget_ms: Math.max(1, Math.min(options.callBudgetMs, Math.floor(remaining))),
       p_retention_months: config.billingEventsRetentionMonths,
@@ -81,7 +96,7 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
       ...result,
       partitionsMade: result.partitionsMade ?? 0, checkpoints: result.checkpoints ?? 0, partitionsDropped: result.partitionsDropped ?? [],
       heldEvents: result.heldEvents ?? 0, dedupeKeysPruned: result.dedupeKeysPruned ?? 0, contentKeysPruned: result.contentKeysPruned ?? 0,
-      busy: result.busy ?? 0, failed: failed.size, plansMissing: result.plansMissing ?? [], ms: result.ms ?? 0, calls: 1,
+      busy: result.busy ?? 0, failed: failed.size, gaveWay: gaveWay ? 1 : 0, plansMissing: result.plansMissing ?? [], ms: result.ms ?? 0, calls: 1,
     };
     total = total ? addUp(total, call) : call;
     options.onCall?.(call);
@@ -90,6 +105,9 @@ export async function maintainBilling(options: { now: Date; budgetMs: number; ca
     if (unplanned.length > 0) {
       await planStoredEvents(unplanned, { ignoreSandbox: config.billingIgnoreSandbox });
       for (const id of unplanned) planned.add(id);
+    } else if (gaveWay) {
+      await restAfterGivingWay(callMs);
+      continue;
     } else if (call.checkpoints === 0 && call.partitionsDropped.length === 0 && call.dedupeKeysPruned === 0 && call.contentKeysPruned === 0) {
       return total; // nothing moved (what is left failed or webhooks hold it): the next run goes on
     }
@@ -108,6 +126,7 @@ function addUp(total: BillingMaintenance, call: BillingMaintenance): BillingMain
     dedupeKeysPruned: total.dedupeKeysPruned + call.dedupeKeysPruned,
     contentKeysPruned: total.contentKeysPruned + call.contentKeysPruned,
     busy: total.busy + call.busy,
+    gaveWay: total.gaveWay + call.gaveWay,
     ms: total.ms + call.ms,
     calls: total.calls + 1,
   };

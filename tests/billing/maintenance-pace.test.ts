@@ -1,5 +1,7 @@
+import pg from 'pg';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { maintainBilling, type BillingMaintenance } from '../../lib/billing/maintenance.ts';
+import { GIVE_WAY_REST_MS, maintainBilling, type BillingMaintenance } from '../../lib/billing/maintenance.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { customersWaitingInAnOldMonth } from './support.ts';
 
@@ -22,6 +24,7 @@ describe.each(DATABASE_KINDS)('billing maintenance with a backlog, on %s', (kind
     });
     expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
     expect(result.done).toBe(true);
+    expect(result.gaveWay).toBe(0); // nobody else was at work
     const busy = calls.slice(0, -1).filter(({ call }) => call.ms >= callBudgetMs / 2);
     expect(busy.length).toBeGreaterThan(0);
     // Between the end of a busy call and the end of the next lie the rest (at least the busy call's
@@ -29,6 +32,78 @@ describe.each(DATABASE_KINDS)('billing maintenance with a backlog, on %s', (kind
     for (const { at, call } of busy) {
       const next = calls[calls.findIndex((entry) => entry.at === at) + 1]!;
       expect(next.at - at).toBeGreaterThanOrEqual(call.ms + next.call.ms - 2);
+    }
+  });
+});
+
+/**
+ * Maintenance gives way to live traffic (20261128000100_maintenance_gives_way.sql): once a call has
+ * taken a checkpoint and worked a hundredth of its budget, another client of the database running a statement it began in
+ * the last second stops it, and the job rests before the next call. Only a Postgres server has
+ * other clients.
+ */
+describe('billing maintenance beside other clients (real Postgres server)', () => {
+  const db = suiteDatabase('postgres');
+
+  async function otherClient() {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    const { rows: [{ pid }] } = await client.query<{ pid: number }>('select pg_backend_pid() as pid');
+    return { client, pid };
+  }
+
+  it('stops a call for a client at work, rests at least a quarter second, and finishes the backlog once it is gone', async () => {
+    const { users } = await customersWaitingInAnOldMonth(db, 'give-way', 300);
+    const { client, pid } = await otherClient();
+    // Live traffic: short statements one after another, each begun just now.
+    let trafficOn = true;
+    const traffic = (async () => {
+      while (trafficOn) await client.query('select pg_sleep(0.05)');
+    })();
+    while ((await db.sql(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).length === 0) await sleep(5);
+    const calls: { at: number; call: BillingMaintenance }[] = [];
+    const callBudgetMs = 20;
+    try {
+      const result = await maintainBilling({
+        now: new Date(), budgetMs: 60_000, callBudgetMs,
+        onCall: (call) => {
+          calls.push({ at: performance.now(), call });
+          if (calls.filter((entry) => entry.call.gaveWay).length === 3) trafficOn = false;
+        },
+      });
+      const gaveWay = calls.filter((entry) => entry.call.gaveWay === 1);
+      expect(gaveWay.length).toBeGreaterThanOrEqual(3);
+      for (const { at, call } of gaveWay.slice(0, 3)) {
+        // It checkpointed first, and stopped short of the backlog; the next call came after the rest.
+        expect(call.checkpoints).toBeGreaterThan(0);
+        expect(call.done).toBe(false);
+        const next = calls[calls.findIndex((entry) => entry.at === at) + 1]!;
+        expect(next.at - at).toBeGreaterThanOrEqual(GIVE_WAY_REST_MS + next.call.ms - 2);
+      }
+      expect(result.gaveWay).toBe(gaveWay.length);
+      expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
+      expect(result.done).toBe(true);
+    } finally {
+      trafficOn = false;
+      await traffic;
+      await client.end();
+    }
+  });
+
+  it('does not stop for a statement that has run over a second (a report, not live traffic)', async () => {
+    const { users } = await customersWaitingInAnOldMonth(db, 'long-statement', 100);
+    const { client, pid } = await otherClient();
+    const long = client.query('select pg_sleep(60)').catch(() => undefined);
+    try {
+      while ((await db.sql(`select 1 from pg_stat_activity where pid = $1 and state = 'active' and query_start < clock_timestamp() - interval '1 second'`, [pid])).length === 0) await sleep(20);
+      const result = await maintainBilling({ now: new Date(), budgetMs: 60_000, callBudgetMs: 5 });
+      expect(result.gaveWay).toBe(0);
+      expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
+      expect(result.done).toBe(true);
+    } finally {
+      await db.sql('select pg_cancel_backend($1)', [pid]);
+      await long;
+      await client.end();
     }
   });
 });
