@@ -144,10 +144,10 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
     connections: spec.connections ?? CONNECTIONS,
     ...(spec.amount ? { amount: spec.amount } : { duration: spec.overallRate ? FIXED_RATE_DURATION_SECONDS : DURATION_SECONDS }),
     // Each response once: autocannon 9 "corrects" a rate-limited run for coordinated omission with an
-    // expected interval of Math.ceil(1 / rate) (lib/run.js), a second's rate read as 1 ms, so a
-    // response of L ms counted about L times and the p99 was a latency-weighted one. Its connections
-    // send their share of each second at once and wait for the next (lib/httpClient.js); at these
-    // latencies (far under the 50 ms between a connection's sends) nothing is omitted.
+    // expected interval of Math.ceil(1 / rate) (lib/run.js), a rate per second read as 1 ms, so a
+    // response of L ms added about L values (L, L - 1, ... 2 ms) as if requests had been held back
+    // behind it. Its connections send their share of each second back to back and wait for the next
+    // second (lib/httpClient.js); at these latencies each finishes its share long before, so none is.
     ...(spec.overallRate ? { overallRate: spec.overallRate, ignoreCoordinatedOmission: true } : {}),
     requests: [
       {
@@ -612,7 +612,7 @@ async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: n
       begin
         foreach v_group in array p_groups loop
           exit when clock_timestamp() > v_started + make_interval(secs => p_budget_ms / 1000.0);
-          if v_taken > 0 and clock_timestamp() > v_started + make_interval(secs => p_budget_ms / 100000.0) and clock_timestamp() - v_looked > interval '2 milliseconds' then
+          if v_checkpoints > 0 and clock_timestamp() > v_started + make_interval(secs => p_budget_ms / 100000.0) and clock_timestamp() - v_looked > interval '2 milliseconds' then
             v_looked := clock_timestamp();
             if public.maintenance_should_give_way() then
               return jsonb_build_object('taken', v_taken, 'checkpoints', v_checkpoints, 'gaveWay', true);

@@ -29,12 +29,19 @@ try {
     + `${customersWaiting} customer(s) to checkpoint first${heldEvents > 0 ? `; ${heldEvents} event(s) held aside` : ''}.`);
   const checkpoints = progressLine('customers checkpointed');
   let checkpointed = 0;
+  let gaveWay = 0;
   let otherCalls = 0;
   const report = await runMaintenance({
     budgetMs,
     onBillingCall: (call: BillingMaintenance) => {
       checkpointed += call.checkpoints;
-      if (customersWaiting > 0) checkpoints(Math.min(checkpointed, customersWaiting), customersWaiting, call.busy > 0 ? `(${call.busy} busy, tried again later)` : '');
+      gaveWay += call.gaveWay;
+      const notes = [
+        call.busy > 0 ? `${call.busy} busy, tried again later` : '',
+        // Calls that stopped early for the database's live traffic (docs/operations.md).
+        gaveWay > 0 ? `gave way to live traffic ${gaveWay} time(s)` : '',
+      ].filter(Boolean);
+      if (customersWaiting > 0) checkpoints(Math.min(checkpointed, customersWaiting), customersWaiting, notes.length > 0 ? `(${notes.join('; ')})` : '');
       if (call.partitionsDropped.length > 0) console.error(`Billing event log: dropped ${call.partitionsDropped.join(', ')}${call.heldEvents > 0 ? ` (${call.heldEvents} event(s) held aside)` : ''}.`);
       if (call.skipped) console.error('Billing event log: another run is at it; this one leaves it.');
     },

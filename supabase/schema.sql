@@ -1804,7 +1804,6 @@ declare
   -- hundredth of the budget spent on them (set as they begin, below).
   v_give_way_after timestamptz;
   v_looked timestamptz;
-  v_taken integer := 0;
   v_gave_way boolean := false;
   v_cutoff timestamptz := date_trunc('month', p_now) - make_interval(months => greatest(p_retention_months, 1));
   -- Every group pending since before this was tried in this call.
@@ -1848,10 +1847,11 @@ begin
       v_tried_before := v_candidate.pending_since;
       exit;
     end if;
-    -- Live traffic first: a call that has taken a checkpoint and a hundredth of its budget and sees
-    -- another client of this database at work stops here; the job rests before the next one
-    -- (lib/billing/maintenance.ts).
-    if v_taken > 0 and clock_timestamp() > v_give_way_after and clock_timestamp() - v_looked > interval '2 milliseconds' then
+    -- Live traffic first: a call that has taken a checkpoint (not merely tried one: a group a
+    -- webhook holds fails after its lock wait) and a hundredth of its budget, and sees another
+    -- client of this database at work, stops here; the job rests before the next one
+    -- (lib/billing/maintenance.ts). So every call that gives way has moved the backlog.
+    if v_checkpoints > 0 and clock_timestamp() > v_give_way_after and clock_timestamp() - v_looked > interval '2 milliseconds' then
       v_looked := clock_timestamp();
       if public.maintenance_should_give_way() then
         v_tried_before := v_candidate.pending_since;
@@ -1860,7 +1860,6 @@ begin
       end if;
     end if;
     v_group := null;
-    v_taken := v_taken + 1;
     begin
       v_group := public.billing_lock_group(array[v_candidate.group_id]);
       -- As it is now, under its lock (a webhook may have checkpointed or joined it meanwhile).

@@ -90,6 +90,50 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
     }
   });
 
+  it('gives way only after a checkpoint: a first customer a webhook holds is tried, and the call goes on to one it can take', async () => {
+    const { users } = await customersWaitingInAnOldMonth(db, 'held-first', 40);
+    // The customer maintenance tries first, held as a webhook holds it (its group's lock, in a transaction).
+    const [{ group_id: first }] = await db.sql<{ group_id: string }>(
+      'select app_user_id as group_id from public.billing_subscribers where pending_since is not null order by pending_since, app_user_id limit 1');
+    const holder = await otherClient();
+    await holder.client.query('begin');
+    await holder.client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [first]);
+    const { client, pid } = await otherClient();
+    let trafficOn = true;
+    const traffic = (async () => {
+      while (trafficOn) await client.query('select pg_sleep(0.05)');
+    })();
+    while ((await db.sql(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).length === 0) await sleep(5);
+    const calls: BillingMaintenance[] = [];
+    try {
+      const result = await maintainBilling({
+        // A call's budget past the 200 ms a checkpoint waits for a customer's lock.
+        now: new Date(), budgetMs: 60_000, callBudgetMs: 400,
+        onCall: (call) => {
+          calls.push(call);
+          if (calls.filter((c) => c.gaveWay).length === 3) {
+            trafficOn = false;
+            void holder.client.query('rollback');
+          }
+        },
+      });
+      const gaveWay = calls.filter((call) => call.gaveWay === 1);
+      expect(gaveWay.length).toBeGreaterThanOrEqual(3);
+      // Each call waited for the held customer first (busy), and still took one before giving way.
+      for (const call of gaveWay.slice(0, 3)) {
+        expect(call.busy).toBe(1);
+        expect(call.checkpoints).toBeGreaterThan(0);
+      }
+      expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
+      expect(result.done).toBe(true);
+    } finally {
+      trafficOn = false;
+      await traffic;
+      await client.end();
+      await holder.client.end();
+    }
+  });
+
   it('does not stop for a statement that has run over a second (a report, not live traffic)', async () => {
     const { users } = await customersWaitingInAnOldMonth(db, 'long-statement', 100);
     const { client, pid } = await otherClient();
