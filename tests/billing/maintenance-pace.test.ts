@@ -52,15 +52,28 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
     return { client, pid };
   }
 
-  it('stops a call for a client at work, rests at least a quarter second, and finishes the backlog once it is gone', async () => {
-    const { users } = await customersWaitingInAnOldMonth(db, 'give-way', 300);
+  /** Live traffic: short statements one after another on a client of its own, each begun just now. */
+  async function startTraffic() {
     const { client, pid } = await otherClient();
-    // Live traffic: short statements one after another, each begun just now.
-    let trafficOn = true;
-    const traffic = (async () => {
-      while (trafficOn) await client.query('select pg_sleep(0.05)');
+    let on = true;
+    const running = (async () => {
+      while (on) await client.query('select pg_sleep(0.05)');
     })();
     while ((await db.sql(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).length === 0) await sleep(5);
+    return {
+      /** Ends it after the statement under way (callable more than once). */
+      stop: () => { on = false; },
+      async close() {
+        on = false;
+        await running;
+        await client.end();
+      },
+    };
+  }
+
+  it('stops a call for a client at work, rests at least a quarter second, and finishes the backlog once it is gone', async () => {
+    const { users } = await customersWaitingInAnOldMonth(db, 'give-way', 300);
+    const traffic = await startTraffic();
     const calls: { at: number; call: BillingMaintenance }[] = [];
     const callBudgetMs = 20;
     try {
@@ -68,7 +81,7 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
         now: new Date(), budgetMs: 60_000, callBudgetMs,
         onCall: (call) => {
           calls.push({ at: performance.now(), call });
-          if (calls.filter((entry) => entry.call.gaveWay).length === 3) trafficOn = false;
+          if (calls.filter((entry) => entry.call.gaveWay).length === 3) traffic.stop();
         },
       });
       const gaveWay = calls.filter((entry) => entry.call.gaveWay === 1);
@@ -84,9 +97,7 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
       expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
       expect(result.done).toBe(true);
     } finally {
-      trafficOn = false;
-      await traffic;
-      await client.end();
+      await traffic.close();
     }
   });
 
@@ -98,12 +109,7 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
     const holder = await otherClient();
     await holder.client.query('begin');
     await holder.client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [first]);
-    const { client, pid } = await otherClient();
-    let trafficOn = true;
-    const traffic = (async () => {
-      while (trafficOn) await client.query('select pg_sleep(0.05)');
-    })();
-    while ((await db.sql(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).length === 0) await sleep(5);
+    const traffic = await startTraffic();
     const calls: BillingMaintenance[] = [];
     try {
       const result = await maintainBilling({
@@ -112,7 +118,7 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
         onCall: (call) => {
           calls.push(call);
           if (calls.filter((c) => c.gaveWay).length === 3) {
-            trafficOn = false;
+            traffic.stop();
             void holder.client.query('rollback');
           }
         },
@@ -127,9 +133,7 @@ describe('billing maintenance beside other clients (real Postgres server)', () =
       expect(result.checkpoints).toBeGreaterThanOrEqual(users.length);
       expect(result.done).toBe(true);
     } finally {
-      trafficOn = false;
-      await traffic;
-      await client.end();
+      await traffic.close();
       await holder.client.end();
     }
   });
