@@ -23,8 +23,9 @@ import { createDatabase, startPostgresServer, type PostgresServer } from '../tes
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? 10);
 /**
- * Scenarios at a fixed rate run three times as long: autocannon sends each second's share at once,
- * so a run of 10 s is 10 bursts and its p99 the tail of the slowest one; 30 make it steadier.
+ * Scenarios at a fixed rate run three times as long: each autocannon connection sends its share of a
+ * second back to back, then waits for the next second, so a run of 10 s is 10 bursts and its p99 the
+ * tail of the slowest one; 30 make it steadier.
  */
 const FIXED_RATE_DURATION_SECONDS = 3 * DURATION_SECONDS;
 const CONNECTIONS = 50;
@@ -574,20 +575,21 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
  * billing_checkpoint_here, what billing_maintain does for a quiet customer) until the service's
  * call budget (MAINTENANCE_CALL_BUDGET_MS) is spent or, once one is taken and a hundredth of the
  * budget spent, the service's test for live traffic says to give way (maintenance_should_give_way).
- * It starts once connected and ready, so the measurement's first second does not pay for that. A call of run_maintenance follows
- * each; after every call the loop rests as the service's job does (restAfterBusyCall,
- * restAfterGivingWay). The bench has fewer quiet groups than a real backlog, so a call takes each
+ * It starts once connected and ready, so the measurement's first second does not pay for that. A
+ * call of run_maintenance follows each; after every call the loop rests as the service's job does
+ * (restAfterBusyCall, restAfterGivingWay). The bench has fewer quiet groups than a real backlog, so a call takes each
  * group several times: each time is a copy of its rows, as a checkpoint is.
  */
 async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: number) => boolean) {
   const subscribers = Array.from({ length: SUBSCRIBERS }, (_, subscriber) => subscriber).filter(quiet).map((subscriber) => `bench-subscriber-${subscriber}`);
   let stopping = false;
   const done = { groups: 0, checkpoints: 0, checkpointCalls: 0, checkpointMs: 0, gaveWay: 0, maintenanceCalls: 0, restMs: 0 };
-  const paced = async (tookMs: number) => {
+  const timed = async (rest: Promise<void>) => {
     const resting = performance.now();
-    await restAfterBusyCall(tookMs, MAINTENANCE_CALL_BUDGET_MS);
+    await rest;
     done.restMs += performance.now() - resting;
   };
+  const paced = (tookMs: number) => timed(restAfterBusyCall(tookMs, MAINTENANCE_CALL_BUDGET_MS));
   // Ready before the measurement starts: connected, the groups found, the loop's function made.
   const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -643,9 +645,7 @@ async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: n
         done.checkpointMs += tookMs;
         if (call.gaveWay) {
           done.gaveWay++;
-          const resting = performance.now();
-          await restAfterGivingWay(tookMs);
-          done.restMs += performance.now() - resting;
+          await timed(restAfterGivingWay(tookMs));
           continue;
         }
         await paced(tookMs);
