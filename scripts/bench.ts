@@ -603,7 +603,9 @@ async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: n
     // billing_maintain's checkpoint loop for groups the bench names (it may name one again): each
     // group locked and copied where it stands, until the budget is spent or, once one is taken and a
     // hundredth of the budget spent, the service's own test finds live traffic
-    // (maintenance_should_give_way, every 2 ms).
+    // (maintenance_should_give_way, every 2 ms). billing_maintain takes only groups due, each once,
+    // so the bench cannot call it here: its rule (20261128000100_maintenance_gives_way.sql) is
+    // repeated, and a change to it belongs in both.
     await client.query(`create function pg_temp.checkpoint_in_turn(p_groups text[], p_budget_ms integer) returns jsonb language plpgsql as $$
       declare
         v_started timestamptz := clock_timestamp();
