@@ -6,17 +6,18 @@ import { describe, expect, inject, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
-import { callDbGathered, MOST_CALLS_GATHERED, MOST_GATHERED_CALLS_AT_ONCE } from '../../lib/db/gathered-calls.ts';
+import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
 import { dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { billingIssue, cancellation, day, deliver, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
 
-// Events that arrive while every connection is busy travel together, as one call of
+// Events that arrive while a call is in flight travel together, as one call of
 // public.record_billing_events that commits each on its own (lib/db/gathered-calls.ts). These
 // tests start the calls in one turn of the event loop, so which go alone and which wait is known:
-// the first as many as the database runs at once (at most two) go alone, the rest wait and go by tens.
+// the first goes alone, the rest wait and go by tens (a second call beside the first once ten
+// wait, where the database runs two at once).
 
 const NOW = new Date(day(70));
 const OPTIONS: RecordBillingEventOptions = { now: NOW, ignoreSandbox: false, syncAfter: 'none' };
@@ -48,9 +49,6 @@ const recordArgs = (body: BillingWebhookBody, plan = describeEventEffects(body.e
 
 describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kind) => {
   const db = suiteDatabase(kind);
-  // The calls that go alone before the rest wait: as many as the database runs at once, at most two.
-  const parallel = () => Math.min(db.adapter.capacity?.parallelCalls ?? 1, MOST_GATHERED_CALLS_AT_ONCE);
-
   it('sends the events that wait as one call per ten, and leaves exactly what one-at-a-time delivery leaves', async () => {
     const users = Array.from({ length: 12 }, (_, i) => `gathered-${kind}-${i}-${Date.now()}`);
     const events = (prefix: string) => shuffled(users.flatMap((user) => history(`${prefix}${user}`)), 7);
@@ -63,8 +61,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     for (const body of alone) await recordBillingEvent(body, OPTIONS);
 
     expect(results.every((result) => !result.duplicate)).toBe(true);
-    const waiting = together.length - parallel();
-    expect(calls).toBe(parallel() + Math.ceil(waiting / MOST_CALLS_GATHERED));
+    expect(calls).toBe(1 + Math.ceil((together.length - 1) / MOST_CALLS_GATHERED));
     expect(calls).toBeLessThan(together.length);
     for (const user of users) {
       const gathered = await entitlementsOf(db, `t-${user}`, NOW);
@@ -74,14 +71,23 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     for (const body of together) expect((await eventRow(db, body.event.id))?.count).toBe(1);
   });
 
+  it('sends the events that arrive while a call is in flight as one call after it, when fewer than ten wait', async () => {
+    const bodies = Array.from({ length: 6 }, (_, i) => purchase(`gathered-few-${kind}-${i}-${Date.now()}`, 0.001, 0, 30));
+    const before = dbCallCount();
+    const results = await Promise.all(bodies.map((body) => recordBillingEvent(body, OPTIONS)));
+    // The first alone, the five behind it together (never a second call for some of them).
+    expect(dbCallCount() - before).toBe(2);
+    expect(results.map((result) => result.outcome)).toEqual(bodies.map(() => 'applied'));
+  });
+
   it('answers each call as a call of its own would: a refused event refuses only itself, a repeated id is a duplicate', async () => {
     const user = `gathered-answers-${kind}-${Date.now()}`;
     const first = purchase(user, 0.001, 0, 30);
     const bad = renewal(user, 30.001, 30, 60);
     const badPlan = { ...describeEventEffects(bad.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' };
     const later = renewal(`${user}-other`, 30.001, 30, 60);
-    // Enough calls in front that the last four wait, and go as one.
-    const fillers = Array.from({ length: parallel() }, (_, i) => purchase(`${user}-filler-${i}`, 0.001, 0, 30));
+    // A call in front, so that the four behind it wait, and go as one.
+    const fillers = [purchase(`${user}-filler`, 0.001, 0, 30)];
 
     const before = dbCallCount();
     const answers = await Promise.allSettled([
@@ -91,7 +97,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(later)),
     ]);
-    expect(dbCallCount() - before).toBe(parallel() + 1);
+    expect(dbCallCount() - before).toBe(2);
 
     const [firstAnswer, badAnswer, againAnswer, laterAnswer] = answers.slice(fillers.length);
     expect(firstAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied', ownerId: user } });
@@ -109,7 +115,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     // The webhook refuses such a body before any database call (400 invalid_json); the gathered
     // call must not let one refuse its neighbours either.
     const bad = purchase(user, 0.001, 0, 30, { store_note: 'a\u0000b' });
-    const fillers = Array.from({ length: parallel() }, (_, i) => purchase(`${user}-filler-${i}`, 0.001, 0, 30));
+    const fillers = [purchase(`${user}-filler`, 0.001, 0, 30)];
     const answers = await Promise.allSettled([...fillers, before!, bad, after!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))));
     const [beforeAnswer, badAnswer, afterAnswer] = answers.slice(fillers.length);
     expect(beforeAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
@@ -146,9 +152,9 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     };
   }
 
-  /** A one-connection adapter with these bounds, as the service's port, for the test's length. */
-  async function withAdapter<T>(waits: Parameters<typeof openPostgres>[0]['waits'], work: () => Promise<T>): Promise<T> {
-    const adapter = await openPostgres({ connectionString: db.url!, max: 1, migrate: false, waits });
+  /** An adapter of `max` connections (one unless given) with these bounds, as the service's port, for the test's length. */
+  async function withAdapter<T>(waits: Parameters<typeof openPostgres>[0]['waits'], work: () => Promise<T>, max = 1): Promise<T> {
+    const adapter = await openPostgres({ connectionString: db.url!, max, migrate: false, waits });
     replaceDatabase(adapter);
     try {
       return await work();
@@ -174,7 +180,56 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
     }
   }
 
-  const record = (bodies: BillingWebhookBody[]) => Promise.allSettled(bodies.map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))));
+  const record = (bodies: BillingWebhookBody[], gathered = RECORD_BILLING_EVENT) =>
+    Promise.allSettled(bodies.map((body) => callDbGathered(gathered, recordArgs(body))));
+
+  it('starts a second call beside one that waits for a lock: the events behind it are applied meanwhile', async () => {
+    const user = `gathered-slow-${Date.now()}`;
+    const [blocked, ...behind] = [user, `${user}-a`, `${user}-b`, `${user}-c`].map((id) => purchase(id, 0.001, 0, 30));
+    const release = await holdSubscriberLock(user);
+    try {
+      // (A call's time budget is 180 - 2 x 60 s: room to start every event it carries.)
+      await withAdapter({ lockMs: 60_000, callMs: 180_000 }, async () => {
+        let firstAnswered = false;
+        const first = record([blocked!]).finally(() => (firstAnswered = true));
+        const rest = await record(behind); // settles only if they went beside the blocked call
+        expect(rest.map((answer) => answer.status)).toEqual(behind.map(() => 'fulfilled'));
+        expect(firstAnswered).toBe(false); // still waiting for the lock
+        await release();
+        expect(await first).toMatchObject([{ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } }]);
+      }, 2);
+    } finally {
+      await release().catch(() => undefined);
+    }
+    for (const body of [blocked!, ...behind]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
+  it('starts a second call beside the one in flight as soon as ten wait; fewer wait for it to end', async () => {
+    const user = `gathered-ten-${Date.now()}`;
+    const [blocked, ...behind] = [user, ...Array.from({ length: 19 }, (_, i) => `${user}-${i}`)].map((id) => purchase(id, 0.001, 0, 30));
+    const [ten, nine] = [behind.slice(0, MOST_CALLS_GATHERED), behind.slice(MOST_CALLS_GATHERED)];
+    // Never slow here: only the ten waiting can start the second call.
+    const neverSlow = { ...RECORD_BILLING_EVENT, slowCallMs: 3_600_000 };
+    const release = await holdSubscriberLock(user);
+    try {
+      await withAdapter({ lockMs: 60_000, callMs: 180_000 }, async () => {
+        const before = dbCallCount();
+        const first = record([blocked!], neverSlow);
+        const tenAnswers = record(ten, neverSlow);
+        const nineAnswers = record(nine, neverSlow);
+        expect((await tenAnswers).map((answer) => answer.status)).toEqual(ten.map(() => 'fulfilled'));
+        // The second call has ended; the nine wait for the first, which waits for the lock.
+        for (const body of nine) expect(await eventRow(db, body.event.id)).toBeUndefined();
+        await release();
+        expect(await first).toMatchObject([{ status: 'fulfilled' }]);
+        expect((await nineAnswers).map((answer) => answer.status)).toEqual(nine.map(() => 'fulfilled'));
+        expect(dbCallCount() - before).toBe(3);
+      }, 2);
+    } finally {
+      await release().catch(() => undefined);
+    }
+    for (const body of [blocked!, ...behind]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
 
   it('gives each gathered event the lock timeout: the one that waits too long is refused as unavailable, those after it are applied', async () => {
     const user = `gathered-lock-${Date.now()}`;
