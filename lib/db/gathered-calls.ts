@@ -42,8 +42,7 @@ function callsAtOnce(db: DatabaseAdapter): number {
  * Whether another call may start now. One at a time carries the most events a call, the least
  * work an event (in the bench at 10 connections, 0.88 ms of server and Postgres CPU a webhook
  * against 1.05 when a second call started whenever one was free: docs/benchmarks.md). A second
- * starts when a full call's worth waits (more than one call can carry) or when the one in flight
- * is slow.
+ * starts when as many wait as one call carries, or when the one in flight is slow.
  */
 function mayStartCall(gathered: GatheredFunction, queue: CallQueue, db: DatabaseAdapter): boolean {
   if (queue.inFlight === 0) return true;
@@ -53,6 +52,9 @@ function mayStartCall(gathered: GatheredFunction, queue: CallQueue, db: Database
 
 const slowCallMs = (gathered: GatheredFunction) => gathered.slowCallMs ?? SLOW_CALL_MS;
 
+/** setTimeout's longest delay (a longer one fires at once). */
+const MOST_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * Call `gathered.fn` as callDb would, and give the same answer or the same DbError; but while one
  * of these calls is in flight, the calls that arrive meanwhile wait here instead of in the pool's
@@ -60,8 +62,8 @@ const slowCallMs = (gathered: GatheredFunction) => gathered.slowCallMs ?? SLOW_C
  * call starts beside it (up to MOST_GATHERED_CALLS_AT_ONCE, or fewer: the embedded database's one
  * connection) only when ten wait or the one in flight is slow (mayStartCall). Under load that
  * shares each call's fixed cost (parsing, planning, a round trip: about half of a billing event's
- * database CPU) among up to ten; when the database keeps up, nothing waits and each call goes
- * alone, as before.
+ * database CPU) among up to ten; a call that overlaps no other goes alone, as before. The price: a
+ * call that overlaps one in flight waits for it, up to SLOW_CALL_MS, even with a connection free.
  *
  * Each gathered call is its own transaction, so it commits or fails alone, exactly as it would
  * have alone. A call refused for a conflict a retry can resolve (a deadlock), or one the procedure
@@ -121,7 +123,10 @@ interface CallQueue {
   /** When each call in flight started (performance.now()). */
   startedAt: number[];
   waiting: WaitingCall[];
-  /** Set while calls wait behind one in flight: sends them once that one is slow. */
+  /**
+   * Set while calls wait behind one in flight: sends them once that one is slow. (It may outlive
+   * the calls it was set for; it then looks again and finds nothing, or sets itself anew.)
+   */
   slowCheck?: ReturnType<typeof setTimeout>;
 }
 
@@ -166,13 +171,14 @@ function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseA
       sendWaiting(gathered, queue, db);
     });
   }
-  if (queue.waiting.length > 0 && queue.inFlight < callsAtOnce(db) && !queue.slowCheck) {
-    const slowIn = Math.min(...queue.startedAt) + slowCallMs(gathered) - performance.now();
+  const slowIn = Math.min(...queue.startedAt) + slowCallMs(gathered) - performance.now();
+  // (Not for a call that is never slow: setTimeout would take Infinity as 1 ms.)
+  if (queue.waiting.length > 0 && queue.inFlight < callsAtOnce(db) && !queue.slowCheck && Number.isFinite(slowIn)) {
     // (A millisecond more: a timer may fire up to a millisecond before its time by performance.now().)
     queue.slowCheck = setTimeout(() => {
       queue.slowCheck = undefined;
       sendWaiting(gathered, queue, db);
-    }, Math.max(0, slowIn) + 1);
+    }, Math.min(Math.max(0, slowIn) + 1, MOST_TIMER_MS));
     queue.slowCheck.unref?.();
   }
 }

@@ -2,7 +2,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
@@ -47,6 +47,20 @@ function shuffled<T>(items: T[], seed: number): T[] {
 const recordArgs = (body: BillingWebhookBody, plan = describeEventEffects(body.event, NOW, { ignoreSandbox: false })) =>
   ({ p_body: body, p_plan: plan, p_sync_after: 'none', p_content_digest: null });
 
+/**
+ * Run `work` with performance.now() held still, so no call in flight turns slow (SLOW_CALL_MS) and
+ * which calls go together depends on their order alone: on a busy machine a stall of the test's
+ * own process could otherwise start a second call early. Timers run as usual.
+ */
+async function withNoCallSlow<T>(work: () => Promise<T>): Promise<T> {
+  vi.useFakeTimers({ toFake: ['performance'] });
+  try {
+    return await work();
+  } finally {
+    vi.useRealTimers();
+  }
+}
+
 describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kind) => {
   const db = suiteDatabase(kind);
   it('sends the events that wait as one call per ten, and leaves exactly what one-at-a-time delivery leaves', async () => {
@@ -56,7 +70,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     const alone = events('a-');
 
     const before = dbCallCount();
-    const results = await Promise.all(together.map((body) => recordBillingEvent(body, OPTIONS)));
+    const results = await withNoCallSlow(() => Promise.all(together.map((body) => recordBillingEvent(body, OPTIONS))));
     const calls = dbCallCount() - before;
     for (const body of alone) await recordBillingEvent(body, OPTIONS);
 
@@ -74,7 +88,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
   it('sends the events that arrive while a call is in flight as one call after it, when fewer than ten wait', async () => {
     const bodies = Array.from({ length: 6 }, (_, i) => purchase(`gathered-few-${kind}-${i}-${Date.now()}`, 0.001, 0, 30));
     const before = dbCallCount();
-    const results = await Promise.all(bodies.map((body) => recordBillingEvent(body, OPTIONS)));
+    const results = await withNoCallSlow(() => Promise.all(bodies.map((body) => recordBillingEvent(body, OPTIONS))));
     // The first alone, the five behind it together (never a second call for some of them).
     expect(dbCallCount() - before).toBe(2);
     expect(results.map((result) => result.outcome)).toEqual(bodies.map(() => 'applied'));
@@ -90,13 +104,13 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
     const fillers = [purchase(`${user}-filler`, 0.001, 0, 30)];
 
     const before = dbCallCount();
-    const answers = await Promise.allSettled([
+    const answers = await withNoCallSlow(() => Promise.allSettled([
       ...fillers.map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))),
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(bad, badPlan)),
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
       callDbGathered(RECORD_BILLING_EVENT, recordArgs(later)),
-    ]);
+    ]));
     expect(dbCallCount() - before).toBe(2);
 
     const [firstAnswer, badAnswer, againAnswer, laterAnswer] = answers.slice(fillers.length);
@@ -216,10 +230,13 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
         const before = dbCallCount();
         const first = record([blocked!], neverSlow);
         const tenAnswers = record(ten, neverSlow);
-        const nineAnswers = record(nine, neverSlow);
+        let nineAnswered = false;
+        const nineAnswers = record(nine, neverSlow).finally(() => (nineAnswered = true));
         expect((await tenAnswers).map((answer) => answer.status)).toEqual(ten.map(() => 'fulfilled'));
-        // The second call has ended; the nine wait for the first, which waits for the lock.
+        // The second call has ended; the nine wait for the first, which waits for the lock: unsent.
+        expect(dbCallCount() - before).toBe(2);
         for (const body of nine) expect(await eventRow(db, body.event.id)).toBeUndefined();
+        expect(nineAnswered).toBe(false);
         await release();
         expect(await first).toMatchObject([{ status: 'fulfilled' }]);
         expect((await nineAnswers).map((answer) => answer.status)).toEqual(nine.map(() => 'fulfilled'));
