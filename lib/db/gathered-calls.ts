@@ -30,7 +30,9 @@ export const MOST_GATHERED_CALLS_AT_ONCE = 2;
 
 /**
  * A call in flight longer than this may be waiting for a lock (a call of ten takes a few
- * milliseconds), so the calls behind it need not wait for it: a second may start.
+ * milliseconds), so the calls behind it need not wait for it: a second may start. (Timed by the
+ * clock: a process whose event loop lags this long finds its call slow and starts a second, as
+ * every call did before this rule; no worse than that.)
  */
 export const SLOW_CALL_MS = 20;
 
