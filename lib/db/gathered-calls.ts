@@ -47,12 +47,14 @@ function callsAtOnce(db: DatabaseAdapter): number {
  * starts when as many wait as one call carries, or when the one in flight is slow.
  */
 function mayStartCall(gathered: GatheredFunction, queue: CallQueue, db: DatabaseAdapter): boolean {
-  if (queue.inFlight === 0) return true;
-  if (queue.inFlight >= callsAtOnce(db)) return false;
-  return queue.waiting.length >= MOST_CALLS_GATHERED || performance.now() - Math.min(...queue.startedAt) >= slowCallMs(gathered);
+  const inFlight = queue.startedAt.length;
+  if (inFlight === 0) return true;
+  if (inFlight >= callsAtOnce(db)) return false;
+  return queue.waiting.length >= MOST_CALLS_GATHERED || performance.now() >= slowAt(gathered, queue);
 }
 
-const slowCallMs = (gathered: GatheredFunction) => gathered.slowCallMs ?? SLOW_CALL_MS;
+/** When the oldest call in flight turns slow (performance.now() time; Infinity when none is in flight). */
+const slowAt = (gathered: GatheredFunction, queue: CallQueue) => Math.min(...queue.startedAt) + (gathered.slowCallMs ?? SLOW_CALL_MS);
 
 /** setTimeout's longest delay (a longer one fires at once). */
 const MOST_TIMER_MS = 2 ** 31 - 1;
@@ -121,8 +123,7 @@ interface WaitingCall {
 }
 
 interface CallQueue {
-  inFlight: number;
-  /** When each call in flight started (performance.now()). */
+  /** When each call in flight started (performance.now()): one entry a call. */
   startedAt: number[];
   waiting: WaitingCall[];
   /**
@@ -134,13 +135,11 @@ interface CallQueue {
 
 function callStarted(queue: CallQueue): number {
   const started = performance.now();
-  queue.inFlight++;
   queue.startedAt.push(started);
   return started;
 }
 
 function callEnded(queue: CallQueue, started: number): void {
-  queue.inFlight--;
   queue.startedAt.splice(queue.startedAt.indexOf(started), 1);
 }
 
@@ -155,7 +154,7 @@ function queueFor(db: DatabaseAdapter, procedure: string): CallQueue {
   let byProcedure = queues.get(db);
   if (!byProcedure) queues.set(db, (byProcedure = new Map()));
   let queue = byProcedure.get(procedure);
-  if (!queue) byProcedure.set(procedure, (queue = { inFlight: 0, startedAt: [], waiting: [] }));
+  if (!queue) byProcedure.set(procedure, (queue = { startedAt: [], waiting: [] }));
   return queue;
 }
 
@@ -173,16 +172,16 @@ function sendWaiting(gathered: GatheredFunction, queue: CallQueue, db: DatabaseA
       sendWaiting(gathered, queue, db);
     });
   }
-  const slowIn = Math.min(...queue.startedAt) + slowCallMs(gathered) - performance.now();
+  if (queue.waiting.length === 0 || queue.startedAt.length >= callsAtOnce(db) || queue.slowCheck) return;
+  const slowIn = slowAt(gathered, queue) - performance.now();
   // (Not for a call that is never slow: setTimeout would take Infinity as 1 ms.)
-  if (queue.waiting.length > 0 && queue.inFlight < callsAtOnce(db) && !queue.slowCheck && Number.isFinite(slowIn)) {
-    // (A millisecond more: a timer may fire up to a millisecond before its time by performance.now().)
-    queue.slowCheck = setTimeout(() => {
-      queue.slowCheck = undefined;
-      sendWaiting(gathered, queue, db);
-    }, Math.min(Math.max(0, slowIn) + 1, MOST_TIMER_MS));
-    queue.slowCheck.unref?.();
-  }
+  if (!Number.isFinite(slowIn)) return;
+  // (A millisecond more: a timer may fire up to a millisecond before its time by performance.now().)
+  queue.slowCheck = setTimeout(() => {
+    queue.slowCheck = undefined;
+    sendWaiting(gathered, queue, db);
+  }, Math.min(Math.max(0, slowIn) + 1, MOST_TIMER_MS));
+  queue.slowCheck.unref?.();
 }
 
 interface ProcedureAnswer {
