@@ -990,6 +990,17 @@ CREATE OR REPLACE FUNCTION public.billing_checkpoint_lag()
 AS $function$ select interval '3 days' $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_checkpoint_rows(p_app_user_id text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(jsonb_agg(to_jsonb(e) - 'grants_until' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+  from public.entitlements e where e.app_user_id = p_app_user_id
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_checkpoint_tail(p_group text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1301,6 +1312,7 @@ declare
   v_id_group text;
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
+  v_checkpoint boolean := false;
 begin
   -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
   if p_plan ? 'snapshot' or (p_plan->>'move' is not null and not v_merge)
@@ -1390,17 +1402,31 @@ begin
     return null;
   end if;
 
+  -- The checkpoint, by public.billing_checkpoint_here's rule with what was read above under the
+  -- lock: not while the unfolded events began before the fold model (the legacy horizon).
   if coalesce(v_checkpoint_due, false) then
-    if public.billing_checkpoint_here(v_group) then
-      v_tail := 0;
-      v_pending := null;
-    elsif v_tail + 1 >= public.billing_tail_bound() then
+    v_checkpoint := not coalesce(v_pending <= (select h.received_before from public.billing_legacy_horizon h), false);
+    if not v_checkpoint and v_tail + 1 >= public.billing_tail_bound() then
       return null;
     end if;
   end if;
+  if v_checkpoint then
+    -- Where the group stands, copied before this event changes it (public.billing_take_checkpoint's
+    -- copy), and the group's watermark: one write of each member's row, the tail starting again at
+    -- this event.
+    foreach v_id in array v_members loop
+      update public.billing_subscribers s set
+        base_key = v_folded, base_customer = s.customer_id, base_rows = public.billing_checkpoint_rows(s.app_user_id),
+        folded_key = case when v_id = v_group then v_key else s.folded_key end,
+        tail_events = case when v_id = v_group then 1 else s.tail_events end,
+        pending_since = case when v_id = v_group then p_received else s.pending_since end
+      where s.app_user_id = v_id;
+    end loop;
+  else
+    update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
+    where app_user_id = v_group;
+  end if;
   perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
-  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
-  where app_user_id = v_group;
   perform public.billing_log_event(p_body, p_plan, p_received, 'applied', v_owner, false);
   return jsonb_build_object('duplicate', false, 'outcome', 'applied', 'ownerId', v_owner, 'groupId', v_group,
                             'newSource', false, 'afterSnapshot', false, 'inOrder', true);
@@ -2456,9 +2482,7 @@ AS $function$
   update public.billing_subscribers s set
     base_key = p_key,
     base_customer = s.customer_id,
-    base_rows = (
-      select coalesce(jsonb_agg(to_jsonb(e) - 'grants_until' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
-      from public.entitlements e where e.app_user_id = s.app_user_id)
+    base_rows = public.billing_checkpoint_rows(s.app_user_id)
   where s.app_user_id = any (p_members)
 $function$
 ;
@@ -3504,6 +3528,7 @@ grant execute on function public.apply_leagues_sync(p_source text, p_sent_at tim
 grant execute on function public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamp with time zone) to service_role;
 grant execute on function public.billing_checkpoint_here(p_group text) to service_role;
 grant execute on function public.billing_checkpoint_lag() to service_role;
+grant execute on function public.billing_checkpoint_rows(p_app_user_id text) to service_role;
 grant execute on function public.billing_checkpoint_tail(p_group text) to service_role;
 grant execute on function public.billing_content_window() to service_role;
 grant execute on function public.billing_ensure_partitions(p_from date, p_to date) to service_role;

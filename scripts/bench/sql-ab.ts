@@ -9,7 +9,10 @@
 // the behaviour answers alike). The CPU is the calling backend's only (from /proc: a 10 ms tick
 // over 2,000 renewals, so ~0.005 ms): work a change moves to the WAL writer, the checkpointer or
 // autovacuum is not counted. On a machine whose speed drifts a difference under ~0.02 ms is noise.
-// ROUNDS (default 7) and N (renewals a round, default 2,000) change the run.
+// ROUNDS (default 7) and N (renewals a round, default 2,000) change the run. CHECKPOINT=1 makes every
+// renewal take a checkpoint first (as a monthly subscriber's does about every other month): the
+// events are dated 40 days back, and before each round (untimed) every subscriber's unfolded events
+// are made a month old; a round then renews each subscriber at most once (N defaults to 1,000).
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../../lib/db/postgres.ts';
@@ -23,11 +26,17 @@ if (!changeFile) {
   process.exit(2);
 }
 const rounds = Number(process.env.ROUNDS ?? 7);
-const perRound = Number(process.env.N ?? 2_000);
+const checkpointEach = process.env.CHECKPOINT === '1';
+const perRound = Number(process.env.N ?? (checkpointEach ? SUBSCRIBERS : 2_000));
 if (!Number.isSafeInteger(rounds) || rounds < 1 || !Number.isSafeInteger(perRound) || perRound < 1) {
   console.error('ROUNDS and N must be whole numbers of at least 1');
   process.exit(2);
 }
+if (checkpointEach && perRound > SUBSCRIBERS) {
+  console.error(`with CHECKPOINT=1, N is at most ${SUBSCRIBERS} (one renewal a subscriber a round)`);
+  process.exit(2);
+}
+const DAY_MS = 86_400_000;
 
 const server = await startPostgresServer();
 try {
@@ -41,7 +50,7 @@ try {
     if (side === 'B') await client.query(readFileSync(changeFile, 'utf8'));
     clients.set(side, client);
   }
-  const start = Date.now();
+  const start = Date.now() - (checkpointEach ? 40 * DAY_MS : 0);
   for (const client of clients.values()) for (let i = 0; i < SUBSCRIBERS; i++) await recordRenewal(client, renewalBody(i, start));
 
   const perRenewal = { A: [] as number[], B: [] as number[] };
@@ -52,6 +61,7 @@ try {
     const answers = { A: [] as string[], B: [] as string[] };
     for (const side of round % 2 ? (['B', 'A'] as const) : (['A', 'B'] as const)) {
       const client = clients.get(side)!;
+      if (checkpointEach) await client.query(`update public.billing_subscribers set pending_since = pending_since - interval '40 days' where pending_since is not null`);
       const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       const before = cpuMsOf(backend);
       for (const body of bodies) answers[side].push(JSON.stringify(await recordRenewal(client, body)));
@@ -60,6 +70,12 @@ try {
     for (const [index, answer] of answers.A.entries()) {
       if (answer === answers.B[index]) continue;
       if (differing++ < 5) console.log(`event ${bodies[index]!.event.id}: A answered ${answer}, B ${answers.B[index]}`);
+    }
+  }
+  if (checkpointEach) {
+    for (const [side, client] of clients) {
+      const { rows: [{ tails }] } = await client.query<{ tails: string }>('select count(*) as tails from public.billing_subscribers where tail_events > 1');
+      console.log(`${side}: ${tails} groups with more than one event since their checkpoint (0: every renewal took one)`);
     }
   }
   console.log(differing === 0 ? 'A and B answered every renewal alike' : `A and B answered ${differing} renewals differently`);

@@ -31,6 +31,8 @@ interface Step {
   who: Who;
   /** The event names the anonymous id as an alias too (the app started anonymous). */
   withAnon: boolean;
+  /** The event names this other id as an alias instead (RevenueCat merged the two customers). */
+  aliasOf?: Who;
   product: 'monthly' | 'yearly';
   entitlements: readonly string[];
   /** Days since the previous event. */
@@ -72,7 +74,7 @@ function historyBodies(steps: Step[], ids: Record<Who, string>): (BillingWebhook
     const product = s.kind === 'lifetime' ? LIFETIME : s.product === 'yearly' ? YEARLY : MONTHLY;
     const length = s.product === 'yearly' ? 365 : 30;
     const expires = s.kind === 'lifetime' ? null : s.kind === 'refund' || s.kind === 'expiration' ? at : at + length;
-    const aliases = s.withAnon && s.who !== 'anon' ? [ids.anon, user] : [user];
+    const aliases = s.aliasOf ? [ids[s.aliasOf], user] : s.withAnon && s.who !== 'anon' ? [ids.anon, user] : [user];
     return billingEvent(FIXTURE[s.kind], user, { at, purchased: at, expires }, {
       aliases, original_app_user_id: aliases[0], product_id: product, entitlement_ids: s.entitlements, store: 'APP_STORE',
       // Monthly and yearly are one subscription (an upgrade keeps its original transaction): lineage.
@@ -100,9 +102,9 @@ async function storedState(sql: TestDatabase['sql'], ids: string[], rename: (tex
 
 type HistoryItem = ReturnType<typeof historyBodies>[number];
 
-/** Deliver a history on one connection as recordBillingEvent would; how many events took the shortcut. */
+/** Deliver a history on one connection as recordBillingEvent would; for each event, whether it took the shortcut. */
 async function deliverHistory(sql: TestDatabase['sql'], items: HistoryItem[], ids: string[]) {
-  const taken = { shortcut: 0, fold: 0 };
+  const shortcut: boolean[] = [];
   for (const item of items) {
     // (The database's clock is the real one: the time that passes is set on the stored state.)
     if (item === 'month_passes') {
@@ -113,11 +115,10 @@ async function deliverHistory(sql: TestDatabase['sql'], items: HistoryItem[], id
       const plan = describeEventEffects(item.event, NOW);
       const [{ result }] = (await sql<{ result: { inOrder?: boolean } }>('select public.record_billing_event(p_body => $1, p_plan => $2, p_sync_after => $3) as result',
         [JSON.stringify(item), JSON.stringify(plan), 'none'])) as [{ result: { inOrder?: boolean } }];
-      if (result.inOrder) taken.shortcut++;
-      else taken.fold++;
+      shortcut.push(result.inOrder ?? false);
     }
   }
-  return taken;
+  return shortcut;
 }
 
 /** The same history for other ids and event ids (`twin`), and the way back for what it stores. */
@@ -133,38 +134,47 @@ function twinOf(items: HistoryItem[], key: string, twinKey: string) {
 
 const idsFor = (key: string): Record<Who, string> => ({ anon: `$RCAnonymousID:${key.replace(/-/g, '')}`, alice: `alice-${key}`, bob: `bob-${key}` });
 
+/**
+ * In one transaction, rolled back: the history through the shortcut; then the same history (other
+ * ids) with the shortcut switched off, so that every event takes the fold's own step; both must
+ * store the same; then the first folded again from its checkpoints by the fold alone must give the
+ * same rows. For each event, whether it took the shortcut. `prepare` runs first in the transaction;
+ * `look` reads the stored state before the rollback.
+ */
+async function deliveredBothWays(sql: TestDatabase['sql'], steps: Step[], options: { prepare?: () => Promise<void>; look?: (ids: string[]) => Promise<void> } = {}) {
+  const [key, twinKey] = [randomUUID(), randomUUID()];
+  const ids = Object.values(idsFor(key));
+  const items = historyBodies(steps, idsFor(key));
+  const twin = twinOf(items, key, twinKey);
+  await sql('begin');
+  try {
+    await options.prepare?.();
+    const shortcut = await deliverHistory(sql, items, ids);
+    await sql(`create or replace function public.billing_fold_in_order(p_body jsonb, p_plan jsonb, p_received timestamptz, p_linked text[])
+               returns jsonb language sql as 'select null::jsonb'`);
+    expect((await deliverHistory(sql, twin.items, Object.values(idsFor(twinKey)))).some(Boolean)).toBe(false);
+    const delivered = await storedState(sql, ids);
+    await options.look?.(ids);
+    // Every column, the watermark and the checkpoints included (the same transaction: the same now()).
+    expect(delivered).toEqual(await storedState(sql, Object.values(idsFor(twinKey)), twin.back));
+    const groups = await sql<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [ids]);
+    for (const { group_id: group } of groups) await sql(`select public.billing_refold_group($1, '')`, [group]);
+    expect((await storedState(sql, ids)).rows).toEqual(delivered.rows);
+    return shortcut;
+  } finally {
+    await sql('rollback');
+  }
+}
+
 describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) => {
   const db = suiteDatabase(kind);
 
   it('leaves exactly what the fold leaves, over random histories delivered in order', async () => {
     const taken = { shortcut: 0, fold: 0 };
     await fc.assert(fc.asyncProperty(fc.array(step, { minLength: 2, maxLength: 14 }), async (steps) => {
-      const [key, twinKey] = [randomUUID(), randomUUID()];
-      const ids = Object.values(idsFor(key));
-      const items = historyBodies(steps, idsFor(key));
-      const twin = twinOf(items, key, twinKey);
-      // One transaction, rolled back: the history through the shortcut; then the same history
-      // (other ids) with the shortcut switched off, so that every event takes the fold's own step;
-      // then both folded again from their checkpoints by the fold alone.
-      await db.connection(async (sql) => {
-        await sql('begin');
-        try {
-          const counts = await deliverHistory(sql, items, ids);
-          taken.shortcut += counts.shortcut;
-          taken.fold += counts.fold;
-          await sql(`create or replace function public.billing_fold_in_order(p_body jsonb, p_plan jsonb, p_received timestamptz, p_linked text[])
-                     returns jsonb language sql as 'select null::jsonb'`);
-          expect((await deliverHistory(sql, twin.items, Object.values(idsFor(twinKey)))).shortcut).toBe(0);
-          const delivered = await storedState(sql, ids);
-          // Every column, the watermark and the checkpoints included (the same transaction: the same now()).
-          expect(delivered).toEqual(await storedState(sql, Object.values(idsFor(twinKey)), twin.back));
-          const groups = await sql<{ group_id: string }>('select distinct group_id from public.billing_subscribers where app_user_id = any ($1)', [ids]);
-          for (const { group_id: group } of groups) await sql(`select public.billing_refold_group($1, '')`, [group]);
-          expect((await storedState(sql, ids)).rows).toEqual(delivered.rows);
-        } finally {
-          await sql('rollback');
-        }
-      });
+      const shortcut = await db.connection((sql) => deliveredBothWays(sql, steps));
+      taken.shortcut += shortcut.filter(Boolean).length;
+      taken.fold += shortcut.filter((took) => !took).length;
     }), { numRuns: RUNS });
     // Both paths were exercised: the property says something about the shortcut. How many events
     // take each path varies with the random histories (98-178 shortcut events, ~500 fold events in
@@ -174,6 +184,41 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
     expect(taken.shortcut).toBeGreaterThan(Math.max(10, RUNS / 4));
     expect(taken.fold).toBeGreaterThan(RUNS);
   }, 300_000);
+
+  it('checkpoints where a group stands as the fold does, with an id merged into another', async () => {
+    const at = (kind: Step['kind'], who: Who, gap: number, aliasOf?: Who): Step => ({ kind, who, withAnon: false, aliasOf, product: 'monthly', entitlements: ['pro'], gap });
+    // Bob buys; then an event of alice's names bob too (RevenueCat merged them: alice's id points at
+    // bob, who holds the rows); bob's renewals in order; then a month without events: the next
+    // renewal checkpoints both ids in the shortcut, alice's with the customer it points at.
+    const steps = [at('purchase', 'bob', 1), at('renewal', 'alice', 30, 'bob'), at('renewal', 'bob', 30), at('month_passes', 'bob', 0), at('renewal', 'bob', 30)];
+    let checkpoints: { app_user_id: string; customer_id: string | null; base_customer: string | null; base_key: string | null }[] = [];
+    const shortcut = await db.connection((sql) => deliveredBothWays(sql, steps, {
+      look: async (ids) => {
+        checkpoints = await sql('select app_user_id, customer_id, base_customer, base_key from public.billing_subscribers where app_user_id = any ($1) order by app_user_id', [ids]);
+      },
+    }));
+    expect(shortcut).toEqual([false, false, true, true]);
+    const [alice, bob] = checkpoints;
+    expect(alice).toMatchObject({ customer_id: bob!.app_user_id, base_customer: bob!.app_user_id });
+    expect(bob!.base_key).toBeTruthy();
+    expect(alice!.base_key).toBe(bob!.base_key);
+  });
+
+  it('takes no checkpoint while the unfolded events are from before the fold model (the legacy horizon)', async () => {
+    const at = (kind: Step['kind'], gap: number): Step => ({ kind, who: 'alice', withAnon: false, product: 'monthly', entitlements: ['pro'], gap });
+    // An upgraded database whose older events the fold may still need (billing_legacy_horizon,
+    // 20261126000500_flat_cost_at_scale.sql): every event here was received before its horizon.
+    const steps = [at('purchase', 1), at('renewal', 30), at('month_passes', 0), at('renewal', 30)];
+    let baseKeys: unknown[] = [];
+    const shortcut = await db.connection((sql) => deliveredBothWays(sql, steps, {
+      prepare: async () => void await sql('update public.billing_legacy_horizon set received_before = now()'),
+      look: async (ids) => {
+        baseKeys = (await sql<{ base_key: string | null }>('select base_key from public.billing_subscribers where app_user_id = any ($1)', [ids])).map((row) => row.base_key);
+      },
+    }));
+    expect(shortcut).toEqual([false, true, true]);
+    expect(baseKeys).toEqual([null]);
+  });
 
   it('takes an in-order renewal of an aliased customer, and leaves a late or merging event to the fold', async () => {
     const key = randomUUID();
