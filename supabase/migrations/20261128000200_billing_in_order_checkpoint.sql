@@ -7,9 +7,9 @@
 -- (public.billing_take_checkpoint), then reset the group's tail; the shortcut then wrote the
 -- watermark: the group's row three times, two of them moving `pending_since` (indexed, so never a
 -- HOT update). Measured alone, such a renewal cost ~0.2 ms more Postgres CPU than one that takes
--- none (0.68 against 0.46 ms; `CHECKPOINT=1 node scripts/bench/sql-ab.ts`). Now the shortcut uses what it read under the lock, and writes each
--- member's row once: the group's with its checkpoint and its watermark together, before the grant
--- changes the rows the checkpoint copies. What it stores is unchanged
+-- none (0.68 against 0.46 ms; `CHECKPOINT=1 node scripts/bench/sql-ab.ts`). Now the shortcut uses
+-- what it read under the lock, and writes each member's row once: the group's with its checkpoint
+-- and its watermark together, before the grant changes the rows the checkpoint copies. What it stores is unchanged
 -- (tests/billing/in-order-fold.test.ts compares it column by column with the fold's own step, which
 -- still calls billing_checkpoint_here). The copy of a member's rows is one function for both:
 -- public.billing_checkpoint_rows. Such a renewal now costs 0.54 ms; one that takes no checkpoint is
