@@ -57,6 +57,15 @@ const BROADCAST_SCENARIOS = {
  */
 const ONLY = process.env.BENCH_ONLY?.split(process.env.BENCH_ONLY.includes('|') ? '|' : ',').map((prefix) => prefix.trim()).filter(Boolean);
 const SUBSCRIBERS = 1_000;
+/** Where the warm-up's subscribers are numbered from (billingEvent). */
+const WARM_UP_SUBSCRIBERS = 1_000_000;
+/**
+ * Each POST route is warmed up before its first timed scenario by this many requests at 50
+ * connections, untimed (about a second or two): V8 compiles a route's code as it runs hot and each
+ * pooled connection plans its statements at their first calls, so without it the first scenario of
+ * a route measures that too, which its floor (a few lines of code) hardly pays.
+ */
+const WARM_UP_REQUESTS = 3_000;
 const WALLET_USERS = Number(process.env.BENCH_WALLET_USERS ?? 1_500);
 /** Smart-contract wallets per contract scenario (each ERC-1271 one is deployed first, untimed). */
 const CONTRACT_WALLET_USERS = Number(process.env.BENCH_CONTRACT_WALLET_USERS ?? 300);
@@ -199,9 +208,12 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
  * and one alias are the $RCAnonymousID, and the event carries the customer's attributes):
  * INITIAL_PURCHASE for a subscriber's first event, RENEWAL after.
  */
-function billingEvent(runId: string, index: number, start: number) {
-  const subscriber = `bench-subscriber-${index % SUBSCRIBERS}`;
-  const anonymous = `$RCAnonymousID:${(index % SUBSCRIBERS).toString(16).padStart(32, '0')}`;
+function billingEvent(runId: string, index: number, start: number, subscribers: 'bench' | 'warm-up' = 'bench') {
+  // The warm-up's subscribers are others (numbered from WARM_UP_SUBSCRIBERS), so the timed runs'
+  // first purchases stay first purchases.
+  const number = (index % SUBSCRIBERS) + (subscribers === 'warm-up' ? WARM_UP_SUBSCRIBERS : 0);
+  const subscriber = `bench-subscriber-${number}`;
+  const anonymous = `$RCAnonymousID:${number.toString(16).padStart(32, '0')}`;
   const at = start + index;
   return {
     api_version: '1.0',
@@ -355,7 +367,12 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
   try {
     // Warm up: Next compiles nothing at run time, but the first requests load each route's module.
     for (const urlPath of ['/api/health/live', '/api/health', '/api/openapi.json']) await fetch(`${server.url}${urlPath}`);
-    await post(server, '/api/bench-floor', billingHeaders, billingEvent(`${runId}-warm-floor`, 0, start));
+    /** An untimed burst of a POST route before its first timed scenario (WARM_UP_REQUESTS). */
+    const warmUp = (path: string, tag: string) => runScenario(server, 'warm-up', {
+      method: 'POST', path, headers: billingHeaders, amount: WARM_UP_REQUESTS,
+      next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-warm-${tag}`, index, start - DAY_MS, 'warm-up')) }),
+    });
+    await warmUp('/api/bench-floor', 'floor');
 
     // The floors: what a request of each method costs here with no project code in it. Every
     // scenario's ratio is to the floor of its own method (and concurrency, where one was measured).
@@ -369,7 +386,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     await measure(`floor: POST, ${FEW_CONNECTIONS} connections`, floorRequest(FEW_CONNECTIONS));
     // The store floor: the POST floor plus one INSERT of the event (id, body) through the same
     // connection pool: what any webhook that keeps what it received pays (app/api/bench-store-floor).
-    await post(server, '/api/bench-store-floor', billingHeaders, billingEvent(`${runId}-warm-store`, 0, start));
+    await warmUp('/api/bench-store-floor', 'store');
     const storeFloorRequest = (connections: number): RequestSpec => ({
       method: 'POST', path: '/api/bench-store-floor', headers: billingHeaders, connections,
       next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-store-${connections}`, index, start)) }),
@@ -377,7 +394,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     await measure(STORE_FLOOR, storeFloorRequest(CONNECTIONS));
     await measure(STORE_FLOOR_FEW, storeFloorRequest(FEW_CONNECTIONS));
 
-    await post(server, '/api/webhooks/subscription-billing', billingHeaders, billingEvent(`${runId}-warm`, 0, start));
+    await warmUp('/api/webhooks/subscription-billing', 'billing');
     await measure('billing webhook, unique', {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders,
       next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-u`, index, start)) }),
