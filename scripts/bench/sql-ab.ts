@@ -18,7 +18,7 @@ import pg from 'pg';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
-import { recordRenewal, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
+import { DAY_MS, recordRenewal, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 
 const changeFile = process.argv[2];
 if (!changeFile) {
@@ -36,7 +36,6 @@ if (checkpointEach && perRound > SUBSCRIBERS) {
   console.error(`with CHECKPOINT=1, N is at most ${SUBSCRIBERS} (one renewal a subscriber a round)`);
   process.exit(2);
 }
-const DAY_MS = 86_400_000;
 
 const server = await startPostgresServer();
 try {

