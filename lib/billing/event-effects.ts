@@ -154,7 +154,10 @@ export interface BillingEventPlan {
 }
 
 export interface DescribeOptions {
-  /** Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless BILLING_SANDBOX_GRANTS=true). */
+  /**
+   * Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless
+   * BILLING_SANDBOX_GRANTS=true); so are events that name no environment, or one but PRODUCTION.
+   */
   ignoreSandbox?: boolean;
   /**
    * The event was recorded already and `now` is the time it was ordered at (its stored `event_at`,
@@ -247,7 +250,13 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   };
   const ignored = (reason: string): BillingEventPlan => ({ ...plan, ignoredReason: reason });
 
-  if (options.ignoreSandbox && environment?.toUpperCase() === 'SANDBOX') return ignored('sandbox_ignored');
+  // RevenueCat names every event's store environment, SANDBOX or PRODUCTION ("Event Types and
+  // Fields": https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields). Where
+  // sandbox purchases grant nothing, so does an event that names no environment or another one: it
+  // is no more known to be a real purchase than a sandbox one.
+  if (options.ignoreSandbox && environment?.toUpperCase() !== 'PRODUCTION') {
+    return ignored(environment?.toUpperCase() === 'SANDBOX' ? 'sandbox_ignored' : 'environment_unknown');
+  }
 
   if (type === 'TRANSFER') {
     const from = readIds(event.transferred_from);

@@ -186,8 +186,19 @@ describe('describeEventEffects: what an event means per entitlement', () => {
 
   it('ignores sandbox events when asked (deployed, unless BILLING_SANDBOX_GRANTS=true), and only them', () => {
     expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: 'sandbox_ignored', effects: [], subjectId: null });
+    expect(describeEventEffects(event('RENEWAL', { environment: 'sandbox' }), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: 'sandbox_ignored', effects: [] });
     expect(describeEventEffects(event('RENEWAL', { environment: 'SANDBOX' }), NOW)).toMatchObject({ ignoredReason: null, subjectId: 'user-1' });
-    expect(describeEventEffects(event('RENEWAL'), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: null });
+    expect(describeEventEffects(event('RENEWAL'), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: null, effects: [{ action: 'grant' }] });
+    expect(describeEventEffects(event('RENEWAL', { environment: 'production' }), NOW, { ignoreSandbox: true })).toMatchObject({ ignoredReason: null, effects: [{ action: 'grant' }] });
+  });
+
+  it('grants nothing, where sandbox grants nothing, from an event that names no environment or another one', () => {
+    for (const environment of [undefined, null, '', 'STAGING', 42]) {
+      expect(describeEventEffects(event('INITIAL_PURCHASE', { environment }), NOW, { ignoreSandbox: true }), String(environment))
+        .toMatchObject({ ignoredReason: 'environment_unknown', effects: [], subjectId: null });
+      // Where sandbox grants, so does such an event (its rows named as the event names them).
+      expect(describeEventEffects(event('INITIAL_PURCHASE', { environment }), NOW), String(environment)).toMatchObject({ ignoredReason: null, effects: [{ action: 'grant' }] });
+    }
   });
 });
 

@@ -102,6 +102,20 @@ describe.each(DATABASE_KINDS)('sandbox purchases on %s', (kind) => {
     expect(await grantedBy(user)).toEqual(grants ? ['pro PRODUCTION', 'pro SANDBOX'] : ['pro PRODUCTION']);
   });
 
+  it.each(SETTINGS)('$name: an event naming no environment, or another one, grants only where sandbox does', async ({ env, grants }) => {
+    restore = setEnv(env);
+    const authorization = getConfig().local ? WEBHOOK_AUTHORIZATION : `Bearer ${SECRET}`;
+    const user = `sandbox-unknown-${randomUUID()}`;
+    const production = billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { product_id: YEARLY, transaction_id: 'p-1', original_transaction_id: 'p-1' });
+    const staging = billingEvent('initial-purchase', user, { at: 0.001, purchased: 0, expires: 30 }, { environment: 'STAGING', transaction_id: 'x-1', original_transaction_id: 'x-1' });
+    const unnamed = billingEvent('initial-purchase', user, { at: 0.002, purchased: 0, expires: 30 }, { environment: undefined, product_id: 'com.example.pro.weekly', transaction_id: 'y-1', original_transaction_id: 'y-1' });
+    for (const body of [production, staging, unnamed]) expect(await deliver(body, { authorization })).toMatchObject({ status: 200, body: { received: true } });
+
+    for (const body of [staging, unnamed]) expect(await eventRow(db, body.event.id)).toMatchObject({ outcome: grants ? 'applied' : 'ignored', count: 1 });
+    // Where it grants, a source with no environment is keyed as production (billing_source_key), and the view names it as the event did.
+    expect(await grantedBy(user)).toEqual(grants ? ['pro PRODUCTION', 'pro STAGING', 'pro null'].sort() : ['pro PRODUCTION']);
+  });
+
   it.each(SETTINGS)('$name: a REST snapshot keeps sandbox purchases out unless allowed', async ({ env, grants }) => {
     restore = setEnv(env);
     const user = `sandbox-snapshot-${randomUUID()}`;
