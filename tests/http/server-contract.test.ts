@@ -19,9 +19,10 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  *   - the page's server action answers a malformed escape in its path with that same 404;
  *   - the Authorization grammar holds over real HTTP too;
  *   - the page's icon exists;
- *   - what Node and Next answer, before any code of ours (proxy.ts included) runs, to methods they
- *     do not route, and to paths with repeated slashes or backslashes: pinned here so the README's
- *     API notes stay exact across upgrades.
+ *   - a method Next does not route is a 405 problem+json, answered by the Node server before Next;
+ *   - what Node and Next answer, before any code of ours runs, to methods Node's parser refuses and
+ *     to paths with repeated slashes or backslashes: pinned here so the API notes in docs/http.md
+ *     stay exact across upgrades.
  */
 
 const UUID = '00000000-0000-4000-8000-000000000000';
@@ -40,7 +41,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; location: string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -64,7 +65,7 @@ function rawRequest(port: number, method: string, pathname: string): Promise<{ s
         body = decoded;
       }
       // No answer at all (the connection closed): status 0.
-      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), body });
+      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), body });
     });
     socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
   });
@@ -183,31 +184,34 @@ describe.each([
     }
   });
 
-  // Not what this service would answer (a problem+json 405 with Allow), and out of its reach:
-  //   - TRACE: Next builds a fetch Request for the proxy and for the route, and the Fetch standard
-  //     forbids TRACE, so that throws before proxy.ts or a route runs: Next's bare 500;
-  //   - a method Node's HTTP parser knows but Next does not route (PROPFIND, QUERY, PURGE...):
-  //     Next's route module answers 400 with no body before the handler; the proxy could answer
-  //     it, but only by running on every /api request, which costs every ordinary request;
-  //   - an unknown or lower-case method: Node's HTTP parser answers 400 before Next;
+  // A method Next does not route never reaches a route or proxy.ts: Next answered TRACE with a bare
+  // 500 (the Fetch standard forbids it, so the Request Next builds throws) and PROPFIND, QUERY,
+  // PURGE... with a bare 400. The Node server answers them first, with a 405 problem+json
+  // (lib/http/unrouted-methods.ts, installed by instrumentation.ts). Still out of reach:
+  //   - a method Node's HTTP parser does not know (TRACK, FOO) or a lower-case one: the parser
+  //     answers 400 before any server code;
   //   - CONNECT: Node closes the connection unanswered (nothing here tunnels).
-  it('answers methods nobody routes the way the README says, and keeps serving', async () => {
+  it('answers methods nobody routes with a 405 problem+json (or, before Next, as Node does), and keeps serving', async () => {
     const answers: string[] = [];
-    for (const [method, pathname] of [['TRACE', '/api/health'], ['TRACE', '/api/webhooks/subscription-billing'], ['TRACE', '/'],
+    for (const [method, pathname] of [['TRACE', '/api/health'], ['TRACE', '/api/webhooks/subscription-billing'], ['TRACE', '/'], ['TRACK', '/api/wallet-link'],
       ['PROPFIND', '/api/health'], ['QUERY', '/api/me'], ['PURGE', '/api/webhooks/subscription-billing'], ['FOO', '/api/health'], ['get', '/api/health'], ['CONNECT', '127.0.0.1:80']] as const) {
       const answer = await rawRequest(server.port, method, pathname);
-      answers.push(`${method} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${JSON.stringify(answer.body)}`);
+      const body = answer.type === 'application/problem+json' ? (JSON.parse(answer.body) as { code: string; status: number; detail: string; requestId: string }) : undefined;
+      if (body) expect({ status: body.status, detail: body.detail, requestId: typeof body.requestId }).toEqual({ status: answer.status, detail: expect.stringContaining(`does not answer ${method} requests`), requestId: 'string' });
+      answers.push(`${method} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${body ? body.code : JSON.stringify(answer.body)} allow=${answer.allow ?? '-'}`);
     }
+    const refused = 'application/problem+json method_not_allowed allow=GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE';
     expect(answers).toEqual([
-      'TRACE /api/health: 500 text/plain "Internal Server Error"',
-      'TRACE /api/webhooks/subscription-billing: 500 text/plain "Internal Server Error"',
-      'TRACE /: 500 text/plain "Internal Server Error"',
-      'PROPFIND /api/health: 400 - ""',
-      'QUERY /api/me: 400 - ""',
-      'PURGE /api/webhooks/subscription-billing: 400 - ""',
-      'FOO /api/health: 400 - ""',
-      'get /api/health: 400 - ""',
-      'CONNECT 127.0.0.1:80: 0 - ""',
+      `TRACE /api/health: 405 ${refused}`,
+      `TRACE /api/webhooks/subscription-billing: 405 ${refused}`,
+      `TRACE /: 405 ${refused}`,
+      'TRACK /api/wallet-link: 400 - "" allow=-',
+      `PROPFIND /api/health: 405 ${refused}`,
+      `QUERY /api/me: 405 ${refused}`,
+      `PURGE /api/webhooks/subscription-billing: 405 ${refused}`,
+      'FOO /api/health: 400 - "" allow=-',
+      'get /api/health: 400 - "" allow=-',
+      'CONNECT 127.0.0.1:80: 0 - "" allow=-',
     ]);
     expect((await request('GET', '/api/health')).status).toBe(200);
   });
