@@ -9,7 +9,7 @@
 // Supabase-shaped database, the schema's query plans, the billing fold in every delivery order,
 // gathered calls and the in-order shortcut. About 2 minutes a major once installed.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { POSTGRES_PACKAGE } from '../tests/support/postgres-server.ts';
