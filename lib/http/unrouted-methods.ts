@@ -43,10 +43,9 @@ export function answerUnroutedMethodsBeforeNext(): void {
   http.Server.prototype.emit = function emitUnlessUnrouted(this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'request') {
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
-      const header = request.headers['x-request-id'];
-      const answer = unroutedMethodResponse(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null);
-      if (answer) {
-        void send(answer, response);
+      if (!ROUTED.has(request.method ?? '')) {
+        const header = request.headers['x-request-id'];
+        void send(unroutedMethodResponse(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null)!, response);
         return true;
       }
     }
