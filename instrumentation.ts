@@ -1,10 +1,10 @@
 // Runs once when a Next.js server starts: one log line saying which database and which auth this
 // process uses (never a secret), or why the configuration cannot run; and the Node server answers
-// the methods Next does not route itself, as problem+json (lib/http/unrouted-methods.ts).
+// itself, as problem+json, the client mistakes Next or Node would answer bare (lib/http/before-next.ts).
 export async function register() {
   if (process.env.NEXT_RUNTIME !== 'nodejs') return;
   const { logStartup } = await import('./lib/startup.ts');
-  const { answerUnroutedMethodsBeforeNext } = await import('./lib/http/unrouted-methods.ts');
-  answerUnroutedMethodsBeforeNext();
+  const { answerBeforeNext } = await import('./lib/http/before-next.ts');
+  answerBeforeNext();
   logStartup();
 }

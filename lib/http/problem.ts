@@ -15,6 +15,8 @@ export const PROBLEM_CATALOG = {
   unsupported_media_type: [415, 'Unsupported media type'],
   payload_too_large: [413, 'Payload too large'],
   method_not_allowed: [405, 'Method not allowed'],
+  request_timeout: [408, 'Request timeout'],
+  request_header_fields_too_large: [431, 'Request header fields too large'],
   not_found: [404, 'Not found'],
   // Session tokens
   missing_token: [401, 'Missing session token'],

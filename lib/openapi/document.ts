@@ -372,7 +372,7 @@ function operationId(method: string, path: string): string {
 
 const METHODS_OF_EVERY_PATH = 'Every path below also answers OPTIONS (204, no body, `Allow` listing its methods) and, where it has GET, HEAD (as GET without a body). ' +
   'Any other of GET, POST, PUT, PATCH and DELETE answers 405 `method_not_allowed` (problem+json) with the same `Allow`. ' +
-  'A method outside that set that Node\'s HTTP parser knows (TRACE, PROPFIND, QUERY, ...) answers 405 `method_not_allowed` (problem+json) on every path, with `Allow` naming every method above; one it does not know (or a lower-case one) gets a 400 with no body from Node, before the app. ' +
+  'A method outside that set that Node\'s HTTP parser knows (TRACE, PROPFIND, QUERY, ...) answers 405 `method_not_allowed` (problem+json) on every path, with `Allow` naming every method above; one it does not know (or a lower-case one) gets a 400 `invalid_request` (problem+json). ' +
   `\`Allow\` lists the path's operations, then HEAD where there is GET, then OPTIONS, in the order ${ALLOW_ORDER.join(', ')}.`;
 
 /**
@@ -401,7 +401,7 @@ function methodsOfEveryPath() {
         },
       },
     },
-    unknownMethods: 'A method outside GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS that Node\'s HTTP parser knows gets a 405 problem+json on every path; one it does not know gets a 400 with no body from Node; CONNECT is not answered.',
+    unknownMethods: 'A method outside GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS that Node\'s HTTP parser knows gets a 405 problem+json on every path; one it does not know a 400 problem+json; CONNECT is not answered.',
   };
 }
 

@@ -19,10 +19,10 @@ import { ensureProductionBuild, startNextServer, type NextServer } from '../supp
  *   - the page's server action answers a malformed escape in its path with that same 404;
  *   - the Authorization grammar holds over real HTTP too;
  *   - the page's icon exists;
- *   - a method Next does not route is a 405 problem+json, answered by the Node server before Next;
- *   - what Node and Next answer, before any code of ours runs, to methods Node's parser refuses and
- *     to paths with repeated slashes or backslashes: pinned here so the API notes in docs/http.md
- *     stay exact across upgrades.
+ *   - a method Next does not route is a 405 problem+json, and what Node's parser refuses a 400
+ *     or 431 problem+json, answered by the Node server before Next;
+ *   - what Next answers, before any code of ours runs, to paths with repeated slashes or
+ *     backslashes: pinned here so the API notes in docs/http.md stay exact across upgrades.
  */
 
 const UUID = '00000000-0000-4000-8000-000000000000';
@@ -41,7 +41,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string, extraHeaders = ''): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -67,7 +67,7 @@ function rawRequest(port: number, method: string, pathname: string): Promise<{ s
       // No answer at all (the connection closed): status 0.
       resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), body });
     });
-    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extraHeaders}Connection: close\r\n\r\n`);
   });
 }
 
@@ -186,31 +186,36 @@ describe.each([
 
   // A method Next does not route never reaches a route or proxy.ts: Next answered TRACE with a bare
   // 500 (the Fetch standard forbids it, so the Request Next builds throws) and PROPFIND, QUERY,
-  // PURGE... with a bare 400. The Node server answers them first, with a 405 problem+json
-  // (lib/http/unrouted-methods.ts, installed by instrumentation.ts). Still out of reach:
-  //   - a method Node's HTTP parser does not know (TRACK, FOO) or a lower-case one: the parser
-  //     answers 400 before any server code;
-  //   - CONNECT: Node closes the connection unanswered (nothing here tunnels).
-  it('answers methods nobody routes with a 405 problem+json (or, before Next, as Node does), and keeps serving', async () => {
+  // PURGE... with a bare 400; what Node's HTTP parser refuses (a method it does not know, a
+  // lower-case one, headers over its limit) Node answered with no body. The Node server answers
+  // all of them first, as problem+json (lib/http/before-next.ts, installed by instrumentation.ts).
+  // Still out of reach: CONNECT, which Node closes unanswered (nothing here tunnels).
+  it('answers methods nobody routes and requests Node\'s parser refuses with problem+json, and keeps serving', async () => {
     const answers: string[] = [];
-    for (const [method, pathname] of [['TRACE', '/api/health'], ['TRACE', '/api/webhooks/subscription-billing'], ['TRACE', '/'], ['TRACK', '/api/wallet-link'],
-      ['PROPFIND', '/api/health'], ['QUERY', '/api/me'], ['PURGE', '/api/webhooks/subscription-billing'], ['FOO', '/api/health'], ['get', '/api/health'], ['CONNECT', '127.0.0.1:80']] as const) {
-      const answer = await rawRequest(server.port, method, pathname);
+    const cases: [method: string, pathname: string, headers?: string][] = [['TRACE', '/api/health'], ['TRACE', '/api/webhooks/subscription-billing'], ['TRACE', '/'],
+      ['PROPFIND', '/api/health'], ['QUERY', '/api/me'], ['PURGE', '/api/webhooks/subscription-billing'],
+      ['TRACK', '/api/wallet-link'], ['FOO', '/api/health'], ['get', '/api/health'], ['GET', '/api/health', `x-big: ${'a'.repeat(20_000)}\r\n`],
+      ['GET', '/api/health', 'content-length: 5\r\ntransfer-encoding: chunked\r\n'], ['CONNECT', '127.0.0.1:80']];
+    for (const [method, pathname, headers] of cases) {
+      const answer = await rawRequest(server.port, method, pathname, headers);
       const body = answer.type === 'application/problem+json' ? (JSON.parse(answer.body) as { code: string; status: number; detail: string; requestId: string }) : undefined;
-      if (body) expect({ status: body.status, detail: body.detail, requestId: typeof body.requestId }).toEqual({ status: answer.status, detail: expect.stringContaining(`does not answer ${method} requests`), requestId: 'string' });
-      answers.push(`${method} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${body ? body.code : JSON.stringify(answer.body)} allow=${answer.allow ?? '-'}`);
+      if (body) expect({ status: body.status, requestId: typeof body.requestId, detail: typeof body.detail }).toEqual({ status: answer.status, requestId: 'string', detail: 'string' });
+      answers.push(`${method}${headers ? ` (${headers.slice(0, 14)})` : ''} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${body ? body.code : JSON.stringify(answer.body)} allow=${answer.allow ?? '-'}`);
     }
-    const refused = 'application/problem+json method_not_allowed allow=GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE';
+    const unrouted = 'application/problem+json method_not_allowed allow=GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE';
+    const refused = 'application/problem+json invalid_request allow=-';
     expect(answers).toEqual([
-      `TRACE /api/health: 405 ${refused}`,
-      `TRACE /api/webhooks/subscription-billing: 405 ${refused}`,
-      `TRACE /: 405 ${refused}`,
-      'TRACK /api/wallet-link: 400 - "" allow=-',
-      `PROPFIND /api/health: 405 ${refused}`,
-      `QUERY /api/me: 405 ${refused}`,
-      `PURGE /api/webhooks/subscription-billing: 405 ${refused}`,
-      'FOO /api/health: 400 - "" allow=-',
-      'get /api/health: 400 - "" allow=-',
+      `TRACE /api/health: 405 ${unrouted}`,
+      `TRACE /api/webhooks/subscription-billing: 405 ${unrouted}`,
+      `TRACE /: 405 ${unrouted}`,
+      `PROPFIND /api/health: 405 ${unrouted}`,
+      `QUERY /api/me: 405 ${unrouted}`,
+      `PURGE /api/webhooks/subscription-billing: 405 ${unrouted}`,
+      `TRACK /api/wallet-link: 400 ${refused}`,
+      `FOO /api/health: 400 ${refused}`,
+      `get /api/health: 400 ${refused}`,
+      'GET (x-big: aaaaaaa) /api/health: 431 application/problem+json request_header_fields_too_large allow=-',
+      `GET (content-length) /api/health: 400 ${refused}`,
       'CONNECT 127.0.0.1:80: 0 - "" allow=-',
     ]);
     expect((await request('GET', '/api/health')).status).toBe(200);

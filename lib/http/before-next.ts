@@ -1,0 +1,93 @@
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { log } from '../log.ts';
+import { ApiError, PROBLEM_CATALOG, problemResponse, type ProblemCode } from './problem.ts';
+import { acceptRequestId } from './request-id.ts';
+
+/**
+ * What the Node HTTP server answers itself, before Next sees a request: the client mistakes Next or
+ * Node would otherwise answer before any code of ours runs (proxy.ts included), with no body or a
+ * bare 500. Each gets problem+json like every other refusal. Installed by instrumentation.ts.
+ */
+
+/** The methods Next hands to a route handler (its HTTP_METHODS); a request with any other never reaches one. */
+export const ROUTED_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
+const ROUTED = new Set(ROUTED_METHODS);
+
+/**
+ * The answer to a request whose method Next does not route, or undefined for one it does. Next
+ * answers such a request before any code of ours runs: TRACE with a bare `500 text/plain` (the
+ * Fetch standard forbids it, so the `Request` Next builds throws), PROPFIND, QUERY, PURGE and the
+ * other methods Node's parser knows with a bare 400. A client's mistake, so a 405 problem+json
+ * here, with a request id and a log line like every other answer. No route is reached, so `Allow`
+ * names what the server routes at all; OPTIONS on a path names the methods that path takes.
+ */
+export function unroutedMethodResponse(method: string, path: string, requestIdHeader: string | null): Response | undefined {
+  if (ROUTED.has(method)) return undefined;
+  const requestId = acceptRequestId(requestIdHeader);
+  const response = problemResponse(new ApiError('method_not_allowed', {
+    detail: `This service does not answer ${method.slice(0, 32)} requests; use ${ROUTED_METHODS.join(', ')} (OPTIONS on a path names the ones it takes).`,
+    headers: { allow: ROUTED_METHODS.join(', '), 'x-request-id': requestId },
+  }), requestId);
+  log.child({ requestId }).info({ method: method.slice(0, 32), path: path.slice(0, 256), status: response.status }, 'request');
+  return response;
+}
+
+/**
+ * What Node's HTTP parser refuses (its 'clientError': an unknown or lower-case method, headers over
+ * its 16 KB limit, a malformed request line or body framing, a request too slow to arrive), as an
+ * HTTP/1.1 message to write to the socket: the same statuses Node's own answer has (431, 408, else
+ * 400), as problem+json. Nothing of the request was read as a request, so no request id is kept.
+ */
+export function clientErrorAnswer(errorCode: string | undefined): string {
+  const [code, detail]: [ProblemCode, string] =
+    errorCode === 'HPE_HEADER_OVERFLOW' ? ['request_header_fields_too_large', 'The request\'s headers are larger than this server reads.']
+      : errorCode === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['request_timeout', 'The request did not arrive in time.']
+        : ['invalid_request', 'This is not a valid HTTP/1.1 request (its method, request line, headers or body framing).'];
+  const [status, title] = PROBLEM_CATALOG[code];
+  const requestId = acceptRequestId(null);
+  const body = JSON.stringify({ type: `/docs#problem-${code}`, title, status, detail, code, requestId });
+  log.child({ requestId }).info({ status, parserError: errorCode?.slice(0, 64) }, 'request');
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/problem+json\r\nCache-Control: no-store\r\n` +
+    `X-Request-Id: ${requestId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+let installed = false;
+
+/**
+ * Answer unrouted methods and what Node's parser refuses in the Node HTTP server, before Next.
+ * `next start` and `next dev` serve through a `node:http` Server, whose parser hands each request to
+ * the server's 'request' event and each refusal to its 'clientError' event; this wraps both events
+ * for every such server of the process, once. Every other request goes on to Next untouched, at
+ * the cost of one set lookup.
+ */
+export function answerBeforeNext(): void {
+  if (installed) return;
+  installed = true;
+  const emit = http.Server.prototype.emit;
+  http.Server.prototype.emit = function emitBeforeNext(this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'request') {
+      const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
+      if (!ROUTED.has(request.method ?? '')) {
+        const header = request.headers['x-request-id'];
+        void send(unroutedMethodResponse(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null)!, response);
+        return true;
+      }
+    }
+    if (event === 'clientError') {
+      const [error, socket] = args as [NodeJS.ErrnoException, Duplex & { _httpMessage?: http.ServerResponse | null }];
+      // As Node's own answer: only while no response of this connection has begun (a pipelined
+      // request's answer must not be cut into), and never to a peer that is gone.
+      if (error.code !== 'ECONNRESET' && socket.writable && !socket._httpMessage?.headersSent) socket.write(clientErrorAnswer(error.code));
+      socket.destroy(error);
+      return true;
+    }
+    return Reflect.apply(emit, this, [event, ...args]) as boolean;
+  } as typeof emit;
+}
+
+async function send(answer: Response, response: http.ServerResponse): Promise<void> {
+  const body = await answer.text();
+  response.writeHead(answer.status, { ...Object.fromEntries(answer.headers), 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
