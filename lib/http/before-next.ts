@@ -10,6 +10,19 @@ import { acceptRequestId } from './request-id.ts';
  * bare 500. Each gets problem+json like every other refusal. Installed by instrumentation.ts.
  */
 
+/**
+ * The headers next.config.mjs gives every response (and every /api one), which these answers, made
+ * before Next, must carry themselves (tests/http/server-contract.test.ts compares them with an
+ * answer of Next's), with the `Server-Timing` every answer has (no database call here).
+ */
+const HEADERS_OF_EVERY_ANSWER: Readonly<Record<string, string>> = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'strict-origin-when-cross-origin',
+  'x-frame-options': 'DENY',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'server-timing': 'db;desc="0 calls";dur=0.0, total;dur=0.0',
+};
+
 /** The methods Next hands to a route handler (its HTTP_METHODS); a request with any other never reaches one. */
 export const ROUTED_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const ROUTED = new Set(ROUTED_METHODS);
@@ -27,7 +40,7 @@ export function unroutedMethodResponse(method: string, path: string, requestIdHe
   const requestId = acceptRequestId(requestIdHeader);
   const response = problemResponse(new ApiError('method_not_allowed', {
     detail: `This service does not answer ${method.slice(0, 32)} requests; use ${ROUTED_METHODS.join(', ')} (OPTIONS on a path names the ones it takes).`,
-    headers: { allow: ROUTED_METHODS.join(', '), 'x-request-id': requestId },
+    headers: { ...HEADERS_OF_EVERY_ANSWER, allow: ROUTED_METHODS.join(', '), 'x-request-id': requestId },
   }), requestId);
   log.child({ requestId }).info({ method: method.slice(0, 32), path: path.slice(0, 256), status: response.status }, 'request');
   return response;
@@ -35,21 +48,24 @@ export function unroutedMethodResponse(method: string, path: string, requestIdHe
 
 /**
  * What Node's HTTP parser refuses (its 'clientError': an unknown or lower-case method, headers over
- * its 16 KB limit, a malformed request line or body framing, a request too slow to arrive), as an
- * HTTP/1.1 message to write to the socket: the same statuses Node's own answer has (431, 408, else
- * 400), as problem+json. Nothing of the request was read as a request, so no request id is kept.
+ * its limit, a malformed request line or body framing, a request too slow to arrive), as an
+ * HTTP/1.1 message to write to the socket: the statuses of Node's own answer (431, 413 for chunk
+ * extensions over its limit, 408, else 400), as problem+json. The request id is the request's own
+ * when its headers were read (an error in its body), else a new one.
  */
-export function clientErrorAnswer(errorCode: string | undefined): string {
+export function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: string | null): string {
   const [code, detail]: [ProblemCode, string] =
     errorCode === 'HPE_HEADER_OVERFLOW' ? ['request_header_fields_too_large', 'The request\'s headers are larger than this server reads.']
-      : errorCode === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['request_timeout', 'The request did not arrive in time.']
-        : ['invalid_request', 'This is not a valid HTTP/1.1 request (its method, request line, headers or body framing).'];
+      : errorCode === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? ['payload_too_large', 'The body\'s chunk extensions are larger than this server reads.']
+        : errorCode === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['request_timeout', 'The request did not arrive in time.']
+          : ['invalid_request', 'This is not a valid HTTP/1.1 request (its method, request line, headers or body framing).'];
   const [status, title] = PROBLEM_CATALOG[code];
-  const requestId = acceptRequestId(null);
+  const requestId = acceptRequestId(requestIdHeader);
   const body = JSON.stringify({ type: `/docs#problem-${code}`, title, status, detail, code, requestId });
   log.child({ requestId }).info({ status, parserError: errorCode?.slice(0, 64) }, 'request');
-  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/problem+json\r\nCache-Control: no-store\r\n` +
-    `X-Request-Id: ${requestId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const headers = { 'content-type': 'application/problem+json', 'cache-control': 'no-store', ...HEADERS_OF_EVERY_ANSWER, 'x-request-id': requestId,
+    'content-length': String(Buffer.byteLength(body)), connection: 'close' };
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`;
 }
 
 let installed = false;
@@ -59,7 +75,8 @@ let installed = false;
  * `next start` and `next dev` serve through a `node:http` Server, whose parser hands each request to
  * the server's 'request' event and each refusal to its 'clientError' event; this wraps both events
  * for every such server of the process, once. Every other request goes on to Next untouched, at
- * the cost of one set lookup.
+ * the cost of a method check. (Installed when Next runs instrumentation.ts, a moment after the
+ * port opens: a request in that moment gets Next's or Node's own answer.)
  */
 export function answerBeforeNext(): void {
   if (installed) return;
@@ -75,10 +92,15 @@ export function answerBeforeNext(): void {
       }
     }
     if (event === 'clientError') {
-      const [error, socket] = args as [NodeJS.ErrnoException, Duplex & { _httpMessage?: http.ServerResponse | null }];
-      // As Node's own answer: only while no response of this connection has begun (a pipelined
-      // request's answer must not be cut into), and never to a peer that is gone.
-      if (error.code !== 'ECONNRESET' && socket.writable && !socket._httpMessage?.headersSent) socket.write(clientErrorAnswer(error.code));
+      const [error, socket] = args as [NodeJS.ErrnoException, Duplex & { _httpMessage?: (http.ServerResponse & { _headerSent?: boolean }) | null }];
+      // Written when Node's own default (socketOnError in node's lib/_http_server.js) writes its
+      // answer: the socket writable, and no answer of this connection begun on the wire (a
+      // pipelined request's answer must not be cut into).
+      const inFlight = socket._httpMessage;
+      if (socket.writable && !inFlight?._headerSent) {
+        const header = inFlight?.req?.headers['x-request-id'];
+        socket.write(clientErrorAnswer(error.code, typeof header === 'string' ? header : null));
+      }
       socket.destroy(error);
       return true;
     }

@@ -41,7 +41,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string, extraHeaders = ''): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string, extraHeaders = '', rawBody = ''): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; header: (name: string) => string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -65,9 +65,10 @@ function rawRequest(port: number, method: string, pathname: string, extraHeaders
         body = decoded;
       }
       // No answer at all (the connection closed): status 0.
-      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), body });
+      resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), header, body });
     });
-    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extraHeaders}Connection: close\r\n\r\n`);
+    // One write, so the parser reads the request and any malformed body in one pass.
+    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extraHeaders}Connection: close\r\n\r\n${rawBody}`);
   });
 }
 
@@ -196,10 +197,19 @@ describe.each([
       ['PROPFIND', '/api/health'], ['QUERY', '/api/me'], ['PURGE', '/api/webhooks/subscription-billing'],
       ['TRACK', '/api/wallet-link'], ['FOO', '/api/health'], ['get', '/api/health'], ['GET', '/api/health', `x-big: ${'a'.repeat(20_000)}\r\n`],
       ['GET', '/api/health', 'content-length: 5\r\ntransfer-encoding: chunked\r\n'], ['CONNECT', '127.0.0.1:80']];
+    // Each answer made before Next carries what Next's own answers carry (next.config.mjs's headers).
+    const nextAnswer = await rawRequest(server.port, 'GET', '/api/no/such/path');
+    const sharedHeaders = ['x-content-type-options', 'referrer-policy', 'x-frame-options', 'content-security-policy'];
+    const expectedHeaders = Object.fromEntries(sharedHeaders.map((name) => [name, nextAnswer.header(name)]));
+    expect(Object.values(expectedHeaders).every(Boolean)).toBe(true);
     for (const [method, pathname, headers] of cases) {
       const answer = await rawRequest(server.port, method, pathname, headers);
       const body = answer.type === 'application/problem+json' ? (JSON.parse(answer.body) as { code: string; status: number; detail: string; requestId: string }) : undefined;
-      if (body) expect({ status: body.status, requestId: typeof body.requestId, detail: typeof body.detail }).toEqual({ status: answer.status, requestId: 'string', detail: 'string' });
+      if (body) {
+        expect({ status: body.status, requestId: answer.header('x-request-id'), detail: typeof body.detail, timing: answer.header('server-timing')?.startsWith('db;') })
+          .toEqual({ status: answer.status, requestId: body.requestId, detail: 'string', timing: true });
+        expect(Object.fromEntries(sharedHeaders.map((name) => [name, answer.header(name)]))).toEqual(expectedHeaders);
+      }
       answers.push(`${method}${headers ? ` (${headers.slice(0, 14)})` : ''} ${pathname}: ${answer.status} ${answer.type ?? '-'} ${body ? body.code : JSON.stringify(answer.body)} allow=${answer.allow ?? '-'}`);
     }
     const unrouted = 'application/problem+json method_not_allowed allow=GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE';
@@ -219,6 +229,16 @@ describe.each([
       'CONNECT 127.0.0.1:80: 0 - "" allow=-',
     ]);
     expect((await request('GET', '/api/health')).status).toBe(200);
+  });
+
+  it('answers a body Node\'s parser refuses after reading the headers with that request\'s id: 400, or 413 for chunk extensions over its limit', async () => {
+    const chunked = 'x-request-id: req-chunked-1\r\ntransfer-encoding: chunked\r\n';
+    const invalid = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', chunked, 'zz\r\n');
+    const oversized = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', chunked, `5;${'e'.repeat(20_000)}\r\nhello\r\n0\r\n\r\n`);
+    for (const [answer, status, code] of [[invalid, 400, 'invalid_request'], [oversized, 413, 'payload_too_large']] as const) {
+      expect({ status: answer.status, type: answer.type, id: answer.header('x-request-id'), body: JSON.parse(answer.body) as unknown })
+        .toEqual({ status, type: 'application/problem+json', id: 'req-chunked-1', body: expect.objectContaining({ status, code, requestId: 'req-chunked-1' }) });
+    }
   });
 
   // Not what this service would choose (the route's own answer, or a problem+json 404; never a 3xx
