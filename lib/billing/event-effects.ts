@@ -254,9 +254,8 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   // Fields": https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields). Where
   // sandbox purchases grant nothing, so does an event that names no environment or another one: it
   // is no more known to be a real purchase than a sandbox one.
-  if (options.ignoreSandbox && environment?.toUpperCase() !== 'PRODUCTION') {
-    return ignored(environment?.toUpperCase() === 'SANDBOX' ? 'sandbox_ignored' : 'environment_unknown');
-  }
+  const environmentName = environment?.toUpperCase();
+  if (options.ignoreSandbox && environmentName !== 'PRODUCTION') return ignored(environmentName === 'SANDBOX' ? 'sandbox_ignored' : 'environment_unknown');
 
   if (type === 'TRANSFER') {
     const from = readIds(event.transferred_from);

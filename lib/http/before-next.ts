@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { log } from '../log.ts';
-import { ApiError, PROBLEM_CATALOG, problemResponse, type ProblemCode } from './problem.ts';
+import { ApiError, problemParts, type ProblemCode } from './problem.ts';
 import { acceptRequestId } from './request-id.ts';
 
 /**
@@ -24,26 +24,29 @@ const HEADERS_OF_EVERY_ANSWER: Readonly<Record<string, string>> = {
 };
 
 /** The methods Next hands to a route handler (its HTTP_METHODS); a request with any other never reaches one. */
-export const ROUTED_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
+const ROUTED_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const ROUTED = new Set(ROUTED_METHODS);
 
-/**
- * The answer to a request whose method Next does not route, or undefined for one it does. Next
- * answers such a request before any code of ours runs: TRACE with a bare `500 text/plain` (the
- * Fetch standard forbids it, so the `Request` Next builds throws), PROPFIND, QUERY, PURGE and the
- * other methods Node's parser knows with a bare 400. A client's mistake, so a 405 problem+json
- * here, with a request id and a log line like every other answer. No route is reached, so `Allow`
- * names what the server routes at all; OPTIONS on a path names the methods that path takes.
- */
-export function unroutedMethodResponse(method: string, path: string, requestIdHeader: string | null): Response | undefined {
-  if (ROUTED.has(method)) return undefined;
+/** A problem answered before Next: problemParts with the headers of every answer, and its log line. */
+function answerBeforeNextParts(code: ProblemCode, detail: string, headers: Record<string, string>, requestIdHeader: string | null, logged: Record<string, unknown>) {
   const requestId = acceptRequestId(requestIdHeader);
-  const response = problemResponse(new ApiError('method_not_allowed', {
-    detail: `This service does not answer ${method.slice(0, 32)} requests; use ${ROUTED_METHODS.join(', ')} (OPTIONS on a path names the ones it takes).`,
-    headers: { ...HEADERS_OF_EVERY_ANSWER, allow: ROUTED_METHODS.join(', '), 'x-request-id': requestId },
-  }), requestId);
-  log.child({ requestId }).info({ method: method.slice(0, 32), path: path.slice(0, 256), status: response.status }, 'request');
-  return response;
+  const parts = problemParts(new ApiError(code, { detail, headers: { ...HEADERS_OF_EVERY_ANSWER, ...headers, 'x-request-id': requestId } }), requestId);
+  log.child({ requestId }).info({ ...logged, status: parts.status }, 'request');
+  return { ...parts, headers: { ...parts.headers, 'content-length': String(Buffer.byteLength(parts.body)) } };
+}
+
+/**
+ * The answer to a request whose method Next does not route. Next answers such a request before any
+ * code of ours runs: TRACE with a bare `500 text/plain` (the Fetch standard forbids it, so the
+ * `Request` Next builds throws), PROPFIND, QUERY, PURGE and the other methods Node's parser knows
+ * with a bare 400. A client's mistake, so a 405 problem+json here, with a request id and a log line
+ * like every other answer. No route is reached, so `Allow` names what the server routes at all;
+ * OPTIONS on a path names the methods that path takes.
+ */
+function unroutedMethodAnswer(method: string, path: string, requestIdHeader: string | null) {
+  return answerBeforeNextParts('method_not_allowed',
+    `This service does not answer ${method.slice(0, 32)} requests; use ${ROUTED_METHODS.join(', ')} (OPTIONS on a path names the ones it takes).`,
+    { allow: ROUTED_METHODS.join(', ') }, requestIdHeader, { method: method.slice(0, 32), path: path.slice(0, 256) });
 }
 
 /**
@@ -53,18 +56,13 @@ export function unroutedMethodResponse(method: string, path: string, requestIdHe
  * extensions over its limit, 408, else 400), as problem+json. The request id is the request's own
  * when its headers were read (an error in its body), else a new one.
  */
-export function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: string | null): string {
+function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: string | null): string {
   const [code, detail]: [ProblemCode, string] =
     errorCode === 'HPE_HEADER_OVERFLOW' ? ['request_header_fields_too_large', 'The request\'s headers are larger than this server reads.']
       : errorCode === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? ['payload_too_large', 'The body\'s chunk extensions are larger than this server reads.']
         : errorCode === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['request_timeout', 'The request did not arrive in time.']
           : ['invalid_request', 'This is not a valid HTTP/1.1 request (its method, request line, headers or body framing).'];
-  const [status, title] = PROBLEM_CATALOG[code];
-  const requestId = acceptRequestId(requestIdHeader);
-  const body = JSON.stringify({ type: `/docs#problem-${code}`, title, status, detail, code, requestId });
-  log.child({ requestId }).info({ status, parserError: errorCode?.slice(0, 64) }, 'request');
-  const headers = { 'content-type': 'application/problem+json', 'cache-control': 'no-store', ...HEADERS_OF_EVERY_ANSWER, 'x-request-id': requestId,
-    'content-length': String(Buffer.byteLength(body)), connection: 'close' };
+  const { status, headers, body } = answerBeforeNextParts(code, detail, { connection: 'close' }, requestIdHeader, { parserError: errorCode?.slice(0, 64) });
   return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`;
 }
 
@@ -87,7 +85,8 @@ export function answerBeforeNext(): void {
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
       if (!ROUTED.has(request.method ?? '')) {
         const header = request.headers['x-request-id'];
-        void send(unroutedMethodResponse(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null)!, response);
+        const { status, headers, body } = unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null);
+        response.writeHead(status, headers).end(body);
         return true;
       }
     }
@@ -106,10 +105,4 @@ export function answerBeforeNext(): void {
     }
     return Reflect.apply(emit, this, [event, ...args]) as boolean;
   } as typeof emit;
-}
-
-async function send(answer: Response, response: http.ServerResponse): Promise<void> {
-  const body = await answer.text();
-  response.writeHead(answer.status, { ...Object.fromEntries(answer.headers), 'content-length': Buffer.byteLength(body) });
-  response.end(body);
 }

@@ -95,7 +95,8 @@ export function isProblemCode(value: string): value is ProblemCode {
   return Object.hasOwn(PROBLEM_CATALOG, value);
 }
 
-export function problemResponse(error: ApiError, requestId: string): Response {
+/** A problem's status, headers and JSON body: what problemResponse answers, for a writer without a Response. */
+export function problemParts(error: ApiError, requestId: string): { status: number; headers: Record<string, string>; body: string } {
   const [status, title] = PROBLEM_CATALOG[error.code];
   const body = {
     type: `/docs#problem-${error.code}`,
@@ -107,14 +108,20 @@ export function problemResponse(error: ApiError, requestId: string): Response {
     ...(error.options.errors ? { errors: error.options.errors } : {}),
     ...error.options.extra,
   };
-  return new Response(JSON.stringify(body), {
+  return {
     status,
     headers: {
       'content-type': 'application/problem+json',
       'cache-control': 'no-store',
       ...error.options.headers,
     },
-  });
+    body: JSON.stringify(body),
+  };
+}
+
+export function problemResponse(error: ApiError, requestId: string): Response {
+  const { status, headers, body } = problemParts(error, requestId);
+  return new Response(body, { status, headers });
 }
 
 // RFC 6750 3.1: a bearer token that was sent and refused is `invalid_token`, with a description;

