@@ -16,10 +16,10 @@ import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-
 import { measureBroadcastCost } from './bench/broadcasts.ts';
 import { cpuMsOf, postgresCpuMs } from './bench/cpu.ts';
 import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription } from '../tests/support/fake-revenuecat.ts';
-import { startLocalChain, type LocalChain, type SmartAccountHandle } from '../tests/support/local-chain.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../tests/support/next-server.ts';
-import { createDatabase, startPostgresServer, type PostgresServer } from '../tests/support/postgres-server.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription } from './support/fake-revenuecat.ts';
+import { startLocalChain, type LocalChain, type SmartAccountHandle } from './support/local-chain.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from './support/next-server.ts';
+import { createDatabase, startPostgresServer, type PostgresServer } from './support/postgres-server.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? 10);
 /**
@@ -930,7 +930,7 @@ console.log(`\n${table}\n\n${targetLines}\n\nwritten: bench-results/latest.json,
  */
 async function benchAtScale(): Promise<void> {
   const { FULL_SCALE, formatSeedReport, seedScale, seededSubscribers, validateSeed } = await import('./bench/seed-scale.ts');
-  const { loadFixture } = await import('../tests/billing/fixtures.ts');
+  const { buildSampleEvent } = await import('../lib/billing/sample-events.ts');
   const factor = Number(process.env.BENCH_SCALE ?? 1);
   const sizes = {
     billingEvents: Math.round(FULL_SCALE.billingEvents * factor), subscribers: Math.round(FULL_SCALE.subscribers * factor),
@@ -968,7 +968,7 @@ async function benchAtScale(): Promise<void> {
     // The same preparation on both: 2,000 customers bought (the empty database's existing
     // subscribers; warms both servers alike), GET /api/me's user (3 wallets, 2 entitlements, 50
     // leagues), and 1,000 more leagues.
-    const template = loadFixture('renewal').event;
+    const template = buildSampleEvent({ type: 'RENEWAL', user: 'template', now: new Date(), environment: 'PRODUCTION', period: null }).body.event;
     const runId = `scale-${Date.now()}`;
     const start = Date.now();
     type Customer = { appUserId: string; anonymousId: string | null; productId: string; store: string; originalTransactionId: string | null; entitlementIds: string[] };
@@ -976,7 +976,7 @@ async function benchAtScale(): Promise<void> {
       appUserId: crypto.randomUUID(), anonymousId: `$RCAnonymousID:${crypto.randomUUID().replace(/-/g, '')}`,
       productId: 'com.example.pro.monthly', store: 'APP_STORE', originalTransactionId: `${prefix}-otx-${index}`, entitlementIds: ['pro'],
     });
-    /** A RevenueCat event as the samples have it (~1.3 KB), for `who`, at `at`. */
+    /** A RevenueCat event as `npm run sample-event` makes it, for `who`, at `at`. */
     const billingBody = (type: 'INITIAL_PURCHASE' | 'RENEWAL', who: Customer, id: string, at: number) => JSON.stringify({
       api_version: '1.0',
       event: {

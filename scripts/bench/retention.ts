@@ -14,8 +14,7 @@ import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { describeSnapshot, trimSnapshot } from '../../lib/billing/snapshot.ts';
 import { subscriberResponseSchema } from '../../lib/revenuecat/subscriber.ts';
 import { MAINTENANCE_CALL_BUDGET_MS } from '../../lib/maintenance.ts';
-import { fixture } from '../../tests/billing/fixtures.ts';
-import { v1Entitlement, v1Subscription } from '../../tests/support/fake-revenuecat.ts';
+import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
 
 const DAY = 86_400_000;
 const SNAPSHOTS = 1_500;
@@ -90,10 +89,15 @@ export async function benchBusyCustomer(connectionString: string, now: Date): Pr
     const tailEvents = await tail();
 
     // A cancellation generated among the last refreshes, delivered after all of them.
-    const late = fixture('cancellation-unsubscribe', {
-      id: randomUUID(), app_user_id: user, original_app_user_id: user, aliases: [user], product_id: product, entitlement_ids: ['pro'],
-      event_timestamp_ms: from + (SNAPSHOTS - 50) * 1000 + 500, purchased_at_ms: start, expiration_at_ms: start + 30 * DAY,
-    });
+    const late = {
+      api_version: '1.0',
+      event: {
+        type: 'CANCELLATION', cancel_reason: 'UNSUBSCRIBE', store: 'APP_STORE', environment: 'PRODUCTION', period_type: 'NORMAL',
+        id: randomUUID(), app_user_id: user, original_app_user_id: user, aliases: [user], product_id: product, entitlement_ids: ['pro'],
+        transaction_id: '2000000812345678', original_transaction_id: '2000000812345678',
+        event_timestamp_ms: from + (SNAPSHOTS - 50) * 1000 + 500, purchased_at_ms: start, expiration_at_ms: start + 30 * DAY,
+      },
+    };
     const began = performance.now();
     await client.query('select public.record_billing_event($1, $2, $3)', [late, describeEventEffects(late.event, now), 'none']);
     const lateEventMs = performance.now() - began;

@@ -16,7 +16,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
+import { createDatabase, startPostgresServer } from '../support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
 import { DAY_MS, recordRenewal, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 

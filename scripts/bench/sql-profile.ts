@@ -14,7 +14,7 @@
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { createDatabase, startPostgresServer } from '../../tests/support/postgres-server.ts';
+import { createDatabase, startPostgresServer } from '../support/postgres-server.ts';
 import { postgresCpuMs } from './cpu.ts';
 
 export interface FunctionStat {

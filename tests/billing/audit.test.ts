@@ -5,7 +5,7 @@ import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import {

@@ -8,7 +8,7 @@ import { explainSubscriber, explanationLines, periodWords } from '../../lib/bill
 import { subscriberExplanationSchema } from '../../lib/openapi/responses.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { DAY_MS, T0 } from './fixtures.ts';
 import { apple, billingEvent, day, deliver, flowSettings, MONTHLY, purchase, refund, renewal, transfer, YEARLY } from './support.ts';

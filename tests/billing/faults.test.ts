@@ -4,7 +4,7 @@ import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
-import { startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
+import { startPostgresServer, type PostgresServer } from '../../scripts/support/postgres-server.ts';
 import type { RouteResponse } from '../support/http.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
   apple, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, flowSettings, isoDay, isSnapshotItem, LIFETIME,
   MONTHLY, play, purchase, receivedAt, refund, renewal, snapshot, transfer, YEARLY, type ExpectedState, type FlowItem } from './support.ts';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
   billingIssue, cancellation, day, deliverFlowItem, entitlementsOf, event, expiration, flowSettings, LIFETIME, MONTHLY, play, purchase, refund, snapshot,
   trial, type FlowItem } from './support.ts';

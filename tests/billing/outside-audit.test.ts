@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
   apple, billingEvent, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME,
   MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem, flowSettings } from './support.ts';

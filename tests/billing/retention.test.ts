@@ -12,7 +12,7 @@ import { runMigrations } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 import { billingEvent, day, deliver, entitlementsOf, eventRow } from './support.ts';
 
 /**

@@ -6,7 +6,7 @@ import { ConfigError, loadConfig } from '../../lib/config.ts';
 import { fetchV2Customer, RevenueCatV2Error } from '../../lib/revenuecat/v2.ts';
 import { suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { day, deliver, entitlementsOf, event, flowSettings, isoDay, LIFETIME, MONTHLY } from './support.ts';

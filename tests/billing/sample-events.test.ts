@@ -13,7 +13,7 @@ import { buildSampleEvent, SAMPLE_EVENT_TYPES, type SamplePeriod } from '../../l
 import { billingWebhookBodySchema } from '../../lib/billing/webhook-body.ts';
 import { suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
 import { testUser } from '../support/tokens.ts';
 

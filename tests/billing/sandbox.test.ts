@@ -5,7 +5,7 @@ import { syncSubscriber } from '../../lib/billing/sync.ts';
 import { getConfig } from '../../lib/config.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { billingEvent, day, deliver, entitlementsOf, eventRow, WEBHOOK_AUTHORIZATION } from './support.ts';
 
 /**

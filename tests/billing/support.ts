@@ -8,7 +8,7 @@ import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
 import type { TestDatabase } from '../support/databases.ts';
-import type { FakeCustomer, FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import type { FakeCustomer, FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { DAY_MS, T0, fixture } from './fixtures.ts';

@@ -5,7 +5,7 @@ import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { MAX_SYNCS_AFTER_WEBHOOKS, requireRevenueCat, sweepBillingSync } from '../../lib/billing/sync.ts';
 import { MAX_SUBSCRIBER_BYTES } from '../../lib/revenuecat/client.ts';
 import { callRoute } from '../support/http.ts';

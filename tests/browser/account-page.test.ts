@@ -8,8 +8,8 @@ import { base58 } from '@scure/base';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { hexToString, type Hex } from 'viem';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { startLocalChain, type LocalChain } from '../support/local-chain.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { startLocalChain, type LocalChain } from '../../scripts/support/local-chain.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * The account page in a real browser (Debian's Chromium driven by playwright-core) against the

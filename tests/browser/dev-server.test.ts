@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { contentSecurityPolicy } from '../../lib/web/content-security-policy.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 
 describe('the pages\' Content-Security-Policy by mode', () => {
   it('stays strict in a production build: styles only with the nonce, no eval', () => {

@@ -10,7 +10,7 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { localUserIdFor } from '../../lib/web/session-cookie.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * The account page follows the account without a reload, in Chromium against the production build

@@ -8,7 +8,7 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * The account page with Supabase configured: the browser signs in with supabase-js against a

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ensureProductionBuild } from '../support/next-server.ts';
+import { ensureProductionBuild } from '../../scripts/support/next-server.ts';
 
 /**
  * What a deployed function carries: Vercel packages each route with the files its trace

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envSchema } from '../../lib/config.ts';
-import { freePort } from '../support/postgres-server.ts';
-import { ensureProductionBuild, startNextServer } from '../support/next-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
+import { ensureProductionBuild, startNextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * What an operator and a caller see when a deployment is started with an incomplete configuration,

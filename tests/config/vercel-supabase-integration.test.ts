@@ -11,7 +11,7 @@ import { withLibpqSslModes } from '../../lib/db/postgres.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { createDatabase, startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
+import { createDatabase, startPostgresServer, type PostgresServer } from '../../scripts/support/postgres-server.ts';
 
 /** Every variable the service reads, unset, so nothing from the test's own environment leaks in. */
 const NOTHING = Object.fromEntries(Object.keys(envSchema.shape).map((name) => [name, undefined]));

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
-import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
+import { v1Entitlement, v1Subscription } from '../../scripts/support/fake-revenuecat.ts';
 import { evmWallet, solanaWallet, type TestWallet } from '../wallets/wallets.ts';
 import { buildContract, HTTP_METHODS, parseEventStream, type Contract, type Observed, type OpenApiDocument } from './contract.ts';
 import { mutationOf, valueOf } from './generate.ts';

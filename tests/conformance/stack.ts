@@ -4,15 +4,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { mintDevToken, type DevTokenOptions } from '../../lib/auth/dev-key.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 /**
  * What the conformance suite talks to: the production server (`next build` + `next start`) over
  * real HTTP on loopback, on its own database in the test run's real Postgres server, with every
  * route switched on: random webhook, cron and admin secrets, and RevenueCat's REST API played by
- * the local stand-in (tests/support/fake-revenuecat.ts). Session tokens are real ES256 dev-key
+ * the local stand-in (scripts/support/fake-revenuecat.ts). Session tokens are real ES256 dev-key
  * tokens (LOCAL_DEV=1 with Postgres, as the reliability suite runs).
  */
 export interface ConformanceStack {

@@ -8,14 +8,14 @@ import { deliverLeagues, deliverNow, linkWallet, unlinkWallet, type User } from 
 import { asRole, asUser, userClaims } from '../support/app-reads.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
 /**
  * Live updates from the database: on a database shaped like Supabase's, with Realtime's schema
- * (tests/support/supabase-realtime.ts; Realtime delivers what lands in realtime.messages when the
+ * (scripts/support/supabase-realtime.ts; Realtime delivers what lands in realtime.messages when the
  * transaction commits), a change to what a user reads in GET /api/me sends ONE private broadcast
  * `account_changed` to their topic `user:<id>` per transaction, whatever it took (a refold, a league
  * snapshot rewriting its members), and none to anyone else; the policy lets a user receive their own

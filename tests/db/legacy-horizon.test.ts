@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 /**
  * billing_legacy_horizon (20261126000500_flat_cost_at_scale.sql): a new id's history is looked for

@@ -6,13 +6,13 @@ import path from 'node:path';
 import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
 import { LEDGER_SQL, runMigrations, splitStatements } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 import { inject } from 'vitest';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { REALTIME_SQL } from '../support/supabase-realtime.ts';
+import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();

@@ -7,7 +7,7 @@ import { DbError } from '../../lib/db/errors.ts';
 import { runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { clientSession, DATABASE_WAITS, openPostgres } from '../../lib/db/postgres.ts';
 import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 /**
  * The Postgres adapter as Supabase's transaction-mode pooler needs it (no state left on a server

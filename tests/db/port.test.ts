@@ -9,7 +9,7 @@ import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openSupabase } from '../../lib/db/supabase.ts';
 import { buildFunctionCall, withLiteralValues } from '../../lib/db/sql-call.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 
 describe('building the SQL call', () => {
   it('uses named arguments and placeholders, objects as JSON text', () => {

@@ -18,8 +18,8 @@ import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet } from '../..
 import { seedScale, seededSubscribers, validateSeed, type ScaleSizes, type SeededSubscriber } from '../../scripts/bench/seed-scale.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { REALTIME_SQL } from '../support/supabase-realtime.ts';
-import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
+import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
+import { v1Entitlement, v1Subscription } from '../../scripts/support/fake-revenuecat.ts';
 import {
   autoExplainOptions, distinctPlans, findSequentialScans, parseAutoExplainNotice, relationSizes, wholeReads,
   type CapturedPlan, type PlanNode, type RelationSize,

@@ -15,7 +15,7 @@ import { log } from '../../lib/log.ts';
 import { DATABASE_KINDS, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 const files = readMigrationFiles();
 

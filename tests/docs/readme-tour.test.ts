@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_USER } from '../../lib/auth/dev-user.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * The README's quick tour, run as a newcomer runs it: every command of its blocks exactly as

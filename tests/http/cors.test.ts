@@ -10,8 +10,8 @@ import { ConfigError, loadConfig, parseCorsOrigins } from '../../lib/config.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 
 const FRONTEND = 'https://app.example.com';
 

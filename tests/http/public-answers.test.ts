@@ -10,7 +10,7 @@ import { defineRoute, toApiError } from '../../lib/http/route.ts';
 import type { Logger } from '../../lib/log.ts';
 import { suiteDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { operatorDetailIn, SETTING_NAMES } from '../support/public-answers.ts';
 import { testUser } from '../support/tokens.ts';

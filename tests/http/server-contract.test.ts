@@ -7,7 +7,7 @@ import { mintDevToken } from '../../lib/auth/dev-key.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 
 /**
  * The HTTP contract as a client meets it on the production server (`next build` + `next start`),

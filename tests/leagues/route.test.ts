@@ -7,7 +7,7 @@ import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteRequest } from '../support/http.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 import { at, delivery, freshSource, issueBody, league, members, storedLeagues, tableCounts } from './fixtures.ts';
 
 const SECRET = 'leagues-secret-current-0123456789';

@@ -22,7 +22,7 @@ import { suiteDatabase } from '../support/databases.ts';
 import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 

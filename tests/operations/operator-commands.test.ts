@@ -11,10 +11,10 @@ import { migrationTarget } from '../../lib/db/migrate.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
 import { suiteDatabase } from '../support/databases.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { DEPLOYMENT_SETTINGS } from '../support/env.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 
 /**
  * The operator commands (`npm run status`, `billing:explain`, `billing:sync`, `billing:rebuild`,

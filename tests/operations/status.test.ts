@@ -17,7 +17,7 @@ import { customersWaitingInAnOldMonth, deliver, flowSettings, purchase } from '.
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, openTestDatabase, suiteDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 
 /**

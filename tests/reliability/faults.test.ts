@@ -4,7 +4,7 @@ import { newTally, runWorkers, send, sleep, type Answer } from './client.ts';
 import { billingOutcome, leaguesDelivery, leaguesOutcome, purchaseEvent, type BillingDelivery, type LeaguesDelivery } from './events.ts';
 import { scanLogs, startStack, type ReliabilityStack } from './stack.ts';
 import { recordLogScan, recordScenario } from './summary.ts';
-import { isAlive } from '../support/next-server.ts';
+import { isAlive } from '../../scripts/support/next-server.ts';
 
 /**
  * Faults under a running production server:

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureProductionBuild } from '../support/next-server.ts';
+import { ensureProductionBuild } from '../../scripts/support/next-server.ts';
 import { formatSummary, readJsonLines, type LogScan, type ScenarioRow } from './summary.ts';
 
 /**

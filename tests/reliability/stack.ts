@@ -5,9 +5,9 @@ import path from 'node:path';
 import pg from 'pg';
 import { devKeyPath, mintDevToken, type DevTokenOptions } from '../../lib/auth/dev-key.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../support/next-server.ts';
-import { createDatabase, startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { createDatabase, startPostgresServer, type PostgresServer } from '../../scripts/support/postgres-server.ts';
 
 /**
  * What every reliability file runs against: its own real Postgres server (so stopping it disturbs

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import { fixture } from '../billing/fixtures.ts';
-import { v1Entitlement, v1Subscription } from '../support/fake-revenuecat.ts';
+import { v1Entitlement, v1Subscription } from '../../scripts/support/fake-revenuecat.ts';
 import { newTally, runWorkers, send } from './client.ts';
 import { scanLogs, startStack, type ReliabilityStack } from './stack.ts';
 import { recordLogScan, recordScenario } from './summary.ts';

@@ -14,7 +14,7 @@ import { billingEvent, deliver } from '../billing/support.ts';
 import { delivery, freshSource, league, member } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../support/fake-revenuecat.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';

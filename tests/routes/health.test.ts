@@ -5,7 +5,7 @@ import { closeDatabase } from '../../lib/db/index.ts';
 import { DATABASE_KINDS, useTestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 
 describe('GET /api/health', () => {
   afterAll(() => closeDatabase());

@@ -1,4 +1,4 @@
-import { testContracts } from '../support/evm-contracts.ts';
+import { testContracts } from '../../scripts/support/evm-contracts.ts';
 
 /**
  * Compile the test contracts once before the suites start (about 10 s on a fresh clone, a file read

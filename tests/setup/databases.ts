@@ -5,8 +5,8 @@ import type { TestProject } from 'vitest/node';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
-import { createDatabase, startPostgresServer } from '../support/postgres-server.ts';
-import { REALTIME_SQL } from '../support/supabase-realtime.ts';
+import { createDatabase, startPostgresServer } from '../../scripts/support/postgres-server.ts';
+import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
 
 declare module 'vitest' {
   interface ProvidedContext {

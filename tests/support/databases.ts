@@ -7,7 +7,7 @@ import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { createDatabase } from './postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 export type DatabaseKind = 'pglite' | 'postgres';
 /**
@@ -33,7 +33,7 @@ export interface TestDatabase {
 }
 
 export interface TestDatabaseOptions {
-  /** Supabase Realtime's schema too (tests/support/supabase-realtime.ts), made before the migrations. */
+  /** Supabase Realtime's schema too (scripts/support/supabase-realtime.ts), made before the migrations. */
   realtime?: boolean;
 }
 

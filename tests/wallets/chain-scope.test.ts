@@ -13,7 +13,7 @@ import type { WalletLink, WalletProofKind } from '../../lib/wallets/links.ts';
 import { parseChallengeRequest } from '../../lib/wallets/schemas.ts';
 import { issueChallenge, listWalletLinks } from '../../lib/wallets/service.ts';
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
-import { createDatabase } from '../support/postgres-server.ts';
+import { createDatabase } from '../../scripts/support/postgres-server.ts';
 import { evmWallet } from './wallets.ts';
 
 /**

@@ -15,16 +15,16 @@ import { buildContract, type OpenApiDocument } from '../conformance/contract.ts'
 import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
-import { startLocalChain, startRpcProxy, type LocalChain, type RpcProxy, type SmartAccountHandle } from '../support/local-chain.ts';
+import { startLocalChain, startRpcProxy, type LocalChain, type RpcProxy, type SmartAccountHandle } from '../../scripts/support/local-chain.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from './wallets.ts';
 
 /**
  * Smart-contract wallets over real HTTP, against a real EVM: two anvil chains on loopback ports
  * (31337 and 31338, as two networks such as Ethereum and Base), each with the OpenZeppelin-based
- * SmartAccount and its factory (tests/contracts/SmartAccount.sol) and the attacker's factory
- * (tests/contracts/HostileFactory.sol) deployed at the same addresses. The service reaches each
- * chain through a counting proxy (tests/support/local-chain.ts) that can also fail on demand,
+ * SmartAccount and its factory (scripts/support/contracts/SmartAccount.sol) and the attacker's factory
+ * (scripts/support/contracts/HostileFactory.sol) deployed at the same addresses. The service reaches each
+ * chain through a counting proxy (scripts/support/local-chain.ts) that can also fail on demand,
  * configured as its RPC in WALLET_EVM_RPC_URLS. Every signature is made by a real key: the account
  * owner's ERC-7739 signature, as a smart wallet answers personal_sign, wrapped in ERC-6492 while the
  * account is not deployed. The second chain lets an eth_call spend up to a billion gas, as RPC

@@ -8,7 +8,7 @@ import { DEV_USER, localUserIdFor } from '../../lib/auth/dev-user.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { freePort } from '../support/postgres-server.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
 
 /**

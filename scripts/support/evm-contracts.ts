@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Abi, Hex } from 'viem';
 
 /**
- * The test contracts (tests/contracts/*.sol), compiled from source with solc-js (the `solc` npm
+ * The test contracts (scripts/support/contracts/*.sol), compiled from source with solc-js (the `solc` npm
  * package: the Solidity compiler built to WebAssembly, nothing downloaded) against
  * @openzeppelin/contracts from npm. Compiling takes about 10 s, so the output is cached under
  * node_modules/.cache, keyed by everything that decides it: the sources, every file they import,
@@ -20,7 +20,7 @@ export interface CompiledContract {
 export type TestContracts = Record<'SmartAccount' | 'SmartAccountFactory' | 'HostileFactory', CompiledContract>;
 
 const ROOT = process.cwd();
-const SOURCES = ['tests/contracts/SmartAccount.sol', 'tests/contracts/HostileFactory.sol'];
+const SOURCES = ['scripts/support/contracts/SmartAccount.sol', 'scripts/support/contracts/HostileFactory.sol'];
 const SETTINGS = {
   optimizer: { enabled: true, runs: 200 },
   // Anvil's default hardfork runs it (PUSH0, MCOPY); no chain ever sees these contracts.

@@ -7,7 +7,7 @@ pragma solidity ^0.8.27;
 // the personal_sign hash nested in an EIP-712 `PersonalSign` under THIS account's domain, so one
 // owner's signature for account A can never be replayed as account B's.
 //
-// Only the tests use these contracts (tests/support/evm compiles them with solc-js from npm and
+// Only the tests use these contracts (scripts/support/evm-contracts.ts compiles them with solc-js from npm and
 // deploys them on a local anvil chain); nothing here is deployed anywhere.
 
 import {Account} from "@openzeppelin/contracts/account/Account.sol";

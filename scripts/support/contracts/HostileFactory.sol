@@ -6,7 +6,7 @@ pragma solidity ^0.8.27;
 // asks the new account `isValidSignature`. These accounts make that question expensive to answer:
 // one reverts with as much data as the call's gas can pay for, the other never stops working.
 //
-// Only the tests use these contracts (tests/support/evm-contracts.ts compiles them with solc-js and
+// Only the tests use these contracts (scripts/support/evm-contracts.ts compiles them with solc-js and
 // deploys the factory on a local anvil chain); nothing here is deployed anywhere.
 
 /// `isValidSignature` reverts with `revertBytes` zero bytes, or (0) spends all the gas it is given.

@@ -22,7 +22,7 @@ import { testContracts } from './evm-contracts.ts';
 /**
  * A real EVM for the tests: anvil (Foundry's node, the binary shipped in the npm package
  * @foundry-rs/anvil-<platform>) on a loopback port, with the test contracts deployed: the
- * SmartAccountFactory of tests/contracts/SmartAccount.sol. It starts in well under a second.
+ * SmartAccountFactory of scripts/support/contracts/SmartAccount.sol. It starts in well under a second.
  */
 export interface LocalChain {
   chainId: number;
@@ -32,7 +32,7 @@ export interface LocalChain {
   url: string;
   client: PublicClient;
   factory: Address;
-  /** tests/contracts/HostileFactory.sol: ERC-6492 "factories" that make the validator's eth_call expensive. */
+  /** scripts/support/contracts/HostileFactory.sol: ERC-6492 "factories" that make the validator's eth_call expensive. */
   hostileFactory: Address;
   /** A smart account owned by `owner` (a new salt each call unless given); not deployed until `deploy()`. */
   smartAccount(owner: PrivateKeyAccount, salt?: Hex): Promise<SmartAccountHandle>;
