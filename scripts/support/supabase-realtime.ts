@@ -83,3 +83,14 @@ grant select, insert, update on realtime.messages to anon, authenticated, servic
 grant execute on all functions in schema realtime to anon, authenticated, service_role;
 alter table realtime.messages owner to supabase_realtime_admin;
 `;
+
+/**
+ * What Supabase grants on everything new in `public` (its default privileges for the role that
+ * migrates): every API role gets every right unless a migration takes it away. A database with
+ * these shows a missing `revoke` that a plain Postgres would hide.
+ */
+export const SUPABASE_DEFAULT_PRIVILEGES_SQL = /* sql */ `
+alter default privileges in schema public grant all on tables to anon, authenticated, service_role;
+alter default privileges in schema public grant all on functions to anon, authenticated, service_role;
+alter default privileges in schema public grant all on sequences to anon, authenticated, service_role;
+`;

@@ -1,0 +1,1453 @@
+-- Billing, the fold: what a subscriber group is entitled to, decided from its events in event-time
+-- order whatever order they arrived in. public.record_billing_event is the webhook's one call: it
+-- logs the event and applies it, through the in-order shortcut when the event is the group's newest,
+-- or by folding the group again from its checkpoint when it is not. The rules of each event type are
+-- in lib/billing/event-effects.ts (the plan) and public.billing_apply_event (its effect on the rows);
+-- docs/billing.md states them with their sources.
+
+-- One row per source of an entitlement: (subscriber, entitlement, source).
+create table public.entitlements (
+  app_user_id text not null check (char_length(app_user_id) between 1 and 256),
+  entitlement_id text not null check (char_length(entitlement_id) between 1 and 256),
+  -- The product that grants it (null: the events named none; they share one row).
+  product_id text,
+  -- Which source of the entitlement this row is, as a key of bounded size (public.billing_source_key).
+  source_key text not null,
+  status text not null check (status in (
+    'active', 'cancelled_active', 'temporary', 'grace', 'billing_issue', 'paused', 'expired', 'refunded', 'transferred'
+  )),
+  will_renew boolean not null,
+  -- null = never expires (lifetime).
+  expires_at timestamptz,
+  grace_expires_at timestamptz,
+  pending_product_id text,
+  store text,
+  environment text,
+  period_type text,
+  original_transaction_id text,
+  transaction_id text,
+  period_purchased_at timestamptz,
+  auto_resume_at timestamptz,
+  last_event_id text not null,
+  last_event_at timestamptz not null,
+  updated_at timestamptz not null default now(),
+  primary key (app_user_id, entitlement_id, source_key),
+  -- When the grant that began the row's current period happened (event time): orders the products
+  -- of one subscription lineage. Not the purchase time: Stripe reports the product a subscription
+  -- changed to with the subscription's original start (t0), even in a later period.
+  granted_at timestamptz,
+  -- Where the row's state came from: a webhook event, or a snapshot of RevenueCat's own record
+  -- (lib/billing/sync.ts); and when a snapshot last confirmed it.
+  origin text not null default 'webhook' check (origin in ('webhook', 'sync')),
+  synced_at timestamptz,
+  -- Until when the row grants access ('infinity': forever; '-infinity': not at all). THE rule for
+  -- "grants": the API's `active` and effective status, the row shown, and every guard below read it.
+  grants_until timestamptz generated always as (
+    case
+      when status in ('active', 'cancelled_active', 'temporary', 'billing_issue') then coalesce(expires_at, 'infinity')
+      when status = 'grace' then coalesce(greatest(expires_at, grace_expires_at), 'infinity')
+      else '-infinity'
+    end
+  ) stored
+)
+-- Every billing event updates a row here: room on its page for the new version keeps the update
+-- HOT (no index entry to add).
+with (fillfactor = 90);
+alter table public.entitlements enable row level security;
+revoke all on table public.entitlements from public, anon, authenticated;
+-- Which known subscribers the sweep has already enqueued because their access ends soon or they
+-- were never synced is told by billing_sync_queue and entitlements.synced_at; this index finds
+-- rows that grant for a while by the end of their access.
+create index entitlements_grants_until_idx on public.entitlements (grants_until)
+  where status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace');
+-- `npm run billing:sync -- --all` walks the subscribers in "C" order and saves its place to resume
+-- a later run: an index in that order.
+create index entitlements_app_user_id_c_idx on public.entitlements (app_user_id collate "C")
+  where status <> 'transferred';
+grant select (app_user_id, entitlement_id, source_key, product_id, pending_product_id, status, will_renew, expires_at,
+              grace_expires_at, store, environment, period_type, last_event_at, synced_at, grants_until)
+  on public.entitlements to authenticated;
+grant select (app_user_id, entitlement_id, grants_until) on public.entitlements to supabase_auth_admin;
+
+-- Groups and their watermark: each id RevenueCat named, the group its events are folded with, and
+-- on the group's own row what the fold has reached.
+create table public.billing_subscribers (
+  app_user_id text primary key check (char_length(app_user_id) between 1 and 256),
+  -- The group this id's events are folded with, named by one of its ids (whose row has group_id = app_user_id).
+  group_id text not null,
+  -- On the group's own row: the sort key (public.billing_sort_key) of the last event folded.
+  folded_key text,
+  -- The id that holds this id's rows when RevenueCat named both as one customer (a merge: legacy
+  -- aliasing, an anonymous id): GET /api/me of either shows them. Null: it holds its own.
+  customer_id text,
+  -- Checkpoints, per subscriber id: the sort key they were taken at, the id's entitlement rows then
+  -- (as JSON, without the generated column), and the id its rows were merged into (customer_id) then.
+  base_key text,
+  base_rows jsonb,
+  base_customer text,
+  -- On a group's own row: how many of its events a fold replays (those after the checkpoints), and
+  -- when the oldest of them was received (null: none; retention drops a month only when every group
+  -- with such an event received in it has been checkpointed past it).
+  tail_events integer not null default 0,
+  pending_since timestamptz
+)
+-- Every billing event updates its group's row: room on the page keeps the update HOT.
+with (fillfactor = 90);
+alter table public.billing_subscribers enable row level security;
+create index billing_subscribers_group_idx on public.billing_subscribers (group_id);
+create index billing_subscribers_customer_idx on public.billing_subscribers (customer_id)
+  where customer_id is not null;
+create index billing_subscribers_pending_idx on public.billing_subscribers (pending_since) where pending_since is not null;
+revoke all on table public.billing_subscribers from public, anon, authenticated;
+-- What a signed-in user (through the select-own policies of 07_account.sql) and Supabase Auth's
+-- access-token hook may read.
+grant select (app_user_id, customer_id) on public.billing_subscribers to authenticated;
+grant select (app_user_id, customer_id) on public.billing_subscribers to supabase_auth_admin;
+
+-- A new customer's first event would look for events already filed under its ids in every month of
+-- the log (one index probe per partition). Only events recorded before groups existed can be: those
+-- without a plan, or filed under an id that has no group. Every later event gets both when it is
+-- recorded (and a rebuild locks the ids it files events under before it does), so the last receive
+-- time of those old events bounds where to look: nothing to look at on a database that never had
+-- any (null), the months up to it on one that did.
+create table public.billing_legacy_horizon (
+  id boolean primary key default true check (id),
+  received_before timestamptz
+);
+alter table public.billing_legacy_horizon enable row level security;
+revoke all on table public.billing_legacy_horizon from public, anon, authenticated;
+
+-- One row: on a database that had events before the log kept folds' keys, what was received before it.
+insert into public.billing_legacy_horizon (received_before) values (null) on conflict (id) do nothing;
+
+-- The row key of an event's source, of bounded size: (environment, store, product), or, for an
+-- event that names no product, (environment, store, its original transaction), so a product-less
+-- expiry never touches another purchase, and a refund on one store never ends what the same
+-- product id pays for on another. A JSON array, so no two different parts can spell the same key.
+create or replace function public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text)
+returns text
+language plpgsql
+immutable
+set search_path = ''
+as $$
+begin
+  return md5(jsonb_build_array(
+    upper(coalesce(p_environment, 'PRODUCTION')),
+    upper(coalesce(p_store, '')),
+    p_product_id,
+    case when p_product_id is null then coalesce(p_original_transaction_id, p_transaction_id) end
+  )::text);
+end;
+$$;
+revoke all on function public.billing_source_key(text,text,text,text,text) from public, anon, authenticated;
+grant execute on function public.billing_source_key(text,text,text,text,text) to service_role;
+
+-- The fold's step and the subscriber-group lock, planned once per connection (like the in-order
+-- shortcut in 20261127005000_billing_in_order_plans.sql).
+--
+-- Every event the in-order shortcut leaves to the fold (a new customer's first purchase, a merge, a
+-- late event) runs public.billing_lock_group and public.billing_apply_event. Five of their
+-- statements took an array of ids (`= any (...)`, or `unnest` with a lookup per element). Postgres
+-- planned four of them again on every call, and the fifth, the rows of the ids a merge moves, was
+-- read by a generic plan that scanned the table when the planner had no statistics yet and planned
+-- again on the other calls: together ~0.25 ms of a new customer's ~1.1 ms of Postgres CPU
+-- (pg_stat_statements with track_planning). Here each id is looked up by its own statement, whose
+-- generic plan is the plan, and the rename of a second group runs only when there is one. What they
+-- lock, in what order, and what they write are unchanged.
+--
+-- 4. Lock the groups of p_ids (an id without one stands for itself), join them into one, and
+-- return its name. Locks are taken in name order; a group merged away meanwhile is re-read and
+-- its successor locked too. Joining keeps the latest watermark (and, for ids seen for the first
+-- time, the latest event already filed under them: events recorded before groups existed).
+create or replace function public.billing_lock_group(p_ids text[])
+returns text
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_locked text[] := '{}';
+  v_groups text[];
+  v_known text[];
+  v_new text[];
+  v_group text;
+  v_key text;
+  v_tail integer;
+  v_pending timestamptz;
+  v_legacy timestamptz;
+  v_legacy_tail record;
+  v_id text;
+  v_seen text[];
+  v_known_key text;
+  v_known_tail integer;
+  v_known_pending timestamptz;
+begin
+  for i in 1..20 loop
+    -- Each id's group (an id without one stands for itself): one index lookup per id, each its own
+    -- statement (see the top of this file).
+    v_seen := '{}';
+    foreach v_id in array p_ids loop
+      select s.group_id into v_group from public.billing_subscribers s where s.app_user_id = v_id;
+      v_group := coalesce(v_group, v_id);
+      if v_group is null or not v_group = any (v_seen) then
+        v_seen := v_seen || v_group;
+      end if;
+    end loop;
+    v_groups := array(select g from unnest(v_seen) as g order by g collate "C");
+    exit when v_groups <@ v_locked;
+    foreach v_group in array v_groups loop
+      if not v_group = any (v_locked) then
+        perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
+        v_locked := v_locked || v_group;
+      end if;
+    end loop;
+  end loop;
+  if not v_groups <@ v_locked then
+    raise exception 'billing_group_busy' using errcode = 'PT503', detail = 'The subscriber group kept changing; retry.';
+  end if;
+
+  v_new := '{}';
+  foreach v_id in array p_ids loop
+    if not exists (select 1 from public.billing_subscribers s where s.app_user_id = v_id) then
+      v_new := v_new || v_id;
+    end if;
+  end loop;
+  -- The usual case: every id known, one group.
+  if cardinality(v_new) = 0 and cardinality(v_groups) = 1 then
+    return v_groups[1];
+  end if;
+  v_known := array(select g from unnest(v_groups) as g where not g = any (v_new) order by g collate "C");
+
+  -- Name the joined group after an existing group when there is one (fewer rows to rename).
+  v_group := coalesce(v_known[1], (select min(id collate "C") from unnest(v_new) as ids(id)));
+  -- The known groups' watermarks (the latest), tails (added up) and pending times (the oldest).
+  v_tail := 0;
+  foreach v_id in array v_known loop
+    select folded_key, tail_events, pending_since into v_known_key, v_known_tail, v_known_pending
+    from public.billing_subscribers where app_user_id = v_id;
+    v_key := greatest(v_key collate "C", v_known_key);
+    v_tail := v_tail + coalesce(v_known_tail, 0);
+    v_pending := least(v_pending, v_known_pending);
+  end loop;
+  -- Only events recorded before groups existed can be filed under an id that has no group: looked
+  -- for only in the months that can hold them, none on a database that never had any
+  -- (billing_legacy_horizon, 20261126000500_flat_cost_at_scale.sql).
+  if cardinality(v_new) > 0 then
+    select received_before into v_legacy from public.billing_legacy_horizon;
+    if v_legacy is not null then
+      select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") as key, count(*)::integer as n, min(e.received_at) as since
+      into v_legacy_tail
+      from public.billing_events e where e.subject_id = any (v_new) and e.received_at <= v_legacy;
+      v_key := greatest(v_key collate "C", v_legacy_tail.key);
+      v_tail := v_tail + v_legacy_tail.n;
+      v_pending := least(v_pending, v_legacy_tail.since);
+    end if;
+  end if;
+  -- (The joined group is named after the first known group: only a second one has rows to rename.)
+  if cardinality(v_known) > 1 then
+    update public.billing_subscribers set group_id = v_group, folded_key = null, tail_events = 0, pending_since = null
+    where group_id = any (v_known) and group_id <> v_group;
+  end if;
+  insert into public.billing_subscribers (app_user_id, group_id)
+  select distinct ids.id, v_group from unnest(v_new) as ids(id)
+  on conflict (app_user_id) do nothing;
+  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = v_pending where app_user_id = v_group;
+  return v_group;
+end;
+$$;
+revoke all on function public.billing_lock_group(text[]) from public, anon, authenticated;
+grant execute on function public.billing_lock_group(text[]) to service_role;
+
+-- 5. One step of the fold: apply one event's plan to the stored rows, as of the event's time.
+-- Returns {outcome: applied | stale | ignored, ownerId}. Called with the event's group locked.
+create or replace function public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamptz)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  c_granting constant text[] := array['active', 'cancelled_active', 'temporary', 'billing_issue', 'grace'];
+  v_period jsonb := coalesce(p_plan->'period', '{}'::jsonb);
+  v_environment text := p_plan->>'environment';
+  v_env_key text := upper(coalesce(p_plan->>'environment', 'PRODUCTION'));
+  v_store text := v_period->>'store';
+  v_source_key text := public.billing_source_key(p_plan->>'environment', v_period->>'store', v_period->>'productId',
+                                                  v_period->>'originalTransactionId', v_period->>'transactionId');
+  v_purchased timestamptz := (v_period->>'purchasedAt')::timestamptz;
+  v_period_expires timestamptz := (v_period->>'expiresAt')::timestamptz;
+  -- Where the event's period begins: whether a row "still grants" is judged there.
+  v_start timestamptz := coalesce((v_period->>'purchasedAt')::timestamptz, p_event_at);
+  v_move text := p_plan->>'move';
+  v_owner text;
+  v_moved text[];
+  v_moved_id text;
+  v_src public.entitlements%rowtype;
+  v_row public.entitlements%rowtype;
+  v_effect jsonb;
+  v_entitlement text;
+  v_action text;
+  v_renewal text;
+  v_status text;
+  v_status_from text[];
+  v_expires timestamptz;
+  v_new_period boolean;
+  v_found boolean;
+  v_applied integer := 0;
+  v_stale integer := 0;
+  v_granted text[] := '{}';
+  v_source jsonb;
+  v_key text;
+  v_keys text[] := '{}';
+  v_products text[] := '{}';
+begin
+  -- Owner: each candidate stands for its customer (the id RevenueCat's aliasing already merged it
+  -- into, whose rows hold the customer's state); the first of those that already holds rows (one
+  -- subscriber seen under two real ids keeps one state), else the first.
+  select coalesce(s.customer_id, c.id) into v_owner
+  from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) with ordinality as c(id, n)
+  left join public.billing_subscribers s on s.app_user_id = c.id
+  where exists (select 1 from public.entitlements e where e.app_user_id = coalesce(s.customer_id, c.id) and e.status <> 'transferred')
+  order by c.n
+  limit 1;
+  v_owner := coalesce(v_owner, (select s.customer_id from public.billing_subscribers s where s.app_user_id = p_plan->'ownerCandidates'->>0),
+                      p_plan->'ownerCandidates'->>0);
+  if v_owner is null then
+    return jsonb_build_object('outcome', 'ignored', 'ownerId', null);
+  end if;
+
+  -- Moves: the other ids' rows go to the owner (a merge: every row; a TRANSFER: the rows of its
+  -- environment, and of its store when it names one, leaving `transferred` rows behind). Where the
+  -- owner has a row of the same source, the one that grants longer stays (then the newer).
+  v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
+  -- The ids an event names stand for their customers: where one of them was merged into another
+  -- id, the rows are there (a TRANSFER's source customer; a merge joining two customers).
+  v_moved := v_moved || array(select distinct s.customer_id from public.billing_subscribers s
+                              where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
+                                and not s.customer_id = any (v_moved));
+  if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
+    -- One id at a time, in the order one statement over them all would take (see the top of this file).
+    foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved) as m order by 1) loop
+      for v_src in
+        select * from public.entitlements
+        where app_user_id = v_moved_id and status <> 'transferred'
+          and (v_move = 'merge' or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
+        order by entitlement_id collate "C", source_key
+        for update
+      loop
+        select * into v_row from public.entitlements
+        where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key
+        for update;
+        v_found := found;
+        if not v_found or (v_src.grants_until, v_src.last_event_at) > (v_row.grants_until, v_row.last_event_at) then
+          if v_found then
+            delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+          end if;
+          insert into public.entitlements (
+            app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
+            store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+            origin, synced_at, last_event_id, last_event_at
+          ) values (
+            v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
+            v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
+            v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
+            v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
+          );
+        end if;
+        if v_move = 'transfer' then
+          update public.entitlements
+          set status = 'transferred', will_renew = false, grace_expires_at = null, origin = 'webhook', last_event_id = p_event_id,
+              last_event_at = greatest(last_event_at, p_event_at), updated_at = now()
+          where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+        else
+          delete from public.entitlements
+          where app_user_id = v_src.app_user_id and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
+        end if;
+        v_applied := v_applied + 1;
+      end loop;
+    end loop;
+  end if;
+  -- One customer under several ids: every other real id it names (and whatever was merged into
+  -- them) reads the owner's rows from now on. (An anonymous id is never signed in as.)
+  if v_move = 'merge' and cardinality(v_moved) > 0 then
+    update public.billing_subscribers set customer_id = v_owner
+    where (app_user_id = any (v_moved) or customer_id = any (v_moved)) and app_user_id <> v_owner
+      and not starts_with(app_user_id, '$RCAnonymousID:') and customer_id is distinct from v_owner;
+    update public.billing_subscribers set customer_id = null where app_user_id = v_owner and customer_id is not null;
+  end if;
+
+  -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
+  -- time: each product it shows is written as it says, for the entitlements it maps to it and for
+  -- the owner's other rows of that product; rows of products it no longer shows stop granting.
+  -- Events after it in the fold still apply on top of it.
+  for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
+    v_key := public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId');
+    v_keys := v_keys || v_key;
+    v_products := v_products || (v_source->>'productId');
+    -- A purchase v1 lists that no entitlement points to (asEventsSaid; v1 shows, per entitlement,
+    -- only the purchase that lasts longest) may grant what earlier events said, or have been
+    -- refunded (v1 still lists it): its rows stay as the events left them. Any other is written as
+    -- the record says.
+    if not coalesce((v_source->>'asEventsSaid')::boolean, false) then
+      insert into public.entitlements (
+        app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
+        store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+        origin, synced_at, last_event_id, last_event_at
+      )
+      select v_owner, ids.id, v_source->>'productId', v_key, v_source->>'status', (v_source->>'willRenew')::boolean,
+             (v_source->>'expiresAt')::timestamptz, (v_source->>'graceExpiresAt')::timestamptz,
+             v_source->>'store', v_source->>'environment', v_source->>'periodType', v_source->>'transactionId',
+             (v_source->>'purchasedAt')::timestamptz, (v_source->>'autoResumeAt')::timestamptz, p_event_at,
+             'sync', p_event_at, p_event_id, p_event_at
+      from jsonb_array_elements_text(coalesce(v_source->'entitlementIds', '[]'::jsonb)) as ids(id)
+      on conflict (app_user_id, entitlement_id, source_key) do nothing;
+      update public.entitlements set
+        status = v_source->>'status',
+        will_renew = (v_source->>'willRenew')::boolean,
+        expires_at = (v_source->>'expiresAt')::timestamptz,
+        grace_expires_at = (v_source->>'graceExpiresAt')::timestamptz,
+        store = coalesce(v_source->>'store', store),
+        environment = coalesce(v_source->>'environment', environment),
+        period_type = coalesce(v_source->>'periodType', period_type),
+        transaction_id = coalesce(v_source->>'transactionId', transaction_id),
+        period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
+        auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
+        granted_at = p_event_at,
+        origin = 'sync',
+        synced_at = p_event_at,
+        last_event_id = p_event_id,
+        last_event_at = greatest(last_event_at, p_event_at),
+        updated_at = now()
+      where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
+    end if;
+    v_applied := v_applied + 1;
+  end loop;
+  -- What the record proves no longer grants, in one statement:
+  --   * rows of products it no longer shows (by product, not by source: v1 keys subscriptions by
+  --     product, so a sandbox purchase of a product hides the production one of the same product
+  --     from the snapshot; that one stays);
+  --   * rows of an entitlement it does not list: v1 lists every entitlement of the customer,
+  --     expired ones included, so one it omits is not the customer's (the dashboard mapping
+  --     changed, or RevenueCat revoked it), whatever grants it here (snapshots stored before the
+  --     list was kept carry none);
+  --   * rows of a product it shows, of an entitlement the product does not grant: REST v2 lists
+  --     every entitlement the product grants and not this one (mapping `complete`), or, for a
+  --     purchase no entitlement points to, the entitlement shows another purchase that ends sooner
+  --     than the row would (v1 would have shown this one).
+  if p_plan ? 'snapshot' then
+    update public.entitlements e set
+      status = 'expired',
+      will_renew = false,
+      expires_at = least(coalesce(e.expires_at, 'infinity'), p_event_at),
+      grace_expires_at = null,
+      origin = 'sync',
+      synced_at = p_event_at,
+      last_event_id = p_event_id,
+      last_event_at = greatest(e.last_event_at, p_event_at),
+      updated_at = now()
+    where e.app_user_id = v_owner and e.grants_until > p_event_at
+      and ((not e.source_key = any (v_keys) and not coalesce(e.product_id = any (v_products), false))
+           or (jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array'
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds'))))
+           or exists (
+             select 1 from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) as src(value)
+             where public.billing_source_key(src.value->>'environment', src.value->>'store', src.value->>'productId', null, src.value->>'transactionId') = e.source_key
+               and not e.entitlement_id = any (array(select jsonb_array_elements_text(coalesce(src.value->'entitlementIds', '[]'::jsonb))))
+               and (src.value->>'mapping' = 'complete'
+                    or (coalesce((src.value->>'asEventsSaid')::boolean, false)
+                        and e.grants_until > (p_plan->'snapshot'->'entitlementExpiries'->>e.entitlement_id)::timestamptz))));
+    v_applied := v_applied + 1;
+  end if;
+
+  -- Effects, per entitlement, on the owner's row of the event's source.
+  for v_effect in select value from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) loop
+    v_entitlement := v_effect->>'entitlementId';
+    v_action := v_effect->>'action';
+    v_renewal := v_effect->>'renewal';
+    v_expires := (v_effect->>'expiresAt')::timestamptz;
+    v_status_from := case when jsonb_typeof(v_effect->'statusFrom') = 'array'
+                          then array(select jsonb_array_elements_text(v_effect->'statusFrom')) end;
+
+    -- A provisional grant never replaces a real row of its own source that grants when it begins
+    -- (it would cut that row's period short). Beside another source's row it stands, and the read
+    -- decides which grants: RevenueCat grants it for a purchase it could not validate yet, and what
+    -- grants now may end before the purchase is validated.
+    if v_action = 'temporary_grant' and exists (
+      select 1 from public.entitlements
+      where app_user_id = v_owner and entitlement_id = v_entitlement and source_key = v_source_key and status <> 'temporary'
+        and grants_until > v_start
+    ) then
+      v_stale := v_stale + 1;
+      continue;
+    end if;
+
+    -- The rows it changes: the entitlement's row of this source, or, when the event names no
+    -- entitlements, every row this source has (never a new one).
+    v_found := false;
+    for v_row in
+      select * from public.entitlements
+      where app_user_id = v_owner and source_key = v_source_key and (v_entitlement is null or entitlement_id = v_entitlement)
+      order by entitlement_id collate "C"
+      for update
+    loop
+      v_found := true;
+      if v_action in ('grant', 'temporary_grant') then
+        perform public.billing_grant(v_row, p_plan, v_effect, p_event_id, p_event_at);
+        if v_action = 'grant' then v_granted := v_granted || v_row.entitlement_id; end if;
+        v_applied := v_applied + 1;
+        continue;
+      end if;
+
+      -- flag / refund / revoke: only about the row's current period or a later one.
+      if not (
+        coalesce(v_period_expires, 'infinity') >= coalesce(v_row.expires_at, 'infinity')
+        or coalesce(v_purchased >= v_row.period_purchased_at, false)
+        or coalesce(v_period->>'transactionId' = v_row.transaction_id, false)
+      ) then
+        v_stale := v_stale + 1;
+        continue;
+      end if;
+      v_status := v_effect->>'status';
+      if v_status is null or (v_status_from is not null and not v_row.status = any (v_status_from)) then
+        v_status := v_row.status;
+      end if;
+      v_new_period := v_purchased is not null and v_purchased > v_row.period_purchased_at;
+      update public.entitlements set
+        status = v_status,
+        will_renew = case v_renewal when 'on' then true when 'off' then false else v_row.will_renew end,
+        expires_at = case v_effect->>'expiry'
+                       when 'set' then v_expires
+                       -- The later of the two; an event without an expiry says nothing about it.
+                       when 'extend' then case when v_expires is null or v_row.expires_at is null then v_row.expires_at
+                                               else greatest(v_row.expires_at, v_expires) end
+                       -- A cancellation saying the row's current period already ended (the same
+                       -- transaction, or without transaction ids the same purchase): it ended then.
+                       when 'period' then case when v_expires is null then v_row.expires_at
+                                               when coalesce(v_period->>'transactionId' = v_row.transaction_id, v_purchased = v_row.period_purchased_at, false)
+                                                 then v_expires
+                                               when v_row.expires_at is null then v_row.expires_at
+                                               else greatest(v_row.expires_at, v_expires) end
+                       else v_row.expires_at end,
+        grace_expires_at = case when v_status = 'grace' then greatest(v_row.grace_expires_at, (v_effect->>'graceExpiresAt')::timestamptz) end,
+        pending_product_id = case when v_effect->>'pendingProductId' is null then v_row.pending_product_id
+                                  else nullif(v_effect->>'pendingProductId', v_row.product_id) end,
+        auto_resume_at = coalesce((v_effect->>'autoResumeAt')::timestamptz, v_row.auto_resume_at),
+        period_type = case when v_new_period then coalesce(v_period->>'periodType', v_row.period_type) else v_row.period_type end,
+        transaction_id = case when v_new_period then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
+        period_purchased_at = case when v_new_period then v_purchased else v_row.period_purchased_at end,
+        origin = 'webhook',
+        last_event_id = p_event_id,
+        last_event_at = greatest(v_row.last_event_at, p_event_at),
+        updated_at = now()
+      where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and source_key = v_row.source_key;
+      v_applied := v_applied + 1;
+    end loop;
+    if v_found or v_entitlement is null then
+      if not v_found then v_stale := v_stale + 1; end if;
+      continue;
+    end if;
+
+    -- No row yet: a grant creates it; a flag, refund or revocation only when it says how long
+    -- access lasts (RevenueCat sends those for live subscriptions), starting from what it says.
+    if v_action not in ('grant', 'temporary_grant') and not coalesce((v_effect->>'createsRow')::boolean, false) then
+      v_stale := v_stale + 1;
+      continue;
+    end if;
+    v_status := case
+      when v_action = 'temporary_grant' then 'temporary'
+      when v_action = 'grant' then 'active'
+      when v_effect->>'status' is not null and (v_status_from is null or 'active' = any (v_status_from)) then v_effect->>'status'
+      else 'active' end;
+    insert into public.entitlements (
+      app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
+      store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
+      last_event_id, last_event_at
+    ) values (
+      v_owner, v_entitlement, v_period->>'productId', v_source_key, v_status, v_renewal is distinct from 'off',
+      case when v_action in ('grant', 'temporary_grant') or v_effect->>'expiry' = 'set' then v_expires else v_period_expires end,
+      case when v_status = 'grace' then (v_effect->>'graceExpiresAt')::timestamptz end,
+      nullif(v_effect->>'pendingProductId', v_period->>'productId'),
+      v_store, v_environment, v_period->>'periodType', v_period->>'originalTransactionId', v_period->>'transactionId', v_purchased,
+      (v_effect->>'autoResumeAt')::timestamptz, case when v_action = 'grant' then p_event_at end,
+      p_event_id, p_event_at
+    );
+    if v_action = 'grant' then v_granted := v_granted || v_entitlement; end if;
+    v_applied := v_applied + 1;
+  end loop;
+
+  -- Lineage: when a subscription changes product, the new product's rows continue the old one's
+  -- subscription (same original transaction, or the product the old row named as pending). The
+  -- later-started (the grant that began its period came later; for a row no grant began here, such
+  -- as one a CANCELLATION of a subscription bought before this service created, its period's
+  -- purchase) supersedes: every row of the older
+  -- product stops granting (expired, not renewing, ending when the newer began), whichever
+  -- entitlements each product grants. One exception, Apple's: an upgrade during an introductory
+  -- offer (a free trial) keeps the offer's product active to its end beside the new one; it only
+  -- stops renewing.
+  with superseded as (
+    select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
+           upper(coalesce(o.store, '')) = 'APP_STORE' and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
+    from public.entitlements o
+    join public.entitlements n on n.app_user_id = o.app_user_id and n.source_key <> o.source_key
+    where o.app_user_id = v_owner
+      and v_source_key in (o.source_key, n.source_key)
+      and o.status = any (c_granting)
+      and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
+      and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
+      and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id
+           -- Google Play replaced it at once with a product it did not name (a PRODUCT_CHANGE without
+           -- new_product_id): the Play subscription that began after it is the replacement.
+           or (o.pending_product_id = '*' and upper(coalesce(o.store, '')) = 'PLAY_STORE' and upper(coalesce(n.store, '')) = 'PLAY_STORE'
+               and n.original_transaction_id is not null))
+      -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
+      and n.status <> 'temporary'
+      and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+           or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+               and n.period_purchased_at > o.period_purchased_at))
+    group by o.entitlement_id, o.source_key, o.store, o.period_type
+  )
+  update public.entitlements e set
+    status = case when not s.keeps_offer then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
+    will_renew = false,
+    expires_at = case when s.keeps_offer then e.expires_at else least(coalesce(e.expires_at, 'infinity'), s.at) end,
+    grace_expires_at = case when s.keeps_offer then e.grace_expires_at end,
+    origin = 'webhook',
+    last_event_id = p_event_id,
+    last_event_at = greatest(e.last_event_at, s.news_at),
+    updated_at = now()
+  from superseded s
+  where e.app_user_id = v_owner and e.entitlement_id = s.entitlement_id and e.source_key = s.source_key;
+
+  -- A real grant ends the entitlement's provisional grants of every other source: what stands is the
+  -- real purchase, so its refund or expiry ends access even when the temporary grant named another
+  -- product.
+  if cardinality(v_granted) > 0 then
+    update public.entitlements e set
+      status = 'expired',
+      will_renew = false,
+      expires_at = least(coalesce(e.expires_at, 'infinity'), p_event_at),
+      origin = 'webhook',
+      last_event_id = p_event_id,
+      last_event_at = greatest(e.last_event_at, p_event_at),
+      updated_at = now()
+    where e.app_user_id = v_owner and e.status = 'temporary' and e.source_key <> v_source_key
+      and upper(coalesce(e.environment, 'PRODUCTION')) = v_env_key
+      and e.entitlement_id = any (v_granted);
+  end if;
+
+  return jsonb_build_object(
+    'outcome', case when v_applied > 0 then 'applied' when v_stale > 0 then 'stale' else 'ignored' end,
+    'ownerId', v_owner);
+end;
+$$;
+revoke all on function public.billing_apply_event(jsonb,text,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.billing_apply_event(jsonb,text,timestamp with time zone) to service_role;
+
+-- What the group's rows say, as one value, to tell whether folding again changed anything (which
+-- event touched a row last, and when it was written, do not count).
+create or replace function public.billing_group_state(p_group text)
+returns text
+language sql
+stable
+set search_path = ''
+as $$
+  select md5(coalesce(string_agg((to_jsonb(e) - array['updated_at', 'granted_at', 'last_event_id'])::text, ',' order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), ''))
+  from public.entitlements e
+  where e.app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = p_group)
+$$;
+revoke all on function public.billing_group_state(text) from public, anon, authenticated;
+grant execute on function public.billing_group_state(text) to service_role;
+
+-- The billing webhook at close to the cost of storing the event.
+--
+-- Most deliveries are in order: a renewal, newer than everything its customer has, granting the one
+-- entitlement row the customer holds. The fold's in-order step (public.billing_apply_event, through
+-- public.billing_log_and_fold) ran about forty PL/pgSQL statements for one: the group's lock in three
+-- reads, the owner among the candidates, the merge of the ids the event names (two updates that
+-- change nothing), the lineage of the owner's rows (a self-join), the end of provisional grants, a
+-- probe for a new source. public.billing_fold_in_order does what that step does for such an event
+-- in a handful, and leaves everything else to the fold (it returns null, having written nothing, when
+-- it cannot tell that the step would do no more). The grant itself is one function both use
+-- (public.billing_grant), so the two cannot drift apart; billing_apply_event is otherwise unchanged.
+-- Measured: docs/benchmarks.md.
+--
+-- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
+-- group's entitlements to the fold of its history: on top when it is the newest, else the whole
+-- history again. Returns {duplicate, outcome, ownerId, groupId, newSource}: outcome applied (some
+-- entitlement changed), stale (nothing changed: the newer history already says more), ignored
+-- (nothing to apply); newSource: the event is about a product none of its owner's ids had a row of.
+-- A second delivery of the same id waits on the unique key and then changes nothing.
+--
+-- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
+-- group's entitlements to the fold of its history: on top when it is the newest, else the history
+-- since the checkpoint again. Returns {duplicate, outcome, ownerId, groupId, newSource,
+-- afterSnapshot}: afterSnapshot, the event was generated between a snapshot and a later confirmation
+-- of it (RevenueCat's record had already moved past it). Checkpoints the group on the way when its
+-- tail is old or long (see the top of this file).
+create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_event_id text := p_plan->>'eventId';
+  v_event_at timestamptz := (p_plan->>'eventAt')::timestamptz;
+  v_received timestamptz := now();
+  v_rank smallint := coalesce((p_plan->>'rank')::smallint, 1);
+  v_subject text := p_plan->>'subjectId';
+  v_linked text[] := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)));
+  v_candidates text[] := array(select value from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)));
+  v_ignored boolean;
+  v_new_source boolean := false;
+  v_after_snapshot boolean := false;
+  v_group text;
+  v_folded text;
+  v_tail integer;
+  v_pending timestamptz;
+  v_base text;
+  v_key text;
+  v_before text;
+  v_owner text;
+  v_outcome text;
+  v_result jsonb;
+begin
+  v_ignored := p_plan->>'ignoredReason' is not null or v_subject is null or not v_subject = any (v_linked);
+
+  -- 1. Record, exactly once. A concurrent delivery of the same id waits here for this one to commit.
+  insert into public.billing_event_ids (event_id, received_at) values (v_event_id, v_received) on conflict (event_id) do nothing;
+  if not found then
+    return public.billing_recorded_event(v_event_id);
+  end if;
+  if v_ignored then
+    perform public.billing_log_event(p_body, p_plan, v_received, 'ignored', v_candidates[1], true);
+    return jsonb_build_object('duplicate', false, 'outcome', 'ignored', 'ownerId', v_candidates[1]);
+  end if;
+
+  -- 2. In order, one entitlement row changed: a handful of statements (public.billing_fold_in_order,
+  -- which gives what the step below gives, or nothing when it cannot tell).
+  v_result := public.billing_fold_in_order(p_body, p_plan, v_received, v_linked);
+  if v_result is not null then
+    return v_result;
+  end if;
+
+  -- 3. Lock the group, then fold.
+  v_group := public.billing_lock_group(v_linked);
+  v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
+  -- Older than a checkpoint of an id it names: its place in the history is gone; it changes
+  -- nothing, and RevenueCat's record is fetched instead.
+  select max(base_key collate "C") into v_base from public.billing_subscribers where app_user_id = any (v_linked);
+  if v_base is not null and v_key collate "C" <= v_base collate "C" then
+    perform public.billing_log_event(p_body, p_plan, v_received, 'stale', v_candidates[1], false);
+    return jsonb_build_object('duplicate', false, 'outcome', 'stale', 'ownerId', v_candidates[1], 'groupId', v_group,
+                              'newSource', false, 'beforeHistory', true);
+  end if;
+  v_new_source := jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) > 0 and not exists (
+    select 1 from public.entitlements
+    where app_user_id = any (v_candidates)
+      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
+                                                 p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
+  select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
+  -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
+  if v_folded is null or v_key collate "C" >= v_folded collate "C" then
+    -- Checkpointed where it stands (a copy) when that state is old enough: its tail is long or a
+    -- month old, and its last event so far back that nothing before it can still be on its way
+    -- (RevenueCat's retries end within hours).
+    -- (Nested: SQL does not promise to evaluate the terms of an "and" in order.)
+    if v_folded is not null and (v_tail >= public.billing_tail_bound() or v_pending < v_received - interval '30 days')
+       and public.billing_key_time(v_folded) < v_received - public.billing_checkpoint_lag() then
+      if public.billing_checkpoint_here(v_group) then
+        v_tail := 0;
+        v_pending := null;
+      end if;
+    end if;
+    -- On top of the history: one step, and the event is written once, with what it did.
+    v_result := public.billing_apply_event(p_plan, v_event_id, v_event_at);
+    v_outcome := v_result->>'outcome';
+    v_owner := v_result->>'ownerId';
+    v_tail := v_tail + 1;
+    update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = coalesce(v_pending, v_received)
+    where app_user_id = v_group;
+    perform public.billing_log_event(p_body, p_plan, v_received, v_outcome, v_owner, false);
+    -- Generated before a later snapshot confirmed the last one (the group's last entry): that one already knew of it.
+    if public.billing_key_event(v_folded) like 'sync:%' then
+      v_after_snapshot := exists (
+        select 1 from public.billing_events e where e.event_id = public.billing_key_event(v_folded) and e.confirmed_at > v_event_at);
+    end if;
+  else
+    -- Inside the history: the fold reads the event from the log, so it goes in first.
+    perform public.billing_log_event(p_body, p_plan, v_received, 'stale', v_candidates[1], false);
+    v_before := public.billing_group_state(v_group);
+    v_owner := public.billing_refold_group(v_group, v_event_id);
+    v_outcome := case when public.billing_group_state(v_group) is distinct from v_before then 'applied' else 'stale' end;
+    update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id and received_at = v_received;
+    select tail_events into v_tail from public.billing_subscribers where app_user_id = v_group;
+    -- Generated between a snapshot and a later one that said the same (a confirmation): that one already knew of it.
+    v_after_snapshot := exists (
+      select 1 from public.billing_events e
+      where e.subject_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = v_group)
+        and e.event_at >= public.billing_group_from(v_group) and e.event_at < v_event_at and e.confirmed_at > v_event_at);
+  end if;
+  -- Never more than the bound after a call: a late event replays at most that many.
+  if v_tail >= public.billing_tail_bound() then
+    perform public.billing_checkpoint_tail(v_group);
+  end if;
+  return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner, 'groupId', v_group, 'newSource', v_new_source,
+                            'afterSnapshot', v_after_snapshot);
+end;
+$$;
+revoke all on function public.billing_log_and_fold(jsonb,jsonb) from public, anon, authenticated;
+grant execute on function public.billing_log_and_fold(jsonb,jsonb) to service_role;
+
+-- Mark subscribers to be fetched from RevenueCat (billing_sync_queue); an existing mark becomes due now.
+create or replace function public.billing_mark_sync(p_ids text[], p_reason text)
+returns text[]
+language sql
+volatile
+set search_path = ''
+as $$
+  with marked as (
+    insert into public.billing_sync_queue (app_user_id, reason)
+    select distinct id, p_reason from unnest(p_ids) as ids(id)
+    where id is not null and char_length(id) between 1 and 256
+    on conflict (app_user_id) do update set reason = excluded.reason, requested_at = now(), next_attempt_at = now()
+    returning app_user_id
+  )
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from marked
+$$;
+revoke all on function public.billing_mark_sync(text[],text) from public, anon, authenticated;
+grant execute on function public.billing_mark_sync(text[],text) to service_role;
+
+-- A renewal that takes a checkpoint, in fewer writes.
+--
+-- The in-order shortcut (public.billing_fold_in_order) checkpoints a group where it stands when its
+-- unfolded events are a month old, which is a monthly subscriber's renewal about every other month
+-- and every renewal of a customer quiet for longer. It called public.billing_checkpoint_here, which
+-- read the group's watermark and members again, wrote each member's checkpoint
+-- (public.billing_take_checkpoint), then reset the group's tail; the shortcut then wrote the
+-- watermark: the group's row three times, two of them moving `pending_since` (indexed, so never a
+-- HOT update). Measured alone, such a renewal cost ~0.2 ms more Postgres CPU than one that takes
+-- none (0.68 against 0.46 ms; `CHECKPOINT=1 node scripts/bench/sql-ab.ts`). Now the shortcut uses
+-- what it read under the lock, and writes each member's row once: the group's with its checkpoint
+-- and its watermark together, before the grant changes the rows the checkpoint copies. What it stores is unchanged
+-- (tests/billing/in-order-fold.test.ts compares it column by column with the fold's own step, which
+-- still calls billing_checkpoint_here). The copy of a member's rows is one function for both:
+-- public.billing_checkpoint_rows. Such a renewal now costs 0.54 ms; one that takes no checkpoint is
+-- unchanged (0.46). Measured: docs/benchmarks.md.
+--
+-- Take a checkpoint of the group's members at p_key: each id's rows now (the fold up to p_key).
+create or replace function public.billing_take_checkpoint(p_members text[], p_key text)
+returns void
+language sql
+volatile
+set search_path = ''
+as $$
+  update public.billing_subscribers s set
+    base_key = p_key,
+    base_customer = s.customer_id,
+    base_rows = public.billing_checkpoint_rows(s.app_user_id)
+  where s.app_user_id = any (p_members)
+$$;
+revoke all on function public.billing_take_checkpoint(text[],text) from public, anon, authenticated;
+grant execute on function public.billing_take_checkpoint(text[],text) to service_role;
+
+-- Fold the group's history again: from each member's checkpoint (or from nothing), replaying the
+-- events after it in event order, each snapshot's confirmation with it. With p_checkpoint_key, take
+-- a new checkpoint of every member at that key on the way (the end state is the same). Leaves the
+-- group's watermark, tail and pending receive time as the fold found them. Returns the owner the
+-- step of p_event_id chose. Events recorded before plans were stored have none yet: the caller
+-- computes them (billing_plans_missing) and calls again.
+create or replace function public.billing_refold_group(p_group text, p_event_id text, p_checkpoint_key text default null)
+returns text
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_members text[] := array(select app_user_id from public.billing_subscribers where group_id = p_group);
+  -- Every event replayed is at or after it, so the log is read from there, not from its start.
+  v_from timestamptz := public.billing_group_from(p_group);
+  v_event record;
+  v_result jsonb;
+  v_owner text;
+  v_key text;
+  v_last text;
+  v_checkpointed boolean := p_checkpoint_key is null;
+  v_tail integer := 0;
+  v_pending timestamptz;
+begin
+  if exists (
+    select 1 from public.billing_events e left join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan is null
+      and public.billing_sort_key(e.event_at, coalesce(e.sort_rank, 1::smallint), e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+  ) then
+    raise exception 'billing_plans_missing' using errcode = 'PT503',
+      detail = (select jsonb_agg(to_jsonb(m))::text from unnest(v_members) as m);
+  end if;
+  delete from public.entitlements where app_user_id = any (v_members);
+  -- Start from the checkpoints.
+  insert into public.entitlements (
+    app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
+    store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
+    last_event_id, last_event_at, updated_at, granted_at, origin, synced_at
+  )
+  select r.app_user_id, r.entitlement_id, r.product_id, r.source_key, r.status, r.will_renew, r.expires_at, r.grace_expires_at, r.pending_product_id,
+         r.store, r.environment, r.period_type, r.original_transaction_id, r.transaction_id, r.period_purchased_at, r.auto_resume_at,
+         r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at
+  from public.billing_subscribers s, jsonb_populate_recordset(null::public.entitlements, s.base_rows) r
+  where s.group_id = p_group and s.base_rows is not null;
+  update public.billing_subscribers set customer_id = base_customer where group_id = p_group and customer_id is distinct from base_customer;
+
+  for v_event in
+    select e.event_id, e.event_at, e.sort_rank, e.plan, e.received_at, e.confirmed_at,
+           public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
+    from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan->>'ignoredReason' is null
+      and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+    order by e.event_at, e.sort_rank, e.event_id collate "C"
+  loop
+    if not v_checkpointed and v_event.sort_key collate "C" > p_checkpoint_key collate "C" then
+      perform public.billing_take_checkpoint(v_members, p_checkpoint_key);
+      v_checkpointed := true;
+      v_tail := 0;
+      v_pending := null;
+    end if;
+    v_result := public.billing_apply_event(v_event.plan, v_event.event_id, v_event.event_at);
+    -- A snapshot later snapshots said again: the rows it wrote were confirmed then (as when they came).
+    if v_event.confirmed_at is not null then
+      update public.entitlements set synced_at = v_event.confirmed_at
+      where app_user_id = any (v_members) and last_event_id = v_event.event_id and synced_at is distinct from v_event.confirmed_at;
+    end if;
+    if v_event.event_id = p_event_id then v_owner := v_result->>'ownerId'; end if;
+    v_last := v_event.sort_key;
+    v_tail := v_tail + 1;
+    v_pending := least(v_pending, v_event.received_at);
+  end loop;
+  if not v_checkpointed then
+    perform public.billing_take_checkpoint(v_members, p_checkpoint_key);
+    v_tail := 0;
+    v_pending := null;
+  end if;
+  select max(k collate "C") into v_key from (
+    select v_last as k union all select base_key from public.billing_subscribers where group_id = p_group) keys;
+  update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = v_pending where app_user_id = p_group;
+  return v_owner;
+end;
+$$;
+revoke all on function public.billing_refold_group(text,text,text) from public, anon, authenticated;
+grant execute on function public.billing_refold_group(text,text,text) to service_role;
+
+-- 2. Where a fold of the group starts reading the log: the earliest checkpoint of its ids
+--    ('-infinity' when one has none). Every event a fold replays is at or after it.
+create or replace function public.billing_group_from(p_group text)
+returns timestamptz
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(case when bool_and(public.billing_key_time(s.base_key) is not null) then min(public.billing_key_time(s.base_key)) end, '-infinity')
+  from public.billing_subscribers s where s.group_id = p_group
+$$;
+revoke all on function public.billing_group_from(text) from public, anon, authenticated;
+grant execute on function public.billing_group_from(text) to service_role;
+
+-- Checkpoint the group where it stands: its rows are the fold of its history up to its watermark,
+-- so they are the checkpoint at it, for the price of a copy (nothing is replayed). Not over events
+-- an older version stored without plans (their rows came from older rules; a fold computes them):
+-- false then, and nothing is done.
+create or replace function public.billing_checkpoint_here(p_group text)
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_folded text;
+  v_pending timestamptz;
+  v_legacy timestamptz := (select received_before from public.billing_legacy_horizon);
+begin
+  select folded_key, pending_since into v_folded, v_pending from public.billing_subscribers where app_user_id = p_group;
+  if v_folded is null or (v_legacy is not null and v_pending <= v_legacy) then
+    return false;
+  end if;
+  perform public.billing_take_checkpoint(array(select app_user_id from public.billing_subscribers where group_id = p_group), v_folded);
+  update public.billing_subscribers set tail_events = 0, pending_since = null where app_user_id = p_group;
+  return true;
+end;
+$$;
+revoke all on function public.billing_checkpoint_here(text) from public, anon, authenticated;
+grant execute on function public.billing_checkpoint_here(text) to service_role;
+
+-- The tail bound: checkpoint the group so that only the newest half of billing_tail_bound() events
+-- stays after its checkpoint (one replay of the tail now; every later fold replays less than the bound).
+create or replace function public.billing_checkpoint_tail(p_group text)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_members text[] := array(select app_user_id from public.billing_subscribers where group_id = p_group);
+  v_from timestamptz := public.billing_group_from(p_group);
+  v_key text;
+begin
+  -- A tail far past the bound (a history from before tails were bounded): replaying it would take
+  -- seconds, so the group is checkpointed where it stands; an event older than that can no longer
+  -- take its place (it marks the customer for a sync instead).
+  if (select tail_events from public.billing_subscribers where app_user_id = p_group) > 2 * public.billing_tail_bound() then
+    if public.billing_checkpoint_here(p_group) then
+      return;
+    end if;
+  end if;
+  select k.sort_key into v_key from (
+    select public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) as sort_key
+    from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.subject_id = any (v_members) and e.event_at >= v_from and e.plan->>'ignoredReason' is null
+      and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+  ) k
+  order by k.sort_key collate "C" desc
+  offset public.billing_tail_bound() / 2 limit 1;
+  if v_key is not null then
+    -- (In the default collation: a "C" argument would make every text of the fold "C", and no index could serve it.)
+    perform public.billing_refold_group(p_group, '', v_key collate "default");
+  else
+    -- The count ran ahead of the log (a user's deletion erased events of the tail): count again.
+    perform public.billing_refold_group(p_group, '');
+  end if;
+end;
+$$;
+revoke all on function public.billing_checkpoint_tail(text) from public, anon, authenticated;
+grant execute on function public.billing_checkpoint_tail(text) to service_role;
+
+-- A duplicate's 200 only once the event it repeats is on disk.
+--
+-- A gathered call commits each of its events without waiting for the flush and flushes once at its
+-- end (20261127007000_billing_gathered_events_one_flush.sql). A delivery of the same event id that
+-- arrives meanwhile, alone, waits for the first one's commit, finds the id taken and answers 200
+-- as a duplicate. That call wrote nothing, so its commit flushed nothing: a crash of the database
+-- in that moment could lose the event while its sender had a 200 for it (the first delivery's
+-- answer lost with the crash). Now a call that finds its event a duplicate writes an empty logical
+-- decoding message, so its commit flushes the log through the first one's commit before it
+-- answers. (A duplicate found by its content digest already wrote: its `on conflict do update`
+-- locks the row.) Everything else in record_billing_event is as in 20261127000100_billing_log_bounds.sql.
+create or replace function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text default 'none', p_content_digest text default null)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_event_id text := p_plan->>'eventId';
+  v_first text;
+  v_result jsonb;
+  v_owner text;
+  v_sync text[] := '{}';
+begin
+  if v_event_id is null or char_length(v_event_id) not between 1 and 256
+     or jsonb_typeof(p_body->'event') is distinct from 'object'
+     or p_body->'event'->>'id' is distinct from v_event_id
+     or p_plan->>'eventAt' is null
+     or p_plan ? 'snapshot'
+     or (p_content_digest is not null and p_content_digest !~ '^[0-9a-f]{64}$')
+     or jsonb_typeof(coalesce(p_plan->'effects', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'movedIds', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'linkedIds', '[]'::jsonb)) <> 'array'
+     or jsonb_typeof(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) <> 'array' then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
+  end if;
+  if p_content_digest is not null then
+    -- The first delivery of this content in the window takes the digest; a concurrent one waits
+    -- here for it to commit, then finds it.
+    insert into public.billing_content_keys as k (digest, event_id, received_at) values (p_content_digest, v_event_id, now())
+    on conflict (digest) do update set event_id = excluded.event_id, received_at = excluded.received_at
+      where k.received_at <= excluded.received_at - public.billing_content_window()
+    returning k.event_id into v_first;
+    if v_first is null then
+      return public.billing_recorded_event((select event_id from public.billing_content_keys where digest = p_content_digest))
+             || jsonb_build_object('syncIds', '[]'::jsonb);
+    end if;
+  end if;
+  v_result := public.billing_log_and_fold(p_body, p_plan);
+  if (v_result->>'duplicate')::boolean then
+    -- Found by its id, this call wrote nothing, so its commit would flush nothing; the first
+    -- delivery's commit may not be on disk yet (a gathered call commits each event without
+    -- waiting and flushes at its end). A write makes this commit flush the log, through that one.
+    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_event', '');
+  end if;
+  if (v_result->>'duplicate')::boolean or p_plan->>'ignoredReason' is not null then
+    return v_result || jsonb_build_object('syncIds', '[]'::jsonb);
+  end if;
+  v_owner := v_result->>'ownerId';
+  if coalesce((v_result->>'beforeHistory')::boolean, false) then
+    if p_sync_after <> 'none' then
+      v_sync := public.billing_mark_sync(array[v_owner], 'before_history');
+    end if;
+  elsif p_sync_after = 'all' or (p_sync_after = 'gaps' and (p_plan->>'syncReason' is not null or (v_result->>'newSource')::boolean)) then
+    v_sync := public.billing_mark_sync(
+      case when p_plan->>'syncReason' = 'transfer'
+           then array(select jsonb_array_elements_text(p_plan->'movedIds')) || v_owner
+           else array[v_owner] end,
+      coalesce(p_plan->>'syncReason', case when p_sync_after = 'all' then 'event' else 'new_source' end));
+  elsif coalesce((v_result->>'afterSnapshot')::boolean, false) and p_sync_after <> 'none' then
+    v_sync := public.billing_mark_sync(array[v_owner], 'after_snapshot');
+  end if;
+  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' || jsonb_build_object('syncIds', to_jsonb(v_sync));
+end;
+$$;
+revoke all on function public.record_billing_event(jsonb,jsonb,text,text) from public, anon, authenticated;
+grant execute on function public.record_billing_event(jsonb,jsonb,text,text) to service_role;
+
+-- Count every group's tail and its oldest receive time from the log (this migration, for the log
+-- as it stands; the scale seed, for what it writes). Returns how many groups have a tail.
+create or replace function public.billing_recount_tails()
+returns integer
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_groups integer;
+begin
+  update public.billing_subscribers set tail_events = 0, pending_since = null where tail_events <> 0 or pending_since is not null;
+  with tails as (
+    select s.group_id, count(*)::integer as n, min(e.received_at) as since
+    from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+    where e.plan->>'ignoredReason' is null
+      and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C"
+    group by s.group_id
+  )
+  update public.billing_subscribers g set tail_events = t.n, pending_since = t.since
+  from tails t where g.app_user_id = t.group_id;
+  get diagnostics v_groups = row_count;
+  return v_groups;
+end;
+$$;
+revoke all on function public.billing_recount_tails() from public, anon, authenticated;
+grant execute on function public.billing_recount_tails() to service_role;
+
+-- A grant on a stored row of its source (one step of the fold for `grant` and `temporary_grant`):
+-- the row as the event leaves it. One piece of code for the fold (public.billing_apply_event) and for
+-- its in-order shortcut (public.billing_fold_in_order).
+create or replace function public.billing_grant(p_row public.entitlements, p_plan jsonb, p_effect jsonb, p_event_id text, p_event_at timestamptz)
+returns void
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_period jsonb := coalesce(p_plan->'period', '{}'::jsonb);
+  v_environment text := p_plan->>'environment';
+  v_store text := v_period->>'store';
+  v_purchased timestamptz := (v_period->>'purchasedAt')::timestamptz;
+  -- Where the event's period begins: whether the row "still grants" is judged there.
+  v_start timestamptz := coalesce((v_period->>'purchasedAt')::timestamptz, p_event_at);
+  v_action text := p_effect->>'action';
+  v_renewal text := p_effect->>'renewal';
+  v_expires timestamptz := (p_effect->>'expiresAt')::timestamptz;
+  v_continues boolean;
+  v_keeps_issue boolean;
+  v_new_period boolean;
+  v_will_renew boolean;
+  v_status text;
+begin
+  -- Continues the stored period when that still grants as this one begins (a renewal); else
+  -- (lapsed, expired, refunded, temporary) it starts afresh.
+  v_continues := p_row.grants_until >= v_start and p_row.status <> 'temporary' and v_action = 'grant';
+  -- An UNCANCELLATION of a subscription failing to charge re-enables renewal only: the billing
+  -- issue (its grace period) stands until a payment recovers it (a RENEWAL).
+  v_keeps_issue := v_continues and coalesce((p_effect->>'keepsBillingIssue')::boolean, false) and p_row.status in ('grace', 'billing_issue');
+  v_new_period := v_purchased is not null and (p_row.period_purchased_at is null or v_purchased > p_row.period_purchased_at);
+  -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
+  -- unless the period it continues had lapsed or was failing to charge (a billing error turned
+  -- renewal off; the payment that recovers it turns it back on).
+  v_will_renew := case when v_keeps_issue then false
+                       when v_renewal = 'on' then true when v_renewal = 'off' then false
+                       when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
+                       else p_row.will_renew end;
+  v_status := case when v_action = 'temporary_grant' then 'temporary'
+                   when v_keeps_issue then p_row.status
+                   when not v_will_renew and v_renewal <> 'off' then 'cancelled_active'
+                   else 'active' end;
+  update public.entitlements set
+    status = v_status,
+    will_renew = v_will_renew,
+    expires_at = case when v_continues
+                      then nullif(greatest(coalesce(p_row.expires_at, 'infinity'), coalesce(v_expires, 'infinity')), 'infinity')
+                      else v_expires end,
+    grace_expires_at = case when v_keeps_issue then p_row.grace_expires_at end,
+    pending_product_id = case when v_continues and not v_new_period then p_row.pending_product_id end,
+    auto_resume_at = null,
+    store = coalesce(v_store, p_row.store),
+    environment = coalesce(v_environment, p_row.environment),
+    period_type = case when v_new_period or not v_continues then coalesce(v_period->>'periodType', p_row.period_type) else p_row.period_type end,
+    original_transaction_id = coalesce(v_period->>'originalTransactionId', p_row.original_transaction_id),
+    transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', p_row.transaction_id) else p_row.transaction_id end,
+    period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, p_row.period_purchased_at) else p_row.period_purchased_at end,
+    granted_at = case when v_new_period or not v_continues or p_row.granted_at is null then p_event_at else p_row.granted_at end,
+    origin = 'webhook',
+    last_event_id = p_event_id,
+    last_event_at = greatest(p_row.last_event_at, p_event_at),
+    updated_at = now()
+  where app_user_id = p_row.app_user_id and entitlement_id = p_row.entitlement_id and source_key = p_row.source_key;
+end;
+$$;
+revoke all on function public.billing_grant(entitlements,jsonb,jsonb,text,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.billing_grant(entitlements,jsonb,jsonb,text,timestamp with time zone) to service_role;
+
+-- The fold's shortcut for what most deliveries are: an event newer than everything its customer has,
+-- granting one entitlement on the one row its customer holds (a renewal). It does exactly what
+-- public.billing_log_and_fold's in-order step would, in a handful of statements: the group's lock,
+-- one read of the group, one of its rows, the row's update, the watermark, the event's row (the
+-- dedupe key is recorded before). It returns null, having written nothing, whenever it cannot tell
+-- that the step would do no more: a plan that moves rows (a transfer, or a merge of ids that hold
+-- rows or point elsewhere), changes more than one row, creates one, or is not a grant; a new id or
+-- two groups; an event not newer than the group's watermark or at a checkpoint; a tail checkpoint
+-- due after it; an owner with rows of another source (lineage, provisional grants); a history whose
+-- last entry is a snapshot. Then the fold runs as before. A checkpoint where the group stands, due
+-- before the event (the month-start renewal of a monthly subscriber), it takes as the fold would.
+-- tests/billing/in-order-fold.test.ts folds random histories both ways and compares every stored
+-- column.
+create or replace function public.billing_fold_in_order(p_body jsonb, p_plan jsonb, p_received timestamptz, p_linked text[])
+returns jsonb
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_event_id text := p_plan->>'eventId';
+  v_event_at timestamptz := (p_plan->>'eventAt')::timestamptz;
+  v_effect jsonb := p_plan->'effects'->0;
+  v_owner text := p_plan->'ownerCandidates'->>0;
+  v_merge boolean := p_plan->>'move' = 'merge';
+  v_source_key text;
+  v_key text;
+  v_group text;
+  v_known integer;
+  v_members text[];
+  v_customers text[];
+  v_base text;
+  v_folded text;
+  v_tail integer;
+  v_pending timestamptz;
+  v_moved text[] := '{}';
+  v_id text;
+  v_id_group text;
+  v_row public.entitlements%rowtype;
+  v_checkpoint_due boolean := false;
+  v_checkpoint boolean := false;
+begin
+  -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
+  if p_plan ? 'snapshot' or (p_plan->>'move' is not null and not v_merge)
+     or jsonb_typeof(p_plan->'effects') is distinct from 'array' or jsonb_array_length(p_plan->'effects') <> 1
+     or v_effect->>'action' is distinct from 'grant' or v_effect->>'entitlementId' is null
+     or jsonb_typeof(p_plan->'ownerCandidates') is distinct from 'array' or jsonb_array_length(p_plan->'ownerCandidates') <> 1
+     or v_owner is null or cardinality(p_linked) = 0 then
+    return null;
+  end if;
+
+  -- The group: every id known and in one group (public.billing_lock_group's usual case), locked;
+  -- then its members read under the lock, which also confirms the ids are still all in it. (One
+  -- lookup per id, not one statement over the array: see the top of this file.)
+  foreach v_id in array p_linked loop
+    select s.group_id into v_id_group from public.billing_subscribers s where s.app_user_id = v_id;
+    if v_id_group is null or v_id_group <> coalesce(v_group, v_id_group) then
+      return null;
+    end if;
+    v_group := v_id_group;
+  end loop;
+  perform pg_advisory_xact_lock(hashtextextended('billing_group:' || v_group, 0));
+  select array_agg(s.app_user_id), array_agg(s.customer_id),
+         max(s.base_key collate "C") filter (where s.app_user_id = any (p_linked)),
+         count(*) filter (where s.app_user_id = any (p_linked)),
+         max(s.folded_key) filter (where s.app_user_id = v_group),
+         max(s.tail_events) filter (where s.app_user_id = v_group),
+         max(s.pending_since) filter (where s.app_user_id = v_group)
+  into v_members, v_customers, v_base, v_known, v_folded, v_tail, v_pending
+  from public.billing_subscribers s where s.group_id = v_group;
+  if v_known is distinct from cardinality(p_linked) then
+    return null;
+  end if;
+
+  -- Newer than the group's watermark and than every checkpoint of its ids; the history's last entry
+  -- not a snapshot (whose confirmation the fold would read).
+  v_key := public.billing_sort_key(v_event_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), v_event_id);
+  if v_folded is null or v_key collate "C" < v_folded collate "C"
+     or (v_base is not null and v_key collate "C" <= v_base collate "C")
+     or position(':sync:' in v_folded) > 0 then
+    return null;
+  end if;
+  -- The fold's checkpoint where the group stands, when its state is old enough (taken below, once
+  -- nothing else can send the event to the fold); no tail checkpoint due after the event.
+  if v_tail >= public.billing_tail_bound() or v_pending < p_received - interval '30 days' then
+    v_checkpoint_due := public.billing_key_time(v_folded) < p_received - public.billing_checkpoint_lag();
+  end if;
+  if not coalesce(v_checkpoint_due, false) and v_tail + 1 >= public.billing_tail_bound() then
+    return null;
+  end if;
+
+  -- The owner: the one candidate, its own customer (no merge has pointed it at another id).
+  if not v_owner = any (v_members) or v_customers[array_position(v_members, v_owner)] is not null then
+    return null;
+  end if;
+  -- A merge that merges nothing: the ids it names (and the customers they point at) hold no rows
+  -- to move, and every real id among them already points at the owner.
+  if v_merge then
+    v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
+    if not v_moved <@ v_members then
+      return null;
+    end if;
+    v_moved := v_moved || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
+                                where m.id = any (v_moved) and m.customer is not null and m.customer <> v_owner and not m.customer = any (v_moved));
+    if exists (select 1 from unnest(v_members, v_customers) as m(id, customer)
+               where (m.id = any (v_moved) or m.customer = any (v_moved)) and m.id <> v_owner
+                 and not starts_with(m.id, '$RCAnonymousID:') and m.customer is distinct from v_owner) then
+      return null;
+    end if;
+  end if;
+
+  -- The rows: the owner's of this source only (lineage and the end of provisional grants need two
+  -- sources), none to move; then the one it changes.
+  v_source_key := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
+                                            p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
+  if exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key <> v_source_key) then
+    return null;
+  end if;
+  foreach v_id in array v_moved loop
+    if exists (select 1 from public.entitlements e where e.app_user_id = v_id and e.status <> 'transferred') then
+      return null;
+    end if;
+  end loop;
+  select * into v_row from public.entitlements
+  where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and source_key = v_source_key
+  for update;
+  if not found then
+    return null;
+  end if;
+
+  -- The checkpoint, by public.billing_checkpoint_here's rule with what was read above under the
+  -- lock: not while the unfolded events began before the fold model (the legacy horizon).
+  if coalesce(v_checkpoint_due, false) then
+    v_checkpoint := not coalesce(v_pending <= (select h.received_before from public.billing_legacy_horizon h), false);
+    if not v_checkpoint and v_tail + 1 >= public.billing_tail_bound() then
+      return null;
+    end if;
+  end if;
+  if v_checkpoint then
+    -- Where the group stands, copied before this event changes it (public.billing_take_checkpoint's
+    -- copy), and the group's watermark: one write of each member's row, the tail starting again at
+    -- this event.
+    foreach v_id in array v_members loop
+      update public.billing_subscribers s set
+        base_key = v_folded, base_customer = s.customer_id, base_rows = public.billing_checkpoint_rows(s.app_user_id),
+        folded_key = case when v_id = v_group then v_key else s.folded_key end,
+        tail_events = case when v_id = v_group then 1 else s.tail_events end,
+        pending_since = case when v_id = v_group then p_received else s.pending_since end
+      where s.app_user_id = v_id;
+    end loop;
+  else
+    update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
+    where app_user_id = v_group;
+  end if;
+  perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
+  perform public.billing_log_event(p_body, p_plan, p_received, 'applied', v_owner, false);
+  return jsonb_build_object('duplicate', false, 'outcome', 'applied', 'ownerId', v_owner, 'groupId', v_group,
+                            'newSource', false, 'afterSnapshot', false, 'inOrder', true);
+end;
+$$;
+revoke all on function public.billing_fold_in_order(jsonb,jsonb,timestamp with time zone,text[]) from public, anon, authenticated;
+grant execute on function public.billing_fold_in_order(jsonb,jsonb,timestamp with time zone,text[]) to service_role;
+
+-- A gathered call of billing events waits for one WAL flush, not one per event.
+--
+-- public.record_billing_events (20261127006000_billing_gathered_events.sql) commits each event in a
+-- transaction of its own, and each commit waited for its WAL to reach the disk: up to ten flushes
+-- one after another in one call, where concurrent calls of their own share theirs (group commit).
+-- On a disk whose flush takes a millisecond (a cloud volume) that is ten milliseconds a call.
+-- Now each event commits without waiting (synchronous_commit off for its own transaction), and the
+-- call ends with one transaction that does: a flush reaches every earlier record too, so when the
+-- answers leave, every event they report stored is on disk, as before. A transactional logical
+-- message (pg_logical_emit_message, open to every role) is the smallest write that makes a commit
+-- flush; a transaction that wrote nothing would not. If the call fails before its end (the
+-- connection drops, it is cancelled), the events it committed may be lost in a crash of the
+-- database in the moment after; but then every event it carried was answered with an error, and
+-- the sender's retry brings each back (stored again, or found a duplicate). Other sessions may see
+-- an event before it is on disk, for at most the rest of the call.
+-- (PostgreSQL docs, "Asynchronous Commit" and synchronous_commit.)
+--
+-- Everything else is as before; see the earlier migration for what the procedure does.
+create or replace procedure public.record_billing_events(
+  p_calls jsonb, p_lock_timeout_ms integer default null, p_time_budget_ms integer default null, inout p_answers jsonb default null)
+language plpgsql
+as $$
+declare
+  v_count integer := pg_catalog.jsonb_array_length(p_calls);
+  v_started timestamptz := pg_catalog.clock_timestamp();
+  v_budget interval := pg_catalog.make_interval(secs => p_time_budget_ms operator(pg_catalog./) 1000.0);
+  v_call jsonb;
+  v_answer jsonb;
+  v_state text;
+  v_message text;
+  v_detail text;
+  v_stored boolean := false;
+begin
+  p_answers := '[]';
+  for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
+    v_call := p_calls operator(pg_catalog.->) v_index;
+    -- Past its budget, the call starts no more events (each could wait p_lock_timeout_ms for a
+    -- lock): it answers them as skipped, and the caller sends each alone, so the call answers
+    -- before its caller stops waiting. The first event always runs.
+    if v_index operator(pg_catalog.>) 0 and v_budget is not null
+       and pg_catalog.clock_timestamp() operator(pg_catalog.-) v_started operator(pg_catalog.>=) v_budget then
+      p_answers := p_answers operator(pg_catalog.||) '[{"skipped": true}]'::jsonb;
+      continue;
+    end if;
+    -- This event's commit does not wait for its flush; the one at the end of the call does.
+    perform pg_catalog.set_config('synchronous_commit', 'off', true);
+    begin
+      if p_lock_timeout_ms is not null then
+        perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
+      end if;
+      v_answer := pg_catalog.jsonb_build_object('result', public.record_billing_event(
+        p_body => v_call operator(pg_catalog.->) 'p_body',
+        p_plan => v_call operator(pg_catalog.->) 'p_plan',
+        p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
+        p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
+      v_stored := true;
+    exception when others then
+      get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
+      v_answer := pg_catalog.jsonb_build_object('error',
+        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message,
+          'detail', case when v_detail operator(pg_catalog.=) '' then null else v_detail end));
+    end;
+    p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
+    commit;
+  end loop;
+  -- One flush for the call, at the session's own synchronous_commit: it reaches every event's
+  -- commit before it.
+  if v_stored then
+    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_events', '');
+    commit;
+  end if;
+end;
+$$;
+revoke all on procedure public.record_billing_events(jsonb,integer,integer,jsonb) from public, anon, authenticated;
+grant execute on procedure public.record_billing_events(jsonb,integer,integer,jsonb) to service_role;
+
+-- One member's rows as a checkpoint keeps them (the generated expiry left out: it is computed again).
+--
+-- (A checkpoint's copy of one member's rows: 20261128000200_billing_in_order_checkpoint.sql.)
+create or replace function public.billing_checkpoint_rows(p_app_user_id text)
+returns jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return (
+    select coalesce(jsonb_agg(to_jsonb(e) - 'grants_until' order by e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+    from public.entitlements e where e.app_user_id = p_app_user_id);
+end;
+$$;
+revoke all on function public.billing_checkpoint_rows(text) from public, anon, authenticated;
+grant execute on function public.billing_checkpoint_rows(text) to service_role;

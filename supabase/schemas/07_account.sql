@@ -1,0 +1,601 @@
+-- The account: what GET /api/me reads in one call, the reads a signed-in user may make directly
+-- (select-own policies, views, has_entitlement(), the access-token hook), live updates as private
+-- Realtime broadcasts, and what happens when a user is deleted. docs/app-reads.md.
+
+-- The caller's links, oldest first, as a JSON array of the public link shape. GET /api/wallet-link
+-- answers with it, and GET /api/me embeds it as `wallets`.
+create or replace function public.account_wallets(p_user_id uuid)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(jsonb_agg(public.wallet_link_json(l) order by l.created_at, l.id), '[]'::jsonb)
+  from public.wallet_links l
+  where l.user_id = p_user_id
+$$;
+revoke all on function public.account_wallets(uuid) from public, anon, authenticated;
+grant execute on function public.account_wallets(uuid) to service_role;
+
+-- A deleted Supabase user takes their wallet links and challenges along.
+--
+-- The trigger function of `wallets_delete_user_rows` (after delete on auth.users), now for every domain.
+create or replace function public.wallets_delete_user_rows()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  perform public.forget_user(old.id);
+  return old;
+end;
+$$;
+revoke all on function public.wallets_delete_user_rows() from public, anon, authenticated;
+grant execute on function public.wallets_delete_user_rows() to service_role;
+
+-- GET /api/me: the caller's leagues (not deleted), with the caller's role in each, newest first.
+-- A user linked to two members of one league gets the league once, as commissioner if either is.
+-- Keys are those of the API; updatedAt is UTC with microseconds (lib/leagues trims the zeros).
+--
+-- GET /api/me: the caller's leagues, newest first (20261122000300_leagues.sql, now read through
+-- member_leagues). Keys are those of the API; updatedAt is UTC with microseconds (lib/leagues trims
+-- the zeros).
+create or replace function public.account_leagues(p_user_id uuid)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(
+    jsonb_agg(
+      jsonb_build_object(
+        'source', l.source,
+        'externalId', l.external_id,
+        'name', l.name,
+        'sport', l.sport,
+        'season', l.season,
+        'status', l.status,
+        'role', l.role,
+        'updatedAt', to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      )
+      order by l.updated_at desc, l.source, l.external_id
+    ),
+    '[]'::jsonb
+  )
+  from public.member_leagues(p_user_id) l
+$$;
+revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
+grant execute on function public.account_leagues(uuid) to service_role;
+
+-- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it: the
+-- source shown (place 1) with every source (20261123000100_billing_fold.sql, now read through
+-- entitlement_sources and entitlement_owner_ids, which my_entitlements reads through too).
+create or replace function public.account_entitlements(p_user_id text, p_now timestamptz default now())
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  with sources as (
+    select * from public.entitlement_sources(public.entitlement_owner_ids(p_user_id), p_now)
+  )
+  select coalesce(jsonb_agg(jsonb_build_object(
+    'entitlement_id', s.entitlement_id,
+    'active', s.grants_now,
+    'status', s.effective_status,
+    'will_renew', s.entitlement_renews,
+    'expires_at', s.expires_at,
+    'grace_expires_at', s.grace_expires_at,
+    'product_id', s.product_id,
+    'pending_product_id', s.pending_product_id,
+    'store', s.store,
+    'environment', s.environment,
+    'period_type', s.period_type,
+    'last_event_at', s.last_event_at,
+    'synced_at', s.synced_at,
+    'sources', (
+      select jsonb_agg(jsonb_build_object(
+        'product_id', r.product_id,
+        'store', r.store,
+        'environment', r.environment,
+        'status', r.effective_status,
+        'active', r.grants_now,
+        'expires_at', r.expires_at,
+        'grace_expires_at', r.grace_expires_at,
+        'will_renew', r.will_renew and r.grants_now
+      ) order by r.place)
+      from sources r where r.entitlement_id = s.entitlement_id)
+  ) order by s.entitlement_id collate "C"), '[]'::jsonb)
+  from sources s
+  where s.place = 1
+$$;
+revoke all on function public.account_entitlements(text,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
+
+create or replace function public.get_account(p_user_id uuid, p_now timestamptz default now())
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'wallets', public.account_wallets(p_user_id),
+    'entitlements', public.account_entitlements(p_user_id::text, p_now),
+    'leagues', public.account_leagues(p_user_id)
+  )
+$$;
+revoke all on function public.get_account(uuid,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.get_account(uuid,timestamp with time zone) to service_role;
+
+-- Forget one user in every domain, in one transaction. Called by the trigger below; an operator
+-- can also call it for a user who never had an auth.users row (dev tokens, self-hosted Auth).
+-- Idempotent: forgetting a forgotten user changes nothing. Returns what each domain did.
+create or replace function public.forget_user(p_user_id uuid)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_result jsonb;
+begin
+  if p_user_id is null then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'A user id is required.';
+  end if;
+  v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
+  -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
+  if to_regprocedure('public.billing_forget_user(uuid)') is not null then
+    execute 'select public.billing_forget_user($1)' using p_user_id;
+    v_result := v_result || jsonb_build_object('billing', true);
+  end if;
+  return v_result;
+end;
+$$;
+revoke all on function public.forget_user(uuid) from public, anon, authenticated;
+grant execute on function public.forget_user(uuid) to service_role;
+
+-- The ids whose entitlement rows a user reads: their own, and the customer RevenueCat merged them
+-- into (billing_subscribers.customer_id), as GET /api/me reads them. Security invoker: as
+-- `authenticated` the subscriber row is read under its select-own policy, so another user's id
+-- yields that id alone (whose rows the caller cannot read either).
+create or replace function public.entitlement_owner_ids(p_user_id text)
+returns text[]
+language sql
+stable
+set search_path = ''
+as $$
+  select array[p_user_id] || array(
+    select s.customer_id from public.billing_subscribers s where s.app_user_id = p_user_id and s.customer_id is not null)
+$$;
+revoke all on function public.entitlement_owner_ids(text) from public, anon, authenticated;
+grant execute on function public.entitlement_owner_ids(text) to authenticated, service_role, supabase_auth_admin;
+
+-- Every source (a product's row) of the entitlements of `p_owner_ids` as of p_now: whether it grants
+-- then (`grants_until`, the one rule for "grants"), its effective status (a granting status whose
+-- access has ended reads `expired`), its place among its entitlement's sources (1: the one shown,
+-- which grants longest, then the latest news, then renewing), and whether the entitlement will renew
+-- (a source that grants then renews). Security invoker: what a caller may read of the rows decides.
+create or replace function public.entitlement_sources(p_owner_ids text[], p_now timestamptz)
+returns table (
+  entitlement_id text, place bigint, grants_now boolean, effective_status text, entitlement_renews boolean,
+  product_id text, pending_product_id text, store text, environment text, period_type text, will_renew boolean,
+  expires_at timestamptz, grace_expires_at timestamptz, last_event_at timestamptz, synced_at timestamptz
+)
+language sql
+stable
+set search_path = ''
+as $$
+  select e.entitlement_id,
+         row_number() over (partition by e.entitlement_id
+                            order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key),
+         e.grants_until > p_now,
+         case when e.grants_until <= p_now and e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace')
+              then 'expired' else e.status end,
+         bool_or(e.grants_until > p_now and e.will_renew) over (partition by e.entitlement_id),
+         e.product_id, e.pending_product_id, e.store, e.environment, e.period_type, e.will_renew,
+         e.expires_at, e.grace_expires_at, e.last_event_at, e.synced_at
+  from public.entitlements e
+  where e.app_user_id = any (p_owner_ids)
+$$;
+revoke all on function public.entitlement_sources(text[],timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.entitlement_sources(text[],timestamp with time zone) to authenticated, service_role;
+
+-- A user's leagues (not deleted), with their role in each: a user linked to two members of one
+-- league gets the league once, as commissioner if either is. Security invoker, like the above.
+create or replace function public.member_leagues(p_user_id uuid)
+returns table (source text, external_id text, name text, sport text, season text, status text, role text, updated_at timestamptz)
+language sql
+stable
+set search_path = ''
+as $$
+  select l.source, l.external_id, l.name, l.sport, l.season, l.status, r.member_role, l.updated_at
+  from (
+    select m.league_id,
+           case when bool_or(m.role = 'commissioner') then 'commissioner' else 'member' end as member_role
+    from public.league_members m
+    where m.app_user_id = p_user_id
+    group by m.league_id
+  ) r
+  join public.leagues l on l.id = r.league_id
+  where l.deleted_at is null
+$$;
+revoke all on function public.member_leagues(uuid) from public, anon, authenticated;
+grant execute on function public.member_leagues(uuid) to authenticated, service_role;
+
+-- 3. Whether the caller (auth.uid()) has access to `entitlement` now, by GET /api/me's rule (one of
+--    its sources grants: grants_until > now()). Security definer: an app's policy calling it reads
+--    two index entries, not the entitlements table under its own policy. Wrap it as
+--    `(select public.has_entitlement('pro'))` in a policy so it runs once per statement.
+create or replace function public.has_entitlement(entitlement text)
+returns boolean
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select exists (
+    select 1 from public.entitlements e
+    where e.app_user_id = any (public.entitlement_owner_ids((select auth.uid())::text))
+      and e.entitlement_id = has_entitlement.entitlement
+      and e.grants_until > now())
+$$;
+revoke all on function public.has_entitlement(text) from public, anon, authenticated;
+grant execute on function public.has_entitlement(text) to authenticated, service_role;
+
+-- Supabase Auth's Custom Access Token Hook (https://supabase.com/docs/guides/auth/auth-hooks/custom-access-token-hook):
+-- adds `entitlements` to the claims, `{ "<id>": { "expires_at": <epoch seconds, or null: never> } }`
+-- for every entitlement the user has access to when the token is issued (by GET /api/me's rule; the
+-- time is when access ends, a grace period's end included), and lowers `exp` to the earliest of those
+-- ends, so the token never claims access past it. An entitlement that ends within 60 s of `iat` is
+-- left out rather than made the token's `exp` (a token that short would be refreshed over and over);
+-- so `exp` is never below iat + 60 s unless Supabase Auth made it so. Claims are a cache of the
+-- table: policies and has_entitlement() read the table. Should reading fail, the token is issued
+-- with the claims Supabase Auth made (no `entitlements`) and a warning in the database log:
+-- signing in never depends on it. Security invoker, run as supabase_auth_admin, which reads the two
+-- tables under policies of its own (as Supabase's documentation shows).
+create or replace function public.custom_access_token_hook(event jsonb)
+returns jsonb
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  v_claims jsonb := coalesce(event->'claims', '{}'::jsonb);
+  v_iat numeric := coalesce((event->'claims'->>'iat')::numeric, extract(epoch from now()));
+  v_entitlements jsonb;
+  v_earliest timestamptz;
+begin
+  begin
+    select coalesce(jsonb_object_agg(a.entitlement_id, jsonb_build_object(
+             'expires_at', case when a.ends_at < 'infinity' then floor(extract(epoch from a.ends_at))::bigint end)), '{}'::jsonb),
+           min(a.ends_at)
+    into v_entitlements, v_earliest
+    from (
+      select e.entitlement_id, max(e.grants_until) as ends_at
+      from public.entitlements e
+      where e.app_user_id = any (public.entitlement_owner_ids(event->>'user_id'))
+        and e.grants_until > greatest(now(), to_timestamp(v_iat + 60))
+      group by e.entitlement_id
+    ) a;
+  exception when others then
+    raise warning 'custom_access_token_hook: entitlements left out of the token: %', sqlerrm;
+    return jsonb_build_object('claims', v_claims);
+  end;
+  v_claims := v_claims || jsonb_build_object('entitlements', v_entitlements);
+  if v_earliest < 'infinity' and (v_claims->>'exp')::numeric > floor(extract(epoch from v_earliest)) then
+    v_claims := v_claims || jsonb_build_object('exp', floor(extract(epoch from v_earliest))::bigint);
+  end if;
+  return jsonb_build_object('claims', v_claims);
+end;
+$$;
+revoke all on function public.custom_access_token_hook(jsonb) from public, anon, authenticated, service_role;
+grant execute on function public.custom_access_token_hook(jsonb) to supabase_auth_admin;
+
+-- Live updates from the database: a change to what a user reads in GET /api/me (their entitlements,
+-- wallet links or leagues) sends them a private Supabase Realtime broadcast, so the app refetches
+-- without polling.
+--
+--   topic   'user:<user id>' (the Supabase user id, lower-case)
+--   event   'account_changed'
+--   payload { "what": "entitlements" | "wallets" | "leagues", "at": "<ISO time of the change>" }
+--           (Realtime adds an "id"); nothing of the rows, no secrets: the app reads them itself.
+--
+-- Sent by `realtime.send(payload, event, topic, private => true)` (Supabase's "Broadcast from the
+-- database": the message is a row of realtime.messages, delivered once the transaction commits,
+-- never if it rolls back), from statement-level AFTER triggers that read the statement's changed
+-- rows from its transition tables: one trigger call per statement, however many rows it touched (a
+-- refold rewrites a customer's rows in a few statements). A user gets ONE broadcast per kind of
+-- change per transaction: later statements of the same transaction that touch the same user's rows
+-- again send nothing more (remembered in a transaction-local setting).
+--
+-- Where the `realtime` schema does not exist (embedded, plain Postgres) the same migrations apply,
+-- the triggers exist, and each returns after one catalog lookup, before reading any row: nothing is
+-- sent. The policy that lets a user receive their own topic is made only where realtime.messages
+-- exists (add it by hand, from docs/app-reads.md, if Realtime comes later).
+--
+-- Whether broadcasts can be sent here: Supabase's realtime.send exists and may be called. Catalog
+-- lookups only (no privilege error can come from asking).
+create or replace function public.can_broadcast()
+returns boolean
+language plpgsql
+stable
+security definer
+set search_path = ''
+as $$
+declare
+  v_schema oid := to_regnamespace('realtime');
+  v_send regprocedure;
+begin
+  if v_schema is null or not has_schema_privilege(v_schema, 'usage') then
+    return false;
+  end if;
+  v_send := to_regprocedure('realtime.send(jsonb, text, text, boolean)');
+  return v_send is not null and has_function_privilege(v_send, 'execute');
+end;
+$$;
+revoke all on function public.can_broadcast() from public, anon, authenticated;
+grant execute on function public.can_broadcast() to service_role;
+
+-- Send 'account_changed' ({ what, at }) to each user of p_user_ids (ids that are not a lower-case
+-- uuid are no Supabase user: RevenueCat's anonymous ids, custom app user ids), once per transaction
+-- for each (what, user). Called by the triggers below after can_broadcast().
+create or replace function public.send_account_changed(p_what text, p_user_ids text[])
+returns void
+language plpgsql
+security definer
+set search_path = ''
+as $$
+declare
+  v_sent jsonb := coalesce(nullif(current_setting('account_link.account_changed', true), ''), '{}')::jsonb;
+  v_users text[];
+  v_user text;
+  v_payload jsonb;
+begin
+  v_users := array(
+    select distinct id from unnest(p_user_ids) as ids(id)
+    where id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' and not v_sent ? (p_what || ' ' || id));
+  if cardinality(v_users) = 0 then
+    return;
+  end if;
+  v_payload := jsonb_build_object('what', p_what, 'at', to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'));
+  foreach v_user in array v_users loop
+    perform realtime.send(v_payload, 'account_changed', 'user:' || v_user, true);
+  end loop;
+  perform set_config('account_link.account_changed',
+    (v_sent || (select jsonb_object_agg(p_what || ' ' || u, true) from unnest(v_users) as u))::text, true);
+end;
+$$;
+revoke all on function public.send_account_changed(text,text[]) from public, anon, authenticated;
+grant execute on function public.send_account_changed(text,text[]) to service_role;
+
+-- The users whose rows a statement changed, told `what` changed: TG_ARGV[0] is the kind of change,
+-- TG_ARGV[1] the column that holds the user's id. The rows are read from the statement's transition
+-- tables (new_rows for an insert, old_rows for a delete, both for an update). For entitlements, the
+-- ids merged into a changed row's owner read it too (billing_subscribers.customer_id).
+create or replace function public.account_rows_broadcast()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+declare
+  v_what text := tg_argv[0];
+  v_rows text;
+  v_ids text[];
+begin
+  if not public.can_broadcast() then
+    return null;
+  end if;
+  v_rows := case tg_op when 'INSERT' then 'select %1$I::text as id from new_rows'
+                       when 'DELETE' then 'select %1$I::text as id from old_rows'
+                       else 'select %1$I::text as id from new_rows union select %1$I::text from old_rows' end;
+  execute format('select array(select distinct id from (' || v_rows || ') r where id is not null)', tg_argv[1]) into v_ids;
+  if v_what = 'entitlements' and cardinality(v_ids) > 0 then
+    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
+  end if;
+  perform public.send_account_changed(v_what, v_ids);
+  return null;
+end;
+$$;
+revoke all on function public.account_rows_broadcast() from public, anon, authenticated;
+grant execute on function public.account_rows_broadcast() to service_role;
+
+-- billing_subscribers: an id merged into another customer (or unmerged by a refold) reads other
+-- rows from now on. Rare, so a row trigger, and only when customer_id changed.
+create or replace function public.billing_subscribers_broadcast()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  if public.can_broadcast() then
+    perform public.send_account_changed('entitlements', array[new.app_user_id]);
+  end if;
+  return null;
+end;
+$$;
+revoke all on function public.billing_subscribers_broadcast() from public, anon, authenticated;
+grant execute on function public.billing_subscribers_broadcast() to service_role;
+
+-- A league's members, when its snapshot changed.
+create or replace function public.leagues_broadcast()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  if not public.can_broadcast() then
+    return null;
+  end if;
+  perform public.send_account_changed('leagues', array(
+    select distinct m.app_user_id::text from public.league_members m
+    where m.league_id in (select id from old_rows) and m.app_user_id is not null));
+  return null;
+end;
+$$;
+revoke all on function public.leagues_broadcast() from public, anon, authenticated;
+grant execute on function public.leagues_broadcast() to service_role;
+
+create trigger wallets_delete_user_rows
+after delete on auth.users
+for each row execute function public.wallets_delete_user_rows();
+
+create policy billing_subscribers_select_own on public.billing_subscribers
+  for select to authenticated
+  using (app_user_id = (select auth.uid())::text);
+
+create policy entitlements_select_own on public.entitlements
+  for select to authenticated
+  using (app_user_id = any ((select public.entitlement_owner_ids((select auth.uid())::text))::text[]));
+
+create policy wallet_links_select_own on public.wallet_links
+  for select to authenticated
+  using (user_id = (select auth.uid()));
+
+create policy league_members_select_own on public.league_members
+  for select to authenticated
+  using (app_user_id = (select auth.uid()));
+
+create policy leagues_select_member on public.leagues
+  for select to authenticated
+  using (exists (select 1 from public.league_members m where m.league_id = leagues.id and m.app_user_id = (select auth.uid())));
+
+-- 2. The views. A row of each is an item of GET /api/me's list of the same name, with its keys
+--    (quoted camelCase columns) and values (times as /api/me writes them); a field /api/me leaves
+--    out of an item (a Solana link's chainId, scope and accountId) is null here. Ordered as /api/me.
+--    Anyone but a signed-in user (anon, the service role) reads no rows: auth.uid() is null.
+create view public.my_entitlements with (security_invoker = true) as
+  with sources as (
+    select * from public.entitlement_sources(public.entitlement_owner_ids((select auth.uid())::text), now())
+  )
+  select s.entitlement_id as id,
+         s.grants_now as active,
+         s.effective_status as status,
+         s.product_id as "productId",
+         public.api_timestamp(s.expires_at) as "expiresAt",
+         s.entitlement_renews as "willRenew",
+         public.api_timestamp(s.grace_expires_at) as "graceExpiresAt",
+         s.store,
+         s.environment,
+         s.period_type as "periodType",
+         public.api_timestamp(s.synced_at) as "syncedAt",
+         (select jsonb_agg(jsonb_build_object(
+            'productId', r.product_id,
+            'store', r.store,
+            'environment', r.environment,
+            'status', r.effective_status,
+            'active', r.grants_now,
+            'expiresAt', public.api_timestamp(r.expires_at),
+            'graceExpiresAt', public.api_timestamp(r.grace_expires_at),
+            'willRenew', r.will_renew and r.grants_now
+          ) order by r.place)
+          from sources r where r.entitlement_id = s.entitlement_id) as sources
+  from sources s
+  where s.place = 1
+  order by s.entitlement_id collate "C";
+
+create view public.my_wallet_links with (security_invoker = true) as
+  select w.id, w.chain, w.address, w."chainId", w.cluster, w.kind, w.scope, w."accountId", w."createdAt"
+  from public.wallet_links l
+  cross join lateral jsonb_to_record(public.wallet_link_json(l))
+    as w(id uuid, chain text, address text, "chainId" bigint, cluster text, kind text, scope text, "accountId" text, "createdAt" text)
+  where l.user_id = (select auth.uid())
+  order by l.created_at, l.id;
+
+create view public.my_leagues with (security_invoker = true) as
+  select l.source,
+         l.external_id as "externalId",
+         l.name,
+         l.sport,
+         l.season,
+         l.status,
+         l.role,
+         -- UTC, without trailing zero fractions, as GET /api/me writes it.
+         regexp_replace(to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z' as "updatedAt"
+  from public.member_leagues((select auth.uid())) l
+  order by l.updated_at desc, l.source, l.external_id;
+
+create policy billing_subscribers_read_by_auth on public.billing_subscribers
+  for select to supabase_auth_admin
+  using (true);
+
+create policy entitlements_read_by_auth on public.entitlements
+  for select to supabase_auth_admin
+  using (true);
+
+create trigger entitlements_broadcast_insert after insert on public.entitlements
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
+
+create trigger entitlements_broadcast_update after update on public.entitlements
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
+
+create trigger entitlements_broadcast_delete after delete on public.entitlements
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
+
+create trigger wallet_links_broadcast_insert after insert on public.wallet_links
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+
+create trigger wallet_links_broadcast_update after update on public.wallet_links
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+
+create trigger wallet_links_broadcast_delete after delete on public.wallet_links
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');
+
+-- Leagues: the members linked to an app user whose membership changed (here), and the members of a
+-- league whose snapshot changed, its name, status or season, or its deletion (below).
+create trigger league_members_broadcast_insert after insert on public.league_members
+  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
+
+create trigger league_members_broadcast_update after update on public.league_members
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
+
+create trigger league_members_broadcast_delete after delete on public.league_members
+  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('leagues', 'app_user_id');
+
+create trigger billing_subscribers_broadcast after update of customer_id on public.billing_subscribers
+  for each row when (old.customer_id is distinct from new.customer_id) execute function public.billing_subscribers_broadcast();
+
+-- (A league is inserted before its members are: the members' insert tells them.)
+create trigger leagues_broadcast_update after update on public.leagues
+  referencing old table as old_rows for each statement execute function public.leagues_broadcast();
+
+create trigger leagues_broadcast_delete after delete on public.leagues
+  referencing old table as old_rows for each statement execute function public.leagues_broadcast();
+
+-- Who executes what. The views and the functions they read through: signed-in users (the service
+-- role reads through get_account). has_entitlement: signed-in users and the service role. The hook:
+-- Supabase Auth alone. On Supabase, default privileges hand every new object to anon and
+-- authenticated: everything is revoked first.
+revoke all on public.my_entitlements, public.my_wallet_links, public.my_leagues from public, anon, authenticated, service_role;
+grant select on public.my_entitlements, public.my_wallet_links, public.my_leagues to authenticated;
+
+-- What the access-token hook reads, for supabase_auth_admin (Supabase Auth's role; it has no BYPASSRLS).
+grant usage on schema public to supabase_auth_admin;
+
+-- Who receives a topic: a signed-in user, their own (`user:<their id>`) and no other. Realtime asks
+-- when a client joins a private channel, as the client's role with realtime.topic() set to the
+-- channel's topic (https://supabase.com/docs/guides/realtime/authorization). On Supabase the
+-- migrating role may add policies to realtime.messages; where it may not (a self-hosted Realtime
+-- whose owner is another role), the rest applies and a warning says to add it as that owner: the
+-- broadcasts are sent either way, and clients receive them once the policy exists.
+do $$
+begin
+  if to_regclass('realtime.messages') is not null then
+    begin
+      create policy account_changed_own_topic on realtime.messages
+        for select to authenticated
+        using ((select realtime.topic()) = 'user:' || (select auth.uid())::text and realtime.messages.topic = (select realtime.topic()));
+    exception when insufficient_privilege then
+      raise warning 'account_changed_own_topic: no right to add a policy to realtime.messages here; add it as its owner (docs/app-reads.md, Live updates)';
+    end;
+  end if;
+end;
+$$;
