@@ -66,7 +66,7 @@ export async function readCatalog(session: SqlSession): Promise<CatalogEntry[]> 
     order by 1`)) add(`index ${row.name}`, row.sql!);
 
   for (const row of await rows(`
-    select p.oid::regprocedure::text as name, pg_get_functiondef(p.oid) || ';' as sql
+    select case when p.oid::regprocedure::text like n.nspname || '.%' then p.oid::regprocedure::text else n.nspname || '.' || p.oid::regprocedure::text end as name, pg_get_functiondef(p.oid) || ';' as sql
     from pg_proc p join pg_namespace n on n.oid = p.pronamespace
     where n.nspname = 'public' and p.prokind in ('f', 'p')
     order by 1`)) add(`function ${row.name}`, row.sql!.trim());
@@ -108,7 +108,7 @@ export async function readCatalog(session: SqlSession): Promise<CatalogEntry[]> 
       where n.nspname = 'public' and c.relkind in ('r', 'p', 'v', 'S') and a.grantee <> c.relowner
         and (not c.relispartition or c.relname = 'billing_events_default')
       union all
-      select a.privilege_type, 'function', p.oid::regprocedure::text, coalesce(r.rolname, 'public')
+      select a.privilege_type, 'function', case when p.oid::regprocedure::text like n.nspname || '.%' then p.oid::regprocedure::text else n.nspname || '.' || p.oid::regprocedure::text end, coalesce(r.rolname, 'public')
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       cross join lateral aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
       left join pg_roles r on r.oid = a.grantee

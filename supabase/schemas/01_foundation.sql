@@ -1,4 +1,4 @@
--- Foundation: what every other file of this folder builds on.
+-- Foundation: what every other file of this folder builds on, and the conventions they follow.
 --
 -- This folder is the schema as it is now, declared once (Supabase's "declarative database schemas":
 -- https://supabase.com/docs/guides/local-development/declarative-database-schemas). Its files are
@@ -20,15 +20,6 @@
 --   * every table has row-level security enabled; reads a signed-in user may make are the
 --     select-own policies of 07_account.sql.
 
--- Foundation: what every domain migration builds on.
---
--- Conventions for every SQL function in this folder:
---   * `security definer` + `set search_path = ''` so it sees exactly the objects it names;
---   * executable only by service_role (and the owner), never by anon or authenticated, or a
---     signed-in user could skip the checks done in Next.js by calling it through the Data API;
---   * domain errors raised as `raise exception '<problem_code>' using errcode = 'PT<http status>'`,
---     which PostgREST maps to that status and the pg/PGlite adapters read from the SQLSTATE.
---
 -- GET /api/health: one round trip that proves the database answers and the schema is in place.
 create or replace function public.health_check()
 returns jsonb

@@ -453,3 +453,6 @@ as $$
 $$;
 revoke all on function public.billing_recorded_event(text) from public, anon, authenticated;
 grant execute on function public.billing_recorded_event(text) to service_role;
+
+-- The months ahead, as maintenance keeps them (a new database receives its first events at once).
+select public.billing_ensure_partitions(current_date, (now() + interval '12 months')::date);

@@ -143,7 +143,7 @@ revoke all on function public.billing_source_key(text,text,text,text,text) from 
 grant execute on function public.billing_source_key(text,text,text,text,text) to service_role;
 
 -- The fold's step and the subscriber-group lock, planned once per connection (like the in-order
--- shortcut in 20261127005000_billing_in_order_plans.sql).
+-- shortcut, public.billing_fold_in_order).
 --
 -- Every event the in-order shortcut leaves to the fold (a new customer's first purchase, a merge, a
 -- late event) runs public.billing_lock_group and public.billing_apply_event. Five of their
@@ -184,7 +184,7 @@ declare
 begin
   for i in 1..20 loop
     -- Each id's group (an id without one stands for itself): one index lookup per id, each its own
-    -- statement (see the top of this file).
+    -- statement (see the note above this function).
     v_seen := '{}';
     foreach v_id in array p_ids loop
       select s.group_id into v_group from public.billing_subscribers s where s.app_user_id = v_id;
@@ -231,7 +231,7 @@ begin
   end loop;
   -- Only events recorded before groups existed can be filed under an id that has no group: looked
   -- for only in the months that can hold them, none on a database that never had any
-  -- (billing_legacy_horizon, 20261126000500_flat_cost_at_scale.sql).
+  -- (public.billing_legacy_horizon says where).
   if cardinality(v_new) > 0 then
     select received_before into v_legacy from public.billing_legacy_horizon;
     if v_legacy is not null then
@@ -326,7 +326,8 @@ begin
                               where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
                                 and not s.customer_id = any (v_moved));
   if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
-    -- One id at a time, in the order one statement over them all would take (see the top of this file).
+    -- One id at a time, in the order one statement over them all would take (see the note above
+    -- public.billing_lock_group).
     foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved) as m order by 1) loop
       for v_src in
         select * from public.entitlements
@@ -683,7 +684,7 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- since the checkpoint again. Returns {duplicate, outcome, ownerId, groupId, newSource,
 -- afterSnapshot}: afterSnapshot, the event was generated between a snapshot and a later confirmation
 -- of it (RevenueCat's record had already moved past it). Checkpoints the group on the way when its
--- tail is old or long (see the top of this file).
+-- tail is old or long (public.billing_checkpoint_here decides).
 create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
 returns jsonb
 language plpgsql
@@ -1021,15 +1022,15 @@ grant execute on function public.billing_checkpoint_tail(text) to service_role;
 
 -- A duplicate's 200 only once the event it repeats is on disk.
 --
--- A gathered call commits each of its events without waiting for the flush and flushes once at its
--- end (20261127007000_billing_gathered_events_one_flush.sql). A delivery of the same event id that
+-- A call that commits its event without waiting for the flush (synchronous_commit off) and flushes
+-- later would let this happen: a delivery of the same event id that
 -- arrives meanwhile, alone, waits for the first one's commit, finds the id taken and answers 200
 -- as a duplicate. That call wrote nothing, so its commit flushed nothing: a crash of the database
 -- in that moment could lose the event while its sender had a 200 for it (the first delivery's
 -- answer lost with the crash). Now a call that finds its event a duplicate writes an empty logical
 -- decoding message, so its commit flushes the log through the first one's commit before it
 -- answers. (A duplicate found by its content digest already wrote: its `on conflict do update`
--- locks the row.) Everything else in record_billing_event is as in 20261127000100_billing_log_bounds.sql.
+-- locks the row.)
 create or replace function public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text default 'none', p_content_digest text default null)
 returns jsonb
 language plpgsql
@@ -1098,8 +1099,8 @@ $$;
 revoke all on function public.record_billing_event(jsonb,jsonb,text,text) from public, anon, authenticated;
 grant execute on function public.record_billing_event(jsonb,jsonb,text,text) to service_role;
 
--- Count every group's tail and its oldest receive time from the log (this migration, for the log
--- as it stands; the scale seed, for what it writes). Returns how many groups have a tail.
+-- Count every group's tail and its oldest receive time from the log (the migration that began
+-- counting tails, for the log as it stood; the scale seed, for what it writes). Returns how many groups have a tail.
 create or replace function public.billing_recount_tails()
 returns integer
 language plpgsql
@@ -1248,7 +1249,7 @@ begin
 
   -- The group: every id known and in one group (public.billing_lock_group's usual case), locked;
   -- then its members read under the lock, which also confirms the ids are still all in it. (One
-  -- lookup per id, not one statement over the array: see the top of this file.)
+  -- lookup per id, not one statement over the array: see the note above public.billing_lock_group.)
   foreach v_id in array p_linked loop
     select s.group_id into v_id_group from public.billing_subscribers s where s.app_user_id = v_id;
     if v_id_group is null or v_id_group <> coalesce(v_group, v_id_group) then
@@ -1358,85 +1359,7 @@ $$;
 revoke all on function public.billing_fold_in_order(jsonb,jsonb,timestamp with time zone,text[]) from public, anon, authenticated;
 grant execute on function public.billing_fold_in_order(jsonb,jsonb,timestamp with time zone,text[]) to service_role;
 
--- A gathered call of billing events waits for one WAL flush, not one per event.
---
--- public.record_billing_events (20261127006000_billing_gathered_events.sql) commits each event in a
--- transaction of its own, and each commit waited for its WAL to reach the disk: up to ten flushes
--- one after another in one call, where concurrent calls of their own share theirs (group commit).
--- On a disk whose flush takes a millisecond (a cloud volume) that is ten milliseconds a call.
--- Now each event commits without waiting (synchronous_commit off for its own transaction), and the
--- call ends with one transaction that does: a flush reaches every earlier record too, so when the
--- answers leave, every event they report stored is on disk, as before. A transactional logical
--- message (pg_logical_emit_message, open to every role) is the smallest write that makes a commit
--- flush; a transaction that wrote nothing would not. If the call fails before its end (the
--- connection drops, it is cancelled), the events it committed may be lost in a crash of the
--- database in the moment after; but then every event it carried was answered with an error, and
--- the sender's retry brings each back (stored again, or found a duplicate). Other sessions may see
--- an event before it is on disk, for at most the rest of the call.
--- (PostgreSQL docs, "Asynchronous Commit" and synchronous_commit.)
---
--- Everything else is as before; see the earlier migration for what the procedure does.
-create or replace procedure public.record_billing_events(
-  p_calls jsonb, p_lock_timeout_ms integer default null, p_time_budget_ms integer default null, inout p_answers jsonb default null)
-language plpgsql
-as $$
-declare
-  v_count integer := pg_catalog.jsonb_array_length(p_calls);
-  v_started timestamptz := pg_catalog.clock_timestamp();
-  v_budget interval := pg_catalog.make_interval(secs => p_time_budget_ms operator(pg_catalog./) 1000.0);
-  v_call jsonb;
-  v_answer jsonb;
-  v_state text;
-  v_message text;
-  v_detail text;
-  v_stored boolean := false;
-begin
-  p_answers := '[]';
-  for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
-    v_call := p_calls operator(pg_catalog.->) v_index;
-    -- Past its budget, the call starts no more events (each could wait p_lock_timeout_ms for a
-    -- lock): it answers them as skipped, and the caller sends each alone, so the call answers
-    -- before its caller stops waiting. The first event always runs.
-    if v_index operator(pg_catalog.>) 0 and v_budget is not null
-       and pg_catalog.clock_timestamp() operator(pg_catalog.-) v_started operator(pg_catalog.>=) v_budget then
-      p_answers := p_answers operator(pg_catalog.||) '[{"skipped": true}]'::jsonb;
-      continue;
-    end if;
-    -- This event's commit does not wait for its flush; the one at the end of the call does.
-    perform pg_catalog.set_config('synchronous_commit', 'off', true);
-    begin
-      if p_lock_timeout_ms is not null then
-        perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
-      end if;
-      v_answer := pg_catalog.jsonb_build_object('result', public.record_billing_event(
-        p_body => v_call operator(pg_catalog.->) 'p_body',
-        p_plan => v_call operator(pg_catalog.->) 'p_plan',
-        p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
-        p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
-      v_stored := true;
-    exception when others then
-      get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
-      v_answer := pg_catalog.jsonb_build_object('error',
-        pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message,
-          'detail', case when v_detail operator(pg_catalog.=) '' then null else v_detail end));
-    end;
-    p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
-    commit;
-  end loop;
-  -- One flush for the call, at the session's own synchronous_commit: it reaches every event's
-  -- commit before it.
-  if v_stored then
-    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_events', '');
-    commit;
-  end if;
-end;
-$$;
-revoke all on procedure public.record_billing_events(jsonb,integer,integer,jsonb) from public, anon, authenticated;
-grant execute on procedure public.record_billing_events(jsonb,integer,integer,jsonb) to service_role;
-
 -- One member's rows as a checkpoint keeps them (the generated expiry left out: it is computed again).
---
--- (A checkpoint's copy of one member's rows: 20261128000200_billing_in_order_checkpoint.sql.)
 create or replace function public.billing_checkpoint_rows(p_app_user_id text)
 returns jsonb
 language plpgsql

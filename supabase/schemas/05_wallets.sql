@@ -99,9 +99,8 @@ revoke all on table public.wallet_contract_checks from public, anon, authenticat
 grant select, insert, update, delete on table public.wallet_contract_checks to service_role;
 revoke all on sequence public.wallet_contract_checks_id_seq from public, anon, authenticated;
 
--- The public shape of a link: { id, chain, address, chainId | cluster, createdAt } (ISO 8601 UTC).
---
--- The public shape of a link (20261124001300_contract_wallets.sql), with its scope. An EVM link says
+-- The public shape of a link: { id, chain, address, chainId | cluster, createdAt } (ISO 8601 UTC),
+-- with its scope. An EVM link says
 -- `scope`: 'evm' (the key's link: this address on every EVM chain) or 'chain' (a contract's: this
 -- address on chain `chainId` only), and `accountId`, the CAIP-10 id of the account on the chain the
 -- proof was made on (for scope 'chain', the link's key). Solana links are unchanged.
@@ -245,12 +244,8 @@ grant execute on function public.wallet_unlink(uuid,uuid) to service_role;
 --             this account, and GET /api/me has no one to show it to;
 --   billing:  public.billing_forget_user(uuid), when that function exists (the billing module
 --             owns its tables and defines it: see the README's "Deleting a user").
--- The trigger keeps the name the wallets migration gave it (wallets_delete_user_rows), so this
--- migration never needs more than TRIGGER on auth.users (on Supabase that table belongs to the
--- Auth server's role; dropping its triggers would need ownership).
---
--- Forgetting a user (20261123000200_hardening.sql) also forgets when they checked contract wallets.
--- The answer keeps its shape.
+-- Forgetting a user's wallets (public.forget_user, 07_account.sql, calls it): their links, their
+-- challenges and when they checked contract wallets.
 create or replace function public.wallets_forget_user(p_user_id uuid)
 returns jsonb
 language plpgsql
@@ -279,8 +274,8 @@ grant execute on function public.wallets_forget_user(uuid) to service_role;
 -- is consumed; the count is kept even when the chain then says no or does not answer.
 --   more than 5 checks of this challenge -> 400 challenge_expired (ask for a new one)
 --
--- Before a contract wallet's signature is sent to its chain (20261124001300_contract_wallets.sql):
--- the same refusals as wallet_link below, in the same order, with the scope rule of this migration
+-- Before a contract wallet's signature is sent to its chain: the same refusals as wallet_link below,
+-- in the same order, with the scope rule of wallet_links (the note above that table)
 -- (a contract proof on chain N meets the address's key link, or its contract link on chain N), then
 -- the challenge's 5 checks, then the account's rate:
 --   20 checks by this account in the last 10 minutes -> { started: false, retryAfterSeconds }
@@ -366,8 +361,7 @@ $$;
 revoke all on function public.wallet_start_contract_check(uuid,uuid,text,text,text) from public, anon, authenticated;
 grant execute on function public.wallet_start_contract_check(uuid,uuid,text,text,text) to service_role;
 
--- Consume a challenge and create the link (20261124001300_contract_wallets.sql, whose outcomes and
--- their order are those of 20261122000200_wallets.sql), with the scope rule of this migration:
+-- Consume a challenge and create the link, with the scope rule of wallet_links (the note above that table):
 --   challenge used: a link of the caller holds the wallet on the challenge's chain -> alreadyLinked
 --   a link of another user holds it where this proof reaches (a key proof: the address on any
 --     chain; a contract proof: the address's key link or its contract link on this chain) -> 409
@@ -471,10 +465,10 @@ $$;
 revoke all on function public.wallet_link(uuid,uuid,text,text,text,text) from public, anon, authenticated;
 grant execute on function public.wallet_link(uuid,uuid,text,text,text,text) to service_role;
 
--- A contract-wallet check the chain did not answer is not a check (issue 13: an RPC failure or
--- timeout "does NOT consume the challenge, so the user can retry with the same signature").
+-- A contract-wallet check the chain did not answer is not a check (an RPC failure or timeout does
+-- not consume the challenge, so the user can retry with the same signature).
 --
--- wallet_start_contract_check (20261124001300_contract_wallets.sql) counts a check on the challenge
+-- wallet_start_contract_check counts a check on the challenge
 -- before the chain is asked, so that at most 5 chain calls per challenge are in flight or spent
 -- (concurrent requests included). Until now the count was kept whatever happened next, so after
 -- five 503 chain_unavailable answers the same signature got 400 challenge_expired. From here on the
@@ -512,7 +506,7 @@ grant execute on function public.wallet_refund_contract_check(uuid,uuid) to serv
 
 -- The caller's challenge for this message and wallet, locked for the transaction (the row lock
 -- makes "used once" hold against another session): the first refusals of wallet_link and of
--- wallet_start_contract_check, in their order (20261122000200_wallets.sql lists them).
+-- wallet_start_contract_check, in their order (wallet_link lists them).
 create function public.wallet_challenge_for(
   p_user_id uuid,
   p_challenge_id uuid,

@@ -37,11 +37,8 @@ grant execute on function public.wallets_delete_user_rows() to service_role;
 
 -- GET /api/me: the caller's leagues (not deleted), with the caller's role in each, newest first.
 -- A user linked to two members of one league gets the league once, as commissioner if either is.
--- Keys are those of the API; updatedAt is UTC with microseconds (lib/leagues trims the zeros).
---
--- GET /api/me: the caller's leagues, newest first (20261122000300_leagues.sql, now read through
--- member_leagues). Keys are those of the API; updatedAt is UTC with microseconds (lib/leagues trims
--- the zeros).
+-- Read through member_leagues (as my_leagues reads them). Keys are those of the API; updatedAt is
+-- UTC with microseconds (lib/leagues trims the zeros).
 create or replace function public.account_leagues(p_user_id uuid)
 returns jsonb
 language sql
@@ -71,8 +68,8 @@ revoke all on function public.account_leagues(uuid) from public, anon, authentic
 grant execute on function public.account_leagues(uuid) to service_role;
 
 -- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it: the
--- source shown (place 1) with every source (20261123000100_billing_fold.sql, now read through
--- entitlement_sources and entitlement_owner_ids, which my_entitlements reads through too).
+-- source shown (place 1) with every source, read through entitlement_sources and
+-- entitlement_owner_ids, which my_entitlements reads through too.
 create or replace function public.account_entitlements(p_user_id text, p_now timestamptz default now())
 returns jsonb
 language sql

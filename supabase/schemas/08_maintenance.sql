@@ -7,7 +7,7 @@
 --    planner hash the batch and read the whole table to find its rows; `id = any (array(batch))`
 --    looks each one up by its primary key.
 --
--- Retention (20261126000500_flat_cost_at_scale.sql), now also for the rate's rows: a check older
+-- Retention of challenges, and of the contract checks' rate rows: a check older
 -- than the 10-minute window counts for nothing. Both in batches of 1000 until the deadline.
 create or replace function public.wallets_maintain(p_now timestamptz, p_deadline timestamptz)
 returns jsonb
@@ -206,7 +206,6 @@ grant execute on function public.run_maintenance(timestamp with time zone,intege
 -- that runs the migrations) may see it: the sessions of roles it is a member of in full (the
 -- service's webhooks connect as that role), everyone's with pg_read_all_stats
 -- (https://www.postgresql.org/docs/current/monitoring-stats.html).
--- Everything else in billing_maintain is as in 20261127000100_billing_log_bounds.sql.
 --
 -- 6. Maintenance: partitions ahead, checkpoints, retention. Returns what it did; {skipped: true}
 -- when another run holds the maintenance lock. p_budget_ms bounds the checkpoint work (a drop waits
