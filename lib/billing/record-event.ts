@@ -1,6 +1,5 @@
 import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
-import { callDbGathered, type GatheredFunction } from '../db/gathered-calls.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import { CONTENT_DIGEST, type BillingEvent, type BillingWebhookBody } from './webhook-body.ts';
@@ -34,17 +33,12 @@ export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
 }
 
 /**
- * Events that arrive while earlier ones are still in the database go together, each still in its
- * own transaction (lib/db/gathered-calls.ts).
- */
-export const RECORD_BILLING_EVENT: GatheredFunction = { fn: 'record_billing_event', procedure: 'record_billing_events' };
-
-/**
  * Record a RevenueCat event and apply its effects: ONE transaction of `public.record_billing_event`,
  * so the event row and the entitlement changes commit together or not at all, and a repeated event
  * id changes nothing. Safe to call again after any failure (RevenueCat retries with the same id); a
- * DbError from an unavailable database becomes 503 + Retry-After in the route. At most one database
- * call per event: under load, several deliveries' events share one (RECORD_BILLING_EVENT).
+ * DbError from an unavailable database becomes 503 + Retry-After in the route. One database call
+ * per event, through the pool, so a call that waits for one customer's lock holds one connection
+ * and delays no other customer's (docs/decisions/gathered-calls.md).
  *
  * An event that came without an id is recognised by the digest of its content instead (the same
  * content within RevenueCat's retry window is a duplicate; see webhook-body.ts).
@@ -54,7 +48,7 @@ export const RECORD_BILLING_EVENT: GatheredFunction = { fn: 'record_billing_even
  */
 export async function recordBillingEvent(body: BillingWebhookBody, options: RecordBillingEventOptions): Promise<RecordBillingEventResult> {
   const plan = describeEventEffects(body.event, options.now, { ignoreSandbox: options.ignoreSandbox });
-  const record = () => callDbGathered<Omit<RecordBillingEventResult, 'plan'>>(RECORD_BILLING_EVENT, {
+  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', {
     p_body: body, p_plan: plan, p_sync_after: options.syncAfter, p_content_digest: body[CONTENT_DIGEST] ?? null,
   });
   let result;

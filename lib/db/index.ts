@@ -29,7 +29,7 @@ export async function callDb<T = unknown>(fn: string, args: Record<string, unkno
 }
 
 /** Deadlock detected, serialization failure: Postgres rolled the call back whole and says to try again. */
-export const RETRYABLE_SQL_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
+const RETRYABLE_SQL_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
 const CONFLICT_RETRIES = 2;
 
 /**
@@ -53,7 +53,7 @@ async function callRetryingConflicts(db: DatabaseAdapter, fn: string, args: Reco
  * A short random pause before a call that lost a conflict runs again, longer after each attempt:
  * the two sides of a deadlock, retried at once, could cross again.
  */
-export function pauseBeforeConflictRetry(attempt: number): Promise<void> {
+function pauseBeforeConflictRetry(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * (attempt + 1)));
 }
 
@@ -68,16 +68,6 @@ const requestStats = new AsyncLocalStorage<DbRequestStats>();
 /** Run `work`, counting the database calls it makes into `stats`. */
 export function countDbCalls<T>(stats: DbRequestStats, work: () => Promise<T>): Promise<T> {
   return requestStats.run(stats, work);
-}
-
-/** The counts of the request this code runs for, if any (a gathered call counts for each of its requests). */
-export function currentDbRequestStats(): DbRequestStats | undefined {
-  return requestStats.getStore();
-}
-
-/** Count a call made outside callDb (a gathered call: once, whatever it carries). */
-export function countDbCall(): void {
-  state.calls++;
 }
 
 interface PortState {

@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall, buildProcedureCall, withLiteralValues, type SqlCall } from './sql-call.ts';
+import { buildFunctionCall, withLiteralValues, type SqlCall } from './sql-call.ts';
 
 /** The embedded database: an adapter, and a session for raw SQL (migrations, scripts, tests). */
 export interface EmbeddedDatabase extends DatabaseAdapter {
@@ -22,8 +22,7 @@ export interface EmbeddedDatabase extends DatabaseAdapter {
  * has one connection), in the order they were made.
  *
  * Durability is PGlite's own, unchanged by the thread: each call's WAL is written to the folder's
- * files before the call returns (a gathered call of billing events writes its events' at its end;
- * plain writes, no fsync: a killed process loses nothing a call returned, an operating-system crash
+ * files before the call returns (plain writes, no fsync: a killed process loses nothing a call returned, an operating-system crash
  * or power cut may lose the last commits). It is a development database;
  * it is refused when deployed.
  *
@@ -75,13 +74,8 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
   return {
     mode: 'embedded',
     session,
-    // One connection: calls run one after another, in the order they were made.
-    capacity: { parallelCalls: 1 },
     async call(fn, args) {
       return (await firstRow(buildFunctionCall(fn, args)))?.result ?? null;
-    },
-    async callProcedure(procedure, args) {
-      return (await firstRow(buildProcedureCall(procedure, args))) ?? {};
     },
     close,
   };

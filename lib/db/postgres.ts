@@ -4,7 +4,7 @@ import { databasePoolFor } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall, buildProcedureCall, type SqlCall } from './sql-call.ts';
+import { buildFunctionCall, type SqlCall } from './sql-call.ts';
 
 /**
  * How long a call may wait, and where each bound lives. All three hold through Supabase's
@@ -89,15 +89,8 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
   return {
     mode: 'postgres',
     pool,
-    capacity: { parallelCalls: max, waitMs: waits.connectionMs },
     async call(fn, args) {
       return (await query(buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs })))?.result ?? null;
-    },
-    async callProcedure(procedure, args) {
-      // The call's answer is due within callMs, and its last event may wait lockMs for a lock:
-      // it starts no event past callMs - 2 x lockMs (the others are answered as skipped).
-      const bounds = { lockTimeoutMs: waits.lockMs, timeBudgetMs: Math.max(0, waits.callMs - 2 * waits.lockMs) };
-      return (await query(buildProcedureCall(procedure, args, bounds))) ?? {};
     },
     close: async () => {
       if (!pool.ended) await pool.end();

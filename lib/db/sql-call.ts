@@ -1,4 +1,4 @@
-/** Build `select public.fn(a => $1, b => $2) as result` (and `call public.procedure(...)`) for the pg and PGlite adapters. */
+/** Build `select public.fn(a => $1, b => $2) as result` for the pg and PGlite adapters. */
 import pg from 'pg';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -32,27 +32,6 @@ export function buildFunctionCall(fn: string, args: Record<string, unknown>, opt
     text += ` from set_config('lock_timeout', $${values.length}, true) as call_settings`;
   }
   return { text, values };
-}
-
-export interface ProcedureCallOptions extends FunctionCallOptions {
-  /** Start no more of its work after this long (it answers what it did not start as skipped). */
-  timeBudgetMs?: number;
-}
-
-/**
- * Build `call public.procedure(a => $1, b => $2)`: its row holds the procedure's out parameters. A
- * procedure that commits must be the statement itself (not inside a select, nor a transaction
- * block), and a lock timeout ends with each commit, so the bounds go to the procedure as arguments:
- * `p_lock_timeout_ms`, for it to set in each transaction it begins, and `p_time_budget_ms`.
- */
-export function buildProcedureCall(procedure: string, args: Record<string, unknown>, options: ProcedureCallOptions = {}): SqlCall {
-  if (options.lockTimeoutMs !== undefined) args = { ...args, p_lock_timeout_ms: lockTimeoutSetting(options.lockTimeoutMs) };
-  if (options.timeBudgetMs !== undefined) {
-    if (!Number.isSafeInteger(options.timeBudgetMs) || options.timeBudgetMs < 0) throw new Error(`Not a time budget: ${options.timeBudgetMs}`);
-    args = { ...args, p_time_budget_ms: options.timeBudgetMs };
-  }
-  const { list, values } = namedArguments(procedure, args);
-  return { text: `call public.${procedure}(${list})`, values };
 }
 
 function lockTimeoutSetting(ms: number): string {

@@ -1,6 +1,6 @@
-// What does applying several billing events in one database call save? The measurement behind the
-// service's gathered calls (lib/db/gathered-calls.ts: events that wait for a connection go together
-// as one call of public.record_billing_events, which commits each event on its own).
+// What does applying several billing events in one database call save, one connection, calls back
+// to back? The measurement behind the gathered calls the service had (docs/decisions/gathered-calls.md;
+// billing-burst.ts measures them at a burst's arrival rates).
 //
 // `node scripts/bench/call-batching.ts` (a minute or two): one Postgres server (the tests' own:
 // fsync off, so a commit waits on no disk; FSYNC=1 turns it on, so each commit that waits for the
@@ -16,8 +16,8 @@
 //                            PL/pgSQL exception block, so one refused event would not refuse the
 //                            others), the lock timeout set for each: a prototype made in this
 //                            scratch database only;
-//   K in one call, commits - the service's procedure, public.record_billing_events, which commits
-//                            after each event, so each stays a transaction of its own;
+//   K in one call, commits - the procedure the service's gathered calls used (gathered-procedure.ts),
+//                            which commits after each event, so each stays a transaction of its own;
 //   a bare round trip      - a statement with the same two values that does nothing with them.
 // Every way must find every event applied (not a duplicate, not stale), or the script stops. The
 // ways take turns in a different order each round, after one warm-up round that is not printed.
@@ -36,9 +36,10 @@ import path from 'node:path';
 import pg from 'pg';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { buildFunctionCall, buildProcedureCall } from '../../lib/db/sql-call.ts';
+import { buildFunctionCall } from '../../lib/db/sql-call.ts';
 import { createDatabase, startPostgresServer } from '../support/postgres-server.ts';
 import { cpuMsOf } from './cpu.ts';
+import { GATHERED_CALL, GATHERED_PROCEDURE } from './gathered-procedure.ts';
 import { renewalArgs, renewalBody, SUBSCRIBERS } from './sql-profile.ts';
 
 const batchSize = Number(process.env.K ?? 10);
@@ -109,6 +110,7 @@ async function postgresTarget(): Promise<Target> {
   const client = new pg.Client({ connectionString: server.url(name) });
   await client.connect();
   await client.query(BATCH_FUNCTION);
+  await client.query(GATHERED_PROCEDURE);
   const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
   const call = async (args: EventArgs, name?: string) =>
     assertAllApplied([(await client.query<{ result: Answer }>({ name, text: CALL, values: [...args, String(LOCK_TIMEOUT_MS)] })).rows[0]!.result]);
@@ -135,8 +137,7 @@ async function postgresTarget(): Promise<Target> {
       },
       [`${batchSize} in one call, commits`]: async (events) => {
         for (const batch of inBatches(events)) {
-          const { text, values } = buildProcedureCall('record_billing_events', { p_calls: procedureCalls(batch) }, { lockTimeoutMs: LOCK_TIMEOUT_MS });
-          assertAllApplied(procedureAnswers((await client.query(text, values)).rows[0]!.p_answers));
+          assertAllApplied(procedureAnswers((await client.query(GATHERED_CALL, [procedureCalls(batch), LOCK_TIMEOUT_MS, null])).rows[0]!.p_answers));
         }
       },
       'a bare round trip': async (events) => {
@@ -155,6 +156,7 @@ async function embeddedTarget(): Promise<Target> {
   const folder = mkdtempSync(path.join(os.tmpdir(), 'call-batching-'));
   const db = await openPglite(path.join(folder, 'db'));
   await db.session.exec(BATCH_FUNCTION);
+  await db.session.exec(GATHERED_PROCEDURE);
   // As the service calls it: the adapter's call (one statement, its values as literals).
   const record = async (args: EventArgs) =>
     assertAllApplied([(await db.call('record_billing_event', { p_body: JSON.parse(args[0]), p_plan: JSON.parse(args[1]) })) as Answer]);
@@ -172,8 +174,8 @@ async function embeddedTarget(): Promise<Target> {
       },
       [`${batchSize} in one call, commits`]: async (events) => {
         for (const batch of inBatches(events)) {
-          const answers = (await db.callProcedure!('record_billing_events', { p_calls: JSON.parse(procedureCalls(batch)) })).p_answers;
-          assertAllApplied(procedureAnswers(answers as never));
+          const { rows } = await db.session.query(GATHERED_CALL, [procedureCalls(batch), null, null]);
+          assertAllApplied(procedureAnswers((rows[0] as { p_answers: never }).p_answers));
         }
       },
       'a bare round trip': async (events) => {

@@ -1,0 +1,87 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { databasePoolFor } from '../../lib/config.ts';
+import { replaceDatabase } from '../../lib/db/index.ts';
+import { openPostgres } from '../../lib/db/postgres.ts';
+import { suiteDatabase } from '../support/databases.ts';
+import { day, deliver, entitlementsOf, eventRow, purchase } from './support.ts';
+
+// One customer's held lock (a slow refold, a checkpoint, an operator's explain) may delay that
+// customer's webhooks, never another customer's: each event is its own call through the pool, so
+// the held customer's calls wait for the lock on their own connections and every other webhook
+// takes a free one. Through the route, over HTTP, on a real Postgres server, with the deployed pool.
+
+describe('a customer whose lock is held (postgres)', () => {
+  const db = suiteDatabase('postgres');
+  /** The deployed pool (lib/config.ts), and a lock wait far longer than the test: the held customer's calls wait until released. */
+  const poolSize = databasePoolFor(true, undefined).max;
+  let adapter: Awaited<ReturnType<typeof openPostgres>>;
+  beforeAll(async () => {
+    adapter = await openPostgres({ connectionString: db.url!, max: poolSize, migrate: false, waits: { lockMs: 600_000, callMs: 900_000 } });
+    replaceDatabase(adapter);
+  });
+  afterAll(async () => {
+    replaceDatabase(db.adapter);
+    await adapter.close();
+  });
+
+  /** Hold the lock the service takes for a subscriber's group (an id not yet in a group is its own), from a connection of its own. */
+  async function holdSubscriberLock(user: string): Promise<() => Promise<void>> {
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    await client.query('begin');
+    await client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [user]);
+    return async () => {
+      await client.query('rollback');
+      await client.end();
+    };
+  }
+
+  /** How many backends of this test's database wait for an advisory lock (other test files share the server). */
+  async function backendsWaitingForLocks(): Promise<number> {
+    const rows = await db.sql<{ n: string }>(`select count(*) as n from pg_locks where locktype = 'advisory' and not granted
+      and database = (select oid from pg_database where datname = current_database())`);
+    return Number(rows[0]!.n);
+  }
+
+  async function untilBackendsWaitForLocks(count: number): Promise<void> {
+    while ((await backendsWaitingForLocks()) < count) await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+
+  it('answers every other customer\'s webhook 200 while the lock is held, with no 503; the held customer\'s after the release', async () => {
+    const held = `held-lock-${Date.now()}`;
+    const others = Array.from({ length: 3 * poolSize * 4 }, (_, i) => purchase(`${held}-other-${i}`, 0.001, 0, 30));
+    // Two of the held customer's events (a delivery and another event of theirs): each waits on a
+    // connection of its own, and the pool has one more.
+    const heldEvents = [purchase(held, 0.001, 0, 30), purchase(held, 0.002, 0, 30, { transaction_id: `${held}-second` })];
+    expect(poolSize).toBeGreaterThan(heldEvents.length);
+    const release = await holdSubscriberLock(held);
+    let heldAnswers: Promise<Awaited<ReturnType<typeof deliver>>[]> | undefined;
+    let heldAnswered = false;
+    try {
+      // The held customer's two events reach the database and wait for the lock, then the others come.
+      const first = deliver(heldEvents[0]);
+      await untilBackendsWaitForLocks(1);
+      const second = deliver(heldEvents[1]);
+      await untilBackendsWaitForLocks(2);
+      heldAnswers = Promise.all([first, second]).finally(() => (heldAnswered = true));
+      const otherAnswers = others.map((body) => deliver(body));
+
+      const answered = await Promise.all(otherAnswers);
+      expect(answered.map((response) => response.status)).toEqual(others.map(() => 200));
+      expect(answered.every((response) => response.body?.received === true)).toBe(true);
+      // All of that while the held customer's two events still wait for the lock, each on a
+      // connection of its own: the others went through the connection left.
+      expect(heldAnswered).toBe(false);
+      expect(await backendsWaitingForLocks()).toBe(2);
+      for (const body of others) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+      for (const body of heldEvents) expect(await eventRow(db, body.event.id)).toBeUndefined();
+    } finally {
+      await release();
+    }
+    // Released: the held customer's webhooks go on and are applied.
+    expect((await heldAnswers)?.map((response) => response.status)).toEqual([200, 200]);
+    for (const body of heldEvents) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+    expect((await entitlementsOf(db, held, new Date(day(1)))).map((view) => view.active)).toEqual([true]);
+  });
+});
