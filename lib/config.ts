@@ -248,7 +248,7 @@ export interface DatabasePoolSettings {
  * after 5 s, because attachDatabasePool keeps an instance alive until they have (so a suspended
  * instance holds none). A long-running server keeps 4, closed after 30 s idle: one Node process
  * cannot keep more busy when the database is near, and more transactions at once only make
- * Postgres's backends wait on each other (measured in docs/benchmarks.md: 10 connections cost a
+ * Postgres's backends wait on each other (measured in docs/benchmarks.md, "The connection pool": 10 connections cost a
  * third more Postgres CPU per webhook than 4, for fewer requests a second). A database far away
  * (each call holding its connection for a long round trip) may want more: DATABASE_POOL_MAX.
  */

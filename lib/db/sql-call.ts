@@ -51,7 +51,7 @@ function namedArguments(routine: string, args: Record<string, unknown>): { list:
  * Postgres's simple query protocol. PGlite runs each protocol message through its WASM server in
  * turn: a call with parameters is six passes (parse, describe, bind, describe, execute, sync), this
  * one two (the statement, sync); the four saved are ~0.06 ms of a billing event's ~0.9 on the
- * embedded database's thread (docs/benchmarks.md). Every literal is a quoted string, which Postgres
+ * embedded database's thread (scripts/bench/NOTES.md). Every literal is a quoted string, which Postgres
  * resolves against the function's parameter types as it does an untyped parameter (the calls name
  * their arguments). A lone UTF-16 surrogate becomes U+FFFD, as it would on its way to the database
  * anyway (PGlite sizes the statement's bytes by a count a lone surrogate can throw off, which would

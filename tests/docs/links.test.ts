@@ -2,8 +2,11 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-/** The front door and the docs it leads to: every link lands, every command named exists. */
-const DOCS = ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md', 'SECURITY.md', ...readdirSync('docs').filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)];
+/** The markdown files of a folder, named from the project's root. */
+const markdownIn = (folder: string) => readdirSync(folder).filter((file) => file.endsWith('.md')).map((file) => `${folder}/${file}`);
+
+/** The front door and the docs it leads to (the decision records too): every link lands, every command named exists. */
+const DOCS = ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md', 'SECURITY.md', ...markdownIn('docs'), ...markdownIn('docs/decisions')];
 const scripts = Object.keys((JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts);
 
 /** GitHub's heading anchors. */
