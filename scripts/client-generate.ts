@@ -4,7 +4,7 @@
 // GET /api/openapi.json serves with the default configuration (as npm run lint:openapi lints it).
 // tests/client/api-types.test.ts fails when the committed file no longer matches the document:
 // change a route's schema, then run this.
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
@@ -30,6 +30,28 @@ export async function generateClientTypes(): Promise<string> {
     inject: `export const API_VERSION = ${JSON.stringify(served.info.version)};`,
   });
   return `${HEADER}\n${astToString(nodes)}`;
+}
+
+/**
+ * What keeps the package from being released for the document as it is: its version is the
+ * document's `info.version` (so an app can tell from a deployment's /api/openapi.json that its
+ * client is older), and its CHANGELOG has a section for that version saying what changed for apps.
+ * Empty when all is in order.
+ */
+export function clientPackageProblems(documentVersion: string, packageVersion: string, changelog: string): string[] {
+  const problems: string[] = [];
+  if (packageVersion !== documentVersion) {
+    problems.push(`The API document is version ${documentVersion} and the client package ${packageVersion}: run \`npm version ${documentVersion} --workspace packages/client --no-git-tag-version\`.`);
+  }
+  const heading = new RegExp(`^## ${documentVersion.replace(/\./g, '\\.')}(\\s|$)`, 'm');
+  if (!heading.test(changelog)) problems.push(`packages/client/CHANGELOG.md has no "## ${documentVersion}" section: say what changed for apps.`);
+  return problems;
+}
+
+/** clientPackageProblems for the files as they are. */
+export function currentClientPackageProblems(): string[] {
+  const { version } = JSON.parse(readFileSync(path.join(CLIENT_PACKAGE_DIR, 'package.json'), 'utf8')) as { version: string };
+  return clientPackageProblems(buildOpenApiDocument(loadConfig({})).info.version, version, readFileSync(path.join(CLIENT_PACKAGE_DIR, 'CHANGELOG.md'), 'utf8'));
 }
 
 /**
@@ -59,4 +81,5 @@ function forAnyDeployment<T>(document: T): T {
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   writeFileSync(CLIENT_TYPES_FILE, await generateClientTypes());
   console.log(`wrote ${CLIENT_TYPES_FILE}`);
+  for (const problem of currentClientPackageProblems()) console.warn(problem);
 }
