@@ -1,5 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
@@ -59,7 +60,7 @@ describe('stock openapi-typescript on the served document', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 180_000); // two whole TypeScript programs
 });
 
 /**
@@ -112,7 +113,8 @@ describe('the core client with no DOM and no Node API', () => {
 
   it('reads the account through the real route, in a context that has only fetch and the language', async () => {
     const user = await testUser({ email: 'edge@example.test' });
-    const run = spawnSync(process.execPath, ['--experimental-vm-modules', '--no-warnings', '--input-type=module', '-e', EDGE_RUNNER], {
+    // Not spawnSync: the route server answering the child runs in this process.
+    const run = await promisify(execFile)(process.execPath, ['--experimental-vm-modules', '--no-warnings', '--input-type=module', '-e', EDGE_RUNNER], {
       encoding: 'utf8',
       env: { ...process.env, DIST: dist, OPENAPI_FETCH: path.join(ROOT, 'node_modules/openapi-fetch/dist/index.mjs'), BASE_URL: server.url, TOKEN: user.token },
     });
@@ -125,5 +127,5 @@ describe('the core client with no DOM and no Node API', () => {
       present: [],
       API_VERSION: JSON.parse(readFileSync(path.join(ROOT, 'packages/client/package.json'), 'utf8')).version,
     });
-  });
+  }, 120_000);
 });
