@@ -34,13 +34,13 @@ let free: { userId: string; token: string };
 
 function run(command: string, args: string[], cwd: string, env: Record<string, string> = {}) {
   const result = spawnSync(command, args, { cwd, encoding: 'utf8', env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false', ...env } });
-  return { status: result.status, output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error ? String(result.error) : ''}` };
+  return { status: result.status, stdout: result.stdout ?? '', output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error ? String(result.error) : ''}` };
 }
 
-function expectSuccess(result: { status: number | null; output: string }) {
-  expect(result.output, result.output).toBeDefined();
+/** What the command printed on stdout; its whole output as the error when it failed. */
+function expectSuccess(result: { status: number | null; stdout: string; output: string }) {
   if (result.status !== 0) throw new Error(result.output);
-  return result.output;
+  return result.stdout;
 }
 
 function writeFiles(dir: string, files: Record<string, string>) {
