@@ -72,7 +72,7 @@ beforeAll(async () => {
   };
   pro = await mint('pro');
   free = await mint('free');
-  const { body } = buildSampleEvent({ type: 'INITIAL_PURCHASE', user: pro.userId, now: new Date() });
+  const { body } = buildSampleEvent({ type: 'INITIAL_PURCHASE', user: pro.userId, now: new Date(), environment: 'SANDBOX', period: null });
   const delivered = await fetch(`${server.url}/api/webhooks/subscription-billing`, {
     method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
   });
