@@ -1,9 +1,9 @@
 'use client';
 
 import { useMemo, type ReactNode } from 'react';
-import type { Account, Entitlement } from '#lib/client/client.ts';
-import { refreshAtTokenExpiry, serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#lib/client/live.ts';
-import { AccountProvider, useAccount } from '#lib/client/react.tsx';
+import type { Account, Entitlement } from '#client';
+import { refreshAtTokenExpiry, serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#client/live';
+import { AccountProvider, useAccount } from '#client/react';
 import { pageApi } from './api-client.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
 import { RefreshPurchasesButton } from './refresh-purchases.tsx';

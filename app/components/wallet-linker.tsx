@@ -2,8 +2,8 @@
 
 import { base58 } from '@scure/base';
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { expectData, type WalletLink } from '#lib/client/client.ts';
-import { useAccount } from '#lib/client/react.tsx';
+import { expectData, type WalletLink } from '#client';
+import { useAccount } from '#client/react';
 import { pageApi, PageError, walletErrorMessage } from './api-client.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
 import { watchWallets, type DiscoveredWallet, type Eip1193Provider, type SolanaSigner } from './wallet-discovery.ts';

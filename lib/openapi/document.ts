@@ -286,7 +286,11 @@ const JSON_VALUE_SCHEMA = {
   anyOf: [
     { type: 'string', ...STORABLE_STRING },
     { type: ['number', 'boolean', 'null'] },
-    { type: 'array', items: { $ref: '#/components/schemas/JsonValue' } },
+    // "No item that is not a JsonValue" rather than `items: JsonValue`: the same rule, but code
+    // generators (openapi-typescript) type it `unknown[]`, where `JsonValue[]` inside JsonValue is a
+    // type that TypeScript refuses as referring to itself (TS2502). Objects may recurse: TypeScript
+    // defers an object type's members.
+    { type: 'array', not: { contains: { not: { $ref: '#/components/schemas/JsonValue' } } } },
     { type: 'object', propertyNames: STORABLE_KEY, additionalProperties: { $ref: '#/components/schemas/JsonValue' } },
   ],
 };

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ACCOUNT_CHANGE_KINDS as PUBLISHED_KINDS } from '../../lib/account-changes.ts';
-import { ACCOUNT_CHANGE_KINDS } from '../../lib/client/live.ts';
+import { ACCOUNT_CHANGE_KINDS } from '../../packages/client/src/live.ts';
 import { loadConfig } from '../../lib/config.ts';
 import { buildOpenApiDocument } from '../../lib/openapi/document.ts';
 import { CLIENT_TYPES_FILE, generateClientTypes } from '../../scripts/client-generate.ts';
@@ -10,7 +10,7 @@ import { CLIENT_TYPES_FILE, generateClientTypes } from '../../scripts/client-gen
  * The typed client is kept in step with the OpenAPI document: its types are generated from the
  * document, and this fails when the committed file is not what the document gives today.
  */
-describe('lib/client/api-types.ts', () => {
+describe('packages/client/src/api-types.ts', () => {
   it('is what openapi-typescript makes of the document today (else: npm run client:generate)', async () => {
     const fresh = await generateClientTypes();
     const committed = readFileSync(CLIENT_TYPES_FILE, 'utf8');

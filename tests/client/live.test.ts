@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { supabaseAccountChannel, type AccountChange } from '../../lib/client/live.ts';
+import { supabaseAccountChannel, type AccountChange } from '../../packages/client/src/live.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 
 /**
- * The Supabase Realtime channel of the typed client (lib/client/live.ts) with the real supabase-js
+ * The Supabase Realtime channel of the typed client (packages/client/src/live.ts) with the real supabase-js
  * against a stand-in Realtime speaking its wire format (Phoenix over a WebSocket) that applies the
  * same policy as the database: a user receives their own private topic `user:<id>` and no other.
  * The channel joins that topic as a private channel with the user's token, hears `account_changed`

@@ -1,6 +1,6 @@
 import { createClient } from '@supabase/supabase-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { refreshAtTokenExpiry } from '../../lib/client/live.ts';
+import { refreshAtTokenExpiry } from '../../packages/client/src/live.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 
 /**

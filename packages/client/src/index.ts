@@ -4,14 +4,18 @@ import type { components, paths } from './api-types.ts';
 /**
  * The typed client of this service: openapi-fetch over the types generated from the OpenAPI
  * document (./api-types.ts, `npm run client:generate`), so a path, a body or an answer that does
- * not match the document is a type error in the app, not a 400 at run time. Runs in a browser,
- * React Native / Expo and Node alike (it needs only `fetch`). The account page uses it, and so can
- * any app: copy lib/client/ into it (or regenerate the types from your deployment's
- * /api/openapi.json with openapi-typescript).
+ * not match the document is a type error in the app, not a 400 at run time. It needs only `fetch`,
+ * `Request`, `Response`, `Headers` and `URL`: no DOM, no Node API, no React, no supabase-js, so it
+ * runs in a browser, React Native / Expo, Node and edge runtimes alike.
  *
  *   const api = createAccountLinkClient({ baseUrl: SERVICE_URL, accessToken: async () => (await supabase.auth.getSession()).data.session?.access_token });
  *   const account = await expectData(api.GET('/api/me'));
+ *
+ * `API_VERSION` is the `info.version` of the document these types came from, and the package's
+ * version: a deployment whose /api/openapi.json says another version has changed since.
  */
+export { API_VERSION } from './api-types.ts';
+
 export type AccountLinkClient = Client<paths>;
 
 export type Account = components['schemas']['Account'];

@@ -1,13 +1,13 @@
 'use client';
 
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
-import { expectData, type Account, type AccountLinkClient, type BillingSync } from './client.ts';
-import type { AccountChannel } from './live.ts';
+import type { AccountChannel } from './channel.ts';
+import { expectData, type Account, type AccountLinkClient, type BillingSync } from './index.ts';
 
 /**
  * React hooks for the signed-in user's account (React DOM and React Native alike):
  *
- *   <AccountProvider client={api} channel={channel}>   // channel: optional, see ./live.ts
+ *   <AccountProvider client={api} channel={channel}>   // channel: optional, made by ./live.ts
  *     ...
  *   const { data, loading, error, live, refresh, syncPurchases } = useAccount();
  *
