@@ -76,6 +76,11 @@ const schemaFingerprint = (url: string) => withClient(url, async (client) => (aw
 const listedEqual = files.map((file) => ({ local: file.version, remote: file.version }));
 const listed = async (url: string) => (await migrationList(url)).map(({ local, remote }) => ({ local, remote }));
 
+/** The ledger rows both write for the folder: a file's version, its name, its statements. */
+const expectedLedger: LedgerRow[] = files.map(({ version, name, fileName }) => ({
+  version, name, statements: splitStatements(readFileSync(path.join('supabase/migrations', fileName), 'utf8')),
+}));
+
 // Each test runs the CLI and `npm run migrate` as processes of their own, over the whole folder.
 describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.117.0, a Supabase-shaped database)', { timeout: 300_000 }, () => {
   let restore: (() => void) | undefined;
@@ -103,14 +108,10 @@ describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.11
     expect(await dbPush(url)).toMatchObject({ upToDate: false, migrations: files.map((file) => file.fileName) });
     expect(await listed(url)).toEqual(listedEqual);
 
-    // The CLI's ledger rows are exactly the rows the runner writes: the same version and name, and
-    // the statements split as the runner splits them (what `supabase migration fetch` writes back).
+    // The CLI's ledger rows are exactly the ones the runner writes (the test below): the same
+    // version and name, the statements split the same way (what `supabase migration fetch` writes back).
     const ledger = await readLedger(url);
-    expect(ledger.map(({ version, name }) => ({ version, name }))).toEqual(files.map(({ version, name }) => ({ version, name })));
-    for (const [index, file] of files.entries()) {
-      const statements = splitStatements(readFileSync(path.join('supabase/migrations', file.fileName), 'utf8'));
-      expect({ file: file.fileName, statements: ledger[index]!.statements }).toEqual({ file: file.fileName, statements });
-    }
+    expect(ledger).toEqual(expectedLedger);
 
     // What a deployed instance asks before it serves, on Postgres and through the Data API: nothing pending.
     await withClient(url, async (client) => {
@@ -134,6 +135,7 @@ describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.11
     const url = await supabaseShapedDatabase({ realtime: true });
     const migrate = await npmRunMigrate(url);
     expect(migrate.stdout.trim()).toBe(`applied ${files.length}: ${files.map((file) => file.fileName).join(', ')}`);
+    expect(await readLedger(url)).toEqual(expectedLedger);
 
     expect(await dbPush(url, { dryRun: true })).toMatchObject({ upToDate: true, migrations: [] });
     const before = await readLedger(url);
