@@ -550,3 +550,15 @@ begin
 end;
 $function$
 ;
+
+CREATE OR REPLACE FUNCTION public.entitlement_owner_ids(p_user_id text)
+ RETURNS text[]
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select array[p_user_id] || array(
+    select s.customer_id from public.billing_subscribers s
+    where s.app_user_id = p_user_id and s.customer_id is not null and not starts_with(p_user_id, '$RCAnonymousID:'))
+$function$
+;
