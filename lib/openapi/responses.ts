@@ -173,6 +173,7 @@ export const billingSweepResponseSchema = z
     synced: z.int(),
     failed: z.int().meta({ description: 'Left marked, due again after a backoff' }),
     due: z.int().meta({ description: 'Still due when the run ended (the next run takes them)' }),
+    nothingToDo: z.string().optional().meta({ description: 'Present when the run had nothing to do, saying why (the server has no RevenueCat REST key: webhooks alone keep entitlements)' }),
   })
   .meta({ id: 'BillingSweep' });
 
