@@ -702,7 +702,7 @@ export interface components {
                 unknown: string[];
                 upToDate: boolean;
             };
-            /** @description Which optional parts are on, by name (never a secret, URL or host) */
+            /** @description Which optional parts are on, by name (never a secret, URL or host). The route always has them; null only where the status was read from an operator's shell beside a deployment (`npm run status` without --url), which cannot see the deployment's settings */
             parts: {
                 /** @enum {string} */
                 billingWebhook: "on" | "local dev secret" | "off";
@@ -720,7 +720,7 @@ export interface components {
                 contractWalletChains: number[];
                 /** @enum {string} */
                 sandboxPurchases: "grant" | "recorded only";
-            };
+            } | null;
             /** @description What deserves a look, in words (empty: nothing) */
             attention: string[];
         };

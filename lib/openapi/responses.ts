@@ -270,7 +270,7 @@ export const serviceStatusSchema = z
       adminApi: z.enum(['on', 'local dev secret', 'off']),
       contractWalletChains: z.array(z.int()).meta({ description: 'Chains whose smart-contract wallets can be verified' }),
       sandboxPurchases: z.enum(['grant', 'recorded only']),
-    }).meta({ description: 'Which optional parts are on, by name (never a secret, URL or host)' }),
+    }).nullable().meta({ description: "Which optional parts are on, by name (never a secret, URL or host). The route always has them; null only where the status was read from an operator's shell beside a deployment (`npm run status` without --url), which cannot see the deployment's settings" }),
     attention: z.array(z.string()).meta({ description: 'What deserves a look, in words (empty: nothing)' }),
   })
   .meta({ id: 'ServiceStatus' });

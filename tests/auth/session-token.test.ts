@@ -1,18 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pino from 'pino';
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import * as meRoute from '../../app/api/me/route.ts';
 import { authenticate } from '../../lib/auth/session.ts';
 import { DomainError } from '../../lib/errors.ts';
-import { log } from '../../lib/log.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute } from '../support/http.ts';
+import { captureLogs, type LogCapture } from '../support/log-capture.ts';
 import { testUser } from '../support/tokens.ts';
 
 const HS256_SECRET = 'legacy-jwt-secret-that-is-at-least-32-characters-long';
@@ -209,9 +208,7 @@ describe('a JWKS that cannot be had (a typo in the project ref, a paused project
   let notFound: Server;
   let notFoundUrl: string;
   let closedUrl: string;
-  const lines: Record<string, unknown>[] = [];
-  const stream = log[pino.symbols.streamSym] as unknown as { write(line: string): boolean };
-  const level = log.level;
+  let capture: LogCapture;
 
   beforeAll(async () => {
     // A server that answers 404 to everything (a project ref that names no project), and a port nothing listens on.
@@ -221,20 +218,15 @@ describe('a JWKS that cannot be had (a typo in the project ref, a paused project
     closedUrl = `http://127.0.0.1:${await freePort()}`;
     restoreEnv = setEnv({ SUPABASE_URL: closedUrl, SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_test', SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'false', LOCAL_DEV: '1' });
     // The real pino output, captured at its destination.
-    log.level = 'info';
-    vi.spyOn(stream, 'write').mockImplementation((line: string) => {
-      lines.push(JSON.parse(line) as Record<string, unknown>);
-      return true;
-    });
+    capture = captureLogs('info');
   });
   afterAll(async () => {
-    vi.restoreAllMocks();
-    log.level = level;
+    capture.stop();
     restoreEnv();
     await new Promise((resolve) => notFound.close(resolve));
   });
 
-  const jwksLines = () => lines.filter((line) => line.msg !== 'request');
+  const jwksLines = () => capture.lines.filter((line) => line.msg !== 'request');
   const callMe = async (supabaseUrl: string) => {
     const restore = setEnv({ SUPABASE_URL: supabaseUrl });
     try {
@@ -266,8 +258,8 @@ describe('a JWKS that cannot be had (a typo in the project ref, a paused project
     expect(jwksLines()[1]).toMatchObject({ jwksHost: new URL(notFoundUrl).host, cause: expect.stringMatching(/^answered HTTP 404 \(no such project or path/) });
 
     // The request lines say 503 for each of the four; no line carries a token.
-    expect(lines.filter((line) => line.msg === 'request').map((line) => line.status)).toEqual([503, 503, 503, 503]);
-    const text = JSON.stringify(lines);
+    expect(capture.lines.filter((line) => line.msg === 'request').map((line) => line.status)).toEqual([503, 503, 503, 503]);
+    const text = JSON.stringify(capture.lines);
     for (const { token } of [first, second, third]) expect(text).not.toContain(token.split('.')[2]);
   });
 });
