@@ -254,6 +254,9 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   // Fields": https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields). Where
   // sandbox purchases grant nothing, so does an event that names no environment or another one: it
   // is no more known to be a real purchase than a sandbox one.
+  // A TEST is no purchase in any environment: "Test event issued through the RevenueCat dashboard"
+  // (same page). It says so, rather than "a sandbox purchase" where sandbox purchases grant nothing.
+  if (type === 'TEST') return ignored('record_only_type');
   const environmentName = environment?.toUpperCase();
   if (options.ignoreSandbox && environmentName !== 'PRODUCTION') return ignored(environmentName === 'SANDBOX' ? 'sandbox_ignored' : 'environment_unknown');
 

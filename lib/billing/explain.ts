@@ -454,9 +454,9 @@ const ACTION_WORDS: Record<EntitlementEffect['action'], string> = {
 };
 
 const IGNORED_WORDS: Record<string, string> = {
-  record_only_type: 'this type of event changes no entitlement (RevenueCat\'s TEST, an invoice, an alias, ...)',
+  record_only_type: 'this type of event changes no entitlement (RevenueCat\'s TEST, which its dashboard\'s "Send test event" sends; an invoice, an alias, ...)',
   unknown_type: 'an event type this service does not know',
-  sandbox_ignored: 'a sandbox purchase, and sandbox purchases grant nothing on this service',
+  sandbox_ignored: 'an event of the store\'s sandbox (test purchases), and sandbox purchases grant nothing on this service',
   environment_unknown: 'an event that names no store environment, or one other than PRODUCTION and SANDBOX: where sandbox purchases grant nothing, it grants nothing either',
   nothing_to_transfer: 'a transfer that names no one to move from or to',
   no_app_user_id: 'it names no app user',

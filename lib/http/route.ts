@@ -1,5 +1,5 @@
 import { ConfigError, getConfig } from '../config.ts';
-import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
+import { countDbCalls, DbError, pendingMigrationsIn, schemaBehindMessage, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
 import { corsPreflightHeaders, corsResponseHeaders } from './cors.ts';
@@ -138,6 +138,16 @@ export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
     // Anything else is the database's own words (a constraint, a key, a value): the log has them,
     // the answer says what it means.
     const dbLog = { err: { message: error.message, sqlState: error.sqlState, detail: error.detail } };
+    const pending = pendingMigrationsIn(error);
+    if (pending) {
+      // Not "the database did not answer": it answered, and lacks migrations of this code. The log
+      // says what to run; the answer names nothing of the schema (the caller only needs to retry).
+      requestLog.error({ pending }, schemaBehindMessage(pending));
+      return new ApiError('database_unavailable', {
+        detail: 'The service cannot use its database until its operator finishes an upgrade; nothing was changed. Retry later.',
+        headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+      });
+    }
     if (error.kind === 'unavailable') {
       requestLog.warn(dbLog, 'database unavailable');
       return new ApiError('database_unavailable', {

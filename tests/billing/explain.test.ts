@@ -166,7 +166,7 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     const explanation = await explainSubscriber(user, new Date(day(1)));
     expect(explanation.entitlements).toEqual([]);
     expect(explanation.history.map((entry) => [entry.type, entry.outcome, entry.did])).toEqual([
-      ['TEST', 'ignored', 'recorded; changes nothing: this type of event changes no entitlement (RevenueCat\'s TEST, an invoice, an alias, ...).'],
+      ['TEST', 'ignored', 'recorded; changes nothing: this type of event changes no entitlement (RevenueCat\'s TEST, which its dashboard\'s "Send test event" sends; an invoice, an alias, ...).'],
     ]);
   });
 });

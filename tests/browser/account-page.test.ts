@@ -149,7 +149,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     walletChainId = 137;
     walletSwitches = false;
     await page.getByRole('button', { name: 'Link Browser wallet (Ethereum)' }).click();
-    await page.locator('main [role="alert"]').filter({ hasText: 'Your wallet is on chain 137; switch it to one of these chains and try again: 1, 8453, 31337.' }).waitFor();
+    await page.locator('main [role="alert"]').filter({ hasText: 'Your wallet is on Polygon (chain 137); switch it to one of these chains and try again: Ethereum (chain 1), Base (chain 8453), Anvil (chain 31337).' }).waitFor();
     // One that switches when asked: linked on the first accepted chain.
     walletSwitches = true;
     await page.getByRole('button', { name: 'Link Browser wallet (Ethereum)' }).click();
@@ -349,7 +349,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     await page.getByRole('button', { name: 'Link Test Smart Wallet (Ethereum)' }).click();
     await page.getByRole('status').filter({ hasText: `Linked ${smart.address}: Smart account, not yet deployed (ERC-6492).` }).waitFor();
     await expect.poll(() => page.getByTestId('wallet-kind').allTextContents()).toEqual(['Smart account, not yet deployed (ERC-6492)']);
-    expect(await page.getByText('Ethereum (chain 31337)').isVisible()).toBe(true);
+    expect(await page.getByText('Anvil (chain 31337)').isVisible()).toBe(true);
     expect(calls.filter((call) => call.wallet !== 'smart')).toEqual([]);
     expect(calls.map((call) => call.method)).toEqual(['eth_requestAccounts', 'eth_chainId', 'personal_sign']);
     expect(await smart.isDeployed()).toBe(false);

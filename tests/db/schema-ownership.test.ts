@@ -4,18 +4,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, inject, it, vi } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import * as webhookRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { migrationTarget, readMigrationFiles, runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
-import { log } from '../../lib/log.ts';
 import { DATABASE_KINDS, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { dbPush, migrationList } from '../support/supabase-cli.ts';
+import { captureLogs } from '../support/log-capture.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 const files = readMigrationFiles();
@@ -73,7 +73,6 @@ describe('a deployed instance on a database behind its code', () => {
   afterEach(async () => {
     restore?.();
     restore = undefined;
-    vi.restoreAllMocks();
     await closeDatabase();
   });
 
@@ -86,11 +85,16 @@ describe('a deployed instance on a database behind its code', () => {
         VERCEL: '1', DATABASE_URL: db.url, SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret',
         LEAGUES_WEBHOOK_SECRET: 'leagues-secret', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined,
       });
-      const errors: unknown[][] = [];
-      vi.spyOn(log, 'error').mockImplementation(((...args: unknown[]) => void errors.push(args)) as never);
       await closeDatabase();
 
-      const refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+      const capture = captureLogs('error');
+      let refused;
+      try {
+        refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+      } finally {
+        capture.stop();
+      }
+      const errors = capture.lines;
       expect({ status: refused.status, code: refused.body?.code, retryAfter: refused.headers.get('retry-after') })
         .toEqual({ status: 503, code: 'database_unavailable', retryAfter: expect.stringMatching(/^\d+$/) });
       expect(refused.text).not.toMatch(/migrat|schema|supabase/i);

@@ -205,11 +205,15 @@ export interface paths {
         };
         /**
          * Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)
-         * @description Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat's rate budget and about 20 s; safe to run twice at once.
+         * @description Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat's rate budget and about 20 s; safe to run twice at once. GET (Vercel Cron) and POST (a scheduler that posts, such as Supabase Cron's `net.http_post`) do the same; a request body is ignored. On a server without a RevenueCat REST key there is nothing to do: 200 with zero counts and `nothingToDo` saying why.
          */
         get: operations["getCronBillingSync"];
         put?: never;
-        post?: never;
+        /**
+         * Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron, or a scheduler that POSTs)
+         * @description Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat's rate budget and about 20 s; safe to run twice at once. GET (Vercel Cron) and POST (a scheduler that posts, such as Supabase Cron's `net.http_post`) do the same; a request body is ignored. On a server without a RevenueCat REST key there is nothing to do: 200 with zero counts and `nothingToDo` saying why.
+         */
+        post: operations["postCronBillingSync"];
         delete?: never;
         options?: never;
         head?: never;
@@ -225,11 +229,15 @@ export interface paths {
         };
         /**
          * Apply every retention rule (Vercel Cron, daily)
-         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same.
+         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
          */
         get: operations["getCronMaintenance"];
         put?: never;
-        post?: never;
+        /**
+         * Apply every retention rule (Vercel Cron, daily; or a scheduler that POSTs)
+         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
+         */
+        post: operations["postCronMaintenance"];
         delete?: never;
         options?: never;
         head?: never;
@@ -528,6 +536,8 @@ export interface components {
             failed: number;
             /** @description Still due when the run ended (the next run takes them) */
             due: number;
+            /** @description Present when the run had nothing to do, saying why (the server has no RevenueCat REST key: webhooks alone keep entitlements) */
+            nothingToDo?: string;
         };
         /** @description An OpenAPI 3.1 document (this one) */
         OpenApiDocument: {
@@ -690,7 +700,7 @@ export interface components {
                 unknown: string[];
                 upToDate: boolean;
             };
-            /** @description Which optional parts are on, by name (never a secret, URL or host) */
+            /** @description Which optional parts are on, by name (never a secret, URL or host). The route always has them; null only where the status was read from an operator's shell beside a deployment (`npm run status` without --url), which cannot see the deployment's settings */
             parts: {
                 /** @enum {string} */
                 billingWebhook: "on" | "local dev secret" | "off";
@@ -708,7 +718,7 @@ export interface components {
                 contractWalletChains: number[];
                 /** @enum {string} */
                 sandboxPurchases: "grant" | "recorded only";
-            };
+            } | null;
             /** @description What deserves a look, in words (empty: nothing) */
             attention: string[];
         };
@@ -1811,7 +1821,79 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `cron_not_configured`: Cron not configured; `sync_not_configured`: RevenueCat sync not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            /** @description `cron_not_configured`: Cron not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postCronBillingSync: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the run */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BillingSweep"];
+                };
+            };
+            /** @description `invalid_cron_secret`: Invalid cron secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `cron_not_configured`: Cron not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
             503: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -1827,6 +1909,78 @@ export interface operations {
         };
     };
     getCronMaintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the run */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Maintenance"];
+                };
+            };
+            /** @description `invalid_cron_secret`: Invalid cron secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `cron_not_configured`: Cron not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postCronMaintenance: {
         parameters: {
             query?: never;
             header?: never;
