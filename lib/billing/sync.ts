@@ -6,7 +6,6 @@ import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
-import { recordRun } from '../operations/runs.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
 import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
@@ -309,7 +308,5 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
       log.warn({ appUserId, err: describeFailure(error) }, 'billing sweep: sync failed');
     }
   }
-  const result = { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
-  await recordRun('billing_sweep', new Date(started), result);
-  return result;
+  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
 }

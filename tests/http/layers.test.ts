@@ -5,8 +5,11 @@ import { describe, expect, it } from 'vitest';
 /**
  * The arrows point one way: routes -> http -> domain -> db. A domain module raises DomainError
  * (lib/errors.ts) and never imports lib/http; only lib/http (and the OpenAPI document it serves)
- * knows statuses and problem+json.
+ * knows statuses and problem+json. lib/config.ts is the ground floor (it imports nothing of the
+ * project); the operator layer (lib/operations) reads the domains, never the reverse; lib never
+ * reaches up into app/ or scripts/; scripts use lib/ and scripts/support, never tests/.
  */
+const ROOT = path.resolve('.');
 const LIB = path.resolve('lib');
 const MAY_IMPORT_HTTP = ['http', 'openapi'];
 
@@ -23,9 +26,26 @@ function importsOf(file: string): string[] {
   return [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => (m[1] ?? m[2])!);
 }
 
+/** The project file an import names (relative or #lib/), or undefined for a package. */
+function projectTarget(file: string, specifier: string): string | undefined {
+  if (specifier.startsWith('#lib/')) return path.join(LIB, specifier.slice(5));
+  return specifier.startsWith('.') ? path.resolve(path.dirname(file), specifier) : undefined;
+}
+
+/** The top folder of the project an import lands in (`lib`, `app`, `tests`, `scripts`), or undefined for a package. */
+function topFolder(file: string, specifier: string): string | undefined {
+  const target = projectTarget(file, specifier);
+  return target === undefined ? undefined : path.relative(ROOT, target).split(path.sep)[0];
+}
+
+/** "file imports specifier" for each import of the files that `offends`. */
+function offending(files: string[], offends: (file: string, specifier: string) => boolean): string[] {
+  return files.flatMap((file) => importsOf(file).filter((specifier) => offends(file, specifier)).map((specifier) => `${path.relative(ROOT, file)} imports ${specifier}`));
+}
+
 /** The lib folder an import lands in (`http`, `wallets`, `errors.ts`), or undefined outside lib. */
 function libTarget(file: string, specifier: string): string | undefined {
-  const resolved = specifier.startsWith('#lib/') ? path.join(LIB, specifier.slice(5)) : specifier.startsWith('.') ? path.resolve(path.dirname(file), specifier) : undefined;
+  const resolved = projectTarget(file, specifier);
   if (!resolved || !resolved.startsWith(`${LIB}${path.sep}`)) return undefined;
   return path.relative(LIB, resolved).split(path.sep)[0];
 }
@@ -57,5 +77,28 @@ describe('module layers', () => {
   it('keeps lib/errors.ts free of the service (it is the bottom of the stack)', () => {
     const file = path.join(LIB, 'errors.ts');
     expect(importsOf(file).filter((specifier) => libTarget(file, specifier) !== undefined)).toEqual([]);
+  });
+
+  it('keeps lib/config.ts the ground floor: it imports nothing of the project', () => {
+    const config = path.join(LIB, 'config.ts');
+    expect(importsOf(config)).toContain('zod');
+    expect(offending([config], (file, specifier) => projectTarget(file, specifier) !== undefined)).toEqual([]);
+  });
+
+  it('lets only the operator layer import lib/operations: it reads the domains, never the reverse', () => {
+    const outside = files.filter((file) => path.relative(LIB, file).split(path.sep)[0] !== 'operations');
+    expect(offending(outside, (file, specifier) => libTarget(file, specifier) === 'operations')).toEqual([]);
+    // The operator's own callers still reach it (the check looks where the imports are).
+    expect(importsOf(path.resolve('app/api/admin/status/route.ts')).some((specifier) => specifier.startsWith('#lib/operations/'))).toBe(true);
+  });
+
+  it('never lets lib reach up into app/, scripts/ or tests/', () => {
+    expect(offending(files, (file, specifier) => ['app', 'scripts', 'tests'].includes(topFolder(file, specifier) ?? ''))).toEqual([]);
+  });
+
+  it('keeps scripts off tests/: what scripts and tests share lives in scripts/support', () => {
+    const scripts = sourceFiles(path.resolve('scripts'));
+    expect(scripts.length).toBeGreaterThan(10);
+    expect(offending(scripts, (file, specifier) => topFolder(file, specifier) === 'tests')).toEqual([]);
   });
 });

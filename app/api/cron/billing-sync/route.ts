@@ -1,13 +1,14 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
 import { SWEEP_BUDGET_MS, sweepBillingSync } from '#lib/billing/sync.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
+import { recordedRun } from '#lib/operations/runs.ts';
 
 // GET /api/cron/billing-sync - the sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)
 // Bounded to SWEEP_BUDGET_MS of work (the function may run 30 s); what is left is due in the next run.
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async (request, { annotate }) => {
     authenticateOperator(request, 'cron');
-    const result = await sweepBillingSync(SWEEP_BUDGET_MS);
+    const result = await recordedRun('billing_sweep', () => sweepBillingSync(SWEEP_BUDGET_MS));
     annotate({ ...result });
     return json(result);
   },

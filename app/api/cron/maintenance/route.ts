@@ -1,6 +1,7 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 import { MAINTENANCE_RUN_BUDGET_MS, runMaintenance } from '#lib/maintenance.ts';
+import { recordedRun } from '#lib/operations/runs.ts';
 
 // GET /api/cron/maintenance - apply every retention rule (Vercel Cron, daily; `npm run db:maintain` runs the same)
 // Bounded to MAINTENANCE_RUN_BUDGET_MS of work (the function may run 30 s); `done: false` means the
@@ -8,7 +9,7 @@ import { MAINTENANCE_RUN_BUDGET_MS, runMaintenance } from '#lib/maintenance.ts';
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async (request, { annotate }) => {
     authenticateOperator(request, 'cron');
-    const report = await runMaintenance({ budgetMs: MAINTENANCE_RUN_BUDGET_MS });
+    const report = await recordedRun('maintenance', () => runMaintenance({ budgetMs: MAINTENANCE_RUN_BUDGET_MS }));
     annotate({ maintenance: report });
     return json(report);
   },
