@@ -1,7 +1,7 @@
 // npm run client:generate - write lib/client/api-types.ts, the TypeScript types of the OpenAPI
 // document (openapi-typescript), which the typed client (lib/client/client.ts, openapi-fetch) is
 // checked against. The document is the one GET /api/openapi.json serves with the default
-// configuration (as npm run lint:openapi lints it). tests/client/api-types.test.ts fails when the
+// configuration (as npm run lint:openapi lints it). tests/client/api-types.unit.test.ts fails when the
 // committed file no longer matches the document: change a route's schema, then run this.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
