@@ -4,7 +4,7 @@ import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import * as meRoute from '../../app/api/me/route.ts';
 import { authenticate } from '../../lib/auth/session.ts';
 import { DomainError } from '../../lib/errors.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute } from '../support/http.ts';
@@ -23,7 +23,7 @@ function unsignedToken(claims: JWTPayload): string {
   return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
 }
 
-describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
+describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
   let auth: FakeSupabaseAuth;
   let db: TestDatabase;
   let restoreEnv: () => void;
@@ -177,7 +177,7 @@ describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () =>
   });
 });
 
-describe('embedded mode: the local dev key', () => {
+describeOn('pglite')('embedded mode: the local dev key', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await useTestDatabase('pglite');

@@ -10,7 +10,7 @@ import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls
 import { dbCallCount, DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.ts';
 import { billingIssue, cancellation, day, deliver, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
 
 // Events that arrive while a call is in flight travel together, as one call of
@@ -151,7 +151,7 @@ describe.each(DATABASE_KINDS)('billing events gathered into one call (%s)', (kin
   });
 });
 
-describe('billing events gathered into one call, against a lock (postgres)', () => {
+describeOn('postgres')('billing events gathered into one call, against a lock (postgres)', () => {
   const db = suiteDatabase('postgres');
 
   /** Hold the lock the service takes for a subscriber's group, from a connection of its own. */
@@ -368,7 +368,7 @@ describe('billing events gathered into one call, against a lock (postgres)', () 
   });
 });
 
-describe('billing events gathered into one call, as a crash of the embedded database leaves them', () => {
+describeOn('pglite')('billing events gathered into one call, as a crash of the embedded database leaves them', () => {
   // Each gathered event commits without waiting for its WAL to be written, and the call ends with
   // one commit that waits, which writes every record before it (20261127007000_billing_gathered_events_one_flush.sql).
   // PGlite has no background writer, so a copy of its folder taken the moment a call returns is

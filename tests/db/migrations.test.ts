@@ -11,7 +11,7 @@ import { inject } from 'vitest';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
 import type pg from 'pg';
 
@@ -287,7 +287,7 @@ async function supabaseShapedDatabase(options: { realtime?: boolean } = {}): Pro
   return adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
 }
 
-describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
+describeOn('postgres')('migrating a database that is shaped like Supabase (real Postgres server)', () => {
   let migratorUrl: string;
   beforeAll(async () => {
     migratorUrl = await supabaseShapedDatabase();

@@ -4,12 +4,13 @@ import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { dumpSchema, SCHEMA_FILE } from '../../scripts/db-schema.ts';
+import { describeOn } from '../support/databases.ts';
 
 /**
  * supabase/schema.sql is the schema as the migrations leave it, in one file. It is generated; this
  * fails when a migration changed the schema and the file was not made again.
  */
-describe('supabase/schema.sql', () => {
+describeOn('pglite')('supabase/schema.sql', () => {
   it('is what the migrations make today (else: npm run db:schema)', async () => {
     const dir = path.join(mkdtempSync(path.join(tmpdir(), 'schema-file-')), 'db');
     cpSync(inject('pgliteTemplateDir'), dir, { recursive: true });
