@@ -57,6 +57,9 @@ export interface TestDatabaseOptions {
  */
 export async function openTestDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
   if (!engineOn(kind)) throw engineOff(kind);
+  if (!inject(kind === 'pglite' ? 'pgliteTemplateDir' : 'postgresServerUrl')) {
+    throw new Error('This file opens a test database, but its tier prepares none: a database test is named x.test.ts, not x.unit.test.ts (CONTRIBUTING.md, "Test tiers")');
+  }
   if (kind === 'pglite') {
     const dir = path.join(mkdtempSync(path.join(tmpdir(), 'account-link-pglite-')), 'db');
     cpSync(inject(options.realtime ? 'pgliteRealtimeTemplateDir' : 'pgliteTemplateDir'), dir, { recursive: true });
