@@ -1,6 +1,5 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { isToken68 } from './auth/authorization-header.ts';
 
 /**
  * The service's configuration: one zod schema over process.env, read lazily (first use, or after
@@ -19,6 +18,19 @@ import { isToken68 } from './auth/authorization-header.ts';
  * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
  * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
  */
+
+/**
+ * token68 (RFC 9110 section 11.6.2): the characters a Bearer credential may hold. The secrets below
+ * are sent as Bearer credentials, so they must be token68; lib/auth/authorization-header.ts reads
+ * every Authorization header by the same grammar (it is defined here, once, because this module
+ * imports nothing of the project).
+ */
+export const TOKEN68 = '[A-Za-z0-9\\-._~+/]+=*';
+
+/** Whether a value could be sent as Bearer credentials at all (configured secrets must be). */
+export function isToken68(value: string): boolean {
+  return new RegExp(`^${TOKEN68}$`).test(value);
+}
 
 const emptyAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const optionalString = z.preprocess(emptyAsUnset, z.string().optional());

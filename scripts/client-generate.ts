@@ -2,7 +2,7 @@
 // OpenAPI document (stock openapi-typescript, as an app would run it on /api/openapi.json), which
 // the typed client (packages/client, openapi-fetch) is checked against. The document is the one
 // GET /api/openapi.json serves with the default configuration (as npm run lint:openapi lints it).
-// tests/client/api-types.test.ts fails when the committed file no longer matches the document:
+// tests/client/api-types.unit.test.ts fails when the committed file no longer matches the document:
 // change a route's schema, then run this.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';

@@ -1,6 +1,6 @@
 import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
-import { formatUtc } from '../operations/words.ts';
+import { formatUtc } from '../words.ts';
 import { isAnonymousId, type BillingEventPlan, type EntitlementEffect } from './event-effects.ts';
 import { planOf, type StoredEntry } from './rebuild.ts';
 import { getConfig } from '../config.ts';

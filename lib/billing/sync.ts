@@ -6,7 +6,6 @@ import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
-import { recordRun } from '../operations/runs.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
 import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
@@ -295,9 +294,7 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
   // A deployment on webhooks only still has the daily cron job of vercel.json: a run with nothing to
   // do is a success that says so, or the scheduler would report a failure every day.
   if (!getConfig().revenuecat) {
-    const result = { claimed: 0, synced: 0, failed: 0, due: 0, nothingToDo: SWEEP_WITHOUT_REVENUECAT };
-    await recordRun('billing_sweep', new Date(started), result);
-    return result;
+    return { claimed: 0, synced: 0, failed: 0, due: 0, nothingToDo: SWEEP_WITHOUT_REVENUECAT };
   }
   const revenuecat = requireRevenueCat();
   // Every sync's call to RevenueCat, retries and waits included, is over by then.
@@ -321,7 +318,5 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
       log.warn({ appUserId, err: describeFailure(error) }, 'billing sweep: sync failed');
     }
   }
-  const result = { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
-  await recordRun('billing_sweep', new Date(started), result);
-  return result;
+  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
 }

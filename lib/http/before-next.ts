@@ -12,7 +12,7 @@ import { acceptRequestId } from './request-id.ts';
 
 /**
  * The headers next.config.mjs gives every response (and every /api one), which these answers, made
- * before Next, must carry themselves (tests/http/server-contract.test.ts compares them with an
+ * before Next, must carry themselves (tests/http/server-contract.server.test.ts compares them with an
  * answer of Next's), with the `Server-Timing` every answer has (no database call here).
  */
 const HEADERS_OF_EVERY_ANSWER: Readonly<Record<string, string>> = {

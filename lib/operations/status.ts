@@ -1,7 +1,7 @@
 import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
-import { formatCounts, formatUtc } from './words.ts';
+import { formatCounts, formatUtc } from '../words.ts';
 
 /**
  * What an operator asks first, in one answer (GET /api/admin/status, `npm run status`): did the

@@ -3,7 +3,7 @@ import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
 import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
 import { clientAddress, FailureThrottle } from '../../lib/auth/failure-throttle.ts';
 import { authenticateOperator, OPERATOR_SECRET_FAILURES, resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 
@@ -53,7 +53,7 @@ describe('a failure throttle (pure, on an injected clock)', () => {
   });
 });
 
-describe('guessing at the operator secrets over HTTP', () => {
+describeOn('pglite')('guessing at the operator secrets over HTTP', () => {
   suiteDatabase('pglite');
   let restoreEnv: () => void;
   beforeAll(() => {

@@ -7,7 +7,7 @@ import * as meRoute from '../../app/api/me/route.ts';
 import { authenticate } from '../../lib/auth/session.ts';
 import { DomainError } from '../../lib/errors.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute } from '../support/http.ts';
@@ -27,7 +27,7 @@ function unsignedToken(claims: JWTPayload): string {
   return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
 }
 
-describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
+describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
   let auth: FakeSupabaseAuth;
   let db: TestDatabase;
   let restoreEnv: () => void;
@@ -181,7 +181,7 @@ describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () =>
   });
 });
 
-describe('embedded mode: the local dev key', () => {
+describeOn('pglite')('embedded mode: the local dev key', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await useTestDatabase('pglite');

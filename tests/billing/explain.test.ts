@@ -6,7 +6,7 @@ import * as explainRoute from '../../app/api/admin/billing/subscribers/[appUserI
 import { syncKnownSubscriber } from '../../lib/billing/sync.ts';
 import { explainSubscriber, explanationLines, periodWords } from '../../lib/billing/explain.ts';
 import { subscriberExplanationSchema } from '../../lib/openapi/responses.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -171,7 +171,7 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
   });
 });
 
-describe('npm run billing:explain', () => {
+describeOn('postgres')('npm run billing:explain', () => {
   const db = suiteDatabase('postgres');
   const run = (args: string[]) => promisify(execFile)(process.execPath, ['scripts/billing-explain.ts', ...args], {
     env: { ...process.env, DATABASE_URL: db.url!, LOCAL_DEV: '1', LOG_LEVEL: 'silent', SUPABASE_URL: '', VERCEL: '' },

@@ -9,7 +9,7 @@ import * as sweepRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as standInRoute from '../../app/api/dev/revenuecat/v1/subscribers/[appUserId]/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { ConfigError, describeConfig, loadConfig, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -187,7 +187,7 @@ describe.each(DATABASE_KINDS)('the stand-in over real HTTP on %s', (kind) => {
   });
 });
 
-describe('npm run billing:sync against the stand-in', () => {
+describeOn('postgres')('npm run billing:sync against the stand-in', () => {
   const db: TestDatabase = suiteDatabase('postgres');
   let server: RouteServer;
   beforeAll(async () => {

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { ConfigError, loadConfig } from '../../lib/config.ts';
 import { fetchV2Customer, RevenueCatV2Error } from '../../lib/revenuecat/v2.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -176,7 +176,7 @@ describe('REST v2 settings', () => {
   });
 });
 
-describe('a sync with REST v2, on pglite', () => {
+describeOn('pglite')('a sync with REST v2, on pglite', () => {
   const db = suiteDatabase('pglite');
   let restoreEnv: () => void;
   beforeAll(() => {

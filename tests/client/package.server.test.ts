@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../lib/auth/dev-key.ts';
 import { buildSampleEvent } from '../../lib/billing/sample-events.ts';
 import { DEV_WEBHOOK_SECRETS, loadConfig } from '../../lib/config.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 
 /**
@@ -59,7 +60,7 @@ function scratchProject(name: string, files: Record<string, string>, dependencie
 }
 
 beforeAll(async () => {
-  ensureProductionBuild();
+  requireProductionBuild();
   work = mkdtempSync(path.join(tmpdir(), 'client-package-'));
   const dataDir = path.join(work, 'service');
   server = await startNextServer({ env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' } });

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import * as meRoute from '../../app/api/me/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
@@ -6,7 +6,7 @@ import { signInLocally } from '../../app/actions.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -51,7 +51,7 @@ async function trySignInLocally(email: string): Promise<string> {
   }
 }
 
-describe('development conveniences outside local mode', () => {
+describeOn('pglite')('development conveniences outside local mode', () => {
   const db = suiteDatabase('pglite');
   const restores: (() => void)[] = [];
   afterEach(() => {

@@ -7,7 +7,7 @@ import { runMigrations, splitStatements } from '../../lib/db/migrate.ts';
 import { randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { supabaseShapedDatabase } from '../support/supabase-database.ts';
 import type pg from 'pg';
 
@@ -176,7 +176,7 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   });
 });
 
-describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
+describeOn('postgres')('migrating a database that is shaped like Supabase (real Postgres server)', () => {
   let migratorUrl: string;
   beforeAll(async () => {
     migratorUrl = await supabaseShapedDatabase();

@@ -6,7 +6,7 @@ import { databasePoolFor } from '../../lib/config.ts';
 import { DbError } from '../../lib/db/errors.ts';
 import { runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { clientSession, DATABASE_WAITS, openPostgres } from '../../lib/db/postgres.ts';
-import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { dbPush } from '../support/supabase-cli.ts';
 import { supabaseShapedDatabase } from '../support/supabase-database.ts';
 
@@ -24,7 +24,7 @@ async function failure(promise: Promise<unknown>): Promise<{ error: unknown; ms:
   return { error, ms: performance.now() - started };
 }
 
-describe('the Postgres adapter through a transaction-mode pooler and under saturation', () => {
+describeOn('postgres')('the Postgres adapter through a transaction-mode pooler and under saturation', () => {
   let db: TestDatabase;
   const opened: Adapter[] = [];
   const open = async (options: Partial<Parameters<typeof openPostgres>[0]> = {}) => {

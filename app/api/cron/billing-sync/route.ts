@@ -1,6 +1,7 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
 import { SWEEP_BUDGET_MS, sweepBillingSync } from '#lib/billing/sync.ts';
 import { defineRoute, json, type RouteHandler } from '#lib/http/route.ts';
+import { recordedRun } from '#lib/operations/runs.ts';
 
 // GET or POST /api/cron/billing-sync - the sweep: sync marked and due subscribers from RevenueCat
 // Vercel Cron sends GET; a scheduler that POSTs (Supabase Cron's net.http_post) is answered the same.
@@ -8,7 +9,7 @@ import { defineRoute, json, type RouteHandler } from '#lib/http/route.ts';
 // Without a RevenueCat REST key: 200, nothing to do, and the answer says why.
 const sweep: RouteHandler = async (request, { annotate }) => {
   authenticateOperator(request, 'cron');
-  const result = await sweepBillingSync(SWEEP_BUDGET_MS);
+  const result = await recordedRun('billing_sweep', () => sweepBillingSync(SWEEP_BUDGET_MS));
   annotate({ ...result });
   return json(result);
 };

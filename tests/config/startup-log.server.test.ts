@@ -5,7 +5,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envSchema } from '../../lib/config.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
-import { ensureProductionBuild, startNextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * What an operator and a caller see when a deployment is started with an incomplete configuration,
@@ -68,7 +69,7 @@ describe.each(cases)('the production server started with $name', ({ env, toSet, 
   let dataDir: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-startup-'));
     server = await startNextServer({
       // /api/health needs the configuration, so it answers 503 here by design.

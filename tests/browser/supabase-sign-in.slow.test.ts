@@ -8,7 +8,8 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The account page with Supabase configured: the browser signs in with supabase-js against a
@@ -44,7 +45,7 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
   let dataDir: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     auth = await startFakeSupabaseAuth();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-supabase-'));
     server = await startNextServer({

@@ -7,7 +7,8 @@ import { mintDevToken } from '../../lib/auth/dev-key.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The HTTP contract as a client meets it on the production server (`next build` + `next start`),
@@ -83,7 +84,7 @@ describe.each([
   let token: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-contract-'));
     const embeddedDbDir = path.join(dataDir, 'pglite');
     token = await mintDevToken({ embeddedDbDir }, { userId: UUID, email: 'contract@example.test' });

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ensureProductionBuild } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * What a deployed function carries: Vercel packages each route with the files its trace
@@ -45,7 +45,7 @@ function traces(root: string): Traced[] {
 describe('what a deployed function carries', () => {
   let routes: Traced[];
   beforeAll(() => {
-    ensureProductionBuild();
+    requireProductionBuild();
     routes = traces(path.resolve('.next/server/app'));
   }, 300_000);
 

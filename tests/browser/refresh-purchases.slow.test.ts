@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localUserIdFor } from '../../lib/web/session-cookie.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * "Refresh purchases" on the account page, in Chromium against the production build (embedded
@@ -24,7 +25,7 @@ describe.skipIf(!hasChromium)('Refresh purchases on the account page, in Chromiu
   let dataDir: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     revenuecat = await startFakeRevenueCat();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-refresh-'));
     server = await startNextServer({

@@ -10,11 +10,12 @@ import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, 
 import { migrationTarget } from '../../lib/db/migrate.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { DEPLOYMENT_SETTINGS } from '../support/env.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The operator commands (`npm run status`, `billing:explain`, `billing:sync`, `billing:rebuild`,
@@ -31,7 +32,7 @@ const run = (script: string, args: string[], env: Record<string, string | undefi
 /** An operator's shell: PATH and HOME, nothing of this test run's own settings. */
 const shell = () => ({ PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'silent' });
 
-describe('the operator commands with only the deployment\'s database settings', () => {
+describeOn('postgres')('the operator commands with only the deployment\'s database settings', () => {
   const db = suiteDatabase('postgres');
   let revenuecat: FakeRevenueCat;
   beforeAll(async () => {
@@ -98,7 +99,7 @@ describe('the operator commands while the local service holds the embedded datab
   let env: Record<string, string | undefined>;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-operator-'));
     // A newcomer's local mode with the RevenueCat stand-in: nothing else configured.
     const local = {

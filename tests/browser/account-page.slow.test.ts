@@ -9,7 +9,8 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { hexToString, type Hex } from 'viem';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startLocalChain, type LocalChain } from '../../scripts/support/local-chain.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The account page in a real browser (Debian's Chromium driven by playwright-core) against the
@@ -35,7 +36,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
   let chain: LocalChain;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-'));
     chain = await startLocalChain({ chainId: 31337 });
     server = await startNextServer({

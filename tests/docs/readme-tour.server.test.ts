@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_USER } from '../../lib/auth/dev-user.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The README's quick tour, run as a newcomer runs it: every command of its blocks exactly as
@@ -56,7 +57,7 @@ describe('the README\'s quick tour, as a newcomer runs it', () => {
   let port: number;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-tour-'));
     port = (await portFree(TOUR_PORT)) ? TOUR_PORT : 0;
     server = await startNextServer({

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The pages' browser hardening, on the production server in Chromium: a nonce-based
@@ -19,7 +20,7 @@ describe.skipIf(!hasChromium)('page security headers and the session token, in C
   let dataDir: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-security-'));
     server = await startNextServer({
       env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },

@@ -10,8 +10,9 @@ import { ConfigError, loadConfig, parseCorsOrigins } from '../../lib/config.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 const FRONTEND = 'https://app.example.com';
 
@@ -98,7 +99,7 @@ describe.skipIf(!hasChromium)('a frontend on another origin, in Chromium', () =>
 
   beforeAll(async () => {
     [allowedOrigin, otherOrigin] = [await serveFrontend(), await serveFrontend()];
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-cors-'));
     service = await startNextServer({
       env: { CORS_ORIGINS: allowedOrigin, EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },

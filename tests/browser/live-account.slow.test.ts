@@ -10,7 +10,8 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { localUserIdFor } from '../../lib/web/session-cookie.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * The account page follows the account without a reload, in Chromium against the production build
@@ -29,7 +30,7 @@ describe.skipIf(!hasChromium)('the account page, live, in Chromium', () => {
   let dataDir: string;
 
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-live-'));
     server = await startNextServer({
       env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn', REVENUECAT_SECRET_API_KEY: undefined },

@@ -3,13 +3,14 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /** What the logs look like where they are read: Vercel (JSON lines) and a developer's terminal. */
 describe('logs', () => {
   let server: NextServer;
   beforeAll(async () => {
-    ensureProductionBuild();
+    requireProductionBuild();
     server = await startNextServer({ env: { LOG_LEVEL: 'info', NODE_ENV: 'production' } });
   }, 300_000);
   afterAll(() => server?.stop());

@@ -491,7 +491,7 @@ describe('the production server and the OpenAPI document it serves', () => {
 
   it('refuses a method outside the common set (any token, e.g. PROPFIND) with a 4xx, never a 5xx (fast-check)', async () => {
     // One Node's HTTP parser knows (PROPFIND, QUERY, LOCK...) is answered by the server before Next
-    // with a 405 problem+json, one it does not know with a 400 problem+json (lib/http/before-next.ts). TRACE, TRACK and CONNECT cannot be sent by fetch (tests/http/server-contract.test.ts
+    // with a 405 problem+json, one it does not know with a 400 problem+json (lib/http/before-next.ts). TRACE, TRACK and CONNECT cannot be sent by fetch (tests/http/server-contract.server.test.ts
     // sends them). The document says so, once for every path.
     const methods = fc.oneof(fc.constantFrom('PROPFIND', 'MKCOL', 'LINK', 'QUERY', 'SEARCH', 'PURGE', 'purge'), fc.stringMatching(/^[A-Za-z]{3,10}$/))
       .filter((method) => !['TRACE', 'TRACK', 'CONNECT', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].includes(method.toUpperCase()));
