@@ -5,7 +5,7 @@ import { callDb } from './db/index.ts';
  * Retention and maintenance, one job: billing's event log first (lib/billing/maintenance.ts:
  * partitions made ahead keep its inserts working; checkpoints, then old months dropped), with at
  * most half the budget; then every other rule, SQL behind one entry point
- * (supabase/migrations/20261124000100_maintenance.sql, `public.run_maintenance(p_now, p_budget_ms)`),
+ * (supabase/schemas/08_maintenance.sql, `public.run_maintenance(p_now, p_budget_ms)`),
  * called again while it reports work left and time remains. GET /api/cron/maintenance (Vercel
  * Cron) and `npm run db:maintain` both run it.
  */

@@ -3,7 +3,7 @@ import type { BillingEvent } from './webhook-body.ts';
 /**
  * What a RevenueCat event MEANS, per entitlement, decided without the database: a pure function of
  * the event (and of `now`, used only when the event carries no timestamp). The stored state is the
- * FOLD of each subscriber's events in event order (supabase/migrations/*_billing_fold.sql):
+ * FOLD of each subscriber's events in event order (supabase/schemas/03_billing_fold.sql):
  * `public.billing_apply_event` applies one plan to the stored rows, and an event that arrives after
  * newer ones makes its subscriber's history be folded again with it in its place, so the state never
  * depends on the order of delivery. What needs the stored rows (whether a row still grants, the

@@ -11,7 +11,7 @@ import { getConfig } from '../config.ts';
  * ids (aliases, transfers), each event and snapshot in event order with what it did to which row,
  * and, per entitlement, why it grants or not now.
  *
- * ONE database call (public.billing_explain, supabase/migrations/20261127002100_billing_explain.sql)
+ * ONE database call (public.billing_explain, supabase/schemas/09_operator.sql)
  * reads the ids, the log, the stored rows and the sync marks, and replays the customer's history
  * step by step as the fold does, inside a transaction it rolls back: what each step did is what
  * the fold decides, and nothing is written. Entries an older version stored without a plan get

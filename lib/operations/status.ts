@@ -8,7 +8,7 @@ import { formatCounts, formatUtc } from '../words.ts';
  * webhooks land and what did they do, is the sync queue moving and how did the last sweep go, what
  * did the last maintenance run drop and what is it behind, does the database have the code's
  * migrations, and which optional parts are on. Read in ONE database call
- * (public.operator_status, supabase/migrations/20261127002000_operator_status.sql); the rest comes
+ * (public.operator_status, supabase/schemas/09_operator.sql); the rest comes
  * from the configuration and the migration files this code ships. Names of parts only: never a
  * secret, a URL or a host.
  */

@@ -7,7 +7,7 @@ import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/dat
 import { billingEvent, day, LIFETIME, MONTHLY, YEARLY } from './support.ts';
 
 /**
- * The fold's in-order shortcut (public.billing_fold_in_order, 20261127003000_billing_in_order_fold.sql)
+ * The fold's in-order shortcut (public.billing_fold_in_order, supabase/schemas/03_billing_fold.sql)
  * must leave exactly what the fold itself leaves. Random histories of one customer (purchases,
  * renewals, cancellations, billing issues, product changes, provisional grants, refunds, an
  * anonymous id merged into one or two real ones, a transfer between them), delivered in order so

@@ -37,7 +37,7 @@ describe.each(DATABASE_KINDS)('billing maintenance with a backlog, on %s', (kind
 });
 
 /**
- * Maintenance gives way to live traffic (20261128000100_maintenance_gives_way.sql): once a call has
+ * Maintenance gives way to live traffic (public.maintenance_should_give_way): once a call has
  * taken a checkpoint and worked a hundredth of its budget, another client of the database running a statement it began in
  * the last second stops it, and the job rests before the next call. Only a Postgres server has
  * other clients.

@@ -66,7 +66,7 @@ describeOn('postgres')('the Postgres adapter through a transaction-mode pooler a
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();
     try {
-      // The lock wallet_issue_challenge takes for this user (20261122000200_wallets.sql).
+      // The lock wallet_issue_challenge takes for this user (supabase/schemas/05_wallets.sql).
       await holder.query('begin');
       await holder.query('select pg_advisory_xact_lock(4361, hashtext($1))', [user]);
       const { error, ms } = await failure(adapter.call('wallet_issue_challenge', challenge));

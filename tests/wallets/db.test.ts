@@ -11,7 +11,7 @@ import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.
 import { evmWallet, highSTwin, networkOf, solanaWallet, type TestWallet } from './wallets.ts';
 
 /**
- * The SQL functions of 20261122000200_wallets.sql through the wallet service (the same path the
+ * The SQL functions of supabase/schemas/05_wallets.sql through the wallet service (the same path the
  * routes take), on PGlite and on the real Postgres server: single use, idempotency, races, limits.
  */
 
