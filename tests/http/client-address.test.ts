@@ -110,7 +110,7 @@ describe.each([
 
   // CORS_ORIGINS is set: every answer depends on Origin, and says so.
   it('says Vary: Origin on every API answer while CORS_ORIGINS is set, refusals and other origins included', async () => {
-    const cases = [
+    const cases: { method?: string; target: string; headers: Record<string, string> }[] = [
       { target: '/api/health', headers: { origin: FRONTEND } },
       { target: '/api/health', headers: { origin: 'https://evil.example' } },
       { target: '/api/health', headers: {} },
@@ -118,7 +118,7 @@ describe.each([
       { target: '/api/no/such/path', headers: { origin: FRONTEND } },
       { method: 'OPTIONS', target: '/api/me', headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' } },
     ];
-    const varies = [];
+    const varies: string[] = [];
     for (const { method, target, headers } of cases) {
       const answer = await send(server, { from: '127.0.0.1', method, target, headers });
       // Next adds its own names (rsc, ..., Accept-Encoding); what matters here is what CORS adds.
