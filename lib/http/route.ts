@@ -104,7 +104,9 @@ function wrap(handler: RouteHandler): NextHandler {
     // A preflight's CORS headers are the OPTIONS handler's alone (none when it refused).
     const preflight = request.method === 'OPTIONS' && request.headers.has('access-control-request-method');
     if (!preflight) {
-      for (const [name, value] of Object.entries(corsResponseHeaders(request.headers.get('origin'), allowedCorsOrigins()))) response = withHeader(response, name, value);
+      for (const [name, value] of Object.entries(corsResponseHeaders(request.headers.get('origin'), allowedCorsOrigins()))) {
+        response = name === 'vary' ? withVary(response, value) : withHeader(response, name, value);
+      }
     }
     // Server-Timing (visible in browser dev tools, and read by the bench): database calls and time.
     response = withHeader(response, 'server-timing', `db;desc="${db.calls} calls";dur=${db.ms.toFixed(1)}, total;dur=${ms.toFixed(1)}`);
@@ -193,6 +195,15 @@ function withHeader(response: Response, name: string, value: string): Response {
     copy.headers.set(name, value);
     return copy;
   }
+}
+
+/** Add names to the response's Vary, keeping those a handler put there. */
+function withVary(response: Response, names: string): Response {
+  const present = response.headers.get('vary');
+  if (!present) return withHeader(response, 'vary', names);
+  const have = new Set(present.split(',').map((name) => name.trim().toLowerCase()));
+  const more = names.split(',').map((name) => name.trim()).filter((name) => !have.has(name.toLowerCase()));
+  return more.length === 0 ? response : withHeader(response, 'vary', [present, ...more].join(', '));
 }
 
 /** A JSON response with no caching (every answer here is per-user or per-delivery). */

@@ -50,7 +50,9 @@ describe('the stand-in in the configuration', () => {
   it.each([
     { name: 'on Vercel', env: { ...deployable, VERCEL: '1', REVENUECAT_STAND_IN: '1' }, message: /REVENUECAT_STAND_IN=1 is for local mode only/ },
     { name: 'outside local mode', env: { ...deployable, REVENUECAT_STAND_IN: '1' }, message: /REVENUECAT_STAND_IN=1 is for local mode only/ },
-    { name: 'beside a RevenueCat key', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_real' }, message: /remove REVENUECAT_SECRET_API_KEY, or the stand-in/ },
+    // LOCAL_DEV=1 itself is refused beside a real RevenueCat account's key.
+    { name: 'beside a RevenueCat key', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_real' }, message: /^LOCAL_DEV=1 is refused beside a real deployment's settings: REVENUECAT_SECRET_API_KEY/ },
+    { name: 'beside a RevenueCat key for this machine', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_test', REVENUECAT_API_URL: 'http://127.0.0.1:9' }, message: /remove REVENUECAT_SECRET_API_KEY, REVENUECAT_API_URL, or the stand-in/ },
     { name: 'beside a RevenueCat URL', env: { REVENUECAT_STAND_IN: '1', REVENUECAT_API_URL: 'http://127.0.0.1:9' }, message: /remove REVENUECAT_API_URL, or the stand-in/ },
   ])('is refused $name, naming the setting', ({ env, message }) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);

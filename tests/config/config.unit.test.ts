@@ -12,16 +12,28 @@ const COMPLETE: Record<string, string> = {
   APP_ORIGIN: 'https://app.example.com',
 };
 
+/** A database and a Supabase stack on this machine: what LOCAL_DEV=1 may run beside (tests, benches). */
+const LOCAL_DB = 'postgres://u:p@127.0.0.1:5432/app';
+const LOCAL_SUPABASE = 'http://127.0.0.1:54321';
+
+/** The same settings with their database and Supabase project on this machine. */
+function onThisMachine(env: Record<string, string>): Record<string, string> {
+  const moved = { ...env };
+  for (const name of ['SUPABASE_URL', 'NEXT_PUBLIC_SUPABASE_URL']) if (moved[name]) moved[name] = LOCAL_SUPABASE;
+  if (moved.DATABASE_URL) moved.DATABASE_URL = LOCAL_DB;
+  return moved;
+}
+
 describe('configuration', () => {
   // Which database and which auth follow from the settings alone; LOCAL_DEV=1 lets the incomplete
   // ones load (outside local mode they are refused, see below).
   const modes: { name: string; env: Record<string, string>; database: string; auth: string }[] = [
     { name: 'nothing set', env: {}, database: 'embedded', auth: 'dev-key' },
     { name: 'empty strings count as unset', env: { DATABASE_URL: '', SUPABASE_URL: '  ', SUPABASE_SECRET_KEY: '' }, database: 'embedded', auth: 'dev-key' },
-    { name: 'DATABASE_URL', env: { DATABASE_URL: 'postgres://u:p@db:5432/app', LOCAL_DEV: '1' }, database: 'postgres', auth: 'dev-key' },
-    { name: 'Supabase URL + secret key', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
-    { name: 'legacy service_role key name', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SERVICE_ROLE_KEY: 'eyJ...', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
-    { name: 'DATABASE_URL wins over the Data API (pooler + Supabase Auth)', env: { DATABASE_URL: 'postgresql://u:p@pooler:6543/postgres', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'postgres', auth: 'supabase-jwks' },
+    { name: 'DATABASE_URL', env: { DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }, database: 'postgres', auth: 'dev-key' },
+    { name: 'Supabase URL + secret key', env: { SUPABASE_URL: LOCAL_SUPABASE, SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
+    { name: 'legacy service_role key name', env: { SUPABASE_URL: LOCAL_SUPABASE, SUPABASE_SERVICE_ROLE_KEY: 'eyJ...', LOCAL_DEV: '1' }, database: 'supabase', auth: 'supabase-jwks' },
+    { name: 'DATABASE_URL wins over the Data API (pooler + Supabase Auth)', env: { DATABASE_URL: 'postgresql://u:p@localhost:6543/postgres', SUPABASE_URL: LOCAL_SUPABASE, SUPABASE_SECRET_KEY: 'sb_secret_x', LOCAL_DEV: '1' }, database: 'postgres', auth: 'supabase-jwks' },
     { name: 'HS256 secret alone', env: { SUPABASE_JWT_SECRET: 'x'.repeat(40), LOCAL_DEV: '1' }, database: 'embedded', auth: 'hs256' },
   ];
 
@@ -32,7 +44,7 @@ describe('configuration', () => {
   });
 
   it('turns the liveness check on by default only where there is an Auth server', () => {
-    expect(loadConfig({ SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'k', LOCAL_DEV: '1' }).auth.verifySession).toBe(true);
+    expect(loadConfig({ SUPABASE_URL: LOCAL_SUPABASE, SUPABASE_SECRET_KEY: 'k', LOCAL_DEV: '1' }).auth.verifySession).toBe(true);
     expect(loadConfig({}).auth.verifySession).toBe(false);
     expect(() => loadConfig({ AUTH_VERIFY_SESSION: 'true' })).toThrow(ConfigError);
   });
@@ -40,7 +52,7 @@ describe('configuration', () => {
   it('uses the documented dev webhook secrets in local mode only', () => {
     const dev = { subscription: [DEV_WEBHOOK_SECRETS.subscription], leagues: [DEV_WEBHOOK_SECRETS.leagues] };
     expect(loadConfig({}).webhookSecrets).toEqual(dev);
-    expect(loadConfig({ DATABASE_URL: 'postgres://db/app', LOCAL_DEV: '1' }).webhookSecrets).toEqual(dev);
+    expect(loadConfig({ DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }).webhookSecrets).toEqual(dev);
     expect(loadConfig(COMPLETE).webhookSecrets).toEqual({ subscription: ['s'], leagues: ['l'] });
   });
 
@@ -55,8 +67,8 @@ describe('configuration', () => {
     expect(loadConfig({ APP_ORIGIN: 'https://localhost:3443' }).local).toBe(true);
     // A public https origin is a site served to others: not local, so without a database it is refused.
     expect(() => loadConfig({ APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET/);
-    expect(loadConfig({ DATABASE_URL: 'postgres://db/app', LOCAL_DEV: '1' }).local).toBe(true);
-    expect(loadConfig({ ...COMPLETE, LOCAL_DEV: 'true' }).local).toBe(true);
+    expect(loadConfig({ DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }).local).toBe(true);
+    expect(loadConfig({ ...onThisMachine(COMPLETE), LOCAL_DEV: 'true' }).local).toBe(true);
     expect(loadConfig(COMPLETE).local).toBe(false);
     expect(loadConfig({ ...COMPLETE, VERCEL: '1' }).local).toBe(false);
   });
@@ -103,8 +115,8 @@ describe('configuration', () => {
     }
   });
 
-  it.each(incomplete)('loads $name with LOCAL_DEV=1 off Vercel (tests and benches), and refuses LOCAL_DEV=1 on Vercel', ({ env }) => {
-    expect(loadConfig({ ...env, LOCAL_DEV: '1', AUTH_VERIFY_SESSION: 'false' }).local).toBe(true);
+  it.each(incomplete)('loads $name with LOCAL_DEV=1 off Vercel with its database and project on this machine (tests and benches), and refuses LOCAL_DEV=1 on Vercel', ({ env }) => {
+    expect(loadConfig({ ...onThisMachine(env), LOCAL_DEV: '1', AUTH_VERIFY_SESSION: 'false' }).local).toBe(true);
     expect(() => loadConfig({ ...env, LOCAL_DEV: '1', VERCEL: '1' })).toThrow(/LOCAL_DEV/);
   });
 
@@ -168,7 +180,55 @@ describe('configuration', () => {
   ];
   it.each(productionLike)('counts $name as production-like: not local mode, so without a database it is refused', ({ env }) => {
     expect(() => loadConfig(env)).toThrow(/^Not in local mode \(.*a real secret, a URL of another machine.*DATABASE_URL, or SUPABASE_URL \+ SUPABASE_SECRET_KEY/);
-    expect(loadConfig({ ...env, LOCAL_DEV: '1' }).local).toBe(true);
+    // A RevenueCat key is a real account's unless its API is on this machine (a stand-in).
+    const local = env.REVENUECAT_SECRET_API_KEY ? { ...env, REVENUECAT_API_URL: 'http://127.0.0.1:9999' } : env;
+    expect(loadConfig({ ...local, LOCAL_DEV: '1' }).local).toBe(true);
+  });
+
+  // Found by an outside review: LOCAL_DEV=1 beside a real deployment's settings kept the dev doors
+  // open onto its data (the dev admin secret read any subscriber's history, the dev leagues secret
+  // wrote, the RevenueCat stand-in served any record). Refused, naming the settings.
+  const realDeployment: { name: string; env: Record<string, string>; names: string[] }[] = [
+    { name: 'a database on another machine', env: { DATABASE_URL: 'postgres://app:pw@db.example.com:5432/app' }, names: ['DATABASE_URL'] },
+    { name: 'a database on this machine\'s LAN address', env: { DATABASE_URL: 'postgres://app:pw@10.0.0.5/app' }, names: ['DATABASE_URL'] },
+    { name: 'a loopback URL whose host= parameter names another machine', env: { DATABASE_URL: 'postgres://app:pw@127.0.0.1/app?host=db.example.com' }, names: ['DATABASE_URL'] },
+    { name: 'a URL with no host and PGHOST elsewhere', env: { DATABASE_URL: 'postgres:///app', PGHOST: 'db.example.com' }, names: ['DATABASE_URL'] },
+    { name: 'the integration\'s pooled and direct URLs', env: { POSTGRES_URL: 'postgres://u:p@aws-0.pooler.supabase.com:6543/postgres', POSTGRES_URL_NON_POOLING: 'postgres://u:p@db.abc.supabase.co:5432/postgres' }, names: ['POSTGRES_URL_NON_POOLING', 'POSTGRES_URL'] },
+    { name: 'a Supabase project', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x' }, names: ['SUPABASE_URL'] },
+    { name: 'a Supabase project named for the browser only', env: { NEXT_PUBLIC_SUPABASE_URL: 'https://abc.supabase.co' }, names: ['NEXT_PUBLIC_SUPABASE_URL'] },
+    { name: 'a RevenueCat key (RevenueCat itself)', env: { REVENUECAT_SECRET_API_KEY: 'sk_real' }, names: ['REVENUECAT_SECRET_API_KEY'] },
+    { name: 'RevenueCat keys behind a proxy elsewhere', env: { REVENUECAT_SECRET_API_KEY: 'sk_real', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1', REVENUECAT_API_URL: 'https://rc-proxy.example' }, names: ['REVENUECAT_SECRET_API_KEY', 'REVENUECAT_V2_SECRET_API_KEY'] },
+    {
+      name: 'the reviewers\' mix: a remote database, a Supabase project and real secrets, with the stand-in',
+      env: { DATABASE_URL: 'postgres://app:pw@db.example.com/app', SUPABASE_URL: 'https://abc.supabase.co', SUBSCRIPTION_WEBHOOK_SECRET: realSecret, CRON_SECRET: realSecret, REVENUECAT_STAND_IN: '1' },
+      names: ['DATABASE_URL', 'SUPABASE_URL'],
+    },
+  ];
+  it.each(realDeployment)('refuses LOCAL_DEV=1 beside $name, naming the settings and never their values', ({ env, names }) => {
+    let message = '';
+    try {
+      loadConfig({ ...env, LOCAL_DEV: '1' });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/^LOCAL_DEV=1 is refused beside a real deployment's settings: /);
+    for (const name of names) expect(message).toContain(name);
+    for (const value of ['pw@', 'example.com', 'supabase.co', 'sk_real', 'sk_v2', realSecret]) expect(message).not.toContain(value);
+    // The operator commands read the same settings: refused there too.
+    expect(() => loadConfig({ ...env, LOCAL_DEV: '1' }, { operator: true })).toThrow(/^LOCAL_DEV=1 is refused beside/);
+  });
+
+  it('keeps LOCAL_DEV=1 beside a database, a Supabase stack and a RevenueCat stand-in on this machine, with real-looking secrets', () => {
+    for (const env of [
+      { DATABASE_URL: 'postgres://postgres:pw@127.0.0.1:54329/postgres' }, { DATABASE_URL: 'postgresql://u@localhost/app' }, { DATABASE_URL: 'postgres://u@[::1]:5432/app' },
+      { DATABASE_URL: 'postgres:///app?host=/var/run/postgresql' }, { DATABASE_URL: 'postgres:///app' },
+      { SUPABASE_URL: 'http://127.0.0.1:54321', SUPABASE_SECRET_KEY: 'sb_secret_local' },
+      { REVENUECAT_SECRET_API_KEY: 'sk_test', REVENUECAT_API_URL: 'http://127.0.0.1:8080' },
+      { DATABASE_URL: 'postgres://u:p@127.0.0.1/app', SUBSCRIPTION_WEBHOOK_SECRET: realSecret, CRON_SECRET: realSecret, ADMIN_API_SECRET: realSecret },
+    ]) {
+      expect(loadConfig({ ...env, LOCAL_DEV: '1', AUTH_VERIFY_SESSION: 'false' }).local, JSON.stringify(env)).toBe(true);
+    }
   });
 
   it('keeps local mode for URLs of this machine (a chain node or a RevenueCat stand-in on loopback)', () => {
@@ -190,7 +250,7 @@ describe('configuration', () => {
   // The secret API key goes out as a Bearer token to this URL, and its answers become entitlements.
   const revenuecatUrls: { name: string; env: Record<string, string>; refused?: boolean }[] = [
     { name: 'plain http to another host, deployed', env: { ...COMPLETE, REVENUECAT_API_URL: 'http://api.revenuecat.com' }, refused: true },
-    { name: 'plain http to another host in local mode', env: { LOCAL_DEV: '1', REVENUECAT_API_URL: 'http://revenuecat.lan:8080' }, refused: true },
+    { name: 'plain http to another host, not on Vercel', env: { REVENUECAT_API_URL: 'http://revenuecat.lan:8080' }, refused: true },
     { name: 'plain http to loopback, deployed (a stand-in or a proxy on this machine)', env: { ...COMPLETE, REVENUECAT_API_URL: 'http://127.0.0.1:8080' } },
     { name: 'plain http to loopback in local mode', env: { LOCAL_DEV: '1', REVENUECAT_API_URL: 'http://localhost:8080' } },
     { name: 'https, deployed', env: { ...COMPLETE, REVENUECAT_API_URL: 'https://api.revenuecat.com' } },
@@ -205,7 +265,7 @@ describe('configuration', () => {
   // Sandbox purchases cost nothing: they grant only where a developer tests purchases, or when asked.
   const sandboxCases: { name: string; env: Record<string, string>; grants: boolean; warns?: boolean }[] = [
     { name: 'local mode (nothing set)', env: {}, grants: true },
-    { name: 'local mode asked for (LOCAL_DEV=1 with a database)', env: { DATABASE_URL: 'postgres://u:p@db:5432/app', LOCAL_DEV: '1' }, grants: true },
+    { name: 'local mode asked for (LOCAL_DEV=1 with a database)', env: { DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }, grants: true },
     { name: 'local mode, BILLING_SANDBOX_GRANTS=false', env: { BILLING_SANDBOX_GRANTS: 'false' }, grants: false },
     { name: 'a deployment (not on Vercel)', env: COMPLETE, grants: false },
     { name: 'a deployment on Vercel', env: { ...COMPLETE, VERCEL: '1' }, grants: false },

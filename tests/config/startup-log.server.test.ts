@@ -62,6 +62,17 @@ const cases: Case[] = [
     notAskedFor: ['DATABASE_URL, or', 'SUPABASE_URL or SUPABASE_JWT_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET;', 'LEAGUES_WEBHOOK_SECRET;'],
     secrets: [supabaseKey, subscriptionSecret, leaguesSecret],
   },
+  // Found by a later outside review: LOCAL_DEV=1 here kept the dev doors open onto this data.
+  {
+    name: 'LOCAL_DEV=1 beside a database on another machine, a Supabase project and a real secret',
+    env: () => ({
+      LOCAL_DEV: '1', DATABASE_URL: `postgres://svc_user:${dbPassword}@db.startup-log-test.example:5432/app`,
+      SUPABASE_URL: 'https://startup-log-test.supabase.co', SUBSCRIPTION_WEBHOOK_SECRET: subscriptionSecret,
+    }),
+    toSet: ['LOCAL_DEV=1 is refused beside a real deployment\'s settings', 'DATABASE_URL names a database on another machine', 'SUPABASE_URL names a Supabase project', 'Remove LOCAL_DEV'],
+    notAskedFor: ['startup-log-test', 'svc_user'],
+    secrets: [dbPassword, subscriptionSecret],
+  },
 ];
 
 describe.each(cases)('the production server started with $name', ({ env, toSet, notAskedFor, secrets }) => {

@@ -54,10 +54,40 @@ describe('CORS on the API (over HTTP)', () => {
     expect(response.headers.get('access-control-allow-credentials')).toBeNull();
   });
 
-  it('gives another origin, a method the path lacks, or an unexpected header nothing to go on', async () => {
+  it('gives another origin, a method the path lacks, or an unexpected header nothing to go on but Vary', async () => {
     for (const response of [await preflight('https://evil.example'), await preflight(FRONTEND, 'DELETE'), await preflight(FRONTEND, 'GET', 'authorization, x-custom')]) {
       expect(response.status).toBe(204);
       expect(response.headers.get('access-control-allow-origin')).toBeNull();
+      // The answer would have differed for another origin or request: a cache must know it.
+      expect(response.headers.get('vary')).toBe('Origin, Access-Control-Request-Method, Access-Control-Request-Headers');
+    }
+  });
+
+  // Found by an outside review: only answers to an allowed origin said Vary: Origin, so a cache could
+  // keep an answer without CORS headers (to another origin, or to no Origin) and serve it to the frontend.
+  it('says Vary: Origin on every answer while CORS_ORIGINS is set: any origin, none, errors, every status', async () => {
+    const answers = [
+      await callRoute(meRoute, { headers: { origin: 'https://evil.example' } }),
+      await callRoute(meRoute, {}),
+      await callRoute(meRoute, { method: 'POST', headers: { origin: FRONTEND } }),
+      await callRoute(webhookRoute, { method: 'POST', body: {} }),
+      await callRoute(webhookRoute, { method: 'POST', headers: { origin: 'https://evil.example' }, body: 'not json' }),
+      await callRoute(meRoute, { method: 'OPTIONS', headers: { origin: 'https://evil.example' } }),
+    ];
+    expect(answers.map((answer) => `${answer.status} ${answer.headers.get('vary')}`)).toEqual(['401 Origin', '401 Origin', '405 Origin', '401 Origin', '401 Origin',
+      // An OPTIONS without Access-Control-Request-Method would have been a preflight with one.
+      '204 Origin, Access-Control-Request-Method, Access-Control-Request-Headers']);
+  });
+
+  it('says nothing of Origin without CORS_ORIGINS: no answer depends on it', async () => {
+    const restoreNone = setEnv({ CORS_ORIGINS: undefined });
+    try {
+      for (const answer of [await callRoute(meRoute, { headers: { origin: FRONTEND } }), await preflight(FRONTEND)]) {
+        expect(answer.headers.get('vary')).toBeNull();
+        expect(answer.headers.get('access-control-allow-origin')).toBeNull();
+      }
+    } finally {
+      restoreNone();
     }
   });
 
@@ -67,7 +97,7 @@ describe('CORS on the API (over HTTP)', () => {
     expect({ origin: allowed.headers.get('access-control-allow-origin'), expose: allowed.headers.get('access-control-expose-headers'), vary: allowed.headers.get('vary') })
       .toEqual({ origin: FRONTEND, expose: 'x-request-id, retry-after, www-authenticate', vary: 'Origin' });
     const other = await callRoute(meRoute, { headers: { origin: 'https://evil.example' } });
-    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+    expect({ origin: other.headers.get('access-control-allow-origin'), expose: other.headers.get('access-control-expose-headers') }).toEqual({ origin: null, expose: null });
     const sameOrigin = await callRoute(webhookRoute, { method: 'POST', body: {} });
     expect(sameOrigin.headers.get('access-control-allow-origin')).toBeNull();
   });

@@ -86,7 +86,7 @@ describe('the dev admin secret', () => {
   it('opens the operator routes in local mode only, when ADMIN_API_SECRET is unset', () => {
     expect(DEV_ADMIN_SECRET.length).toBeGreaterThanOrEqual(MIN_OPERATOR_SECRET_LENGTH);
     expect(loadConfig({}).adminSecret).toBe(DEV_ADMIN_SECRET);
-    expect(loadConfig({ LOCAL_DEV: '1', DATABASE_URL: 'postgres://db/app' }).adminSecret).toBe(DEV_ADMIN_SECRET);
+    expect(loadConfig({ LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@127.0.0.1/app' }).adminSecret).toBe(DEV_ADMIN_SECRET);
     expect(loadConfig({ LOCAL_DEV: '1', ADMIN_API_SECRET: 'a'.repeat(40) }).adminSecret).toBe('a'.repeat(40));
     expect(loadConfig(DEPLOYMENT_SETTINGS).adminSecret).toBeUndefined();
     expect(loadConfig({ ...DEPLOYMENT_SETTINGS, VERCEL: '1' }).adminSecret).toBeUndefined();
