@@ -22,13 +22,17 @@ import type { BillingEvent } from './webhook-body.ts';
  * | UNCANCELLATION                                        | the same, but on a row in grace / billing_issue it only re-enables       |
  * |                                                       |   renewal: the billing issue stands (grace end, not renewing) until a    |
  * |                                                       |   payment recovers it                                                    |
- * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
- * |                                                       |   cancelled subscription stays cancelled_active                          |
+ * | RENEWAL                                               | grant, renewal as it was (on again after a lapse or a billing issue, and |
+ * |                                                       |   past a cancelled period's end: charged again), but an App Store trial  |
+ * |                                                       |   cancelled in its last 24 hours stays cancelled_active                  |
+ * | SUBSCRIPTION_EXTENDED                                 | grant, renewal as it was (on again after a lapse or a billing issue)     |
  * | REFUND_REVERSED                                       | grant, renewal as it was (a lifetime: never renewing, active)            |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
- * |                                                       |   it begins (beside another source's it stands)                          |
- * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
+ * |                                                       |   it begins (beside another source's it stands); grants without an       |
+ * |                                                       |   environment (not among its guaranteed fields)                          |
+ * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active (an App Store trial's   |
+ * |                                                       |   in its last 24 hours: also the period that converted it)               |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
  * | CANCELLATION whose expiration is not after it         | also ends the row's current period there (the same transaction), sooner |
  * |                                                       |   than stored: Stripe gave up retrying, a promotional grant revoked      |
@@ -45,7 +49,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
  *
- * Every event is ordered at its event_timestamp_ms, at most MAX_EVENT_AHEAD_MS past its receive time.
+ * Every event is ordered at its event_timestamp_ms; one stamped more than MAX_EVENT_AHEAD_MS past its
+ * receive time, at its receive time.
  *
  * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
  * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
@@ -169,7 +174,8 @@ export interface BillingEventPlan {
 export interface DescribeOptions {
   /**
    * Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless
-   * BILLING_SANDBOX_GRANTS=true); so are events that name no environment, or one but PRODUCTION.
+   * BILLING_SANDBOX_GRANTS=true); so are subscription events that name no environment, or one but
+   * PRODUCTION, except what RevenueCat sends without one (a temporary grant, its bare EXPIRATION).
    */
   ignoreSandbox?: boolean;
   /**
