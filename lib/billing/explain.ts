@@ -457,7 +457,7 @@ const IGNORED_WORDS: Record<string, string> = {
   record_only_type: 'this type of event changes no entitlement (RevenueCat\'s TEST, which its dashboard\'s "Send test event" sends; an invoice, an alias, ...)',
   unknown_type: 'an event type this service does not know',
   sandbox_ignored: 'an event of the store\'s sandbox (test purchases), and sandbox purchases grant nothing on this service',
-  environment_unknown: 'an event that names no store environment, or one other than PRODUCTION and SANDBOX: where sandbox purchases grant nothing, it grants nothing either',
+  environment_unknown: 'a subscription event that names no store environment (but a TEMPORARY_ENTITLEMENT_GRANT, or an EXPIRATION naming a transaction), or one other than PRODUCTION and SANDBOX: where sandbox purchases grant nothing, it grants nothing either',
   nothing_to_transfer: 'a transfer that names no one to move from or to',
   no_app_user_id: 'it names no app user',
   no_entitlements: 'it names no entitlement',

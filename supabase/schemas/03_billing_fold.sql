@@ -514,6 +514,10 @@ begin
         coalesce(v_period_expires, 'infinity') >= coalesce(v_row.expires_at, 'infinity')
         or coalesce(v_purchased >= v_row.period_purchased_at, false)
         or coalesce(v_period->>'transactionId' = v_row.transaction_id, false)
+        -- Apple's trial cancelled less than 24 hours before it converts: it holds for the period
+        -- that converted the trial (began as the trial ended), folded before it or after.
+        or coalesce((v_effect->>'cancelsTrialLate')::boolean and v_row.period_purchased_at >= v_period_expires - interval '1 minute'
+                    and v_row.period_purchased_at <= v_period_expires + interval '1 day', false)
       ) then
         v_stale := v_stale + 1;
         continue;
@@ -1172,10 +1176,18 @@ begin
   v_new_period := v_purchased is not null and (p_row.period_purchased_at is null or v_purchased > p_row.period_purchased_at);
   -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
   -- unless the period it continues had lapsed or was failing to charge (a billing error turned
-  -- renewal off; the payment that recovers it turns it back on).
+  -- renewal off; the payment that recovers it turns it back on), or it is a RENEWAL past the stored
+  -- period's end (resumesRenewal): a cancelled subscription charged again was turned back on
+  -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except Apple's trial cancelled less
+  -- than 24 hours before it converts, which is charged once and stays cancelled: an App Store
+  -- trial whose row last changed (its cancellation) within 24 hours of its end.
   v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
+                         or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at
+                                     and not (upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
+                                              and upper(coalesce(p_row.period_type, '')) = 'TRIAL'
+                                              and p_row.last_event_at > p_row.expires_at - interval '24 hours'), false)
                        else p_row.will_renew end;
   v_status := case when v_action = 'temporary_grant' then 'temporary'
                    when v_keeps_issue then p_row.status

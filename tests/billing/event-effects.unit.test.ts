@@ -171,13 +171,17 @@ describe('describeEventEffects: what an event means per entitlement', () => {
     expect(plan).toMatchObject({ eventId: 'evt-RENEWAL', type: 'RENEWAL', appUserId: 'user-1', environment: 'PRODUCTION', eventAt: iso(AT) });
   });
 
-  it('orders an event stamped past its receive time at most MAX_EVENT_AHEAD_MS after it; a recorded one at its stored time', () => {
-    // RevenueCat's own sample TRANSFER: event_timestamp_ms 78789789798798 (the year 4466).
+  it('orders an event stamped more than MAX_EVENT_AHEAD_MS past its receive time at its receive time; a recorded one at its stored time', () => {
+    // RevenueCat's own sample TRANSFER: event_timestamp_ms 78789789798798 (the year 4466). Its stamp
+    // says nothing of when it happened: it is ordered when it arrived, the latest it can have been
+    // generated, so an event generated after that (a transfer back a minute later) folds after it.
     const sample = { id: 't-4466', type: 'TRANSFER', event_timestamp_ms: 78_789_789_798_798, transferred_from: ['a'], transferred_to: ['b'] };
     const bounded = describeEventEffects(sample, NOW);
-    expect(bounded.eventAt).toBe(iso(NOW.getTime() + MAX_EVENT_AHEAD_MS));
+    expect(bounded.eventAt).toBe(iso(NOW.getTime()));
+    expect(describeEventEffects({ ...sample, event_timestamp_ms: NOW.getTime() + MAX_EVENT_AHEAD_MS + 1 }, NOW).eventAt).toBe(iso(NOW.getTime()));
     // Within the bound (clock skew), and any past stamp: the stamp.
     expect(describeEventEffects({ ...sample, event_timestamp_ms: NOW.getTime() + 1000 }, NOW).eventAt).toBe(iso(NOW.getTime() + 1000));
+    expect(describeEventEffects({ ...sample, event_timestamp_ms: NOW.getTime() + MAX_EVENT_AHEAD_MS }, NOW).eventAt).toBe(iso(NOW.getTime() + MAX_EVENT_AHEAD_MS));
     expect(describeEventEffects(event('RENEWAL'), NOW).eventAt).toBe(iso(AT));
     // Computed again from the stored body at its stored time: the same plan.
     expect(describeEventEffects(sample, new Date(bounded.eventAt), { recorded: true })).toEqual(bounded);
