@@ -189,7 +189,9 @@ function describeIds(record: ExplainRecord): SubscriberExplanation['ids'] {
     const parts: string[] = [];
     if (id === record.appUserId) parts.push('the id asked about');
     if (isAnonymousId(id)) parts.push('anonymous (an app install before sign-in)');
-    const customer = record.ids.find((candidate) => candidate.appUserId === id)?.customerId;
+    // An anonymous id's customer is where a TRANSFER naming it finds the purchases, not an id it reads
+    // through: it is told as one customer with the others below.
+    const customer = isAnonymousId(id) ? undefined : record.ids.find((candidate) => candidate.appUserId === id)?.customerId;
     if (customer) parts.push(`another id of customer ${customer} (RevenueCat named them together); its rows are kept under ${customer}`);
     const merged = record.ids.filter((candidate) => candidate.customerId === id).map((candidate) => candidate.appUserId);
     if (merged.length > 0) parts.push(`keeps the rows of its other id(s) ${merged.join(', ')}`);
