@@ -190,8 +190,9 @@ function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at
     const source = findSource(sources, item);
     if (source) {
       grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
+      // (An item that says nothing of access, gives_access absent, differs in nothing.)
       const said = v2SubscriptionState(item, at, undefined);
-      if (differ(source, said, at)) {
+      if (item.givesAccess !== null && differ(source, said, at)) {
         Object.assign(source, said, {
           // v2 gives no grace date: v1's stands while v2 too says the item is in its grace period.
           graceExpiresAt: said.status === 'grace' ? said.graceExpiresAt ?? source.graceExpiresAt : null,
