@@ -74,6 +74,8 @@ export interface SnapshotPlan extends BillingEventPlan {
     entitlementIds: string[] | null;
     /** Per entitlement v1 lists: until when the purchase it shows grants (ISO 8601; null = forever). */
     entitlementExpiries: Record<string, string | null>;
+    /** Sources the record showed that were left out (sandbox ones, where sandbox grants nothing): explain names them. Absent: none. */
+    leftOut?: { productId: string; environment: 'SANDBOX'; entitlementIds: string[] }[];
   };
 }
 
@@ -139,6 +141,7 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
 export function snapshotPlan(appUserId: string, at: number, original: string | null, options: { eventId: string; ignoreSandbox?: boolean }, snapshot: SnapshotPlan['snapshot']): SnapshotPlan {
   const named = [...new Set([appUserId, ...(original ? [original] : [])])].slice(0, MAX_IDS_PER_EVENT);
   const real = named.filter((id) => !isAnonymousId(id));
+  const leftOut = (source: SnapshotSource) => options.ignoreSandbox === true && source.environment === 'SANDBOX';
   return {
     eventId: options.eventId,
     type: 'SYNC',
@@ -156,7 +159,13 @@ export function snapshotPlan(appUserId: string, at: number, original: string | n
     effects: [],
     ignoredReason: null,
     syncReason: null,
-    snapshot: { ...snapshot, sources: snapshot.sources.filter((source) => !(options.ignoreSandbox && source.environment === 'SANDBOX')) },
+    snapshot: {
+      ...snapshot,
+      sources: snapshot.sources.filter((source) => !leftOut(source)),
+      ...(snapshot.sources.some(leftOut)
+        ? { leftOut: snapshot.sources.filter(leftOut).map((source) => ({ productId: source.productId, environment: 'SANDBOX' as const, entitlementIds: source.entitlementIds })) }
+        : {}),
+    },
   };
 }
 

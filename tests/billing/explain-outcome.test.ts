@@ -1,11 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { explainSubscriber } from '../../lib/billing/explain.ts';
-import { syncKnownSubscriber } from '../../lib/billing/sync.ts';
+import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
+import * as explainRoute from '../../app/api/admin/billing/subscribers/[appUserId]/route.ts';
+import type { SubscriberExplanation } from '../../lib/billing/explain.ts';
+import { callRoute } from '../support/http.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { day, deliver, flowSettings, MONTHLY, purchase, transfer } from './support.ts';
+
+const ADMIN_SECRET = 'admin-secret-for-explain-outcome-0123456789';
+
+/** GET /api/admin/billing/subscribers/{id}, as an operator asks (the same words as npm run billing:explain). */
+async function explain(appUserId: string): Promise<SubscriberExplanation> {
+  const response = await callRoute(explainRoute, { params: { appUserId }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
+  expect(response.status).toBe(200);
+  return response.body as SubscriberExplanation;
+}
 
 /**
  * explain's words come from what the fold did, not from what an entry's plan asked for: a TRANSFER
@@ -18,7 +29,7 @@ describe.each(DATABASE_KINDS)('explain tells what happened, on %s', (kind) => {
   let restoreEnv: () => void;
   beforeAll(async () => {
     revenuecat = await startFakeRevenueCat();
-    restoreEnv = setEnv({ ...flowSettings(revenuecat), BILLING_SANDBOX_GRANTS: '0' });
+    restoreEnv = setEnv({ ...flowSettings(revenuecat), BILLING_SANDBOX_GRANTS: '0', ADMIN_API_SECRET: ADMIN_SECRET });
   });
   afterAll(async () => {
     revenuecat.setClock(undefined);
@@ -36,7 +47,7 @@ describe.each(DATABASE_KINDS)('explain tells what happened, on %s', (kind) => {
     const moved = transfer([dave], [erin], 10);
     expect((await deliver(moved)).status).toBe(200);
 
-    const explanation = await explainSubscriber(dave, new Date(day(11)));
+    const explanation = await explain(dave);
     const role = (id: string) => explanation.ids.find((entry) => entry.appUserId === id)?.role ?? '';
     expect(role(carol)).not.toContain('its purchases were transferred');
     expect(role(carol)).toContain(`named as the source of TRANSFER ${empty.event.id}`);
@@ -58,8 +69,9 @@ describe.each(DATABASE_KINDS)('explain tells what happened, on %s', (kind) => {
       subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(30), expires: day(60), sandbox: true }) },
     });
     revenuecat.setClock(day(40));
-    await syncKnownSubscriber(frank, 'admin');
-    const explanation = await explainSubscriber(frank, new Date(day(41)));
+    const synced = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_SECRET}` }, body: { app_user_id: frank } });
+    expect(synced.status).toBe(200);
+    const explanation = await explain(frank);
     const sync = explanation.history.find((entry) => entry.type === 'SYNC')!;
     expect(sync.did).not.toContain('RevenueCat showed no purchase');
     expect(sync.did).toContain(`RevenueCat showed pro active until`);

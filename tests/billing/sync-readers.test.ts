@@ -173,7 +173,7 @@ describe('REST v2 alone, as an operator runs the commands', () => {
   const db = suiteDatabase('postgres');
   const env = (extra: Record<string, string> = {}) => {
     const vars: Record<string, string | undefined> = { ...process.env, DATABASE_URL: db.url!, LOG_LEVEL: 'silent', SUPABASE_URL: '', VERCEL: '', ...settings('v2'), ...extra };
-    return Object.fromEntries(Object.entries(vars).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    return Object.fromEntries(Object.entries(vars).filter((entry): entry is [string, string] => entry[1] !== undefined)) as NodeJS.ProcessEnv;
   };
   const run = (script: string, args: string[]) => promisify(execFile)(process.execPath, [script, ...args], { env: env(), timeout: 60_000 });
 
