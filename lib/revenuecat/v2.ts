@@ -72,10 +72,13 @@ export interface V2Item {
 export class RevenueCatV2Error extends Error {
   readonly kind: 'unavailable' | 'rejected' | 'invalid';
   readonly retryAfterSeconds: number | undefined;
-  constructor(message: string, kind: RevenueCatV2Error['kind'] = 'invalid', retryAfterSeconds?: number) {
+  /** A 429: retryAfterSeconds is RevenueCat's own Retry-After (waited out when short), not advice. */
+  readonly rateLimited: boolean;
+  constructor(message: string, kind: RevenueCatV2Error['kind'] = 'invalid', retryAfterSeconds?: number, rateLimited = false) {
     super(message);
     this.kind = kind;
     this.retryAfterSeconds = retryAfterSeconds;
+    this.rateLimited = rateLimited;
   }
 }
 
@@ -276,7 +279,7 @@ async function getJson(path: string, options: RevenueCatV2Options, missing?: 'cu
     } catch (error) {
       const again = error instanceof RevenueCatV2Error && error.kind === 'unavailable' && attempt < retries;
       // A 429 is waited out only when RevenueCat asks for a short wait (as v1's client does).
-      const waitMs = !again ? 0 : error.retryAfterSeconds !== undefined ? error.retryAfterSeconds * 1000 : 200 * 2 ** attempt + Math.floor(Math.random() * 200 * 2 ** attempt);
+      const waitMs = !again ? 0 : error.rateLimited ? (error.retryAfterSeconds ?? 60) * 1000 : 200 * 2 ** attempt + Math.floor(Math.random() * 200 * 2 ** attempt);
       const left = options.deadline === undefined ? Infinity : options.deadline - Date.now();
       if (!again || waitMs > 3000 || waitMs + 100 > left) throw error;
       await sleep(waitMs);
@@ -309,7 +312,8 @@ async function getJsonOnce(path: string, options: RevenueCatV2Options, missing?:
     const hint = response.status === 401 || response.status === 403 ? ': check REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID' : '';
     const retryAfter = Number(response.headers.get('retry-after'));
     throw response.status === 429 || response.status >= 500
-      ? new RevenueCatV2Error(`RevenueCat v2 answered ${response.status}.`, 'unavailable', response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0 ? Math.ceil(retryAfter) : response.status === 429 ? 60 : 30)
+      ? new RevenueCatV2Error(`RevenueCat v2 answered ${response.status}.`, 'unavailable',
+        response.status === 429 && Number.isFinite(retryAfter) && retryAfter >= 0 ? Math.ceil(retryAfter) : response.status === 429 ? 60 : 30, response.status === 429)
       : new RevenueCatV2Error(`RevenueCat v2 answered ${response.status}${hint}.`, 'rejected');
   }
   try {

@@ -194,6 +194,30 @@ describe('REST v2 alone, as an operator runs the commands', () => {
     revenuecat.setClock(undefined);
   });
 
+  it('v2 alone fails as v1 does: 503 upstream_unavailable after its retries, 502 upstream_rejected for a refused key; nothing written, the subscriber marked', async () => {
+    const user = await testUser();
+    await purchasedThenLost(user.userId);
+    const restoreEnv = setEnv(settings('v2'));
+    try {
+      for (const [status, answer, code] of [[503, 503, 'upstream_unavailable'], [401, 502, 'upstream_rejected']] as const) {
+        revenuecat.failV2(status);
+        const seen = revenuecat.v2Requests.length;
+        await db.sql(`update public.billing_sync_requests set requested_at = requested_at - interval '1 minute' where app_user_id = $1`, [user.userId]);
+        const response = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
+        expect(response.status).toBe(answer);
+        expect(response.body).toMatchObject({ code });
+        // A 5xx is asked three times (two retries), a refusal once.
+        expect(revenuecat.v2Requests.length - seen).toBe(status === 503 ? 3 : 1);
+      }
+      expect(await db.sql(`select 1 from public.billing_events where type = 'SYNC' and app_user_id = $1`, [user.userId])).toEqual([]);
+      expect(await db.sql(`select attempts from public.billing_sync_queue where app_user_id = $1`, [user.userId])).toEqual([{ attempts: 2 }]);
+    } finally {
+      revenuecat.failV2(undefined);
+      revenuecat.setClock(undefined);
+      restoreEnv();
+    }
+  });
+
   it('a customer RevenueCat does not have (v2 answers 404): nothing is written, and v2 creates none', async () => {
     const user = await testUser();
     const restoreEnv = setEnv(settings('v2'));
