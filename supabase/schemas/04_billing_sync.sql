@@ -340,8 +340,9 @@ grant execute on function public.billing_sync_run_place(text,text,boolean) to se
 -- sync marks are deleted; their billing events and snapshots stay only as what deduplication needs
 -- (the event id and type, so a RevenueCat retry of one never applies again) and leave every fold:
 -- bodies (subscriber attributes, e-mail, aliases, products, prices) and plans are erased, and the
--- ids they were filed under are cleared. RevenueCat keeps its own record: delete the customer there
--- too (DELETE /v1/subscribers/{id}), or a later event about them starts a new history here.
+-- ids they were filed under are cleared. The ids are listed as erased (billing_erased_ids): later
+-- events about them keep nothing and grant nothing. RevenueCat keeps its own record: the service
+-- deletes it there when the operator opted in (billing_revenuecat_deletions).
 create or replace function public.billing_forget_user(p_user_id uuid)
 returns jsonb
 language plpgsql
@@ -378,6 +379,10 @@ begin
   insert into public.billing_erased_ids (id_hash)
   select public.billing_id_hash(id) from unnest(v_ids) as ids(id)
   on conflict (id_hash) do update set erased_at = now();
+  -- RevenueCat's own record of the customer: the service deletes it there when the operator opted
+  -- in (REVENUECAT_DELETE_ON_ERASE), and drops the row otherwise (lib/billing/erasure.ts).
+  insert into public.billing_revenuecat_deletions (app_user_id) values (p_user_id::text)
+  on conflict (app_user_id) do nothing;
   return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
 end;
 $$;
@@ -465,6 +470,57 @@ end;
 $$;
 revoke all on function public.billing_erased_event(jsonb,jsonb) from public, anon, authenticated;
 grant execute on function public.billing_erased_event(jsonb,jsonb) to service_role;
+
+-- Customers to delete at RevenueCat after an erasure (REST v2 DELETE, REVENUECAT_DELETE_ON_ERASE):
+-- the one place an erased id is kept as itself, until the next billing sweep sends the deletion
+-- (or, not opted in, drops the row). A failed deletion is tried again, later each time.
+create table public.billing_revenuecat_deletions (
+  app_user_id text primary key check (char_length(app_user_id) between 1 and 256),
+  erased_at timestamptz not null default now(),
+  attempts integer not null default 0,
+  next_attempt_at timestamptz not null default now()
+);
+alter table public.billing_revenuecat_deletions enable row level security;
+revoke all on table public.billing_revenuecat_deletions from public, anon, authenticated;
+
+-- Take up to p_limit due deletions (each is not due again for a while: a crash retries it later).
+create or replace function public.billing_revenuecat_deletions_claim(p_limit integer)
+returns text[]
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with due as (
+    select app_user_id from public.billing_revenuecat_deletions
+    where next_attempt_at <= now()
+    order by next_attempt_at, app_user_id
+    limit greatest(p_limit, 0)
+    for update skip locked
+  ), claimed as (
+    update public.billing_revenuecat_deletions d
+    set attempts = d.attempts + 1, next_attempt_at = now() + least(interval '1 hour' * power(2, d.attempts), interval '1 day')
+    from due where d.app_user_id = due.app_user_id
+    returning d.app_user_id
+  )
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from claimed
+$$;
+revoke all on function public.billing_revenuecat_deletions_claim(integer) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_claim(integer) to service_role;
+
+-- Deletions done (or dropped, not opted in), a JSON array of ids: forgotten here too. Returns how many.
+create or replace function public.billing_revenuecat_deletions_done(p_ids jsonb)
+returns integer
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with done as (delete from public.billing_revenuecat_deletions where app_user_id in (select jsonb_array_elements_text(p_ids)) returning 1)
+  select count(*)::integer from done
+$$;
+revoke all on function public.billing_revenuecat_deletions_done(jsonb) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_done(jsonb) to service_role;
 
 -- The same person signed up again under an erased id (a new auth.users row with it): billing
 -- events for it count again from now on. What was erased stays erased.

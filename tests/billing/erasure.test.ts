@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { billingEvent, day, deliver, entitlementsOf } from './support.ts';
+import { setEnv } from '../support/env.ts';
+import { callRoute } from '../support/http.ts';
+import { billingEvent, day, deliver, entitlementsOf, flowSettings } from './support.ts';
 
 /**
  * An erasure lasts. RevenueCat keeps renewing a deleted user's store subscription (deleting an
@@ -34,9 +38,10 @@ describe.each(DATABASE_KINDS)('an erased user stays erased, on %s', (kind) => {
     expect(await entitlementsOf(db, user, new Date(day(31)))).toEqual([]);
     expect(await db.sql('select 1 from public.entitlements where app_user_id = $1', [user])).toEqual([]);
     expect(await storedAnywhere(db, email)).toEqual([]);
-    // The id itself stays in one place only: its billing_subscribers row, the fold's bookkeeping
-    // (a group and watermark; no body, no attribute), as before the renewal.
-    expect((await storedAnywhere(db, user)).map((found) => found.split(':')[0])).toEqual(['billing_subscribers']);
+    // The id itself stays in two places only: its billing_subscribers row, the fold's bookkeeping
+    // (a group and watermark; no body, no attribute), and, until the next billing sweep, the
+    // deletion queued for RevenueCat (sent or dropped then: the tests below).
+    expect((await storedAnywhere(db, user)).map((found) => found.split(':')[0])).toEqual(['billing_revenuecat_deletions', 'billing_subscribers']);
     const [row] = await db.sql<{ body: unknown; outcome: string; app_user_id: string | null; owner_id: string | null; subject_id: string | null; reason: string }>(
       `select body, outcome, app_user_id, owner_id, subject_id, plan->>'ignoredReason' as reason from public.billing_events where event_id = $1`, [renewal.event.id]);
     expect(row).toEqual({
@@ -63,7 +68,7 @@ describe.each(DATABASE_KINDS)('an erased user stays erased, on %s', (kind) => {
     expect((await deliver(transfer)).status).toBe(200);
 
     for (const id of [erased, other, anonymous]) expect(await entitlementsOf(db, id, new Date(day(32)))).toEqual([]);
-    expect((await storedAnywhere(db, erased)).map((found) => found.split(':')[0])).toEqual(['billing_subscribers']);
+    expect((await storedAnywhere(db, erased)).map((found) => found.split(':')[0])).toEqual(['billing_revenuecat_deletions', 'billing_subscribers']);
     const rows = await db.sql<{ reason: string; outcome: string }>(
       `select plan->>'ignoredReason' as reason, outcome from public.billing_events where event_id = any ($1) order by event_at`, [[aliased.event.id, transfer.event.id]]);
     expect(rows).toEqual([{ reason: 'erased', outcome: 'ignored' }, { reason: 'erased', outcome: 'ignored' }]);
@@ -101,3 +106,65 @@ export async function storedAnywhere(db: TestDatabase, needle: string): Promise<
   }
   return found;
 }
+
+/**
+ * REVENUECAT_DELETE_ON_ERASE: the billing sweep deletes an erased user's customer at RevenueCat
+ * (REST v2 DELETE /v2/projects/{project_id}/customers/{id}, against the fake RevenueCat server);
+ * not opted in, it sends nothing and drops the queued id.
+ */
+describe.each(DATABASE_KINDS)('deleting the RevenueCat customer of an erased user, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  const CRON_SECRET = 'cron-secret-for-erasure-tests-0123456789';
+  let revenuecat: FakeRevenueCat;
+  beforeAll(async () => {
+    revenuecat = await startFakeRevenueCat();
+  });
+  afterAll(() => revenuecat.close());
+
+  async function eraseThenSweep(deleteOnErase: boolean) {
+    const restore = setEnv({
+      ...flowSettings(revenuecat), CRON_SECRET, REVENUECAT_V2_SECRET_API_KEY: revenuecat.v2ApiKey, REVENUECAT_PROJECT_ID: revenuecat.projectId,
+      REVENUECAT_DELETE_ON_ERASE: deleteOnErase ? '1' : undefined,
+    });
+    try {
+      const user = randomUUID();
+      expect((await deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+      revenuecat.setCustomer(user, {});
+      await db.sql('insert into auth.users (id, email) values ($1, $2)', [user, 'rc@example.test']);
+      await db.sql('delete from auth.users where id = $1', [user]);
+      expect(await db.sql('select app_user_id from public.billing_revenuecat_deletions where app_user_id = $1', [user])).toEqual([{ app_user_id: user }]);
+      const before = revenuecat.v2Requests.length;
+      const sweep = await callRoute(cronSyncRoute, { headers: { authorization: `Bearer ${CRON_SECRET}` } });
+      expect(sweep.status, JSON.stringify(sweep.body)).toBe(200);
+      return { user, v2: revenuecat.v2Requests.slice(before) };
+    } finally {
+      restore();
+    }
+  }
+
+  it('opted in: the sweep sends DELETE for the erased id, and forgets it once RevenueCat answered', async () => {
+    const { user, v2 } = await eraseThenSweep(true);
+    expect(v2).toEqual([{ method: 'DELETE', path: `/v2/projects/${revenuecat.projectId}/customers/${user}`, status: 200 }]);
+    expect(await db.sql('select 1 from public.billing_revenuecat_deletions where app_user_id = $1', [user])).toEqual([]);
+    expect((await storedAnywhere(db, user)).map((found) => found.split(':')[0])).toEqual(['billing_subscribers']);
+  });
+
+  it('not opted in: nothing is sent to RevenueCat, and the queued id is dropped', async () => {
+    const { user, v2 } = await eraseThenSweep(false);
+    expect(v2.filter((request) => request.method === 'DELETE')).toEqual([]);
+    expect(await db.sql('select 1 from public.billing_revenuecat_deletions where app_user_id = $1', [user])).toEqual([]);
+  });
+
+  it('a failed deletion stays queued and is tried again later', async () => {
+    revenuecat.failV2(503);
+    try {
+      const { user, v2 } = await eraseThenSweep(true);
+      expect(v2).toEqual([{ method: 'DELETE', path: `/v2/projects/${revenuecat.projectId}/customers/${user}`, status: 503 }]);
+      const [row] = await db.sql<{ attempts: number; later: boolean }>(
+        'select attempts, next_attempt_at > now() as later from public.billing_revenuecat_deletions where app_user_id = $1', [user]);
+      expect(row).toEqual({ attempts: 1, later: true });
+    } finally {
+      revenuecat.failV2(undefined);
+    }
+  });
+});

@@ -1,12 +1,16 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
+import { processRevenueCatDeletions } from '#lib/billing/erasure.ts';
 import { SWEEP_BUDGET_MS, sweepBillingSync } from '#lib/billing/sync.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
 // GET /api/cron/billing-sync - the sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)
 // Bounded to SWEEP_BUDGET_MS of work (the function may run 30 s); what is left is due in the next run.
+// First, erased users' RevenueCat customers are deleted (REVENUECAT_DELETE_ON_ERASE) or their ids dropped.
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
   GET: async (request, { annotate }) => {
     authenticateOperator(request, 'cron');
+    const deletions = await processRevenueCatDeletions();
+    annotate({ revenuecatDeletions: deletions.deleted, revenuecatDeletionsFailed: deletions.failed, erasedIdsDropped: deletions.dropped });
     const result = await sweepBillingSync(SWEEP_BUDGET_MS);
     annotate({ ...result });
     return json(result);

@@ -10,9 +10,28 @@ create table "public"."billing_erased_ids" (
 
 alter table "public"."billing_erased_ids" enable row level security;
 
+
+  create table "public"."billing_revenuecat_deletions" (
+    "app_user_id" text not null,
+    "erased_at" timestamp with time zone not null default now(),
+    "attempts" integer not null default 0,
+    "next_attempt_at" timestamp with time zone not null default now()
+      );
+
+
+alter table "public"."billing_revenuecat_deletions" enable row level security;
+
 CREATE UNIQUE INDEX billing_erased_ids_pkey ON public.billing_erased_ids USING btree (id_hash);
 
+CREATE UNIQUE INDEX billing_revenuecat_deletions_pkey ON public.billing_revenuecat_deletions USING btree (app_user_id);
+
 alter table "public"."billing_erased_ids" add constraint "billing_erased_ids_pkey" PRIMARY KEY using index "billing_erased_ids_pkey";
+
+alter table "public"."billing_revenuecat_deletions" add constraint "billing_revenuecat_deletions_pkey" PRIMARY KEY using index "billing_revenuecat_deletions_pkey";
+
+alter table "public"."billing_revenuecat_deletions" add constraint "billing_revenuecat_deletions_app_user_id_check" CHECK (((char_length(app_user_id) >= 1) AND (char_length(app_user_id) <= 256))) not valid;
+
+alter table "public"."billing_revenuecat_deletions" validate constraint "billing_revenuecat_deletions_app_user_id_check";
 
 set local check_function_bodies = off;
 
@@ -133,6 +152,39 @@ AS $function$
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_revenuecat_deletions_claim(p_limit integer)
+ RETURNS text[]
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  with due as (
+    select app_user_id from public.billing_revenuecat_deletions
+    where next_attempt_at <= now()
+    order by next_attempt_at, app_user_id
+    limit greatest(p_limit, 0)
+    for update skip locked
+  ), claimed as (
+    update public.billing_revenuecat_deletions d
+    set attempts = d.attempts + 1, next_attempt_at = now() + least(interval '1 hour' * power(2, d.attempts), interval '1 day')
+    from due where d.app_user_id = due.app_user_id
+    returning d.app_user_id
+  )
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from claimed
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.billing_revenuecat_deletions_done(p_ids jsonb)
+ RETURNS integer
+ LANGUAGE sql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  with done as (delete from public.billing_revenuecat_deletions where app_user_id in (select jsonb_array_elements_text(p_ids)) returning 1)
+  select count(*)::integer from done
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_unerase_user(p_user_id uuid)
  RETURNS boolean
  LANGUAGE sql
@@ -179,6 +231,10 @@ begin
   insert into public.billing_erased_ids (id_hash)
   select public.billing_id_hash(id) from unnest(v_ids) as ids(id)
   on conflict (id_hash) do update set erased_at = now();
+  -- RevenueCat's own record of the customer: the service deletes it there when the operator opted
+  -- in (REVENUECAT_DELETE_ON_ERASE), and drops the row otherwise (lib/billing/erasure.ts).
+  insert into public.billing_revenuecat_deletions (app_user_id) values (p_user_id::text)
+  on conflict (app_user_id) do nothing;
   return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
 end;
 $function$
@@ -320,8 +376,23 @@ grant truncate on table "public"."billing_erased_ids" to "service_role";
 
 grant update on table "public"."billing_erased_ids" to "service_role";
 
+grant delete on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant insert on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant references on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant select on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant trigger on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant truncate on table "public"."billing_revenuecat_deletions" to "service_role";
+
+grant update on table "public"."billing_revenuecat_deletions" to "service_role";
+
 -- Written by hand (not covered by the diff): who executes the new functions, and the trigger on auth.users.
 revoke all on table public.billing_erased_ids from public, anon, authenticated;
+revoke all on table public.billing_revenuecat_deletions from public, anon, authenticated;
 revoke all on function public.billing_id_hash(text) from public, anon, authenticated;
 grant execute on function public.billing_id_hash(text) to service_role;
 revoke all on function public.billing_ids_erased(text[]) from public, anon, authenticated;
@@ -330,6 +401,10 @@ revoke all on function public.billing_erased_event(jsonb,jsonb) from public, ano
 grant execute on function public.billing_erased_event(jsonb,jsonb) to service_role;
 revoke all on function public.billing_unerase_user(uuid) from public, anon, authenticated;
 grant execute on function public.billing_unerase_user(uuid) to service_role;
+revoke all on function public.billing_revenuecat_deletions_claim(integer) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_claim(integer) to service_role;
+revoke all on function public.billing_revenuecat_deletions_done(jsonb) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_done(jsonb) to service_role;
 revoke all on function public.account_export(uuid) from public, anon, authenticated;
 grant execute on function public.account_export(uuid) to service_role;
 revoke all on function public.account_user_created() from public, anon, authenticated;
