@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
-import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
-import { billingEvent, day, deliver, entitlementsOf, flowSettings } from './support.ts';
+import { billingEvent, day, deliver, entitlementsOf, flowSettings, MONTHLY } from './support.ts';
 
 /**
  * An erasure lasts. RevenueCat keeps renewing a deleted user's store subscription (deleting an
@@ -147,6 +148,31 @@ describe.each(DATABASE_KINDS)('deleting the RevenueCat customer of an erased use
     expect(v2).toEqual([{ method: 'DELETE', path: `/v2/projects/${revenuecat.projectId}/customers/${user}`, status: 200 }]);
     expect(await db.sql('select 1 from public.billing_revenuecat_deletions where app_user_id = $1', [user])).toEqual([]);
     expect((await storedAnywhere(db, user)).map((found) => found.split(':')[0])).toEqual(['billing_subscribers']);
+  });
+
+  it('a sync from RevenueCat of an erased id (its store subscription still active there) stores nothing and grants nothing', async () => {
+    const restore = setEnv({ ...flowSettings(revenuecat), ADMIN_API_SECRET: CRON_SECRET });
+    try {
+      const user = randomUUID();
+      expect((await deliver(billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }))).status).toBe(200);
+      await db.sql('insert into auth.users (id, email) values ($1, $2)', [user, 'synced@example.test']);
+      await db.sql('delete from auth.users where id = $1', [user]);
+      const far = Date.now() + 30 * 86_400_000;
+      revenuecat.setCustomer(user, {
+        entitlements: { pro: v1Entitlement(MONTHLY, { purchased: Date.now(), expires: far }) },
+        subscriptions: { [MONTHLY]: v1Subscription({ purchased: Date.now(), expires: far, transactionId: '7000' }) },
+        subscriber_attributes: { $email: { value: 'synced@example.test', updated_at_ms: Date.now() } },
+      });
+
+      const sync = await callRoute(adminSyncRoute, { method: 'POST', headers: { authorization: `Bearer ${CRON_SECRET}` }, body: { app_user_id: user } });
+
+      expect(sync).toMatchObject({ status: 200, body: { outcome: 'ignored', entitlements: [] } });
+      expect(await entitlementsOf(db, user, new Date())).toEqual([]);
+      expect(await storedAnywhere(db, 'synced@example.test')).toEqual([]);
+      expect(await db.sql(`select 1 from public.billing_events where event_id like 'sync:%' and (owner_id = $1 or app_user_id = $1)`, [user])).toEqual([]);
+    } finally {
+      restore();
+    }
   });
 
   it('not opted in: nothing is sent to RevenueCat, and the queued id is dropped', async () => {
