@@ -55,17 +55,18 @@ describe.each(DATABASE_KINDS)('the event fold on %s', (kind) => {
     // were recorded that way (a new id's history is looked for up to then).
     await db.sql(`update public.billing_legacy_horizon set received_before = now()`);
 
-    // A late cancellation of the first period: the history is folded again, with plans computed.
+    // A late cancellation of the first period: the history is folded again, with plans computed (the
+    // renewal into the next period turns renewal on again, so the group ends as it was: stale).
     const late = billingEvent('cancellation-unsubscribe', user, { at: 20, purchased: 0, expires: 30 });
     const lateResponse = await deliver(late);
     expect(lateResponse.body).toEqual({ received: true });
-    expect(await eventRow(db, late.event.id)).toMatchObject({ outcome: 'applied' });
+    expect(await eventRow(db, late.event.id)).toMatchObject({ outcome: 'stale' });
     const plans = await db.sql<{ event_id: string; plan: unknown; sort_rank: number }>(
       'select event_id, plan, sort_rank from public.billing_events where event_id = any($1) order by event_at', [[purchase.event.id, renewal.event.id]]);
     expect(plans).toEqual([
       { event_id: purchase.event.id, plan: JSON.parse(JSON.stringify(describeEventEffects(purchase.event, new Date(day(0))))), sort_rank: 0 },
       { event_id: renewal.event.id, plan: JSON.parse(JSON.stringify(describeEventEffects(renewal.event, new Date(day(30.001))))), sort_rank: 0 },
     ]);
-    expect((await entitlementsOf(db, user, new Date(day(31))))[0]).toMatchObject({ status: 'cancelled_active', willRenew: false, expiresAt: isoDay(60) });
+    expect((await entitlementsOf(db, user, new Date(day(31))))[0]).toMatchObject({ status: 'active', willRenew: true, expiresAt: isoDay(60) });
   });
 });
