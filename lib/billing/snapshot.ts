@@ -60,6 +60,14 @@ export interface SnapshotSource {
   mapping: 'complete' | 'partial';
   /** Its rows stay as the events left them, unless an entitlement shows a purchase that ends sooner (see the table). */
   asEventsSaid: boolean;
+  /**
+   * It describes one purchase, known by its transaction id, and never another purchase of its
+   * product: a one-time purchase (REST v1 lists each), or a subscription whose own entitlement v1
+   * shows granting while it does not (another purchase of the product grants). Otherwise a
+   * subscription (v1 keys them by product, and knows only its latest transaction) that matches no
+   * row by transaction id stands for the latest purchase of its product.
+   */
+  purchaseOnly?: boolean;
 }
 
 export interface SnapshotPlan extends BillingEventPlan {
@@ -72,6 +80,12 @@ export interface SnapshotPlan extends BillingEventPlan {
     entitlementIds: string[];
     /** Per entitlement v1 lists: until when the purchase it shows grants (ISO 8601; null = forever). */
     entitlementExpiries: Record<string, string | null>;
+    /**
+     * Products whose purchases the snapshot leaves out (sandbox ones, in a deployment that ignores
+     * sandbox): v1 keys subscriptions by product, so such a purchase may be what hides a production
+     * purchase of the same product; rows of these products stay as the events left them.
+     */
+    hiddenProducts?: string[];
   };
 }
 
@@ -93,11 +107,24 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     sources.set(source.productId, source);
   }
   const oneTime = new Set<string>();
+  // v1 lists each purchase of a one-time product: one source each. The one an entitlement shows
+  // (the same purchase date; else the latest) stands for the product; the others are purchases no
+  // entitlement points to (see the table).
+  const otherPurchases: SnapshotSource[] = [];
+  const shownDates = new Map<string, Set<number>>();
+  for (const entitlement of Object.values(response.subscriber.entitlements)) {
+    const date = time(entitlement.purchase_date);
+    if (date !== null) shownDates.set(entitlement.product_identifier, (shownDates.get(entitlement.product_identifier) ?? new Set()).add(date));
+  }
   for (const [productId, purchases] of Object.entries(response.subscriber.non_subscriptions)) {
     const latest = latestPurchase(purchases);
     if (!latest || sources.has(productId)) continue;
-    sources.set(productId, nonSubscriptionSource(productId, latest));
+    const shown = purchases.find((purchase) => shownDates.get(productId)?.has(time(purchase.purchase_date) ?? NaN)) ?? latest;
+    sources.set(productId, nonSubscriptionSource(productId, shown));
     oneTime.add(productId);
+    for (const purchase of purchases) {
+      if (purchase !== shown) otherPurchases.push({ ...nonSubscriptionSource(productId, purchase), asEventsSaid: true });
+    }
   }
   for (const [entitlementId, entitlement] of Object.entries(response.subscriber.entitlements)) {
     const productId = productIdOf(entitlement.product_identifier, entitlement.product_plan_identifier);
@@ -117,11 +144,27 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     const source = sources.get(productId)!;
     if (source.entitlementIds.length === 0) source.asEventsSaid = true;
   }
-  if (options.v2) completeFromV2(sources, options.v2, at);
   const entitlementExpiries = Object.fromEntries(Object.entries(response.subscriber.entitlements).map(([id, entitlement]) => {
     const ends = [time(entitlement.expires_date), time(entitlement.grace_period_expires_date)];
     return [id, ends[0] === null ? null : new Date(Math.max(ends[0], ends[1] ?? ends[0])).toISOString()];
   }));
+  // A subscription that no longer grants while an entitlement v1 shows it for still does: v1 keys
+  // subscriptions by product, and the entitlement's access comes from another purchase of it (a
+  // second subscription of the product; the refunded one listed under the product key). It speaks
+  // for its own purchase only, and of the entitlement it does not grant.
+  for (const source of sources.values()) {
+    if (oneTime.has(source.productId) || GRANTING.has(source.status)) continue;
+    const granting = source.entitlementIds.filter((id) => {
+      const until = entitlementExpiries[id];
+      return until === null || (until !== undefined && Date.parse(until) > at);
+    });
+    if (granting.length === 0) continue;
+    source.purchaseOnly = true;
+    source.entitlementIds = source.entitlementIds.filter((id) => !granting.includes(id));
+  }
+  if (options.v2) completeFromV2(sources, otherPurchases, options.v2, at);
+  const described = [...sources.values(), ...otherPurchases];
+  const left = (source: SnapshotSource) => options.ignoreSandbox === true && source.environment === 'SANDBOX';
 
   const original = response.subscriber.original_app_user_id ?? null;
   const named = [...new Set([appUserId, ...(original ? [original] : [])])].slice(0, MAX_IDS_PER_EVENT);
@@ -144,9 +187,10 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     ignoredReason: null,
     syncReason: null,
     snapshot: {
-      sources: [...sources.values()].filter((source) => !(options.ignoreSandbox && source.environment === 'SANDBOX')),
+      sources: described.filter((source) => !left(source)),
       entitlementIds: Object.keys(response.subscriber.entitlements),
       entitlementExpiries,
+      ...(described.some(left) ? { hiddenProducts: [...new Set(described.filter(left).map((source) => source.productId))] } : {}),
     },
   };
 }
@@ -166,7 +210,7 @@ export function trimSnapshot(response: SubscriberResponse, appUserId: string, v2
  * purchase an entitlement shows), and whether a one-time purchase is still owned or was refunded.
  * Timing (expiry, grace, unsubscribe, billing issue) stays v1's, which says more of it.
  */
-function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at: number): void {
+function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: SnapshotSource[], v2: V2Customer, at: number): void {
   for (const item of v2.subscriptions) {
     if (item.productId === null) continue;
     const source = findSource(sources, item);
@@ -187,9 +231,25 @@ function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at
       mapping: item.entitlementsComplete ? 'complete' : 'partial',
     });
   }
-  // One-time purchases, per product: owned while any purchase of it is.
-  const purchases = new Map<string, V2Item[]>();
+  // One-time purchases: each as its own purchase where v1 lists it with the same store identifier
+  // (REST v2's `store_purchase_identifier`, v1's `store_transaction_id`): owned, or refunded.
+  const oneTimeSources = [...sources.values(), ...otherPurchases].filter((source) => source.purchaseOnly);
+  const unmatched: V2Item[] = [];
   for (const item of v2.purchases) {
+    const source = item.productId === null || item.storeIdentifier === null ? undefined : oneTimeSources.find((candidate) =>
+      candidate.transactionId === item.storeIdentifier && candidate.environment === item.environment && candidate.productId === item.productId);
+    if (!source) {
+      unmatched.push(item);
+    } else if (item.status !== 'refunded') {
+      grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
+      source.asEventsSaid = false;
+    } else {
+      Object.assign(source, { status: 'refunded', willRenew: false, expiresAt: new Date(at).toISOString(), graceExpiresAt: null, asEventsSaid: false });
+    }
+  }
+  // The others, per product: owned while any purchase of it is.
+  const purchases = new Map<string, V2Item[]>();
+  for (const item of unmatched) {
     if (item.productId !== null) purchases.set(`${item.environment}\n${item.productId}`, [...(purchases.get(`${item.environment}\n${item.productId}`) ?? []), item]);
   }
   for (const items of purchases.values()) {
@@ -277,6 +337,7 @@ function nonSubscriptionSource(productId: string, purchase: RevenueCatNonSubscri
     entitlementIds: [],
     mapping: 'partial',
     asEventsSaid: false,
+    purchaseOnly: true,
   };
 }
 
@@ -311,6 +372,7 @@ function productIdOf(productIdentifier: string, planIdentifier: string | null | 
   return planIdentifier && !productIdentifier.includes(':') ? `${productIdentifier}:${planIdentifier}` : productIdentifier;
 }
 
+const GRANTING = new Set<EntitlementStatus>(['active', 'cancelled_active', 'temporary', 'billing_issue', 'grace']);
 const time = (value: string | null | undefined): number | null => (value ? Date.parse(value) : null);
 const iso = (value: string | null | undefined): string | null => (value ? new Date(value).toISOString() : null);
 const upper = (value: string | null | undefined): string | null => (value ? value.toUpperCase() : null);
