@@ -61,13 +61,19 @@ export interface SnapshotSource {
   /** Its rows stay as the events left them, unless an entitlement shows a purchase that ends sooner (see the table). */
   asEventsSaid: boolean;
   /**
-   * It describes one purchase, known by its transaction id, and never another purchase of its
-   * product: a one-time purchase (REST v1 lists each), or a subscription whose own entitlement v1
-   * shows granting while it does not (another purchase of the product grants). Otherwise a
-   * subscription (v1 keys them by product, and knows only its latest transaction) that matches no
-   * row by transaction id stands for the latest purchase of its product.
+   * A one-time purchase (REST v1 lists each purchase): it describes that purchase, known by its
+   * transaction id, and never another purchase of its product. A subscription (v1 keys them by
+   * product, and knows only the latest transaction) that matches no row by transaction id stands
+   * for the latest purchase of its product the customer holds.
    */
   purchaseOnly?: boolean;
+  /**
+   * A subscription that does not grant, while an entitlement v1 shows it for does: another purchase
+   * of the product grants it (a second subscription of the product; v1 lists the refunded one
+   * under the product key). Where the customer holds several purchases of the product and none has
+   * its transaction id, it cannot tell which one it is: it writes none of them.
+   */
+  grantedElsewhere?: boolean;
 }
 
 export interface SnapshotPlan extends BillingEventPlan {
@@ -148,19 +154,10 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     const ends = [time(entitlement.expires_date), time(entitlement.grace_period_expires_date)];
     return [id, ends[0] === null ? null : new Date(Math.max(ends[0], ends[1] ?? ends[0])).toISOString()];
   }));
-  // A subscription that no longer grants while an entitlement v1 shows it for still does: v1 keys
-  // subscriptions by product, and the entitlement's access comes from another purchase of it (a
-  // second subscription of the product; the refunded one listed under the product key). It speaks
-  // for its own purchase only, and of the entitlement it does not grant.
+  // A subscription that no longer grants while an entitlement v1 shows it for still does (see grantedElsewhere).
   for (const source of sources.values()) {
     if (oneTime.has(source.productId) || GRANTING.has(source.status)) continue;
-    const granting = source.entitlementIds.filter((id) => {
-      const until = entitlementExpiries[id];
-      return until === null || (until !== undefined && Date.parse(until) > at);
-    });
-    if (granting.length === 0) continue;
-    source.purchaseOnly = true;
-    source.entitlementIds = source.entitlementIds.filter((id) => !granting.includes(id));
+    if (source.entitlementIds.some((id) => entitlementExpiries[id] === null || Date.parse(entitlementExpiries[id] ?? '') > at)) source.grantedElsewhere = true;
   }
   if (options.v2) completeFromV2(sources, otherPurchases, options.v2, at);
   const described = [...sources.values(), ...otherPurchases];

@@ -425,7 +425,9 @@ begin
   -- transaction, for a one-time purchase its own). Else, for a one-time purchase (purchaseOnly), its
   -- own key (as its events key it); for a subscription, which the record keys by product, the
   -- latest purchase of the product the customer holds here, or the product's source when there is
-  -- none (the first event naming the purchase claims it).
+  -- none (the first event naming the purchase claims it); none at all for a subscription that does
+  -- not grant while its entitlement does (grantedElsewhere) when the customer holds several
+  -- purchases of the product: it may be any of them but the one that grants.
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
     v_match := array(
       select distinct e.source_key from public.entitlements e
@@ -444,7 +446,13 @@ begin
           and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
         order by e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
         limit 1);
-      if cardinality(v_match) = 0 then
+      if coalesce((v_source->>'grantedElsewhere')::boolean, false) and exists (
+        select 1 from public.entitlements e
+        where e.app_user_id = v_owner and e.product_id = v_source->>'productId' and e.source_key <> v_match[1]
+          and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
+          and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))) then
+        v_match := '{}';
+      elsif cardinality(v_match) = 0 then
         v_match := array[public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, null)];
       end if;
     end if;
@@ -456,7 +464,7 @@ begin
     -- only the purchase that lasts longest) may grant what earlier events said, or have been
     -- refunded (v1 still lists it): its rows stay as the events left them. Any other is written as
     -- the record says.
-    if not coalesce((v_source->>'asEventsSaid')::boolean, false) then
+    if not coalesce((v_source->>'asEventsSaid')::boolean, false) and cardinality(v_match) > 0 then
       insert into public.entitlements (
         app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
         store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
