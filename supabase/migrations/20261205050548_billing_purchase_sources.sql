@@ -457,6 +457,22 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.billing_group_rows(p_group text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select coalesce(jsonb_agg(jsonb_build_object(
+    'appUserId', e.app_user_id, 'entitlementId', e.entitlement_id, 'productId', e.product_id, 'environment', e.environment,
+    'sourceKey', e.source_key, 'purchase', coalesce(e.original_transaction_id, e.transaction_id),
+    'status', e.status, 'willRenew', e.will_renew, 'expiresAt', e.expires_at, 'graceExpiresAt', e.grace_expires_at)
+    order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
+  from public.entitlements e
+  where e.app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = p_group)
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -588,3 +604,38 @@ begin
 end;
 $function$
 ;
+
+-- Data, written by hand (a diff never carries it): the rows kept from before sources were
+-- purchases, keyed (environment, store, product), move to their purchase's key
+-- (public.billing_source_key in supabase/schemas/03_billing_fold.sql), as the events that made
+-- them key them now: the original transaction the events named, or, for a purchase that never
+-- expires without one (a one-time purchase: NON_RENEWING_PURCHASE names only its transaction, and a
+-- snapshot names each one-time purchase by it), its transaction. A row that names neither stays
+-- the product's row (the key it has), which the first event naming its purchase claims. Only rows
+-- whose key is their product's are moved (the columns then say what the key was made of), and no
+-- two rows can meet (a product's one row per entitlement gets one purchase). The checkpoints
+-- (billing_subscribers.base_rows, rows as JSON with their source_key) move the same way, so a
+-- fold from them replays on the same keys. A row that stood for two purchases of one product
+-- stays one row (of the latest purchase it knew); `npm run billing:rebuild` folds the stored
+-- history again and reports those it splits (docs/operations.md).
+update public.entitlements e
+set source_key = public.billing_source_key(e.environment, e.store, e.product_id, e.original_transaction_id,
+                                           case when e.expires_at is null then e.transaction_id end)
+where e.product_id is not null
+  and coalesce(e.original_transaction_id, case when e.expires_at is null then e.transaction_id end) is not null
+  and e.source_key = public.billing_source_key(e.environment, e.store, e.product_id, null, null);
+
+update public.billing_subscribers s
+set base_rows = (
+  select coalesce(jsonb_agg(r.value || jsonb_build_object('source_key', r.key) order by r.value->>'entitlement_id' collate "C", r.key), '[]'::jsonb)
+  from (
+    select v.value,
+           case when v.value->>'product_id' is not null
+                 and coalesce(v.value->>'original_transaction_id', case when v.value->>'expires_at' is null then v.value->>'transaction_id' end) is not null
+                 and v.value->>'source_key' = public.billing_source_key(v.value->>'environment', v.value->>'store', v.value->>'product_id', null, null)
+                then public.billing_source_key(v.value->>'environment', v.value->>'store', v.value->>'product_id', v.value->>'original_transaction_id',
+                                               case when v.value->>'expires_at' is null then v.value->>'transaction_id' end)
+                else v.value->>'source_key' end as key
+    from jsonb_array_elements(s.base_rows) as v(value)
+  ) r)
+where s.base_rows is not null and jsonb_array_length(s.base_rows) > 0;
