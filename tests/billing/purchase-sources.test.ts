@@ -82,6 +82,11 @@ const flows: Flow[] = [
   },
   {
     name: 'two Stripe subscriptions of one product: refunding one leaves the other renewing',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), subscriptionRefund(u.alice, 'sub_A', 5, 0)],
+    expected: [{ now: 6, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(31) } } } }],
+  },
+  {
+    name: 'two Stripe subscriptions of one product: the other renews after one was refunded',
     items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), subscriptionRefund(u.alice, 'sub_A', 5, 0), renew(u.alice, 'sub_B', 31)],
     expected: [{ now: 40, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(61) } } } }],
   },
