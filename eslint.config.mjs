@@ -6,7 +6,7 @@ const config = [
   ...nextTypescript,
   // Test helpers named use* (useTestDatabase) are not React hooks.
   { files: ['tests/**'], rules: { 'react-hooks/rules-of-hooks': 'off' } },
-  { ignores: ['.next/**', '.next-bench/**', '.next-devtest/**', 'node_modules/**', '.data/**', 'next-env.d.ts', 'test-results/**', 'bench-results/**'] },
+  { ignores: ['.next/**', 'packages/*/dist/**', '.next-bench/**', '.next-devtest/**', 'node_modules/**', '.data/**', 'next-env.d.ts', 'test-results/**', 'bench-results/**'] },
 ];
 
 export default config;

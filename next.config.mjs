@@ -1,5 +1,18 @@
+import { realpathSync } from 'node:fs';
+import path from 'node:path';
+
+// Turbopack compiles only files under its root (the project, by default). A git worktree whose
+// node_modules links to another checkout's would find no `next` there: the root is then the
+// folder holding both. Anywhere else this is the project folder itself, Next's default.
+const projectDir = process.cwd();
+const modulesDir = path.dirname(realpathSync(path.join(projectDir, 'node_modules')));
+let root = projectDir;
+while (path.relative(root, modulesDir).startsWith('..')) root = path.dirname(root);
+
 /** @type {import('next').NextConfig} */
 const nextConfig = {
+  turbopack: { root },
+  outputFileTracingRoot: root,
   // The bench builds its own copy (NEXT_DIST_DIR=.next-bench, BENCH_FLOOR=1) so that the bench-only
   // floor route (app/api/bench-floor/route.bench.ts) exists there and in no other build.
   distDir: process.env.NEXT_DIST_DIR || '.next',

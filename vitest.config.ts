@@ -1,17 +1,50 @@
 import { defineConfig } from 'vitest/config';
+import { TIER_FILES } from './tests/setup/tiers.ts';
+
+// The test tiers (tests/setup/tiers.ts, CONTRIBUTING.md): `vitest run` runs them all (npm test),
+// `--project <name>` one of them. Each project's global setup starts only what its files need.
+const DATABASES = 'tests/setup/databases.ts'; // PGlite templates and a Postgres server (TEST_ENGINES)
+const BUILD = 'tests/setup/production-build.ts'; // `next build` once a run, when sources changed
+const CONTRACTS = 'tests/setup/contracts.ts'; // the Solidity test contracts, compiled once (cached)
 
 export default defineConfig({
   test: {
-    include: ['tests/**/*.test.ts'],
-    exclude: ['tests/reliability/**', 'node_modules/**'],
     // NTARH must be loaded before any route module is imported.
     setupFiles: ['tests/setup/ntarh.ts'],
-    // Starts one real Postgres server and builds the migrated templates that every test database copies;
-    // compiles the Solidity test contracts (cached).
-    globalSetup: ['tests/setup/databases.ts', 'tests/setup/contracts.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
     env: { LOG_LEVEL: 'silent' },
+    projects: [
+      { extends: true, test: { name: 'unit', include: [TIER_FILES.unit], isolate: false } },
+      {
+        extends: true,
+        test: {
+          name: 'db',
+          include: ['tests/**/*.test.ts'],
+          exclude: [TIER_FILES.unit, TIER_FILES.server, TIER_FILES.slow, TIER_FILES.reliability],
+          globalSetup: [DATABASES],
+        },
+      },
+      { extends: true, test: { name: 'server', include: [TIER_FILES.server], globalSetup: [DATABASES, BUILD] } },
+      { extends: true, test: { name: 'slow', include: [TIER_FILES.slow], globalSetup: [DATABASES, BUILD, CONTRACTS] } },
+      {
+        // The production server over real HTTP against its own Postgres server, under load, races,
+        // faults and fuzzing. No NTARH: nothing here imports a route module. One file at a time, after
+        // the other tiers (each drives a server and a database, and its load figures want the
+        // machine to themselves); prints the summary table at the end.
+        extends: false,
+        test: {
+          name: 'reliability',
+          include: [TIER_FILES.reliability],
+          globalSetup: [BUILD, 'tests/reliability/setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+          pool: 'forks',
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -3,7 +3,7 @@ import { cookies } from 'next/headers';
 import { DEV_USER } from '#lib/auth/dev-user.ts';
 import { authenticateToken } from '#lib/auth/session.ts';
 import { getAccount } from '#lib/account.ts';
-import type { Account as ClientAccount } from '#lib/client/client.ts';
+import type { Account as ClientAccount } from '#client';
 import { getConfig, type Config } from '#lib/config.ts';
 import { toApiError } from '#lib/http/route.ts';
 import { SESSION_COOKIE } from '#lib/web/session-cookie.ts';

@@ -1,6 +1,5 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { isToken68 } from './auth/authorization-header.ts';
 
 /**
  * The service's configuration: one zod schema over process.env, read lazily (first use, or after
@@ -19,6 +18,19 @@ import { isToken68 } from './auth/authorization-header.ts';
  * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
  * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
  */
+
+/**
+ * token68 (RFC 9110 section 11.6.2): the characters a Bearer credential may hold. The secrets below
+ * are sent as Bearer credentials, so they must be token68; lib/auth/authorization-header.ts reads
+ * every Authorization header by the same grammar (it is defined here, once, because this module
+ * imports nothing of the project).
+ */
+export const TOKEN68 = '[A-Za-z0-9\\-._~+/]+=*';
+
+/** Whether a value could be sent as Bearer credentials at all (configured secrets must be). */
+export function isToken68(value: string): boolean {
+  return new RegExp(`^${TOKEN68}$`).test(value);
+}
 
 const emptyAsUnset = (value: unknown) => (typeof value === 'string' && value.trim() === '' ? undefined : value);
 const optionalString = z.preprocess(emptyAsUnset, z.string().optional());
@@ -96,6 +108,12 @@ export const envSchema = z.object({
   VERCEL_PROJECT_PRODUCTION_URL: optionalString,
   VERCEL_URL: optionalString,
   CORS_ORIGINS: commaList,
+  /**
+   * How many proxies of the operator's stand in front of `next start`, each appending the address it
+   * saw to X-Forwarded-For (lib/http/before-next.ts reads the client's address by it; Vercel's own
+   * header is trusted there without it).
+   */
+  TRUSTED_PROXY_HOPS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(0).max(10).default(0)),
   /** Set by `next dev` / `next start` to the port they listen on (-p, PORT, or the next free one): local mode's APP_ORIGIN default. */
   // Not the operator's setting: anything but a port number is left aside rather than refusing the configuration.
   PORT: z.preprocess((value) => (typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) && Number(value) >= 1 && Number(value) <= 65_535 ? Number(value) : undefined), z.number().optional()),
@@ -228,6 +246,8 @@ export interface Config {
   frontend: { supabaseUrl?: string; publishableKey?: string };
   /** Browser origins allowed to call the API cross-origin (CORS_ORIGINS; lib/http/cors.ts). */
   corsOrigins: string[];
+  /** TRUSTED_PROXY_HOPS: off Vercel, how many X-Forwarded-For entries (from the right) proxies of the operator wrote. */
+  trustedProxyHops: number;
   logLevel: string;
   /** Settings that work but should change (a deprecated name), for the startup log. */
   warnings: string[];
@@ -318,6 +338,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
   if (deployed && e.LOCAL_DEV) {
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
+  if (e.LOCAL_DEV) assertLocalDevAllowed(env);
   const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
   // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
   // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
@@ -408,6 +429,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
       publishableKey: supabasePublishableKey,
     },
     corsOrigins: parseCorsOrigins(e.CORS_ORIGINS ?? [], local),
+    trustedProxyHops: e.TRUSTED_PROXY_HOPS,
     logLevel: e.LOG_LEVEL,
     warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
       `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,
@@ -603,6 +625,55 @@ export function isDeployed(env: Record<string, string | undefined> = process.env
 }
 
 /**
+ * LOCAL_DEV=1 opens the development doors (the dev signing key and local sign-in, the public dev
+ * webhook and admin secrets, the RevenueCat stand-in) on purpose, for tests and benches on this
+ * machine. Beside a setting that reaches real people's data or a real account those doors would
+ * open onto it (the dev admin secret reads any subscriber's history, the dev leagues secret writes),
+ * so that configuration is refused as a whole, naming the settings (never their values):
+ *   - a database on another machine: DATABASE_URL, POSTGRES_URL, POSTGRES_URL_NON_POOLING whose
+ *     host (the URL's, its `host=` parameter, else PGHOST) is not loopback or a local socket;
+ *   - a Supabase project that is not a local stack: SUPABASE_URL, NEXT_PUBLIC_SUPABASE_URL not on
+ *     loopback (`supabase start` serves on 127.0.0.1);
+ *   - a RevenueCat account: REVENUECAT_SECRET_API_KEY or REVENUECAT_V2_SECRET_API_KEY sent to a
+ *     REVENUECAT_API_URL that is not loopback (by default RevenueCat itself).
+ * (Vercel is refused before this.) Webhook, cron and admin secrets beside a database on this machine
+ * guard only that machine's data: allowed, as the test suites and the bench run.
+ */
+function assertLocalDevAllowed(env: Record<string, string | undefined>): void {
+  const set = (name: string) => emptyAsUnset(env[name]) !== undefined;
+  const reasons: string[] = [];
+  const databases = OPERATOR_DATABASE_SETTINGS.filter((name) => set(name) && !isLocalDatabaseUrl(env[name]!, env.PGHOST));
+  if (databases.length > 0) reasons.push(`${databases.join(', ')} name${databases.length === 1 ? 's' : ''} a database on another machine`);
+  const projects = ['SUPABASE_URL', 'NEXT_PUBLIC_SUPABASE_URL'].filter((name) => set(name) && !isLoopbackUrl(env[name]!));
+  if (projects.length > 0) reasons.push(`${projects.join(', ')} name${projects.length === 1 ? 's' : ''} a Supabase project that is not a local stack`);
+  const keys = ['REVENUECAT_SECRET_API_KEY', 'REVENUECAT_V2_SECRET_API_KEY'].filter(set);
+  if (keys.length > 0 && !isLoopbackUrl(emptyAsUnset(env.REVENUECAT_API_URL) === undefined ? 'https://api.revenuecat.com' : env.REVENUECAT_API_URL!)) {
+    reasons.push(`${keys.join(', ')} ${keys.length === 1 ? 'is a key' : 'are keys'} of a real RevenueCat account (REVENUECAT_API_URL is not this machine)`);
+  }
+  if (reasons.length > 0) {
+    throw new ConfigError(`LOCAL_DEV=1 is refused beside a real deployment's settings: ${reasons.join('; ')}. ` +
+      'LOCAL_DEV=1 turns on the dev signing key, local sign-in, the public dev webhook and admin secrets and the RevenueCat stand-in, ' +
+      'which would open that data to anyone. Remove LOCAL_DEV (and set what a deployment needs), or point these settings at this machine.');
+  }
+}
+
+/**
+ * Whether a postgres:// URL reaches a server on this machine, as node-postgres reads it: a `host`
+ * query parameter wins over the URL's host, no host at all means PGHOST, else localhost; a socket
+ * folder (`/var/run/postgresql`) is this machine. Anything unreadable counts as another machine.
+ */
+function isLocalDatabaseUrl(value: string, pgHost: string | undefined): boolean {
+  let url: URL;
+  try {
+    url = new URL(value.trim());
+  } catch {
+    return false;
+  }
+  const host = url.searchParams.get('host') || url.hostname || emptyAsUnset(pgHost) as string | undefined || 'localhost';
+  return host.startsWith('/') || isLoopbackHost(decodeURIComponent(host));
+}
+
+/**
  * Settings that hold a real secret: whoever sets one is protecting something, so it is never a
  * newcomer's local run (the dev key and the dev secrets would let anyone in beside it).
  */
@@ -697,6 +768,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     walletRpc: config.wallet.evmRpcUrls.size > 0
       ? Object.fromEntries([...config.wallet.evmRpcUrls].map(([chainId, url]) => [chainId, new URL(url).host]))
       : 'none (contract wallets cannot be verified)',
+    clientAddress: config.deployed ? 'X-Forwarded-For as Vercel sets it'
+      : config.trustedProxyHops === 0 ? 'the connection\'s (X-Forwarded-For ignored)' : `X-Forwarded-For as ${config.trustedProxyHops} proxies of yours wrote it`,
     cron: config.cronSecret ? 'configured' : 'not configured',
     admin: config.adminSecret === DEV_ADMIN_SECRET ? `local dev secret "${DEV_ADMIN_SECRET}"` : config.adminSecret ? 'configured' : 'not configured',
   };

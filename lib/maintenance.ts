@@ -1,12 +1,11 @@
 import { maintainBilling, restAfterBusyCall, type BillingMaintenance } from './billing/maintenance.ts';
 import { callDb } from './db/index.ts';
-import { recordRun } from './operations/runs.ts';
 
 /**
  * Retention and maintenance, one job: billing's event log first (lib/billing/maintenance.ts:
  * partitions made ahead keep its inserts working; checkpoints, then old months dropped), with at
  * most half the budget; then every other rule, SQL behind one entry point
- * (supabase/migrations/20261124000100_maintenance.sql, `public.run_maintenance(p_now, p_budget_ms)`),
+ * (supabase/schemas/08_maintenance.sql, `public.run_maintenance(p_now, p_budget_ms)`),
  * called again while it reports work left and time remains. GET /api/cron/maintenance (Vercel
  * Cron) and `npm run db:maintain` both run it.
  */
@@ -45,7 +44,6 @@ export interface RunMaintenanceOptions {
 }
 
 export async function runMaintenance(options: RunMaintenanceOptions): Promise<MaintenanceReport> {
-  const startedAt = new Date();
   const started = performance.now();
   const callBudgetMs = options.callBudgetMs ?? MAINTENANCE_CALL_BUDGET_MS;
   const billing = await maintainBilling({ now: options.now ?? new Date(), budgetMs: Math.max(1, options.budgetMs / 2), callBudgetMs, onCall: options.onBillingCall });
@@ -66,10 +64,7 @@ export async function runMaintenance(options: RunMaintenanceOptions): Promise<Ma
     // Rests only before another call (not after the last one, nor past the run's budget).
     if (!done && performance.now() - started < options.budgetMs) await restAfterBusyCall(performance.now() - callStarted, callBudgetMs);
   } while (!done && performance.now() - started < options.budgetMs);
-  const report: MaintenanceReport = { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
-  // What the status shows of the last run (lib/operations/status.ts).
-  await recordRun('maintenance', startedAt, report);
-  return report;
+  return { ...total, billing: billing as unknown as MaintenanceCounts, done: done && billing.done, calls };
 }
 
 /**

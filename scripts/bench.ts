@@ -621,7 +621,7 @@ async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: n
     // group locked and copied where it stands, until the budget is spent or, once one is taken and a
     // hundredth of the budget spent, the service's own test finds live traffic
     // (maintenance_should_give_way, every 2 ms). billing_maintain takes only groups due, each once,
-    // so the bench cannot call it here: its rule (20261128000100_maintenance_gives_way.sql) is
+    // so the bench cannot call it here: its rule (public.maintenance_should_give_way, supabase/schemas/08_maintenance.sql) is
     // repeated, and a change to it belongs in both.
     await client.query(`create function pg_temp.checkpoint_in_turn(p_groups text[], p_budget_ms integer) returns jsonb language plpgsql as $$
       declare

@@ -9,6 +9,7 @@ import type { BillingMaintenance } from '../lib/billing/maintenance.ts';
 import { configureForOperator } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { runMaintenance, type MaintenanceCounts } from '../lib/maintenance.ts';
+import { recordedRun } from '../lib/operations/runs.ts';
 import { readServiceStatus } from '../lib/operations/status.ts';
 import { progressLine } from './progress.ts';
 
@@ -31,7 +32,7 @@ try {
   let checkpointed = 0;
   let gaveWay = 0;
   let otherCalls = 0;
-  const report = await runMaintenance({
+  const report = await recordedRun('maintenance', () => runMaintenance({
     budgetMs,
     onBillingCall: (call: BillingMaintenance) => {
       checkpointed += call.checkpoints;
@@ -51,7 +52,7 @@ try {
       console.error(`Other rules, call ${otherCalls}: deleted wallet challenges ${count('wallets', 'challengesDeleted')}, contract checks ${count('wallets', 'contractChecksDeleted')}, `
         + `league deliveries ${count('leagues', 'deliveriesDeleted')}, refresh requests ${count('billingSync', 'refreshRequestsDeleted')}${result.done === true ? '; done' : '; more to do'}.`);
     },
-  });
+  }));
   console.log(JSON.stringify(report, null, 2));
   const failed = (report.billing as { failed?: number } | undefined)?.failed ?? 0;
   if (failed > 0) console.error(`${failed} customer group(s) could not be checkpointed (logged above); their events stay until a later run checkpoints them.`);

@@ -6,7 +6,7 @@
 //   has one process per folder), the same answer asked of that service over HTTP, through its
 //   operator routes, with the admin secret (ADMIN_API_SECRET, or local mode's dev one);
 // - where the service is, by default (BASE_URL, else http://localhost:3000).
-import { LOCAL_APP_ORIGIN, configureForOperator, type Config } from '../lib/config.ts';
+import { DEV_ADMIN_SECRET, LOCAL_APP_ORIGIN, configureForOperator, type Config } from '../lib/config.ts';
 import { embeddedFolderHolder } from '../lib/db/pglite.ts';
 import { DomainError, type DomainErrorCode } from '../lib/errors.ts';
 
@@ -48,19 +48,56 @@ export async function databaseOrService<T>(options: { baseUrl: string; direct: (
 }
 
 async function askService<T>(config: Config, baseUrl: string, route: OperatorRoute, holder: number): Promise<T> {
-  let response: Response;
   try {
-    response = await fetch(new URL(route.path, baseUrl), {
-      method: route.method,
-      headers: { authorization: `Bearer ${config.adminSecret ?? ''}`, ...(route.body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: route.body === undefined ? undefined : JSON.stringify(route.body),
-      signal: AbortSignal.timeout(120_000),
-    });
+    return await callOperatorRoute<T>(baseUrl, route, config.adminSecret ?? '');
   } catch (error) {
     if (!isUnreachable(error)) throw error;
     throw new Error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder}, and no service answered at ${baseUrl}. `
       + 'If that process is the service, pass its URL with --base-url (or BASE_URL); otherwise stop it, or set EMBEDDED_DB_DIR to another folder.');
   }
+}
+
+/**
+ * Ask a running deployment (`--url`): its operator route, with this shell's ADMIN_API_SECRET (on a
+ * loopback URL without one, local mode's dev secret, which only a local server accepts). Needs no
+ * database settings: the deployment answers with its own view, the parts it has on included.
+ */
+export async function askDeployment<T>(url: string, route: OperatorRoute, env: Record<string, string | undefined> = process.env): Promise<T> {
+  let base: URL;
+  try {
+    base = new URL(url);
+  } catch {
+    throw new Error(`--url ${url} is not a URL: give the deployment's, such as https://<your-app>.vercel.app.`);
+  }
+  const secret = env.ADMIN_API_SECRET?.trim() || (isLoopback(base) ? DEV_ADMIN_SECRET : undefined);
+  if (!secret) {
+    throw new Error(`Set ADMIN_API_SECRET in this shell (or .env.local) to the deployment's value: ${route.method} ${route.path} answers only with it.`);
+  }
+  try {
+    return await callOperatorRoute<T>(base.origin, route, secret);
+  } catch (error) {
+    if (!isUnreachable(error)) throw error;
+    throw new Error(`Could not reach the deployment at ${base.origin}: ${describeUnreachable(error)}. Check the URL.`);
+  }
+}
+
+function isLoopback(url: URL): boolean {
+  return ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+}
+
+function describeUnreachable(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? 'no answer';
+}
+
+/** One call of an operator route; its refusals come back as the DomainError the direct path would throw. */
+async function callOperatorRoute<T>(baseUrl: string, route: OperatorRoute, secret: string): Promise<T> {
+  const response = await fetch(new URL(route.path, baseUrl), {
+    method: route.method,
+    headers: { authorization: `Bearer ${secret}`, ...(route.body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: route.body === undefined ? undefined : JSON.stringify(route.body),
+    signal: AbortSignal.timeout(120_000),
+  });
   const text = await response.text();
   let answer: unknown;
   try {
@@ -71,8 +108,10 @@ async function askService<T>(config: Config, baseUrl: string, route: OperatorRou
   if (response.ok) return answer as T;
   const problem = answer as { code?: string; detail?: string; title?: string };
   if (!problem.code) throw new Error(`The service at ${baseUrl} answered ${route.method} ${route.path} with ${response.status}: ${text.slice(0, 300)}`);
-  const hint = problem.code === 'invalid_admin_secret' || problem.code === 'admin_not_configured'
-    ? ' (this shell and the service must have the same ADMIN_API_SECRET, or both none in local mode)'
-    : '';
+  const hints: Partial<Record<string, string>> = {
+    invalid_admin_secret: ' (this shell and the service must have the same ADMIN_API_SECRET, or both none in local mode)',
+    admin_not_configured: ' (the service has no ADMIN_API_SECRET: set one there, and the same in this shell)',
+  };
+  const hint = hints[problem.code] ?? '';
   throw new DomainError(problem.code as DomainErrorCode, `${problem.detail ?? problem.title ?? ''}${hint}`);
 }

@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { DEV_USER } from '../lib/auth/dev-user.ts';
 import { buildSampleEvent, CANCEL_REASONS, EXPIRATION_REASONS, SAMPLE_EVENT_TYPES, type SampleEventType, type SamplePeriod } from '../lib/billing/sample-events.ts';
 import { getConfig } from '../lib/config.ts';
-import { formatUtc } from '../lib/operations/words.ts';
+import { formatUtc } from '../lib/words.ts';
 import { defaultBaseUrl, unreachableMessage } from './operator.ts';
 
 const USAGE = `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`;

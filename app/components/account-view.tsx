@@ -1,10 +1,12 @@
 'use client';
 
 import { useMemo, type ReactNode } from 'react';
-import type { Account, Entitlement } from '#lib/client/client.ts';
-import { refreshAtTokenExpiry, serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#lib/client/live.ts';
-import { AccountProvider, useAccount } from '#lib/client/react.tsx';
+import type { Account, Entitlement } from '#client';
+import { refreshAtTokenExpiry, serviceEventsChannel, supabaseAccountChannel, type AccountChannel } from '#client/live';
+import { AccountProvider, useAccount } from '#client/react';
 import { pageApi } from './api-client.ts';
+import { describeEvmChain } from '#lib/wallets/chains.ts';
+import { describeEntitlementStatus } from './entitlement-status.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
 import { RefreshPurchasesButton } from './refresh-purchases.tsx';
 import { browserSupabase, type SupabaseBrowserSettings } from './supabase-browser.ts';
@@ -91,7 +93,7 @@ export function AccountView({ evmChainIds, solanaClusters, canRefreshPurchases }
             <tbody>
               {account.wallets.map((wallet) => (
                 <tr key={wallet.id}>
-                  <td>{wallet.chain === 'evm' ? `Ethereum (chain ${wallet.chainId})` : `Solana (${wallet.cluster})`}</td>
+                  <td data-testid="wallet-chain">{wallet.chain === 'evm' ? describeEvmChain(wallet.chainId) : `Solana (${wallet.cluster})`}</td>
                   <td className="mono" data-testid="wallet-address">{wallet.address}</td>
                   <td data-testid="wallet-kind">{PROOF_KIND_LABELS[wallet.kind]}</td>
                   <td>{formatTime(wallet.createdAt)}</td>
@@ -112,17 +114,20 @@ export function AccountView({ evmChainIds, solanaClusters, canRefreshPurchases }
           <div className="table-scroll"><table>
             <thead><tr><th scope="col">Entitlement</th><th scope="col">Access</th><th scope="col">Until</th><th scope="col">Renews</th></tr></thead>
             <tbody>
-              {account.entitlements.map((entitlement) => (
+              {account.entitlements.map((entitlement) => {
+                const status = describeEntitlementStatus(entitlement.status);
+                return (
                 <tr key={entitlement.id}>
                   <td>{entitlement.id}<div className="muted">{entitlement.productId}</div></td>
-                  <td>
-                    <span className={entitlement.active ? 'badge ok' : 'badge warn'}>{entitlement.active ? 'active' : 'inactive'}</span>{' '}
-                    <span className="muted">{entitlement.status.replace(/_/g, ' ')}</span>
+                  <td data-testid="entitlement-access">
+                    <span className={entitlement.active ? 'badge ok' : 'badge warn'}>{entitlement.active ? 'active' : 'inactive'}</span>
+                    {status && <>{' '}<span className="muted">{status}</span></>}
                   </td>
                   <td>{accessUntil(entitlement)}</td>
                   <td>{entitlement.active && entitlement.willRenew ? 'yes' : 'no'}</td>
                 </tr>
-              ))}
+                );
+              })}
             </tbody>
           </table></div>
         )}

@@ -1,8 +1,8 @@
-import { ApiProblemError, createAccountLinkClient } from '#lib/client/client.ts';
+import { ApiProblemError, createAccountLinkClient } from '#client';
 import { callApiAsSignedInUser, type PageApiRequest } from '../actions.ts';
 
 /**
- * The page's client for the API: the typed client (lib/client), whose requests run on the server
+ * The page's client for the API: the typed client (packages/client), whose requests run on the server
  * (a server action holding the httpOnly session cookie), so the session token never reaches this
  * page's JavaScript. Each request goes through the same route handler as an API client's request.
  */

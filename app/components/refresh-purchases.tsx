@@ -1,7 +1,7 @@
 'use client';
 
 import { useState } from 'react';
-import { useAccount } from '#lib/client/react.tsx';
+import { useAccount } from '#client/react';
 import { walletErrorMessage } from './api-client.ts';
 
 /**

@@ -2,8 +2,9 @@
 
 import { base58 } from '@scure/base';
 import { useEffect, useState, useSyncExternalStore } from 'react';
-import { expectData, type WalletLink } from '#lib/client/client.ts';
-import { useAccount } from '#lib/client/react.tsx';
+import { expectData, type WalletLink } from '#client';
+import { useAccount } from '#client/react';
+import { describeEvmChain } from '#lib/wallets/chains.ts';
 import { pageApi, PageError, walletErrorMessage } from './api-client.ts';
 import { PROOF_KIND_LABELS } from './proof-kinds.ts';
 import { watchWallets, type DiscoveredWallet, type Eip1193Provider, type SolanaSigner } from './wallet-discovery.ts';
@@ -22,7 +23,7 @@ async function allowedChain(provider: Eip1193Provider, allowed: number[]): Promi
     await provider.request({ method: 'wallet_switchEthereumChain', params: [{ chainId: `0x${wanted.toString(16)}` }] });
     return wanted;
   } catch {
-    throw new PageError(`Your wallet is on chain ${current}; switch it to one of these chains and try again: ${allowed.join(', ')}.`);
+    throw new PageError(`Your wallet is on ${describeEvmChain(current)}; switch it to one of these chains and try again: ${allowed.map(describeEvmChain).join(', ')}.`);
   }
 }
 

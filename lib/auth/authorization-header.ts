@@ -1,3 +1,5 @@
+import { TOKEN68 } from '../config.ts';
+
 /**
  * The credentials of an `Authorization: Bearer <credentials>` header, by the one grammar every
  * caller of this service is held to (RFC 9110 section 11.6.2, RFC 6750 section 2.1):
@@ -8,15 +10,10 @@
  * same everywhere and anything else (another scheme, a tab, a comma, quotes) is simply not a Bearer
  * credential: the caller answers 401.
  */
-const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
+const BEARER = new RegExp(`^bearer +(${TOKEN68})$`, 'i');
 
 /** The token68 of a Bearer header; null when the header is absent, empty or not of that grammar. */
 export function bearerCredentials(header: string | null): string | null {
   if (header === null) return null;
   return BEARER.exec(header.replace(/^[ \t]+|[ \t]+$/g, ''))?.[1] ?? null;
-}
-
-/** Whether a value could be sent as Bearer credentials at all (configured secrets must be). */
-export function isToken68(value: string): boolean {
-  return BEARER.test(`Bearer ${value}`);
 }

@@ -69,13 +69,32 @@ export class FailureThrottle {
 }
 
 /**
- * The address a request came from, as the platform in front reports it: the last entry of
- * X-Forwarded-For, the one the nearest proxy wrote (Vercel overwrites the header with the client's
- * address; a proxy like nginx appends the address it saw; `next start` alone fills it from the
- * socket when a client sent none). A client reaching `next start` directly can write its own
- * header, so such a deployment should sit behind a proxy that sets it. 'unknown' when absent.
+ * The address a request came from, as the server in front of the route reports it in
+ * X-Forwarded-For: on Vercel, Vercel's edge, which overwrites the header with the client's public
+ * address (https://vercel.com/docs/headers/request-headers: "we currently overwrite the
+ * X-Forwarded-For header and do not forward external IPs ... to prevent IP spoofing"); under `next
+ * start`, the Node server itself, which replaces whatever the client sent with the address it
+ * trusts before Next sees the request (trustedClientAddress, lib/http/before-next.ts). The last
+ * entry, then X-Real-IP (Vercel sets it too); 'unknown' when absent.
  */
 export function clientAddress(request: Request): string {
   const forwarded = request.headers.get('x-forwarded-for')?.split(',').map((entry) => entry.trim()).filter(Boolean).at(-1);
   return (forwarded ?? request.headers.get('x-real-ip')?.trim() ?? 'unknown').slice(0, 64) || 'unknown';
+}
+
+/**
+ * The client's address as a server reached over `socketAddress` should trust it: the connection's
+ * own address, unless `trustedHops` proxies of the operator's stand in front, each appending the
+ * address it saw to X-Forwarded-For; then the entry that many places from the right of the chain
+ * (X-Forwarded-For's entries, then the connection), or the chain's first when it is shorter (a
+ * request that skipped a proxy). Entries left of that are the client's own words and never read,
+ * so a client cannot pick the address its failures are counted under. (The rule of Express's
+ * `trust proxy` with a hop count.) An IPv4 address over an IPv6 socket (`::ffff:127.0.0.1`, a
+ * server listening on every interface) is written as IPv4, as the same client bound to 127.0.0.1 is.
+ */
+export function trustedClientAddress(socketAddress: string | undefined, forwardedFor: string | undefined, trustedHops: number): string {
+  const forwarded = trustedHops > 0 ? (forwardedFor ?? '').split(',').map((entry) => entry.trim()).filter(Boolean) : [];
+  const chain = [...forwarded, socketAddress ?? 'unknown'];
+  const address = chain[Math.max(0, chain.length - 1 - trustedHops)]!;
+  return address.replace(/^::ffff:(\d{1,3}(\.\d{1,3}){3})$/i, '$1').slice(0, 64) || 'unknown';
 }

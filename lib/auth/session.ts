@@ -1,7 +1,8 @@
 import { createClient, type SupabaseClient } from '@supabase/supabase-js';
-import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { getConfig, type Config } from '../config.ts';
 import { DomainError, type DomainErrorCode } from '../errors.ts';
+import { log } from '../log.ts';
 import { isUuid } from '../uuid.ts';
 import { bearerCredentials } from './authorization-header.ts';
 import { DEV_ISSUER, loadDevKey } from './dev-key.ts';
@@ -90,7 +91,7 @@ async function verifySessionToken(token: string, config: Config): Promise<JWTPay
         if (alg === 'HS256' && config.auth.jwtSecret) {
           return (await jwtVerify(token, hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
         }
-        return (await jwtVerify(token, jwksFor(config.auth.supabaseUrl!), { ...common, algorithms: ['ES256', 'RS256'], issuer: config.auth.issuer })).payload;
+        return await verifyWithJwks(token, config.auth.supabaseUrl!, { ...common, algorithms: ['ES256', 'RS256'], issuer: config.auth.issuer });
     }
   } catch (error) {
     throw classifyVerifyError(error);
@@ -119,15 +120,97 @@ function hs256Key(config: Config): Uint8Array {
   return textEncoder.encode(config.auth.jwtSecret!);
 }
 
+const JWKS_TIMEOUT_MS = 5_000;
+
 // jose caches the key set and refetches it (with a cooldown) when it meets an unknown kid.
 const jwksCache = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
 function jwksFor(supabaseUrl: string) {
   let jwks = jwksCache.get(supabaseUrl);
   if (!jwks) {
-    jwks = createRemoteJWKSet(new URL(`${supabaseUrl}/auth/v1/.well-known/jwks.json`), { timeoutDuration: 5_000, cooldownDuration: 30_000 });
+    jwks = createRemoteJWKSet(new URL(`${supabaseUrl}/auth/v1/.well-known/jwks.json`), {
+      timeoutDuration: JWKS_TIMEOUT_MS,
+      cooldownDuration: 30_000,
+      // jose reports any answer but 200 without its status; the status is what tells a wrong path
+      // or project (404) from a project that is down or paused (5xx).
+      [customFetch]: async (url: string, init: RequestInit) => {
+        const response = await fetch(url, init);
+        if (response.status !== 200) {
+          await response.body?.cancel();
+          throw new JwksAnswerError(response.status);
+        }
+        return response;
+      },
+    });
     jwksCache.set(supabaseUrl, jwks);
   }
   return jwks;
+}
+
+class JwksAnswerError extends Error {
+  readonly status: number;
+  constructor(status: number) {
+    super(`HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+/**
+ * Verify against the project's JWKS. When the key set cannot be had, every signed-in call answers
+ * 503 auth_unavailable, and the caller's answer cannot say why (it names no setting or host): the
+ * log does, once per cause (the JWKS host and what went wrong: a refused connection, a host that
+ * does not resolve, an HTTP status, a timeout), not once per request. Once the key set answers
+ * again, a new failure is logged again. Never the token.
+ */
+async function verifyWithJwks(token: string, supabaseUrl: string, options: Parameters<typeof jwtVerify>[2]): Promise<JWTPayload> {
+  const host = new URL(supabaseUrl).host;
+  try {
+    const { payload } = await jwtVerify(token, jwksFor(supabaseUrl), options);
+    forgetJwksFailures(host);
+    return payload;
+  } catch (error) {
+    const cause = jwksFailureCause(error);
+    if (cause === null) throw error;
+    logJwksFailureOnce(host, cause);
+    throw authUnavailable();
+  }
+}
+
+/** Why the key set could not be had, in an operator's words; null when the error is about the token. */
+export function jwksFailureCause(error: unknown): string | null {
+  if (error instanceof JwksAnswerError) {
+    return `answered HTTP ${error.status}${error.status === 404 ? ' (no such project or path: check the project ref in SUPABASE_URL)' : error.status >= 500 ? ' (the project is down or paused?)' : ''}`;
+  }
+  if (error instanceof joseErrors.JWKSTimeout) return `did not answer within ${JWKS_TIMEOUT_MS / 1000} s`;
+  if (error instanceof joseErrors.JWKSInvalid) return 'answered JSON that is not a key set';
+  if (error instanceof joseErrors.JOSEError && error.code === 'ERR_JOSE_GENERIC') return 'answered something that is not JSON';
+  if (error instanceof joseErrors.JOSEError) return null;
+  if (error instanceof TypeError && error.message === 'fetch failed') {
+    const code = (error.cause as { code?: unknown } | undefined)?.code;
+    const words: Record<string, string> = {
+      ECONNREFUSED: 'refused the connection',
+      ENOTFOUND: 'does not resolve (no such host: check the project ref in SUPABASE_URL)',
+      EAI_AGAIN: 'could not be resolved (DNS)',
+      ECONNRESET: 'reset the connection',
+      ETIMEDOUT: 'did not accept a connection in time',
+    };
+    return typeof code === 'string' ? `${words[code] ?? 'could not be reached'} (${code})` : `could not be reached (${String((error.cause as Error | undefined)?.message ?? error.message)})`;
+  }
+  return null;
+}
+
+const loggedJwksFailures = new Set<string>();
+
+function logJwksFailureOnce(host: string, cause: string): void {
+  const key = `${host}\n${cause}`;
+  if (loggedJwksFailures.has(key)) return;
+  loggedJwksFailures.add(key);
+  log.error({ jwksHost: host, cause },
+    `session tokens cannot be verified: the JWKS at ${host} ${cause}; every signed-in call answers 503 auth_unavailable until it answers (logged once for this cause)`);
+}
+
+function forgetJwksFailures(host: string): void {
+  if (loggedJwksFailures.size === 0) return;
+  for (const key of loggedJwksFailures) if (key.startsWith(`${host}\n`)) loggedJwksFailures.delete(key);
 }
 
 const authClients = new Map<string, SupabaseClient>();

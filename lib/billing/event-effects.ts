@@ -3,7 +3,7 @@ import type { BillingEvent } from './webhook-body.ts';
 /**
  * What a RevenueCat event MEANS, per entitlement, decided without the database: a pure function of
  * the event (and of `now`, used only when the event carries no timestamp). The stored state is the
- * FOLD of each subscriber's events in event order (supabase/migrations/*_billing_fold.sql):
+ * FOLD of each subscriber's events in event order (supabase/schemas/03_billing_fold.sql):
  * `public.billing_apply_event` applies one plan to the stored rows, and an event that arrives after
  * newer ones makes its subscriber's history be folded again with it in its place, so the state never
  * depends on the order of delivery. What needs the stored rows (whether a row still grants, the
@@ -22,13 +22,17 @@ import type { BillingEvent } from './webhook-body.ts';
  * | UNCANCELLATION                                        | the same, but on a row in grace / billing_issue it only re-enables       |
  * |                                                       |   renewal: the billing issue stands (grace end, not renewing) until a    |
  * |                                                       |   payment recovers it                                                    |
- * | RENEWAL, SUBSCRIPTION_EXTENDED                        | grant, renewal as it was (on again after a lapse or a billing issue); a  |
- * |                                                       |   cancelled subscription stays cancelled_active                          |
+ * | RENEWAL                                               | grant, renewal as it was (on again after a lapse or a billing issue, and |
+ * |                                                       |   past a cancelled period's end: charged again), but an App Store trial  |
+ * |                                                       |   cancelled in its last 24 hours stays cancelled_active                  |
+ * | SUBSCRIPTION_EXTENDED                                 | grant, renewal as it was (on again after a lapse or a billing issue)     |
  * | REFUND_REVERSED                                       | grant, renewal as it was (a lifetime: never renewing, active)            |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
- * |                                                       |   it begins (beside another source's it stands)                          |
- * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active                         |
+ * |                                                       |   it begins (beside another source's it stands); grants without an       |
+ * |                                                       |   environment (not among its guaranteed fields)                          |
+ * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active (an App Store trial's   |
+ * |                                                       |   in its last 24 hours: also the period that converted it)               |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
  * | CANCELLATION whose expiration is not after it         | also ends the row's current period there (the same transaction), sooner |
  * |                                                       |   than stored: Stripe gave up retrying, a promotional grant revoked      |
@@ -45,7 +49,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
  *
- * Every event is ordered at its event_timestamp_ms, at most MAX_EVENT_AHEAD_MS past its receive time.
+ * Every event is ordered at its event_timestamp_ms; one stamped more than MAX_EVENT_AHEAD_MS past its
+ * receive time, at its receive time.
  *
  * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
  * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
@@ -108,6 +113,19 @@ export interface EntitlementEffect {
    * the billing issue stands (status, grace end, and not renewing until a payment recovers it).
    */
   keepsBillingIssue?: boolean;
+  /**
+   * A RENEWAL: a charge for a period past the stored one's end, which a cancelled subscription gets
+   * only when renewal was turned on again (Stripe never sends UNCANCELLATION; Apple's can be lost),
+   * so renewal is on again; except on an App Store trial that changed in its last 24 hours (Apple's
+   * trial cancelled less than 24 hours before it converts: charged once, still cancelled).
+   */
+  resumesRenewal?: boolean;
+  /**
+   * A CANCELLATION of an App Store trial less than 24 hours before it converts: Apple charges the
+   * first period anyway ("a CANCELLATION event followed by a RENEWAL event"), and the cancellation
+   * holds for that period too, even where it is folded after the RENEWAL (one instant: grants first).
+   */
+  cancelsTrialLate?: boolean;
 }
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
@@ -156,7 +174,8 @@ export interface BillingEventPlan {
 export interface DescribeOptions {
   /**
    * Sandbox events are recorded but change nothing (config.billingIgnoreSandbox: deployed, unless
-   * BILLING_SANDBOX_GRANTS=true); so are events that name no environment, or one but PRODUCTION.
+   * BILLING_SANDBOX_GRANTS=true); so are subscription events that name no environment, or one but
+   * PRODUCTION, except what RevenueCat sends without one (a temporary grant, its bare EXPIRATION).
    */
   ignoreSandbox?: boolean;
   /**
@@ -168,18 +187,24 @@ export interface DescribeOptions {
 }
 
 /**
- * The furthest past its receive time an event may claim to have been generated. RevenueCat stamps
- * an event when it generates it and sends it within seconds (a retry keeps the stamp, so it is
- * older, never newer); beyond clock skew, a later stamp is wrong (RevenueCat's own sample TRANSFER
- * carries the year 4466). Such an event is ordered at its receive time plus this bound, so it cannot
- * fold after every later event forever.
+ * The furthest past its receive time an event's stamp may lie and still be taken as when it was
+ * generated (the two clocks' skew). RevenueCat stamps an event when it generates it and sends it
+ * within seconds (a retry keeps the stamp, so it is older, never newer); a stamp further ahead is
+ * not skew but wrong (RevenueCat's own sample TRANSFER carries the year 4466) and says nothing of
+ * when the event happened. Such an event is ordered at its receive time, the latest it can have
+ * been generated: not after every later event forever, and not after an event generated after it
+ * arrived (a transfer back made a minute later), as a time pushed ahead by the skew allowance would be.
  */
 export const MAX_EVENT_AHEAD_MS = 5 * 60_000;
 
-/** The time an event is ordered at: its stamp, bounded by when it was received (see MAX_EVENT_AHEAD_MS). */
+/**
+ * The time an event is ordered at: its stamp, or, for a stamp beyond MAX_EVENT_AHEAD_MS past when
+ * it was received (or none), its receive time. A recorded event's `now` is its stored time, which
+ * its stamp then never precedes unless it was replaced: the same time again.
+ */
 function boundedEventTime(stamp: string | null, now: Date, recorded: boolean): string {
   const bound = now.getTime() + (recorded ? 0 : MAX_EVENT_AHEAD_MS);
-  if (stamp === null || Date.parse(stamp) > bound) return new Date(stamp === null ? now.getTime() : bound).toISOString();
+  if (stamp === null || Date.parse(stamp) > bound) return now.toISOString();
   return stamp;
 }
 
@@ -219,7 +244,8 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   const type = event.type;
   const eventTime = readTime(event.event_timestamp_ms);
   const eventAt = boundedEventTime(typeof eventTime === 'string' ? eventTime : null, now, options.recorded ?? false);
-  const environment = readText(event.environment);
+  // A VIRTUAL_CURRENCY_TRANSACTION names its purchase's store environment `purchase_environment`.
+  const environment = readText(event.environment) ?? (type === 'VIRTUAL_CURRENCY_TRANSACTION' ? readText(event.purchase_environment) : null);
   const period: PeriodFacts = {
     productId: readText(event.product_id),
     purchasedAt: validTime(readTime(event.purchased_at_ms)),
@@ -250,12 +276,26 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   };
   const ignored = (reason: string): BillingEventPlan => ({ ...plan, ignoredReason: reason });
 
-  // RevenueCat names every event's store environment, SANDBOX or PRODUCTION ("Event Types and
-  // Fields": https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields). Where
-  // sandbox purchases grant nothing, so does an event that names no environment or another one: it
-  // is no more known to be a real purchase than a sandbox one.
+  // Where sandbox purchases grant nothing, an event that says SANDBOX changes nothing. RevenueCat
+  // names the store environment in every subscription lifecycle event ("Event Types and Fields":
+  // https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields): one that names
+  // none, or another one, is no more known to be a real purchase than a sandbox one, and grants
+  // nothing either. Except where RevenueCat itself leaves it out: a TEMPORARY_ENTITLEMENT_GRANT
+  // carries only its guaranteed fields, environment not among them ("it contains less information
+  // than a regular purchase event"), and stands for a purchase made this minute, so it grants; its
+  // failed validation, "an EXPIRATION event with the same transaction_id", may be as bare, and an
+  // EXPIRATION never grants, so one that names no environment but a transaction ends what it names;
+  // and an event that grants nothing (SUBSCRIBER_ALIAS, EXPERIMENT_ENROLLMENT, "not associated with
+  // a store", VIRTUAL_CURRENCY_TRANSACTION, any unknown type) still merges the ids it names.
+  // A TEST is no purchase in any environment: "Test event issued through the RevenueCat dashboard"
+  // (same page). It says so, rather than "a sandbox purchase" where sandbox purchases grant nothing.
+  if (type === 'TEST') return ignored('record_only_type');
   const environmentName = environment?.toUpperCase();
-  if (options.ignoreSandbox && environmentName !== 'PRODUCTION') return ignored(environmentName === 'SANDBOX' ? 'sandbox_ignored' : 'environment_unknown');
+  if (options.ignoreSandbox && environmentName !== 'PRODUCTION') {
+    if (environmentName === 'SANDBOX') return ignored('sandbox_ignored');
+    const bare = environment === null && (type === 'TEMPORARY_ENTITLEMENT_GRANT' || (type === 'EXPIRATION' && period.transactionId !== null));
+    if (EFFECT_TYPES.has(type) && !bare) return ignored('environment_unknown');
+  }
 
   if (type === 'TRANSFER') {
     const from = readIds(event.transferred_from);
@@ -328,7 +368,10 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       // Re-enables renewal; a billing issue (a grace period) stands until a payment recovers it.
       return { ...grant, renewal: prepaid ? 'off' : 'on', keepsBillingIssue: true };
     case 'RENEWAL':
+      // A charge for a new period: renewal is on again after a cancellation (see resumesRenewal).
+      return prepaid ? { ...grant, renewal: 'off' } : { ...grant, renewal: 'continue', resumesRenewal: true };
     case 'SUBSCRIPTION_EXTENDED':
+      // The period pushed back, nothing charged: renewal stays as the subscriber left it.
       return { ...grant, renewal: prepaid ? 'off' : 'continue' };
     case 'REFUND_REVERSED':
       // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it. A
@@ -352,7 +395,7 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       const ended = period.expiresAt !== null && Date.parse(period.expiresAt) <= Date.parse(eventAt);
       const cancel: Effect = { ...flag, expiry: ended ? 'period' : 'extend', renewal: 'off' };
       if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
-      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'] };
+      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'], ...(cancelsTrialLate(period, eventAt) ? { cancelsTrialLate: true } : {}) };
     }
     case 'BILLING_ISSUE': {
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
@@ -385,6 +428,21 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
     }
   }
   return null;
+}
+
+/** Apple's stores: a trial cancelled less than 24 hours before it converts is still charged once. */
+const APPLE_STORES = new Set(['APP_STORE', 'MAC_APP_STORE']);
+export const APPLE_TRIAL_CANCEL_WINDOW_MS = 24 * 3_600_000;
+
+/**
+ * Whether a cancellation is of an App Store trial less than 24 hours before it converts ("Apple
+ * requires customers to cancel within 24 hours of the trial's expiration. If a user cancels less
+ * than 24 hours before the trial expires, you may unexpectedly receive a CANCELLATION event followed
+ * by a RENEWAL event": https://www.revenuecat.com/docs/integrations/webhooks/event-flows).
+ */
+function cancelsTrialLate(period: PeriodFacts, eventAt: string): boolean {
+  return APPLE_STORES.has(period.store?.toUpperCase() ?? '') && period.periodType?.toUpperCase() === 'TRIAL' && period.expiresAt !== null
+    && Date.parse(period.expiresAt) - Date.parse(eventAt) < APPLE_TRIAL_CANCEL_WINDOW_MS;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { callDb } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
-import { formatUtc } from '../operations/words.ts';
+import { formatUtc } from '../words.ts';
 import { isAnonymousId, type BillingEventPlan, type EntitlementEffect } from './event-effects.ts';
 import { planOf, type StoredEntry } from './rebuild.ts';
 import { getConfig } from '../config.ts';
@@ -11,7 +11,7 @@ import { getConfig } from '../config.ts';
  * ids (aliases, transfers), each event and snapshot in event order with what it did to which row,
  * and, per entitlement, why it grants or not now.
  *
- * ONE database call (public.billing_explain, supabase/migrations/20261127002100_billing_explain.sql)
+ * ONE database call (public.billing_explain, supabase/schemas/09_operator.sql)
  * reads the ids, the log, the stored rows and the sync marks, and replays the customer's history
  * step by step as the fold does, inside a transaction it rolls back: what each step did is what
  * the fold decides, and nothing is written. Entries an older version stored without a plan get
@@ -454,10 +454,10 @@ const ACTION_WORDS: Record<EntitlementEffect['action'], string> = {
 };
 
 const IGNORED_WORDS: Record<string, string> = {
-  record_only_type: 'this type of event changes no entitlement (RevenueCat\'s TEST, an invoice, an alias, ...)',
+  record_only_type: 'this type of event changes no entitlement (RevenueCat\'s TEST, which its dashboard\'s "Send test event" sends; an invoice, an alias, ...)',
   unknown_type: 'an event type this service does not know',
-  sandbox_ignored: 'a sandbox purchase, and sandbox purchases grant nothing on this service',
-  environment_unknown: 'an event that names no store environment, or one other than PRODUCTION and SANDBOX: where sandbox purchases grant nothing, it grants nothing either',
+  sandbox_ignored: 'an event of the store\'s sandbox (test purchases), and sandbox purchases grant nothing on this service',
+  environment_unknown: 'a subscription event that names no store environment (but a TEMPORARY_ENTITLEMENT_GRANT, or an EXPIRATION naming a transaction), or one other than PRODUCTION and SANDBOX: where sandbox purchases grant nothing, it grants nothing either',
   nothing_to_transfer: 'a transfer that names no one to move from or to',
   no_app_user_id: 'it names no app user',
   no_entitlements: 'it names no entitlement',

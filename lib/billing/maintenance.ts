@@ -62,7 +62,7 @@ export async function restAfterBusyCall(callMs: number, callBudgetMs: number): P
 /**
  * A call that gave way to live traffic (it saw another client at work once it had taken a
  * checkpoint and worked a hundredth of its budget:
- * supabase/migrations/20261128000100_maintenance_gives_way.sql) is followed by a rest of at least a
+ * supabase/schemas/08_maintenance.sql) is followed by a rest of at least a
  * quarter of a second: long enough for a burst of webhooks or app reads to pass, short enough that
  * a backlog under steady traffic still moves (at least one checkpoint a call, a few a second).
  */

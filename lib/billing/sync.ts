@@ -6,7 +6,6 @@ import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
-import { recordRun } from '../operations/runs.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
 import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
@@ -278,7 +277,12 @@ export interface SweepResult {
   failed: number;
   /** Marks still due when the run ended (the next run takes them). */
   due: number;
+  /** Set when the run had nothing to do, and why (no RevenueCat REST key: webhooks alone keep entitlements). */
+  nothingToDo?: string;
 }
+
+/** What a sweep on a server without a RevenueCat REST key answers: a success, since nothing is wrong. */
+export const SWEEP_WITHOUT_REVENUECAT = 'RevenueCat sync is off on this server (no REST API key): webhooks alone keep entitlements, so the sweep has nothing to do.';
 
 /**
  * GET /api/cron/billing-sync: work through due marks (and known subscribers whose access ends soon,
@@ -286,8 +290,13 @@ export interface SweepResult {
  * claimed with a lease so two sweeps at once never take the same one. Idempotent; bounded in time.
  */
 export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
-  const revenuecat = requireRevenueCat();
   const started = Date.now();
+  // A deployment on webhooks only still has the daily cron job of vercel.json: a run with nothing to
+  // do is a success that says so, or the scheduler would report a failure every day.
+  if (!getConfig().revenuecat) {
+    return { claimed: 0, synced: 0, failed: 0, due: 0, nothingToDo: SWEEP_WITHOUT_REVENUECAT };
+  }
+  const revenuecat = requireRevenueCat();
   // Every sync's call to RevenueCat, retries and waits included, is over by then.
   const deadline = started + budgetMs;
   const limit = Math.max(1, Math.floor((budgetMs / 1000) * revenuecat.requestsPerSecond));
@@ -309,7 +318,5 @@ export async function sweepBillingSync(budgetMs: number): Promise<SweepResult> {
       log.warn({ appUserId, err: describeFailure(error) }, 'billing sweep: sync failed');
     }
   }
-  const result = { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
-  await recordRun('billing_sweep', new Date(started), result);
-  return result;
+  return { claimed: claimed.length, synced, failed, due: Math.max(0, Number(due) - synced) };
 }

@@ -3,7 +3,6 @@ import { getConfig, type Config } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { pendingMigrations, readMigrationFiles, type MigrationFile } from './migrate.ts';
-import { log } from '../log.ts';
 
 export { DbError } from './errors.ts';
 export type { DbErrorKind } from './errors.ts';
@@ -153,11 +152,20 @@ async function openConfigured(config: Config): Promise<DatabaseAdapter> {
 
 const PENDING_PREFIX = 'pending migrations: ';
 
+/**
+ * Refuse to serve: the reason and the files travel in the error, and whoever turns it into an
+ * answer says it (the request's log line, the health check's, the status), so the words are the
+ * same everywhere and an operator command that reports it prints no log line besides.
+ */
 function refuseIfBehind(files: MigrationFile[]): void {
   const pending = files.map((file) => file.fileName);
   if (pending.length === 0) return;
-  log.error({ pending }, `the database lacks ${pending.length} migration(s) of this deployment: run \`npm run migrate\` (or \`supabase db push\` on Supabase) from a shell or CI; until then every request answers 503`);
   throw new DbError('unavailable', SCHEMA_BEHIND, { detail: `${PENDING_PREFIX}${pending.join(', ')}` });
+}
+
+/** What an operator reads when the database lacks migrations of this code: what is missing and what to run. */
+export function schemaBehindMessage(pending: readonly string[]): string {
+  return `the database schema is behind this code (${pending.length} migration(s) pending: ${pending.join(', ')}): run \`npm run migrate\` (or \`supabase db push\` on Supabase) from a shell or CI; until then every request that needs the database answers 503`;
 }
 
 /** The migration files a database lacks, when that is why the port refused (else null). */

@@ -39,7 +39,7 @@ export function readMigrationFiles(dir = migrationsDir()): MigrationFile[] {
  * runner read and write the same rows, on Supabase or on any Postgres, so neither applies what the
  * other already did. Created the way the CLI creates it (each part only where it is missing).
  */
-export const LEDGER_SQL = /* sql */ `
+const LEDGER_SQL = /* sql */ `
   create schema if not exists supabase_migrations;
   create table if not exists supabase_migrations.schema_migrations (version text not null primary key);
   alter table supabase_migrations.schema_migrations add column if not exists statements text[];

@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
+import { trustedClientAddress } from '../auth/failure-throttle.ts';
+import { getConfig, isDeployed } from '../config.ts';
 import { log } from '../log.ts';
 import { ApiError, problemParts, type ProblemCode } from './problem.ts';
 import { acceptRequestId } from './request-id.ts';
@@ -12,7 +14,7 @@ import { acceptRequestId } from './request-id.ts';
 
 /**
  * The headers next.config.mjs gives every response (and every /api one), which these answers, made
- * before Next, must carry themselves (tests/http/server-contract.test.ts compares them with an
+ * before Next, must carry themselves (tests/http/server-contract.server.test.ts compares them with an
  * answer of Next's), with the `Server-Timing` every answer has (no database call here).
  */
 const HEADERS_OF_EVERY_ANSWER: Readonly<Record<string, string>> = {
@@ -50,6 +52,49 @@ function unroutedMethodAnswer(method: string, path: string, requestIdHeader: str
 }
 
 /**
+ * The answer to a request whose request-target is not a path (RFC 9112, section 3.2), which Next
+ * answers with a bare 500 (it reads the target as a URL and fails), or undefined for a path, or a
+ * whole URL (absolute-form, which servers must accept). `OPTIONS *` asks about the server as a
+ * whole (RFC 9110, section 9.3.7, which notes that a server's options usually depend on the
+ * resource, as they do here): the resource `*` takes no method, so a 405 with an empty `Allow`
+ * (section 10.2.1 allows one), whose detail says to ask a path instead. Any other method with `*`,
+ * or an authority-form target (`host:port`, for CONNECT alone), is not a valid request line: 400.
+ */
+function requestTargetAnswer(method: string, target: string, requestIdHeader: string | null) {
+  if (target.startsWith('/') || /^https?:\/\//i.test(target)) return undefined;
+  const logged = { method: method.slice(0, 32), path: target.slice(0, 256) };
+  if (method === 'OPTIONS' && target === '*') {
+    return answerBeforeNextParts('method_not_allowed',
+      'This service answers OPTIONS for a path (OPTIONS /api/me names the methods it takes), not for the server as a whole (*).',
+      { allow: '' }, requestIdHeader, logged);
+  }
+  return answerBeforeNextParts('invalid_request',
+    `The request-target must be a path such as /api/health${target === '*' ? ' (* is for OPTIONS alone)' : ''}.`, {}, requestIdHeader, logged);
+}
+
+/**
+ * Off Vercel, the client's address as this server trusts it replaces what the request says in
+ * X-Forwarded-For (and X-Real-IP is removed), before Next sees it: Next only fills X-Forwarded-For
+ * from the socket when a client sent none (base-server.js), so a client reaching `next start`
+ * directly could otherwise pick the address the failure throttle counts it under
+ * (lib/auth/failure-throttle.ts). TRUSTED_PROXY_HOPS names the proxies of the operator's whose
+ * entries are kept. On Vercel the platform's own headers are kept as they arrive: Vercel overwrites
+ * them with the client's address.
+ */
+function settleClientAddress(request: http.IncomingMessage): void {
+  if (isDeployed()) return;
+  let hops = 0;
+  try {
+    hops = getConfig().trustedProxyHops;
+  } catch {
+    // A refused configuration: every route answers 503; trust no header meanwhile.
+  }
+  const forwarded = request.headers['x-forwarded-for'];
+  request.headers['x-forwarded-for'] = trustedClientAddress(request.socket.remoteAddress, Array.isArray(forwarded) ? forwarded.join(',') : forwarded, hops);
+  delete request.headers['x-real-ip'];
+}
+
+/**
  * What Node's HTTP parser refuses (its 'clientError': an unknown or lower-case method, headers over
  * its limit, a malformed request line or body framing, a request too slow to arrive), as an
  * HTTP/1.1 message to write to the socket: the statuses of Node's own answer (431, 413 for chunk
@@ -69,12 +114,14 @@ function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: strin
 let installed = false;
 
 /**
- * Answer unrouted methods and what Node's parser refuses in the Node HTTP server, before Next.
+ * Answer unrouted methods, request-targets that are not paths and what Node's parser refuses in the
+ * Node HTTP server, before Next, and settle the client's address (settleClientAddress).
  * `next start` and `next dev` serve through a `node:http` Server, whose parser hands each request to
  * the server's 'request' event and each refusal to its 'clientError' event; this wraps both events
  * for every such server of the process, once. Every other request goes on to Next untouched, at
  * the cost of a method check. (Installed when Next runs instrumentation.ts, a moment after the
- * port opens: a request in that moment gets Next's or Node's own answer.)
+ * port opens: a request in that moment gets Next's or Node's own answer, and keeps the
+ * X-Forwarded-For it was sent with.)
  */
 export function answerBeforeNext(): void {
   if (installed) return;
@@ -83,12 +130,15 @@ export function answerBeforeNext(): void {
   http.Server.prototype.emit = function emitBeforeNext(this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
     if (event === 'request') {
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
-      if (!ROUTED.has(request.method ?? '')) {
-        const header = request.headers['x-request-id'];
-        const { status, headers, body } = unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, typeof header === 'string' ? header : null);
-        response.writeHead(status, headers).end(body);
+      const header = request.headers['x-request-id'];
+      const requestIdHeader = typeof header === 'string' ? header : null;
+      const refused = requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
+        ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader));
+      if (refused) {
+        response.writeHead(refused.status, refused.headers).end(refused.body);
         return true;
       }
+      settleClientAddress(request);
     }
     if (event === 'clientError') {
       const [error, socket] = args as [NodeJS.ErrnoException, Duplex & { _httpMessage?: (http.ServerResponse & { _headerSent?: boolean }) | null }];

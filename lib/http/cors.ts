@@ -4,7 +4,12 @@
  * (no browser, no same-origin rule) nor by a frontend in this same Next project (same origin).
  *
  * Credentials travel as `Authorization: Bearer`, never as cookies, so no Allow-Credentials, and an
- * allowed origin is echoed back (with `Vary: Origin`), never `*`.
+ * allowed origin is echoed back, never `*`.
+ *
+ * Once CORS_ORIGINS lists an origin, every answer depends on the request's Origin (an allowed one
+ * gets the headers, any other gets none), so every answer says so in `Vary`, refusals and answers
+ * to other origins included: a cache in between must never hand one origin's answer to another.
+ * Without CORS_ORIGINS no answer depends on it, and none says so.
  */
 
 /** Headers a cross-origin caller may send besides the CORS-safelisted ones. */
@@ -14,16 +19,24 @@ const EXPOSED_RESPONSE_HEADERS = 'x-request-id, retry-after, www-authenticate';
 /** How long a browser may reuse a preflight answer (seconds). */
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
-/** The headers of an answer to a request from `origin` (none when it is not allowed, or not cross-origin). */
+/** What an answer's CORS headers depend on: the request's Origin (and for a preflight, what it asks for). */
+const RESPONSE_VARY = 'Origin';
+const PREFLIGHT_VARY = 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers';
+
+/**
+ * The headers of an answer to a request from `origin`: the CORS headers when it is allowed, and
+ * `Vary: Origin` whenever any origin is (see above).
+ */
 export function corsResponseHeaders(origin: string | null, allowedOrigins: readonly string[]): Record<string, string> {
-  if (!origin || !allowedOrigins.includes(origin)) return {};
-  return { 'access-control-allow-origin': origin, 'access-control-expose-headers': EXPOSED_RESPONSE_HEADERS, vary: 'Origin' };
+  if (allowedOrigins.length === 0) return {};
+  if (!origin || !allowedOrigins.includes(origin)) return { vary: RESPONSE_VARY };
+  return { 'access-control-allow-origin': origin, 'access-control-expose-headers': EXPOSED_RESPONSE_HEADERS, vary: RESPONSE_VARY };
 }
 
 /**
  * The headers of the answer to a preflight (OPTIONS with Access-Control-Request-Method) from
- * `origin` for a path that allows `methods`. A refused preflight gets none: the browser then
- * refuses the request itself.
+ * `origin` for a path that allows `methods`. A refused preflight gets none but `Vary` (whenever
+ * any origin is allowed): the browser then refuses the request itself.
  */
 export function corsPreflightHeaders(
   origin: string | null,
@@ -32,14 +45,16 @@ export function corsPreflightHeaders(
   requestedHeaders: string | null,
   methods: readonly string[],
 ): Record<string, string> {
-  if (!origin || !allowedOrigins.includes(origin) || !requestedMethod || !methods.includes(requestedMethod)) return {};
+  if (allowedOrigins.length === 0) return {};
+  const refused = { vary: PREFLIGHT_VARY };
+  if (!origin || !allowedOrigins.includes(origin) || !requestedMethod || !methods.includes(requestedMethod)) return refused;
   const asked = (requestedHeaders ?? '').split(',').map((name) => name.trim().toLowerCase()).filter(Boolean);
-  if (asked.some((name) => !ALLOWED_REQUEST_HEADERS.includes(name))) return {};
+  if (asked.some((name) => !ALLOWED_REQUEST_HEADERS.includes(name))) return refused;
   return {
     'access-control-allow-origin': origin,
     'access-control-allow-methods': methods.join(', '),
     'access-control-allow-headers': ALLOWED_REQUEST_HEADERS.join(', '),
     'access-control-max-age': String(PREFLIGHT_MAX_AGE_SECONDS),
-    vary: 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers',
+    vary: PREFLIGHT_VARY,
   };
 }

@@ -1,5 +1,5 @@
 import { ConfigError, getConfig } from '../config.ts';
-import { countDbCalls, DbError, type DbRequestStats } from '../db/index.ts';
+import { countDbCalls, DbError, pendingMigrationsIn, schemaBehindMessage, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
 import { log, type Logger } from '../log.ts';
 import { corsPreflightHeaders, corsResponseHeaders } from './cors.ts';
@@ -104,7 +104,9 @@ function wrap(handler: RouteHandler): NextHandler {
     // A preflight's CORS headers are the OPTIONS handler's alone (none when it refused).
     const preflight = request.method === 'OPTIONS' && request.headers.has('access-control-request-method');
     if (!preflight) {
-      for (const [name, value] of Object.entries(corsResponseHeaders(request.headers.get('origin'), allowedCorsOrigins()))) response = withHeader(response, name, value);
+      for (const [name, value] of Object.entries(corsResponseHeaders(request.headers.get('origin'), allowedCorsOrigins()))) {
+        response = name === 'vary' ? withVary(response, value) : withHeader(response, name, value);
+      }
     }
     // Server-Timing (visible in browser dev tools, and read by the bench): database calls and time.
     response = withHeader(response, 'server-timing', `db;desc="${db.calls} calls";dur=${db.ms.toFixed(1)}, total;dur=${ms.toFixed(1)}`);
@@ -138,6 +140,16 @@ export function toApiError(error: unknown, requestLog: Logger = log): ApiError {
     // Anything else is the database's own words (a constraint, a key, a value): the log has them,
     // the answer says what it means.
     const dbLog = { err: { message: error.message, sqlState: error.sqlState, detail: error.detail } };
+    const pending = pendingMigrationsIn(error);
+    if (pending) {
+      // Not "the database did not answer": it answered, and lacks migrations of this code. The log
+      // says what to run; the answer names nothing of the schema (the caller only needs to retry).
+      requestLog.error({ pending }, schemaBehindMessage(pending));
+      return new ApiError('database_unavailable', {
+        detail: 'The service cannot use its database until its operator finishes an upgrade; nothing was changed. Retry later.',
+        headers: { 'retry-after': String(RETRY_AFTER_SECONDS) },
+      });
+    }
     if (error.kind === 'unavailable') {
       requestLog.warn(dbLog, 'database unavailable');
       return new ApiError('database_unavailable', {
@@ -183,6 +195,15 @@ function withHeader(response: Response, name: string, value: string): Response {
     copy.headers.set(name, value);
     return copy;
   }
+}
+
+/** Add names to the response's Vary, keeping those a handler put there. */
+function withVary(response: Response, names: string): Response {
+  const present = response.headers.get('vary');
+  if (!present) return withHeader(response, 'vary', names);
+  const have = new Set(present.split(',').map((name) => name.trim().toLowerCase()));
+  const more = names.split(',').map((name) => name.trim()).filter((name) => !have.has(name.toLowerCase()));
+  return more.length === 0 ? response : withHeader(response, 'vary', [present, ...more].join(', '));
 }
 
 /** A JSON response with no caching (every answer here is per-user or per-delivery). */

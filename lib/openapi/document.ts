@@ -187,20 +187,26 @@ export const OPERATIONS: Operation[] = [
     answers: [{ status: 200, description: 'Refreshed', schema: responses.billingSyncResponseSchema }],
     errors: [...WRITE_SESSION_ERRORS, 'rate_limited', 'sync_not_configured', 'upstream_unavailable', 'upstream_rejected', 'upstream_invalid', ...ALWAYS],
   },
-  {
-    method: 'get', path: '/api/cron/billing-sync', tags: ['Operations'], security: 'cronSecret',
-    summary: 'Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron)',
-    description: 'Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat\'s rate budget and about 20 s; safe to run twice at once.',
-    answers: [{ status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema }],
-    errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', 'sync_not_configured', ...ALWAYS],
-  },
-  {
-    method: 'get', path: '/api/cron/maintenance', tags: ['Operations'], security: 'cronSecret',
-    summary: 'Apply every retention rule (Vercel Cron, daily)',
-    description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same.',
-    answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
-    errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
-  },
+  // Vercel Cron sends GET; a scheduler that POSTs (Supabase Cron's net.http_post) is answered the same.
+  ...(['get', 'post'] as const).flatMap((method): Operation[] => [
+    {
+      method, path: '/api/cron/billing-sync', tags: ['Operations'], security: 'cronSecret',
+      summary: `Sweep: sync marked and due subscribers from RevenueCat (Vercel Cron${method === 'post' ? ', or a scheduler that POSTs' : ''})`,
+      description: 'Works through the subscribers webhooks marked, and known subscribers whose access ends soon or that were not synced for 30 days, within RevenueCat\'s rate budget and about 20 s; safe to run twice at once. '
+        + 'GET (Vercel Cron) and POST (a scheduler that posts, such as Supabase Cron\'s `net.http_post`) do the same; a request body is ignored. '
+        + 'On a server without a RevenueCat REST key there is nothing to do: 200 with zero counts and `nothingToDo` saying why.',
+      answers: [{ status: 200, description: 'Counts of the run', schema: responses.billingSweepResponseSchema }],
+      errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
+    },
+    {
+      method, path: '/api/cron/maintenance', tags: ['Operations'], security: 'cronSecret',
+      summary: `Apply every retention rule (Vercel Cron, daily${method === 'post' ? '; or a scheduler that POSTs' : ''})`,
+      description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. '
+        + 'GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.',
+      answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
+      errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
+    },
+  ]),
   {
     method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',
     summary: 'Sync one subscriber from RevenueCat (operator)',
@@ -286,7 +292,11 @@ const JSON_VALUE_SCHEMA = {
   anyOf: [
     { type: 'string', ...STORABLE_STRING },
     { type: ['number', 'boolean', 'null'] },
-    { type: 'array', items: { $ref: '#/components/schemas/JsonValue' } },
+    // "No item that is not a JsonValue" rather than `items: JsonValue`: the same rule, but code
+    // generators (openapi-typescript) type it `unknown[]`, where `JsonValue[]` inside JsonValue is a
+    // type that TypeScript refuses as referring to itself (TS2502). Objects may recurse: TypeScript
+    // defers an object type's members.
+    { type: 'array', not: { contains: { not: { $ref: '#/components/schemas/JsonValue' } } } },
     { type: 'object', propertyNames: STORABLE_KEY, additionalProperties: { $ref: '#/components/schemas/JsonValue' } },
   ],
 };

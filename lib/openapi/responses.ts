@@ -173,6 +173,7 @@ export const billingSweepResponseSchema = z
     synced: z.int(),
     failed: z.int().meta({ description: 'Left marked, due again after a backoff' }),
     due: z.int().meta({ description: 'Still due when the run ended (the next run takes them)' }),
+    nothingToDo: z.string().optional().meta({ description: 'Present when the run had nothing to do, saying why (the server has no RevenueCat REST key: webhooks alone keep entitlements)' }),
   })
   .meta({ id: 'BillingSweep' });
 
@@ -269,7 +270,7 @@ export const serviceStatusSchema = z
       adminApi: z.enum(['on', 'local dev secret', 'off']),
       contractWalletChains: z.array(z.int()).meta({ description: 'Chains whose smart-contract wallets can be verified' }),
       sandboxPurchases: z.enum(['grant', 'recorded only']),
-    }).meta({ description: 'Which optional parts are on, by name (never a secret, URL or host)' }),
+    }).nullable().meta({ description: "Which optional parts are on, by name (never a secret, URL or host). The route always has them; null only where the status was read from an operator's shell beside a deployment (`npm run status` without --url), which cannot see the deployment's settings" }),
     attention: z.array(z.string()).meta({ description: 'What deserves a look, in words (empty: nothing)' }),
   })
   .meta({ id: 'ServiceStatus' });

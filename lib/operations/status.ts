@@ -1,14 +1,14 @@
 import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
-import { formatCounts, formatUtc } from './words.ts';
+import { formatCounts, formatUtc } from '../words.ts';
 
 /**
  * What an operator asks first, in one answer (GET /api/admin/status, `npm run status`): did the
  * webhooks land and what did they do, is the sync queue moving and how did the last sweep go, what
  * did the last maintenance run drop and what is it behind, does the database have the code's
  * migrations, and which optional parts are on. Read in ONE database call
- * (public.operator_status, supabase/migrations/20261127002000_operator_status.sql); the rest comes
+ * (public.operator_status, supabase/schemas/09_operator.sql); the rest comes
  * from the configuration and the migration files this code ships. Names of parts only: never a
  * secret, a URL or a host.
  */
@@ -76,7 +76,12 @@ export interface ServiceStatus {
     unknown: string[];
     upToDate: boolean;
   };
-  parts: ServiceParts;
+  /**
+   * Which optional parts are on: the settings of whoever read the status. Null where they cannot be
+   * seen: read from an operator's shell outside local mode, which has the database's settings, not
+   * the deployment's (ask the deployment: its GET /api/admin/status, `npm run status -- --url`).
+   */
+  parts: ServiceParts | null;
   /** What deserves a look, in words (empty: nothing). */
   attention: string[];
 }
@@ -108,8 +113,18 @@ interface StatusRow {
 /** The sweep runs daily (vercel.json); a mark due for longer than this means it is not running or not keeping up. */
 const SWEEP_LATE_MS = 26 * 3600_000;
 
-export async function readServiceStatus(now = new Date()): Promise<ServiceStatus> {
+export interface StatusOptions {
+  /**
+   * Whether this process has the service's settings, so its parts are the service's: the service
+   * itself (the route), and a shell in local mode (it reads the same .env.local as `npm run dev`).
+   * An operator's shell beside a deployment has only the database's: its parts are not shown.
+   */
+  partsVisible?: boolean;
+}
+
+export async function readServiceStatus(now = new Date(), options: StatusOptions = {}): Promise<ServiceStatus> {
   const config = getConfig();
+  const parts = options.partsVisible === false ? null : partsOf(config);
   const codeVersions = readMigrationFiles();
   let row: StatusRow;
   try {
@@ -118,7 +133,7 @@ export async function readServiceStatus(now = new Date()): Promise<ServiceStatus
     // A deployment whose database lacks migrations refuses every call: that is the status to give.
     const pending = pendingMigrationsIn(error);
     if (!pending) throw error;
-    return schemaBehindStatus(config, now, pending, codeVersions.at(-1)?.version ?? null);
+    return schemaBehindStatus(config, now, pending, codeVersions.at(-1)?.version ?? null, parts);
   }
   const applied = new Set(row.schemaVersions);
   const known = new Set(codeVersions.map((file) => file.version));
@@ -152,14 +167,14 @@ export async function readServiceStatus(now = new Date()): Promise<ServiceStatus
       behind: { ...row.billingRetention, cutoff: iso(row.billingRetention.cutoff) },
     },
     schema,
-    parts: partsOf(config),
+    parts,
     attention: [],
   };
   status.attention = attentionFor(status, now);
   return status;
 }
 
-function schemaBehindStatus(config: Config, now: Date, pending: string[], code: string | null): ServiceStatus {
+function schemaBehindStatus(config: Config, now: Date, pending: string[], code: string | null, parts: ServiceParts | null): ServiceStatus {
   const status: ServiceStatus = {
     checkedAt: now.toISOString(),
     mode: modeOf(config),
@@ -167,10 +182,10 @@ function schemaBehindStatus(config: Config, now: Date, pending: string[], code: 
     syncQueue: { depth: 0, due: 0, oldestDueAt: null, nextDueAt: null, oldestRequestedAt: null, failing: 0, lastFailure: null, lastSweep: null },
     maintenance: { lastRun: null, behind: { cutoff: now.toISOString(), monthsToDrop: [], customersWaiting: 0, heldEvents: 0 } },
     schema: { code, database: null, pending, unknown: [], upToDate: false },
-    parts: partsOf(config),
+    parts,
     attention: [],
   };
-  status.attention = [`The database lacks ${pending.length} migration(s) of this code (${pending.join(', ')}): every other request answers 503 until \`npm run migrate\` (or \`supabase db push\`) applies them; nothing else could be read.`];
+  status.attention = [`The database schema is behind this code: ${pending.length} migration(s) pending (${pending.join(', ')}). Run \`npm run migrate\` (or \`supabase db push\` on Supabase): until then every request that needs the database answers 503, and nothing else of the status could be read.`];
   return status;
 }
 
@@ -200,10 +215,10 @@ export function partsOf(config: Config): ServiceParts {
 export function attentionFor(status: ServiceStatus, now: Date): string[] {
   const notes: string[] = [];
   const { schema, syncQueue, maintenance, parts } = status;
-  if (schema.pending.length > 0) notes.push(`The database lacks ${schema.pending.length} migration(s) of this code (${schema.pending.join(', ')}): run \`npm run migrate\`.`);
+  if (schema.pending.length > 0) notes.push(`The database schema is behind this code: ${schema.pending.length} migration(s) pending (${schema.pending.join(', ')}). Run \`npm run migrate\`.`);
   if (schema.unknown.length > 0) notes.push(`The database has migration(s) this code does not know (${schema.unknown.join(', ')}): a newer version migrated it.`);
   if (syncQueue.oldestDueAt && now.getTime() - Date.parse(syncQueue.oldestDueAt) > SWEEP_LATE_MS) {
-    notes.push(`${syncQueue.due} subscriber(s) have waited more than a day for a sync from RevenueCat: ${parts.cron === 'off' ? 'the sweep is off (no cron secret)' : 'check the sweep'}${parts.revenuecatSync === 'off' ? ' and the RevenueCat key' : ''}.`);
+    notes.push(`${syncQueue.due} subscriber(s) have waited more than a day for a sync from RevenueCat: ${parts?.cron === 'off' ? 'the sweep is off (no cron secret)' : 'check the sweep'}${parts?.revenuecatSync === 'off' ? ' and the RevenueCat key' : ''}.`);
   }
   if (syncQueue.lastSweep && Number(syncQueue.lastSweep.result.failed ?? 0) > 0) {
     notes.push(`The last sweep failed ${syncQueue.lastSweep.result.failed} sync(s)${syncQueue.lastFailure?.error ? `; the latest error: ${syncQueue.lastFailure.error}` : ''}.`);
@@ -212,7 +227,7 @@ export function attentionFor(status: ServiceStatus, now: Date): string[] {
   if (behind.monthsToDrop.length > 0) notes.push(`Billing events of ${behind.monthsToDrop.join(', ')} are past the retention and not dropped yet (${behind.customersWaiting} customer(s) wait for a checkpoint): run \`npm run db:maintain\`.`);
   if (behind.heldEvents > 0) notes.push(`${behind.heldEvents} billing event(s) are held aside until their customers' checkpoints succeed (the next maintenance run tries again).`);
   if (maintenance.lastRun && maintenance.lastRun.result.done === false) notes.push('The last maintenance run did not finish everything due: the next run goes on.');
-  if (!maintenance.lastRun && parts.cron === 'on' && !status.mode.local) notes.push('No maintenance run recorded yet: the daily cron job (GET /api/cron/maintenance) has not run here.');
+  if (!maintenance.lastRun && parts?.cron === 'on' && !status.mode.local) notes.push('No maintenance run recorded yet: the daily cron job (GET /api/cron/maintenance) has not run here.');
   return notes;
 }
 
@@ -222,6 +237,9 @@ function runOf(run: OperatorRun | undefined): OperatorRun | null {
 
 const iso = (value: string) => new Date(value).toISOString();
 const isoOrNull = (value: string | null) => (value === null ? null : iso(value));
+
+/** The optional parts, as the status names them. */
+const PART_NAMES = ['billing webhook', 'leagues webhook', 'RevenueCat sync', 'cron', 'admin API', 'contract wallets', 'sandbox purchases'];
 
 /** The status in lines a person reads (`npm run status`). */
 export function describeStatus(status: ServiceStatus): string[] {
@@ -233,8 +251,20 @@ export function describeStatus(status: ServiceStatus): string[] {
   const runBilling = (run?.result.billing ?? {}) as { partitionsDropped?: string[]; checkpoints?: number; heldEvents?: number };
   const deleted = (part: string, key: string) => Number(((run?.result[part] ?? {}) as Record<string, unknown>)[key] ?? 0);
   const { behind } = maintenance;
+  const header = `Status at ${formatUtc(status.checkedAt)} (${mode.local ? 'local mode' : mode.deployed ? 'deployed' : 'not local'}, ${mode.database} database)`;
+  const schemaLine = schema.upToDate
+    ? `Schema: database at ${schema.database ?? 'unknown'}, code at ${schema.code ?? 'none'}: up to date${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`
+    : `Schema: behind this code (at ${schema.code ?? 'none'}): ${schema.pending.length} migration(s) pending; run \`npm run migrate\`${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`;
+  const partsLine = parts
+    ? `Parts: billing webhook ${parts.billingWebhook}; leagues webhook ${parts.leaguesWebhook}; RevenueCat sync ${parts.revenuecatSync}${parts.revenuecatSync === 'off' ? '' : ` (after webhooks: ${parts.syncAfterWebhooks})`}; `
+      + `cron ${parts.cron}; admin API ${parts.adminApi}; contract wallets ${parts.contractWalletChains.length ? `on chain(s) ${parts.contractWalletChains.join(', ')}` : 'off'}; sandbox purchases ${parts.sandboxPurchases}`
+    : `Parts: not visible from this shell, which has the database's settings, not the deployment's: ${PART_NAMES.join(', ')}. `
+      + 'Ask the deployment: `npm run status -- --url https://<your deployment>` (with its ADMIN_API_SECRET).';
+  const attention = status.attention.length ? ['Needs attention:', ...status.attention.map((note) => `  - ${note}`)] : ['Nothing needs attention.'];
+  // A database behind its code was not read: no counts, which would read as "nothing happened".
+  if (!schema.upToDate && schema.database === null) return [header, schemaLine, partsLine, ...attention];
   const lines = [
-    `Status at ${formatUtc(status.checkedAt)} (${mode.local ? 'local mode' : mode.deployed ? 'deployed' : 'not local'}, ${mode.database} database)`,
+    header,
     `Billing webhook: ${billing
       ? `last ${billing.type} ${billing.eventId} at ${formatUtc(billing.receivedAt)}: ${billing.outcome}${billing.reason ? ` (${billing.reason})` : ''}`
       : 'no event received yet'}; last 24 h: ${formatCounts(webhooks.billing.last24h)}`,
@@ -248,9 +278,8 @@ export function describeStatus(status: ServiceStatus): string[] {
         + `${runBilling.checkpoints ?? 0} checkpoint(s), deleted ${deleted('wallets', 'challengesDeleted')} wallet challenge(s), ${deleted('leagues', 'deliveriesDeleted')} league delivery record(s), ${deleted('billingSync', 'refreshRequestsDeleted')} refresh request(s)`
       : 'none recorded'}`
       + `; behind: ${behind.monthsToDrop.length === 0 && behind.heldEvents === 0 ? 'nothing' : `billing months ${behind.monthsToDrop.join(', ') || 'none'} past the retention, ${behind.customersWaiting} customer(s) to checkpoint, ${behind.heldEvents} event(s) held aside`}`,
-    `Schema: database at ${schema.database ?? 'unknown'}, code at ${schema.code ?? 'none'}: ${schema.upToDate ? 'up to date' : `${schema.pending.length} migration(s) pending`}${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`,
-    `Parts: billing webhook ${parts.billingWebhook}; leagues webhook ${parts.leaguesWebhook}; RevenueCat sync ${parts.revenuecatSync}${parts.revenuecatSync === 'off' ? '' : ` (after webhooks: ${parts.syncAfterWebhooks})`}; `
-      + `cron ${parts.cron}; admin API ${parts.adminApi}; contract wallets ${parts.contractWalletChains.length ? `on chain(s) ${parts.contractWalletChains.join(', ')}` : 'off'}; sandbox purchases ${parts.sandboxPurchases}`,
+    schemaLine,
+    partsLine,
   ];
-  return [...lines, ...(status.attention.length ? ['Needs attention:', ...status.attention.map((note) => `  - ${note}`)] : ['Nothing needs attention.'])];
+  return [...lines, ...attention];
 }

@@ -12,8 +12,9 @@ import { readRevenueCatJson } from './client.ts';
  *   GET {apiUrl}/v2/projects/{project_id}/products/{product_id}                  (get-product)
  *
  * v2 names products by RevenueCat's own id (`prod...`); webhooks and v1 by the store's identifier,
- * so each product is looked up once per process (its `store_identifier` never changes). Lists are
- * followed through `next_page` up to MAX_PAGES. Bounded like the v1 client (a timeout per request,
+ * so each product is looked up once per process (its `store_identifier` never changes), at most
+ * MAX_PRODUCT_LOOKUPS a sync. Lists are followed through `next_page` up to MAX_PAGES, and only
+ * while it stays in the project's part of the API (nextPageUrl). Bounded like the v1 client (a timeout per request,
  * the caller's deadline), but never retried: v2 only completes v1's record, and a sync without it
  * still converges as v1 alone does (the caller logs the failure and goes on). The key travels only
  * in the Authorization header and is never logged.
@@ -61,6 +62,14 @@ export class RevenueCatV2Error extends Error {}
 /** At most this many pages of one list are read (20 items each by default). */
 export const MAX_PAGES = 10;
 
+/**
+ * At most this many products are looked up (get-product) for one customer's sync: those the
+ * process knows already cost nothing. A customer whose purchases name more products this process
+ * has not seen gets a sync without v2 (the caller's "v1's alone"), and the lookups made are kept,
+ * so the next sync goes on from there. Two lists of MAX_PAGES pages could otherwise name hundreds.
+ */
+export const MAX_PRODUCT_LOOKUPS = 20;
+
 const entitlementListSchema = z.looseObject({
   items: z.array(z.looseObject({ lookup_key: z.string().min(1) })),
   next_page: z.string().nullable().optional(),
@@ -104,7 +113,11 @@ export async function fetchV2Customer(customerId: string, options: RevenueCatV2O
   const subscriptions = await readList(`${customer}/subscriptions`, subscriptionSchema, options);
   const purchases = await readList(`${customer}/purchases`, purchaseSchema, options);
   const productIds = [...new Set([...subscriptions, ...purchases].map((item) => item.product_id).filter((id): id is string => id !== null))];
-  for (const id of productIds) await storeIdentifierOf(id, base, options);
+  const unknown = productIds.filter((id) => !storeIdentifiers.has(cacheKey(options, id)));
+  for (const id of unknown.slice(0, MAX_PRODUCT_LOOKUPS)) await storeIdentifierOf(id, base, options);
+  if (unknown.length > MAX_PRODUCT_LOOKUPS) {
+    throw new RevenueCatV2Error(`RevenueCat v2 names ${unknown.length} products this instance has not looked up; ${MAX_PRODUCT_LOOKUPS} were, the rest wait for the next sync.`);
+  }
   const productOf = (id: string | null) => (id === null ? null : storeIdentifiers.get(cacheKey(options, id)) ?? null);
   const common = (item: z.output<typeof subscriptionSchema> | z.output<typeof purchaseSchema>) => ({
     productId: productOf(item.product_id),
@@ -139,7 +152,7 @@ const cacheKey = (options: RevenueCatV2Options, productId: string) => `${options
 async function storeIdentifierOf(productId: string, base: string, options: RevenueCatV2Options): Promise<void> {
   const key = cacheKey(options, productId);
   if (storeIdentifiers.has(key)) return;
-  const product = productSchema.safeParse(await getJson(`${base}/products/${encodeURIComponent(productId)}`, options));
+  const product = productSchema.safeParse(await getJson(new URL(`${options.apiUrl}${base}/products/${encodeURIComponent(productId)}`), options));
   if (!product.success) throw new RevenueCatV2Error('RevenueCat v2 answered with a body that is not a product.');
   if (storeIdentifiers.size >= MAX_CACHED_PRODUCTS) storeIdentifiers.clear();
   storeIdentifiers.set(key, product.data.store_identifier);
@@ -151,9 +164,7 @@ async function readList<T extends z.ZodType>(path: string, item: T, options: Rev
   let next: string | null | undefined = path;
   for (let page = 0; next; page++) {
     if (page === MAX_PAGES) throw new RevenueCatV2Error(`RevenueCat v2 lists more than ${MAX_PAGES} pages at ${path}.`);
-    // next_page is a path on the same API (`/v2/projects/...`): anything else is not followed.
-    if (!next.startsWith('/v2/')) throw new RevenueCatV2Error('RevenueCat v2 answered a next_page outside its API.');
-    const parsed = schema.safeParse(await getJson(next, options));
+    const parsed = schema.safeParse(await getJson(nextPageUrl(next, options), options));
     if (!parsed.success) {
       const where = parsed.error.issues.slice(0, 3).map((issue) => issue.path.join('.') || '(body)').join(', ');
       throw new RevenueCatV2Error(`RevenueCat v2 answered with a body that is not a list (at ${where}).`);
@@ -164,12 +175,36 @@ async function readList<T extends z.ZodType>(path: string, item: T, options: Rev
   return items;
 }
 
-async function getJson(path: string, options: RevenueCatV2Options): Promise<unknown> {
+/**
+ * Where a list's page is read: `next_page` is a path on the same API (`/v2/projects/{project_id}/...`,
+ * under REVENUECAT_API_URL's own path when that has one). It is resolved as a URL first (so `..`,
+ * `%2e%2e` and backslashes are what the URL means, not what the text looks like; an encoded `/` or
+ * `\` is refused outright), and followed only
+ * when it is still on the API's origin and under this project's part of v2: an answer can never send
+ * the secret key elsewhere, not to v1 (`/v2/../v1/...`) and not to another project.
+ */
+export function nextPageUrl(nextPage: string, options: Pick<RevenueCatV2Options, 'apiUrl' | 'projectId'>): URL {
+  const api = new URL(options.apiUrl);
+  const within = `${api.pathname.replace(/\/+$/, '')}/v2/projects/${encodeURIComponent(options.projectId)}/`;
+  let url: URL | undefined;
+  try {
+    url = nextPage.startsWith('/v2/') ? new URL(`${options.apiUrl.replace(/\/+$/, '')}${nextPage}`) : undefined;
+  } catch {
+    url = undefined;
+  }
+  // An encoded slash or backslash is left as it is by URL rules, but some servers and proxies decode it into a separator.
+  if (!url || url.origin !== api.origin || !url.pathname.startsWith(within) || /%2f|%5c/i.test(url.pathname) || url.username || url.password) {
+    throw new RevenueCatV2Error('RevenueCat v2 answered a next_page outside this project\'s part of its API; it was not followed.');
+  }
+  return url;
+}
+
+async function getJson(url: URL, options: RevenueCatV2Options): Promise<unknown> {
   const left = options.deadline === undefined ? Infinity : options.deadline - Date.now();
   if (left < 100) throw new RevenueCatV2Error('No time was left to ask RevenueCat v2.');
   let response: Response;
   try {
-    response = await fetch(`${options.apiUrl}${path}`, {
+    response = await fetch(url, {
       headers: { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' },
       signal: AbortSignal.timeout(Math.min(options.timeoutMs, left)),
       redirect: 'error',

@@ -72,8 +72,8 @@ export async function verifyLinkProof(input: LinkInput, options: ProofOptions): 
     throw new DomainError('unsupported_signature_type', 'ERC-8010 (EIP-7702 delegation) signatures are not supported; sign with the account itself.');
   }
   if (options.contractChains?.has(input.chainId)) return { challengeId: message.requestId, kind: 'contract', chainId: input.chainId };
-  if (input.signature.length === EVM_SIGNATURE_BYTES) throw new DomainError('invalid_signature', `${notTheKey} ${noContractWallets(input.chainId)}`);
-  throw new DomainError('unsupported_signature_type', `This ${input.signature.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(input.chainId)}`);
+  if (input.signature.length === EVM_SIGNATURE_BYTES) throw new DomainError('invalid_signature', `${notTheKey} ${noContractWallets(input.chainId, 'not-the-key')}`);
+  throw new DomainError('unsupported_signature_type', `This ${input.signature.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(input.chainId, 'contract-sized')}`);
 }
 
 function invalidMessage(detail: string): DomainError {

@@ -126,7 +126,7 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
     throw new DomainError(decoded.code, decoded.reason, { errors: [{ path: 'payload.signature', message: decoded.reason }] });
   }
   if (payload.chain === 'evm' && decoded.bytes.length !== EVM_SIGNATURE_BYTES && !config.wallet.evmRpcUrls.has(payload.chainId)) {
-    const detail = `This ${decoded.bytes.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(payload.chainId)}`;
+    const detail = `This ${decoded.bytes.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(payload.chainId, 'contract-sized')}`;
     throw new DomainError('unsupported_signature_type', detail, { errors: [{ path: 'payload.signature', message: detail }] });
   }
   return { ...wallet, message: payload.message, signature: decoded.bytes };
@@ -134,10 +134,17 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
 
 /**
  * Why a contract wallet cannot link on this chain, for the caller; what would change that is the
- * operator's business, so it goes to the log (an answer names no setting).
+ * operator's business, so it goes to the log (an answer names no setting). `signature` says what was
+ * sent: one only a contract makes (not 65 bytes), or an ordinary wallet's 65 bytes that its key did
+ * not make (a wrong key or a changed message, far more often than a contract's): the log says which,
+ * so an operator does not read every mistyped signature as a smart-contract wallet turned away.
  */
-export function noContractWallets(chainId: number): string {
-  log.info({ chainId }, `a smart-contract wallet tried to link on chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check them`);
+export function noContractWallets(chainId: number, signature: 'contract-sized' | 'not-the-key'): string {
+  if (signature === 'contract-sized') {
+    log.info({ chainId }, `a smart-contract wallet tried to link on chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check them`);
+  } else {
+    log.info({ chainId }, `a signature on chain ${chainId} was not made by the address's key (a wrong key or message; only if it came from a smart-contract wallet would an RPC for chain ${chainId} in WALLET_EVM_RPC_URLS help)`);
+  }
   return `Smart-contract wallets are checked on their chain, and this service does not check them on chain ${chainId}: ` +
     'link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.';
 }

@@ -13,7 +13,7 @@ import type { ChallengeInput, LinkInput } from './schemas.ts';
 
 /**
  * The wallet-link use cases. Each makes exactly one database call (one SQL function in
- * supabase/migrations/20261122000200_wallets.sql and the migrations that redefine them), after
+ * supabase/schemas/05_wallets.sql), after
  * every check that needs no database; linking a smart-contract wallet makes two, around the call
  * to its chain, or three when the chain's provider failed (see linkWallet).
  * `now` is injectable for the tests; the routes use the real clock.
@@ -67,10 +67,10 @@ export interface LinkResult {
  * caller, at most 5 times per challenge and 20 times per account in 10 minutes (429 beyond); then
  * the chain answers (ERC-6492 / ERC-1271); only a valid answer links. An invalid signature (422)
  * or a chain that gave no verdict (503) leaves the challenge open for another try. The check is
- * given back to the challenge (supabase/migrations/20261126000300_contract_check_refund.sql)
+ * given back to the challenge (public.wallet_refund_contract_check)
  * before the 503 only when the provider failed in a way no request can cause (an HTTP 5xx, a
  * refused connection): a timeout or an oversized answer may be what the caller's contract was
- * built for, so it counts (20261127000400_wallets_chain_scope.sql).
+ * built for, so it counts (supabase/schemas/05_wallets.sql says why).
  */
 export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
   const config = getConfig();

@@ -146,7 +146,7 @@ async function profileAlone(): Promise<void> {
        order by total_exec_time + total_plan_time desc limit 30`, [events]);
     // A nested statement planned on (nearly) every call is one whose generic plan Postgres judged
     // dearer than planning for each call's values (an array parameter, typically): rewrite it as a
-    // lookup by key (20261127005000_billing_in_order_plans.sql). The top-level call is always planned.
+    // lookup by key (public.billing_fold_in_order). The top-level call is always planned.
     console.log('statements by time per renewal (ms run, ms planning; calls, plans; the first is the whole call):');
     for (const row of rows) {
       console.log(`${row.ms.toFixed(4).padStart(8)} ${row.planMs.toFixed(4).padStart(7)}  ${String(row.calls).padStart(6)} ${String(row.plans).padStart(6)}  ${row.query}`);

@@ -51,6 +51,8 @@ export interface FakeRevenueCat {
   failV2(status: number | undefined): void;
   /** Items per page of v2 lists (default 20, v2's default). */
   setV2PageSize(size: number): void;
+  /** Answer every v2 list with this `next_page` instead of its own (a hostile or broken API); undefined: its own. */
+  setV2NextPage(nextPage: string | undefined): void;
   /** What GET /v1/subscribers/{id} shows for this id (replaces what was there). */
   setCustomer(appUserId: string, customer: FakeCustomer): void;
   /** request_date_ms of the answers (default: the real clock). */
@@ -80,6 +82,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
   const v2Requests: FakeRevenueCat['v2Requests'] = [];
   let v2Failure: number | undefined;
   let v2PageSize = 20;
+  let v2NextPage: string | undefined;
   const customers = new Map<string, FakeCustomer>();
   const scripted: ScriptedAnswer[] = [];
   const requests: FakeRevenueCat['requests'] = [];
@@ -186,7 +189,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     const page = items.slice(start, start + v2PageSize);
     const path = `/v2/projects/${projectId}/customers/${encodeURIComponent(customerId)}/${list![3]}`;
     const more = start + v2PageSize < items.length;
-    return { status: 200, body: { object: 'list', items: page, next_page: more ? `${path}?starting_after=${page[page.length - 1]!.id}` : null, url: path } };
+    return { status: 200, body: { object: 'list', items: page, next_page: v2NextPage ?? (more ? `${path}?starting_after=${page[page.length - 1]!.id}` : null), url: path } };
   }
 
   /** Products RevenueCat knows, by store identifier (webhooks' product id) and store. */
@@ -290,6 +293,9 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     },
     setV2PageSize: (size) => {
       v2PageSize = size;
+    },
+    setV2NextPage: (nextPage) => {
+      v2NextPage = nextPage;
     },
     setCustomer: (appUserId, customer) => void customers.set(appUserId, customer),
     setClock: (ms) => {

@@ -81,7 +81,8 @@ function newestSourceMtime(): number {
       else newest = Math.max(newest, statSync(full).mtimeMs);
     }
   };
-  for (const dir of ['app', 'lib', 'public', 'supabase']) if (existsSync(path.join(ROOT, dir))) visit(path.join(ROOT, dir));
+  // packages/client/src: the pages import the client package's source (its dist/ is not the app's).
+  for (const dir of ['app', 'lib', 'public', 'supabase', 'packages/client/src']) if (existsSync(path.join(ROOT, dir))) visit(path.join(ROOT, dir));
   for (const file of ['next.config.mjs', 'package.json', 'instrumentation.ts', 'proxy.ts']) if (existsSync(path.join(ROOT, file))) newest = Math.max(newest, statSync(path.join(ROOT, file)).mtimeMs);
   return newest;
 }

@@ -314,6 +314,8 @@ declare
   v_product_key text;
   v_match text[];
   v_source_keys jsonb := '[]'::jsonb;
+  -- Whether a flag, refund or revocation has reached the rows of entitlements the event does not name.
+  v_spread boolean := false;
 begin
   -- Owner: each candidate stands for its customer (the id RevenueCat's aliasing already merged it
   -- into, whose rows hold the customer's state); the first of those that already holds rows (one
@@ -382,12 +384,14 @@ begin
       end loop;
     end loop;
   end if;
-  -- One customer under several ids: every other real id it names (and whatever was merged into
-  -- them) reads the owner's rows from now on. (An anonymous id is never signed in as.)
+  -- One customer under several ids: every other id it names (and whatever was merged into them)
+  -- stands for the owner from now on: a real id reads the owner's rows, and an anonymous one is
+  -- where a later event naming it finds them (a TRANSFER from the $RCAnonymousID the customer
+  -- started with moves the customer's purchases).
   if v_move = 'merge' and cardinality(v_moved) > 0 then
     update public.billing_subscribers set customer_id = v_owner
     where (app_user_id = any (v_moved) or customer_id = any (v_moved)) and app_user_id <> v_owner
-      and not starts_with(app_user_id, '$RCAnonymousID:') and customer_id is distinct from v_owner;
+      and customer_id is distinct from v_owner;
     update public.billing_subscribers set customer_id = null where app_user_id = v_owner and customer_id is not null;
   end if;
 
@@ -565,15 +569,21 @@ begin
     end if;
 
     -- The rows it changes: the entitlement's row of this source, or, when the event names no
-    -- entitlements, every row this source has (never a new one).
+    -- entitlements, every row this source has (never a new one). A flag, refund or revocation is
+    -- about the purchase, not the entitlement: it also reaches the purchase's rows of entitlements
+    -- the event does not name (the dashboard moved the product to another entitlement since it
+    -- granted them), once, with the first such effect.
     v_found := false;
     for v_row in
       select * from public.entitlements
-      where app_user_id = v_owner and source_key = v_source_key and (v_entitlement is null or entitlement_id = v_entitlement)
+      where app_user_id = v_owner and source_key = v_source_key
+        and (v_entitlement is null or entitlement_id = v_entitlement
+             or (v_action not in ('grant', 'temporary_grant') and not v_spread
+                 and not entitlement_id = any (array(select jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb))->>'entitlementId'))))
       order by entitlement_id collate "C"
       for update
     loop
-      v_found := true;
+      if v_entitlement is null or v_row.entitlement_id = v_entitlement then v_found := true; end if;
       if v_action in ('grant', 'temporary_grant') then
         perform public.billing_grant(v_row, p_plan, v_effect, p_event_id, p_event_at);
         if v_action = 'grant' then v_granted := v_granted || v_row.entitlement_id; end if;
@@ -586,6 +596,10 @@ begin
         coalesce(v_period_expires, 'infinity') >= coalesce(v_row.expires_at, 'infinity')
         or coalesce(v_purchased >= v_row.period_purchased_at, false)
         or coalesce(v_period->>'transactionId' = v_row.transaction_id, false)
+        -- Apple's trial cancelled less than 24 hours before it converts: it holds for the period
+        -- that converted the trial (began as the trial ended), folded before it or after.
+        or coalesce((v_effect->>'cancelsTrialLate')::boolean and v_row.period_purchased_at >= v_period_expires - interval '1 minute'
+                    and v_row.period_purchased_at <= v_period_expires + interval '1 day', false)
       ) then
         v_stale := v_stale + 1;
         continue;
@@ -625,6 +639,7 @@ begin
       where app_user_id = v_row.app_user_id and entitlement_id = v_row.entitlement_id and source_key = v_row.source_key;
       v_applied := v_applied + 1;
     end loop;
+    if v_action not in ('grant', 'temporary_grant') then v_spread := true; end if;
     if v_found or v_entitlement is null then
       if not v_found then v_stale := v_stale + 1; end if;
       continue;
@@ -1245,10 +1260,18 @@ begin
   v_new_period := v_purchased is not null and (p_row.period_purchased_at is null or v_purchased > p_row.period_purchased_at);
   -- 'continue' (a renewal, an extension) keeps what the subscriber chose,
   -- unless the period it continues had lapsed or was failing to charge (a billing error turned
-  -- renewal off; the payment that recovers it turns it back on).
+  -- renewal off; the payment that recovers it turns it back on), or it is a RENEWAL past the stored
+  -- period's end (resumesRenewal): a cancelled subscription charged again was turned back on
+  -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except Apple's trial cancelled less
+  -- than 24 hours before it converts, which is charged once and stays cancelled: an App Store
+  -- trial whose row last changed (its cancellation) within 24 hours of its end.
   v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
+                         or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at
+                                     and not (upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
+                                              and upper(coalesce(p_row.period_type, '')) = 'TRIAL'
+                                              and p_row.last_event_at > p_row.expires_at - interval '24 hours'), false)
                        else p_row.will_renew end;
   v_status := case when v_action = 'temporary_grant' then 'temporary'
                    when v_keeps_issue then p_row.status
@@ -1376,7 +1399,7 @@ begin
     return null;
   end if;
   -- A merge that merges nothing: the ids it names (and the customers they point at) hold no rows
-  -- to move, and every real id among them already points at the owner.
+  -- to move, and every one of them already points at the owner.
   if v_merge then
     v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
     if not v_moved <@ v_members then
@@ -1386,7 +1409,7 @@ begin
                                 where m.id = any (v_moved) and m.customer is not null and m.customer <> v_owner and not m.customer = any (v_moved));
     if exists (select 1 from unnest(v_members, v_customers) as m(id, customer)
                where (m.id = any (v_moved) or m.customer = any (v_moved)) and m.id <> v_owner
-                 and not starts_with(m.id, '$RCAnonymousID:') and m.customer is distinct from v_owner) then
+                 and m.customer is distinct from v_owner) then
       return null;
     end if;
   end if;
@@ -1396,6 +1419,12 @@ begin
   v_source_key := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                             p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
   if exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key <> v_source_key) then
+    return null;
+  end if;
+  -- A purchase that granted another entitlement too (the dashboard moved its product since): the
+  -- fold's step decides what this event does to that row.
+  if exists (select 1 from public.entitlements e
+             where e.app_user_id = v_owner and e.source_key = v_source_key and e.entitlement_id <> v_effect->>'entitlementId') then
     return null;
   end if;
   foreach v_id in array v_moved loop

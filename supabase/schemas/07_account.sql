@@ -160,7 +160,9 @@ grant execute on function public.forget_user(uuid) to service_role;
 -- The ids whose entitlement rows a user reads: their own, and the customer RevenueCat merged them
 -- into (billing_subscribers.customer_id), as GET /api/me reads them. Security invoker: as
 -- `authenticated` the subscriber row is read under its select-own policy, so another user's id
--- yields that id alone (whose rows the caller cannot read either).
+-- yields that id alone (whose rows the caller cannot read either). An anonymous id
+-- ($RCAnonymousID:...) is never signed in as: it reads its own rows only (its customer_id says
+-- where a TRANSFER naming it finds the customer's purchases, not what it shows).
 create or replace function public.entitlement_owner_ids(p_user_id text)
 returns text[]
 language sql
@@ -168,7 +170,8 @@ stable
 set search_path = ''
 as $$
   select array[p_user_id] || array(
-    select s.customer_id from public.billing_subscribers s where s.app_user_id = p_user_id and s.customer_id is not null)
+    select s.customer_id from public.billing_subscribers s
+    where s.app_user_id = p_user_id and s.customer_id is not null and not starts_with(p_user_id, '$RCAnonymousID:'))
 $$;
 revoke all on function public.entitlement_owner_ids(text) from public, anon, authenticated;
 grant execute on function public.entitlement_owner_ids(text) to authenticated, service_role, supabase_auth_admin;

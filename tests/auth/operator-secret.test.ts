@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
 import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
-import { clientAddress, FailureThrottle } from '../../lib/auth/failure-throttle.ts';
+import { clientAddress, FailureThrottle, trustedClientAddress } from '../../lib/auth/failure-throttle.ts';
 import { authenticateOperator, OPERATOR_SECRET_FAILURES, resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 
@@ -51,9 +51,23 @@ describe('a failure throttle (pure, on an injected clock)', () => {
     expect(at({ 'x-real-ip': '198.51.100.2' })).toBe('198.51.100.2');
     expect(at({})).toBe('unknown');
   });
+
+  // What the Node server writes into X-Forwarded-For before Next (lib/http/before-next.ts), off Vercel.
+  it.each([
+    { name: 'no proxy: the connection, whatever the client wrote', socket: '203.0.113.5', forwarded: '127.0.0.1', hops: 0, client: '203.0.113.5' },
+    { name: 'an IPv4 client of a server on ::', socket: '::ffff:127.0.0.2', forwarded: undefined, hops: 0, client: '127.0.0.2' },
+    { name: 'an IPv6 client', socket: '2001:db8::7', forwarded: undefined, hops: 0, client: '2001:db8::7' },
+    { name: 'one proxy: the entry it appended', socket: '10.0.0.2', forwarded: '1.2.3.4, 198.51.100.7', hops: 1, client: '198.51.100.7' },
+    { name: 'two proxies: the entry the outer one appended', socket: '10.0.0.2', forwarded: '1.2.3.4, 198.51.100.7, 10.0.0.1', hops: 2, client: '198.51.100.7' },
+    { name: 'one proxy, skipped by the client: the connection', socket: '203.0.113.9', forwarded: undefined, hops: 1, client: '203.0.113.9' },
+    { name: 'more hops than entries: the first of the chain', socket: '10.0.0.2', forwarded: '198.51.100.7', hops: 3, client: '198.51.100.7' },
+    { name: 'no socket address', socket: undefined, forwarded: 'x', hops: 0, client: 'unknown' },
+  ])('trusts, of where a request came from: $name', ({ socket, forwarded, hops, client }) => {
+    expect(trustedClientAddress(socket, forwarded, hops)).toBe(client);
+  });
 });
 
-describe('guessing at the operator secrets over HTTP', () => {
+describeOn('pglite')('guessing at the operator secrets over HTTP', () => {
   suiteDatabase('pglite');
   let restoreEnv: () => void;
   beforeAll(() => {

@@ -1,13 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import * as meRoute from '../../app/api/me/route.ts';
 import { authenticate } from '../../lib/auth/session.ts';
 import { DomainError } from '../../lib/errors.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
+import { describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute } from '../support/http.ts';
+import { captureLogs, type LogCapture } from '../support/log-capture.ts';
 import { testUser } from '../support/tokens.ts';
 
 const HS256_SECRET = 'legacy-jwt-secret-that-is-at-least-32-characters-long';
@@ -23,7 +27,7 @@ function unsignedToken(claims: JWTPayload): string {
   return `${part({ alg: 'none', typ: 'JWT' })}.${part(claims)}.`;
 }
 
-describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
+describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real HTTP', () => {
   let auth: FakeSupabaseAuth;
   let db: TestDatabase;
   let restoreEnv: () => void;
@@ -177,7 +181,7 @@ describe('session tokens (RFC 6750) against a JWKS served over real HTTP', () =>
   });
 });
 
-describe('embedded mode: the local dev key', () => {
+describeOn('pglite')('embedded mode: the local dev key', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await useTestDatabase('pglite');
@@ -196,5 +200,66 @@ describe('embedded mode: the local dev key', () => {
     expect((await callRoute(meRoute, { headers: { authorization: anonymous.authorization } })).body).toMatchObject({ code: 'anonymous_user_not_allowed' });
     const expired = await testUser({ expiresInSeconds: -120 });
     expect((await callRoute(meRoute, { headers: { authorization: expired.authorization } })).body).toMatchObject({ code: 'token_expired' });
+  });
+});
+
+describe('a JWKS that cannot be had (a typo in the project ref, a paused project)', () => {
+  let restoreEnv: () => void;
+  let notFound: Server;
+  let notFoundUrl: string;
+  let closedUrl: string;
+  let capture: LogCapture;
+
+  beforeAll(async () => {
+    // A server that answers 404 to everything (a project ref that names no project), and a port nothing listens on.
+    notFound = createServer((_req, res) => res.writeHead(404, { 'content-type': 'application/json' }).end('{"message":"no Route matched with those values"}'));
+    await new Promise<void>((resolve) => notFound.listen(0, '127.0.0.1', resolve));
+    notFoundUrl = `http://127.0.0.1:${(notFound.address() as AddressInfo).port}`;
+    closedUrl = `http://127.0.0.1:${await freePort()}`;
+    restoreEnv = setEnv({ SUPABASE_URL: closedUrl, SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_test', SUPABASE_JWT_SECRET: undefined, AUTH_VERIFY_SESSION: 'false', LOCAL_DEV: '1' });
+    // The real pino output, captured at its destination.
+    capture = captureLogs('info');
+  });
+  afterAll(async () => {
+    capture.stop();
+    restoreEnv();
+    await new Promise((resolve) => notFound.close(resolve));
+  });
+
+  const jwksLines = () => capture.lines.filter((line) => line.msg !== 'request');
+  const callMe = async (supabaseUrl: string) => {
+    const restore = setEnv({ SUPABASE_URL: supabaseUrl });
+    try {
+      // A well-formed ES256 token for that project: only the key set can say whether it is good.
+      const token = await signWith('ES256', { iss: `${supabaseUrl}/auth/v1`, aud: 'authenticated', role: 'authenticated', sub: randomUUID(), exp: Math.floor(Date.now() / 1000) + 600 }, { kid: 'k1' });
+      return { token, response: await callRoute(meRoute, { headers: { authorization: `Bearer ${token}` } }) };
+    } finally {
+      restore();
+    }
+  };
+
+  it('answers 503 auth_unavailable, and logs the host and the error once per cause, never the token', async () => {
+    const first = await callMe(closedUrl);
+    const second = await callMe(closedUrl);
+    for (const { response } of [first, second]) {
+      expect({ status: response.status, code: response.body.code }).toEqual({ status: 503, code: 'auth_unavailable' });
+      expect(response.text).not.toContain('127.0.0.1');
+    }
+    const closedHost = new URL(closedUrl).host;
+    // Two calls, one cause: one line, naming the host and the error.
+    expect(jwksLines()).toEqual([expect.objectContaining({ level: 'error', jwksHost: closedHost, cause: 'refused the connection (ECONNREFUSED)' })]);
+    expect(jwksLines()[0]!.msg).toBe(`session tokens cannot be verified: the JWKS at ${closedHost} refused the connection (ECONNREFUSED); every signed-in call answers 503 auth_unavailable until it answers (logged once for this cause)`);
+
+    // Another cause (a 404: no such project), twice: a second line, once.
+    const third = await callMe(notFoundUrl);
+    await callMe(notFoundUrl);
+    expect(third.response.status).toBe(503);
+    expect(jwksLines()).toHaveLength(2);
+    expect(jwksLines()[1]).toMatchObject({ jwksHost: new URL(notFoundUrl).host, cause: expect.stringMatching(/^answered HTTP 404 \(no such project or path/) });
+
+    // The request lines say 503 for each of the four; no line carries a token.
+    expect(capture.lines.filter((line) => line.msg === 'request').map((line) => line.status)).toEqual([503, 503, 503, 503]);
+    const text = JSON.stringify(capture.lines);
+    for (const { token } of [first, second, third]) expect(text).not.toContain(token.split('.')[2]);
   });
 });

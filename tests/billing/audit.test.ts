@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -794,7 +794,7 @@ describe.each(DATABASE_KINDS)('audit: RevenueCat\'s documented flows in every de
 // The sweep (issue 14) on the real clock: RevenueCat's record is fetched for "known subscribers whose
 // access ends soon". A subscriber in a grace period whose recovery RENEWAL was lost (RevenueCat gave
 // up after its retries) paid, and RevenueCat says so; the sweep must look before the grace ends.
-describe('audit: the sweep and a lost recovery RENEWAL, on pglite', () => {
+describeOn('pglite')('audit: the sweep and a lost recovery RENEWAL, on pglite', () => {
   const db = suiteDatabase('pglite');
   const CRON_SECRET = 'audit-cron-secret-0123456789abcdef';
   let restoreEnv: () => void;

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeDatabase } from '../../lib/db/index.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
 
 // Real concurrency needs a real server: many connections, each its own transaction.
-describe('billing under concurrent deliveries on the real Postgres server', () => {
+describeOn('postgres')('billing under concurrent deliveries on the real Postgres server', () => {
   let db: TestDatabase;
   beforeAll(async () => {
     db = await useTestDatabase('postgres');

@@ -6,7 +6,7 @@ import * as explainRoute from '../../app/api/admin/billing/subscribers/[appUserI
 import { syncKnownSubscriber } from '../../lib/billing/sync.ts';
 import { explainSubscriber, explanationLines, periodWords } from '../../lib/billing/explain.ts';
 import { subscriberExplanationSchema } from '../../lib/openapi/responses.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -166,12 +166,12 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     const explanation = await explainSubscriber(user, new Date(day(1)));
     expect(explanation.entitlements).toEqual([]);
     expect(explanation.history.map((entry) => [entry.type, entry.outcome, entry.did])).toEqual([
-      ['TEST', 'ignored', 'recorded; changes nothing: this type of event changes no entitlement (RevenueCat\'s TEST, an invoice, an alias, ...).'],
+      ['TEST', 'ignored', 'recorded; changes nothing: this type of event changes no entitlement (RevenueCat\'s TEST, which its dashboard\'s "Send test event" sends; an invoice, an alias, ...).'],
     ]);
   });
 });
 
-describe('npm run billing:explain', () => {
+describeOn('postgres')('npm run billing:explain', () => {
   const db = suiteDatabase('postgres');
   const run = (args: string[]) => promisify(execFile)(process.execPath, ['scripts/billing-explain.ts', ...args], {
     env: { ...process.env, DATABASE_URL: db.url!, LOCAL_DEV: '1', LOG_LEVEL: 'silent', SUPABASE_URL: '', VERCEL: '' },

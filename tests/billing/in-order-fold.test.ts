@@ -7,7 +7,7 @@ import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/dat
 import { billingEvent, day, LIFETIME, MONTHLY, YEARLY } from './support.ts';
 
 /**
- * The fold's in-order shortcut (public.billing_fold_in_order, 20261127003000_billing_in_order_fold.sql)
+ * The fold's in-order shortcut (public.billing_fold_in_order, supabase/schemas/03_billing_fold.sql)
  * must leave exactly what the fold itself leaves. Random histories of one customer (purchases,
  * renewals, cancellations, billing issues, product changes, provisional grants, refunds, an
  * anonymous id merged into one or two real ones, a transfer between them), delivered in order so
@@ -24,6 +24,10 @@ type Who = 'anon' | 'alice' | 'bob';
 interface Step {
   kind: 'purchase' | 'renewal' | 'cancellation' | 'uncancellation' | 'billing_issue' | 'expiration' | 'product_change'
     | 'temporary' | 'lifetime' | 'extended' | 'refund' | 'refund_reversed' | 'transfer'
+    // An App Store free trial (three days), a cancellation of it in its last 24 hours (Apple still
+    // converts it: the RENEWAL after it keeps renewal off), and RevenueCat's sample TRANSFER stamped
+    // in the year 4466 (ordered at its receive time, the decision's clock: the events after it are late).
+    | 'trial' | 'late_trial_cancel' | 'far_transfer'
     // Not events: a month passes before the next delivery (the customer's oldest unfolded event
     // then dates from over 30 days ago: the next event checkpoints where they stand), and a tail
     // at the bound's edge (the next event or the one after checkpoints the tail).
@@ -45,11 +49,14 @@ interface Step {
   gap: number;
 }
 
-const FIXTURE: Record<Exclude<Step['kind'], 'transfer' | 'month_passes' | 'long_tail'>, string> = {
+const FIXTURE: Record<Exclude<Step['kind'], 'transfer' | 'far_transfer' | 'month_passes' | 'long_tail'>, string> = {
   purchase: 'initial-purchase', renewal: 'renewal', cancellation: 'cancellation-unsubscribe', uncancellation: 'uncancellation',
   billing_issue: 'billing-issue-grace', expiration: 'expiration', product_change: 'product-change', temporary: 'temporary-entitlement-grant',
   lifetime: 'non-renewing-purchase', extended: 'subscription-extended', refund: 'cancellation-customer-support', refund_reversed: 'refund-reversed',
+  trial: 'initial-purchase-trial', late_trial_cancel: 'cancellation-unsubscribe',
 };
+/** RevenueCat's sample TRANSFER is stamped 78789789798798 (the year 4466). */
+const YEAR_4466 = 78_789_789_798_798;
 
 const step: fc.Arbitrary<Step> = fc.record({
   // Renewals weigh most, as in life (and they are what the shortcut is for).
@@ -57,6 +64,7 @@ const step: fc.Arbitrary<Step> = fc.record({
     { weight: 12, arbitrary: fc.constant('renewal' as const) },
     { weight: 2, arbitrary: fc.constant('purchase' as const) },
     { weight: 5, arbitrary: fc.constantFrom('cancellation', 'uncancellation', 'billing_issue', 'expiration', 'product_change', 'temporary', 'lifetime', 'extended', 'refund', 'refund_reversed', 'transfer') as fc.Arbitrary<Step['kind']> },
+    { weight: 2, arbitrary: fc.constantFrom('trial', 'late_trial_cancel', 'far_transfer') as fc.Arbitrary<Step['kind']> },
     { weight: 2, arbitrary: fc.constantFrom('month_passes', 'long_tail') as fc.Arbitrary<Step['kind']> },
   ),
   who: fc.oneof({ weight: 8, arbitrary: fc.constant('alice' as const) }, { weight: 1, arbitrary: fc.constant('anon' as const) }, { weight: 1, arbitrary: fc.constant('bob' as const) }),
@@ -74,12 +82,13 @@ function historyBodies(steps: Step[], ids: Record<Who, string>): (BillingWebhook
     at += s.gap;
     const user = ids[s.who];
     if (s.kind === 'month_passes' || s.kind === 'long_tail') return s.kind;
-    if (s.kind === 'transfer') {
+    if (s.kind === 'transfer' || s.kind === 'far_transfer') {
       const [from, to] = s.who === 'bob' ? [ids.alice, ids.bob] : [ids.bob, ids.alice];
-      return billingEvent('transfer', to, { at }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: [from], transferred_to: [to] });
+      return billingEvent('transfer', to, { at }, { app_user_id: undefined, aliases: undefined, original_app_user_id: undefined, transferred_from: [from], transferred_to: [to],
+        ...(s.kind === 'far_transfer' ? { event_timestamp_ms: YEAR_4466 } : {}) });
     }
     const product = s.kind === 'lifetime' ? LIFETIME : s.product === 'yearly' ? YEARLY : MONTHLY;
-    const length = s.product === 'yearly' ? 365 : 30;
+    const length = s.kind === 'trial' ? 3 : s.kind === 'late_trial_cancel' ? 0.5 : s.product === 'yearly' ? 365 : 30;
     const expires = s.kind === 'lifetime' ? null : s.kind === 'refund' || s.kind === 'expiration' ? at : at + length;
     const aliases = s.aliasOf ? [ids[s.aliasOf], user] : s.withAnon && s.who !== 'anon' ? [ids.anon, user] : [user];
     return billingEvent(FIXTURE[s.kind], user, { at, purchased: at, expires }, {
@@ -92,6 +101,7 @@ function historyBodies(steps: Step[], ids: Record<Who, string>): (BillingWebhook
       ...(s.kind === 'product_change' ? { new_product_id: s.product === 'yearly' ? MONTHLY : YEARLY } : {}),
       ...(s.kind === 'billing_issue' ? { grace_period_expiration_at_ms: day(at + 6) } : {}),
       ...(s.kind === 'refund' ? { price: -9.99 } : {}),
+      ...(s.kind === 'trial' || s.kind === 'late_trial_cancel' ? { period_type: 'TRIAL' } : {}),
     });
   });
 }

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { GIVE_WAY_REST_MS, maintainBilling, type BillingMaintenance } from '../../lib/billing/maintenance.ts';
-import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.ts';
 import { customersWaitingInAnOldMonth } from './support.ts';
 
 /**
@@ -37,12 +37,12 @@ describe.each(DATABASE_KINDS)('billing maintenance with a backlog, on %s', (kind
 });
 
 /**
- * Maintenance gives way to live traffic (20261128000100_maintenance_gives_way.sql): once a call has
+ * Maintenance gives way to live traffic (public.maintenance_should_give_way): once a call has
  * taken a checkpoint and worked a hundredth of its budget, another client of the database running a statement it began in
  * the last second stops it, and the job rests before the next call. Only a Postgres server has
  * other clients.
  */
-describe('billing maintenance beside other clients (real Postgres server)', () => {
+describeOn('postgres')('billing maintenance beside other clients (real Postgres server)', () => {
   const db = suiteDatabase('postgres');
 
   async function otherClient() {

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { describeChange, rebuildBilling } from '../../lib/billing/rebuild.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
 
 /**
@@ -55,7 +55,7 @@ describe.each(DATABASE_KINDS)('billing rebuild on %s', (kind) => {
   });
 });
 
-describe('npm run billing:rebuild, as an operator runs it', () => {
+describeOn('postgres')('npm run billing:rebuild, as an operator runs it', () => {
   const db = suiteDatabase('postgres');
 
   it('prints what would change, writes it with --apply, and refuses an unknown argument', async () => {

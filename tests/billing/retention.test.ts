@@ -11,7 +11,7 @@ import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
 import { billingEvent, day, deliver, entitlementsOf, eventRow } from './support.ts';
 
@@ -339,7 +339,7 @@ async function failCheckpointOf(db: TestDatabase, kind: string, user: string): P
   };
 }
 
-describe('billing retention with webhooks arriving during a partition drop (real Postgres server)', () => {
+describeOn('postgres')('billing retention with webhooks arriving during a partition drop (real Postgres server)', () => {
   const db = suiteDatabase('postgres');
 
   it('every delivery racing the drop is stored and applied once', async () => {
@@ -421,7 +421,7 @@ describe.each(DATABASE_KINDS)('upgrading a filled billing log to the partitioned
   }, 120_000);
 });
 
-describe('billing maintenance from the service (lib/billing/maintenance.ts)', () => {
+describeOn('pglite')('billing maintenance from the service (lib/billing/maintenance.ts)', () => {
   const db = suiteDatabase('pglite');
 
   it('computes the plans an older version did not store, then checkpoints and drops the month', async () => {

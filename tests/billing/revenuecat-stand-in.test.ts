@@ -9,7 +9,7 @@ import * as sweepRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as standInRoute from '../../app/api/dev/revenuecat/v1/subscribers/[appUserId]/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { ConfigError, describeConfig, loadConfig, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -50,7 +50,9 @@ describe('the stand-in in the configuration', () => {
   it.each([
     { name: 'on Vercel', env: { ...deployable, VERCEL: '1', REVENUECAT_STAND_IN: '1' }, message: /REVENUECAT_STAND_IN=1 is for local mode only/ },
     { name: 'outside local mode', env: { ...deployable, REVENUECAT_STAND_IN: '1' }, message: /REVENUECAT_STAND_IN=1 is for local mode only/ },
-    { name: 'beside a RevenueCat key', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_real' }, message: /remove REVENUECAT_SECRET_API_KEY, or the stand-in/ },
+    // LOCAL_DEV=1 itself is refused beside a real RevenueCat account's key.
+    { name: 'beside a RevenueCat key', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_real' }, message: /^LOCAL_DEV=1 is refused beside a real deployment's settings: REVENUECAT_SECRET_API_KEY/ },
+    { name: 'beside a RevenueCat key for this machine', env: { LOCAL_DEV: '1', REVENUECAT_STAND_IN: '1', REVENUECAT_SECRET_API_KEY: 'sk_test', REVENUECAT_API_URL: 'http://127.0.0.1:9' }, message: /remove REVENUECAT_SECRET_API_KEY, REVENUECAT_API_URL, or the stand-in/ },
     { name: 'beside a RevenueCat URL', env: { REVENUECAT_STAND_IN: '1', REVENUECAT_API_URL: 'http://127.0.0.1:9' }, message: /remove REVENUECAT_API_URL, or the stand-in/ },
   ])('is refused $name, naming the setting', ({ env, message }) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
@@ -187,7 +189,7 @@ describe.each(DATABASE_KINDS)('the stand-in over real HTTP on %s', (kind) => {
   });
 });
 
-describe('npm run billing:sync against the stand-in', () => {
+describeOn('postgres')('npm run billing:sync against the stand-in', () => {
   const db: TestDatabase = suiteDatabase('postgres');
   let server: RouteServer;
   beforeAll(async () => {

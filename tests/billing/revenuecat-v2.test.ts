@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { ConfigError, loadConfig } from '../../lib/config.ts';
-import { fetchV2Customer, RevenueCatV2Error } from '../../lib/revenuecat/v2.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { fetchV2Customer, MAX_PRODUCT_LOOKUPS, nextPageUrl, RevenueCatV2Error } from '../../lib/revenuecat/v2.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -150,8 +150,9 @@ describe('the REST v2 client', () => {
 });
 
 describe('REST v2 settings', () => {
-  // A RevenueCat key is a real secret: local mode is asked for, so these load without a database.
-  const base = { REVENUECAT_SECRET_API_KEY: 'sk_v1', LOCAL_DEV: '1' };
+  // A RevenueCat key is a real secret: local mode is asked for, so these load without a database
+  // (beside a RevenueCat on this machine: LOCAL_DEV=1 is refused beside RevenueCat itself).
+  const base = { REVENUECAT_SECRET_API_KEY: 'sk_v1', REVENUECAT_API_URL: 'http://127.0.0.1:9', LOCAL_DEV: '1' };
   it('takes a v2 key and a project id together, beside a v1 key', () => {
     expect(loadConfig({ ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat?.v2).toEqual({ apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' });
     expect(loadConfig(base).revenuecat?.v2).toBeUndefined();
@@ -176,7 +177,47 @@ describe('REST v2 settings', () => {
   });
 });
 
-describe('a sync with REST v2, on pglite', () => {
+// Found by an outside review: a next_page of `/v2/../..` left the API's v2 path (the check read the
+// text, and fetch normalized it), so an answer could send the v2 key to any path of that origin.
+describe('where the REST v2 client follows next_page', () => {
+  const api = { apiUrl: 'https://api.revenuecat.com', projectId: 'proj1ab2c3d4' };
+  const own = '/v2/projects/proj1ab2c3d4/customers/u1/subscriptions?starting_after=sub1';
+
+  it('follows a page of the same project\'s part of v2, as a URL on the API\'s origin', () => {
+    expect(nextPageUrl(own, api).href).toBe(`https://api.revenuecat.com${own}`);
+    // Under REVENUECAT_API_URL's own path (a proxy), as the client's first request is.
+    expect(nextPageUrl(own, { ...api, apiUrl: 'https://proxy.example/rc' }).href).toBe(`https://proxy.example/rc${own}`);
+  });
+
+  it.each([
+    '/v2/../v1/subscribers/victim', '/v2/..', '/v2/projects/proj1ab2c3d4/../../v1/subscribers/victim', '/v2/%2e%2e/v1/subscribers/victim',
+    '/v2/projects/proj1ab2c3d4/..%2f..%2f..%2fv1', '/v2/projects/proj1ab2c3d4/%2E%2E/other/customers/u1/subscriptions', '/v2\\..\\v1\\subscribers',
+    '/v2/projects/proj_other/customers/u1/subscriptions', '/v2/projects/proj1ab2c3d4x/customers', 'https://evil.example/v2/projects/proj1ab2c3d4/x',
+    '//evil.example/v2/projects/proj1ab2c3d4/x', '/v2@evil.example/projects/proj1ab2c3d4/x', 'v2/projects/proj1ab2c3d4/x', '',
+  ])('refuses %j: not followed, whatever normalization makes of it', (hostile) => {
+    expect(() => nextPageUrl(hostile, api)).toThrow(RevenueCatV2Error);
+    expect(() => nextPageUrl(hostile, { ...api, apiUrl: 'https://proxy.example/rc' })).toThrow(RevenueCatV2Error);
+  });
+
+  it('sends nothing outside v2 when the API answers a hostile next_page: the v2 key never reaches v1', async () => {
+    const user = randomUUID();
+    customerWithEverything(user);
+    const v1Before = revenuecat.requests.length;
+    const v2Before = revenuecat.v2Requests.length;
+    revenuecat.setV2NextPage(`/v2/../v1/subscribers/${user}`);
+    try {
+      const failure = await fetchV2Customer(user, { apiUrl: revenuecat.url, apiKey: revenuecat.v2ApiKey, projectId: revenuecat.projectId, timeoutMs: 2000 }).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(RevenueCatV2Error);
+      expect((failure as Error).message).toMatch(/next_page outside/);
+    } finally {
+      revenuecat.setV2NextPage(undefined);
+    }
+    expect(revenuecat.requests.slice(v1Before)).toEqual([]);
+    expect(revenuecat.v2Requests.slice(v2Before).map((request) => request.path)).toEqual([`/v2/projects/${revenuecat.projectId}/customers/${user}/subscriptions`]);
+  });
+});
+
+describeOn('pglite')('a sync with REST v2, on pglite', () => {
   const db = suiteDatabase('pglite');
   let restoreEnv: () => void;
   beforeAll(() => {
@@ -241,5 +282,50 @@ describe('a sync with REST v2, on pglite', () => {
     expect(views.map((view) => view.id)).toEqual(['extras', 'pro']);
     expect(views.find((view) => view.id === 'pro')!.sources.map((source) => source.productId)).toEqual([LIFETIME]);
     expect((await db.sql<{ v2: boolean }>(`select body ? 'v2' as v2 from public.billing_events where type = 'SYNC' and app_user_id = $1`, [user]))[0]).toEqual({ v2: false });
+  });
+
+  it('follows no hostile next_page through the refresh route: the sync is v1\'s alone and nothing reached another path', async () => {
+    const user = randomUUID();
+    customerWithEverything(user);
+    revenuecat.setClock(day(10));
+    const v1Before = revenuecat.requests.length;
+    revenuecat.setV2NextPage(`/v2/projects/${revenuecat.projectId}/../../../v1/subscribers/${encodeURIComponent('victim')}`);
+    try {
+      await refresh(user);
+    } finally {
+      revenuecat.setV2NextPage(undefined);
+    }
+    // One v1 call, the refresh's own, with the v1 key; the v2 key went nowhere but v2.
+    expect(revenuecat.requests.slice(v1Before).map((request) => [request.appUserId, request.authorization])).toEqual([[user, `Bearer ${revenuecat.apiKey}`]]);
+    expect((await db.sql<{ v2: boolean }>(`select body ? 'v2' as v2 from public.billing_events where type = 'SYNC' and app_user_id = $1`, [user]))[0]).toEqual({ v2: false });
+  });
+
+  // Also found by the review: every product a customer's lists named was looked up in one sync.
+  it(`looks up at most ${MAX_PRODUCT_LOOKUPS} products a sync: past it the sync is v1's alone, and the next sync goes on from there`, async () => {
+    const user = randomUUID();
+    const run = randomUUID().slice(0, 8);
+    const count = MAX_PRODUCT_LOOKUPS + 5;
+    const products = Array.from({ length: count }, (_, i) => `com.example.pack_${run}_${i}`);
+    const purchase = (i: number, n = 0) => ({
+      id: `rc_${run}_${i}_${n}`, is_sandbox: false, purchase_date: new Date(day(1 + n)).toISOString(), store: 'app_store', store_transaction_id: `7000${i}${n}${run}`,
+    });
+    revenuecat.setCustomer(user, { non_subscriptions: Object.fromEntries(products.map((product, i) => [product, [purchase(i)]])) });
+    revenuecat.setClock(day(10));
+    const lookups = (from: number) => revenuecat.v2Requests.slice(from).filter((request) => request.path.includes('/products/')).length;
+    const stored = async () => (await db.sql<{ v2: boolean }>(`select body ? 'v2' as v2 from public.billing_events where type = 'SYNC' and app_user_id = $1 order by received_at`, [user])).map((row) => row.v2);
+
+    let before = revenuecat.v2Requests.length;
+    await refresh(user);
+    expect(lookups(before)).toBe(MAX_PRODUCT_LOOKUPS);
+    expect(await stored()).toEqual([false]);
+
+    // The next refresh looks up only the rest, and has v2. (One purchase more of a product seen, so
+    // its snapshot says something new and is stored.)
+    revenuecat.setCustomer(user, { non_subscriptions: Object.fromEntries(products.map((product, i) => [product, i === 0 ? [purchase(i), purchase(i, 1)] : [purchase(i)]])) });
+    before = revenuecat.v2Requests.length;
+    revenuecat.setClock(day(11));
+    await refresh(user);
+    expect(lookups(before)).toBe(count - MAX_PRODUCT_LOOKUPS);
+    expect((await stored()).at(-1)).toBe(true);
   });
 });

@@ -11,7 +11,7 @@ import { DEV_USER } from '../../lib/auth/dev-user.ts';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { buildSampleEvent, SAMPLE_EVENT_TYPES, type SamplePeriod } from '../../lib/billing/sample-events.ts';
 import { billingWebhookBodySchema } from '../../lib/billing/webhook-body.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -56,7 +56,7 @@ describe('sample events, as built', () => {
   });
 });
 
-describe('npm run sample-event against the running service', () => {
+describeOn('pglite')('npm run sample-event against the running service', () => {
   suiteDatabase('pglite');
   let server: RouteServer;
   let dataDir: string;

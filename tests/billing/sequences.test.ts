@@ -249,10 +249,11 @@ const scenarios: Scenario[] = [
       { name: 'anonymous purchase', body: (u) => purchase(u.anon), outcome: 'applied', now: 1, state: { anon: { status: 'active', active: true }, alice: null } },
       { name: 'renewal names alice with the anonymous alias: the row moves', body: (u) => renewal(u.alice, 30.001, 30, 60, { aliases: [u.anon, u.alice], original_app_user_id: u.anon }),
         outcome: 'applied', now: 31, state: { anon: null, alice: { status: 'active', active: true, expiresAt: isoDay(60) } } },
-      // In event order the cancellation came before the renewal: the renewal continues a cancelled
-      // subscription (it renews no further), whatever the order of delivery.
+      // In event order the cancellation came before the renewal, which, into the next period, says
+      // renewal was turned back on (its UNCANCELLATION lost): still renewing, whatever the order of
+      // delivery; the cancellation lands on alice (the anonymous id holds nothing) and changes nothing.
       { name: 'a late anonymous cancellation, older than the move, goes to alice', body: (u) => cancellation(u.anon, 'UNSUBSCRIBE', 20, 0, 30),
-        outcome: 'applied', now: 31, state: { anon: null, alice: { status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(60) } } },
+        outcome: 'stale', now: 31, state: { anon: null, alice: { status: 'active', active: true, willRenew: true, expiresAt: isoDay(60) } } },
     ],
   },
   ...(['subscriber-alias', 'invoice-issuance'] as const).map((name): Scenario => ({

@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { suiteDatabase } from '../support/databases.ts';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
 
 /** npm run billing:sync as an operator runs it: a child process against the database and a RevenueCat stand-in. */
-describe('npm run billing:sync', () => {
+describeOn('postgres')('npm run billing:sync', () => {
   const db = suiteDatabase('postgres');
   let revenuecat: FakeRevenueCat;
   beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import * as adminSyncRoute from '../../app/api/admin/billing/sync/route.ts';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { MAX_SYNCS_AFTER_WEBHOOKS, requireRevenueCat, sweepBillingSync } from '../../lib/billing/sync.ts';
@@ -439,7 +439,7 @@ describe.each(DATABASE_KINDS)('the sweep, bounded and shared, on %s', (kind) => 
   });
 });
 
-describe('the sync routes without configuration, and their credentials', () => {
+describeOn('pglite')('the sync routes without configuration, and their credentials', () => {
   suiteDatabase('pglite');
 
   it('answers 503 sync_not_configured on every sync path without REVENUECAT_SECRET_API_KEY, naming no setting (the log does); webhooks work as before', async () => {

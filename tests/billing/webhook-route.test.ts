@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { contentDigest } from '../../lib/billing/webhook-body.ts';
 import { dbCallCount } from '../../lib/db/index.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { FIXTURE_NAMES, fixture, loadFixture } from './fixtures.ts';
@@ -116,7 +116,7 @@ describe.each(DATABASE_KINDS)('events without an id on %s', (kind) => {
   });
 });
 
-describe('the webhook request', () => {
+describeOn('pglite')('the webhook request', () => {
   const db = suiteDatabase('pglite');
 
   it.each([

@@ -5,13 +5,13 @@ import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import * as unlinkRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as walletLinkRoute from '../../app/api/wallet-link/route.ts';
-import { ApiProblemError, createAccountLinkClient, expectData } from '../../lib/client/client.ts';
+import { ApiProblemError, createAccountLinkClient, expectData } from '../../packages/client/src/index.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
 /**
- * The typed client (lib/client/client.ts) against the service's routes over real HTTP: the token
+ * The typed client (packages/client/src/index.ts) against the service's routes over real HTTP: the token
  * it is given goes out as `Authorization: Bearer` on every call, typed calls get typed answers,
  * and a refusal comes back as an ApiProblemError carrying the problem's status, code and detail.
  */

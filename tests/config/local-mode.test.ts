@@ -1,12 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import * as meRoute from '../../app/api/me/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
+import * as adminSubscriberRoute from '../../app/api/admin/billing/subscribers/[appUserId]/route.ts';
+import * as adminStatusRoute from '../../app/api/admin/status/route.ts';
+import * as standInRoute from '../../app/api/dev/revenuecat/v1/subscribers/[appUserId]/route.ts';
 import { signInLocally } from '../../app/actions.ts';
-import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -33,7 +36,26 @@ const MIXED: { name: string; env: Record<string, string> }[] = [
 ];
 /** Everything a test process may have set, cleared, so each case is exactly its own settings. */
 const CLEAR = Object.fromEntries(['DATABASE_URL', 'SUPABASE_URL', 'SUPABASE_SECRET_KEY', 'SUPABASE_PUBLISHABLE_KEY', 'SUPABASE_JWT_SECRET', 'AUTH_VERIFY_SESSION', 'APP_ORIGIN', 'SUBSCRIPTION_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET', 'LOCAL_DEV', 'VERCEL',
-  'REVENUECAT_SECRET_API_KEY', 'REVENUECAT_API_URL', 'CRON_SECRET', 'ADMIN_API_SECRET', 'WALLET_EVM_RPC_URLS'].map((name) => [name, undefined]));
+  'REVENUECAT_SECRET_API_KEY', 'REVENUECAT_API_URL', 'CRON_SECRET', 'ADMIN_API_SECRET', 'WALLET_EVM_RPC_URLS', 'REVENUECAT_STAND_IN', 'POSTGRES_URL', 'NEXT_PUBLIC_SUPABASE_URL'].map((name) => [name, undefined]));
+
+/**
+ * Found by a later outside review: LOCAL_DEV=1 beside a real deployment's settings kept every dev
+ * door open onto its data. Each is refused as a whole (503 to every caller, the dev admin secret
+ * and the RevenueCat stand-in included).
+ */
+const LOCAL_DEV_BESIDE_REAL: { name: string; env: Record<string, string> }[] = [
+  { name: 'a database on another machine', env: { LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@db.example.com:5432/app', REVENUECAT_STAND_IN: '1' } },
+  { name: 'a Supabase project with its database key', env: { LOCAL_DEV: '1', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false' } },
+  {
+    name: 'a remote database, a Supabase project and real secrets (the reviewers\' mix)',
+    env: { LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@db.example.com/app', SUPABASE_URL: 'https://abc.supabase.co', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', CRON_SECRET: 'c'.repeat(40), REVENUECAT_STAND_IN: '1' },
+  },
+];
+
+/** A purchase for `userId` through the billing webhook with the dev secret. */
+const deliverAsDev = (userId: string, suffix = '') => callRoute(billingRoute, {
+  method: 'POST', headers: { authorization: `Bearer ${DEV_WEBHOOK_SECRETS.subscription}` }, body: fixture('initial-purchase', { id: `evt-dev-${userId}${suffix}`, app_user_id: userId }),
+});
 
 const count = async (db: { sql: (text: string) => Promise<unknown[]> }, table: string) => ((await db.sql(`select count(*)::int as n from public.${table}`))[0] as { n: number }).n;
 
@@ -51,7 +73,7 @@ async function trySignInLocally(email: string): Promise<string> {
   }
 }
 
-describe('development conveniences outside local mode', () => {
+describeOn('pglite')('development conveniences outside local mode', () => {
   const db = suiteDatabase('pglite');
   const restores: (() => void)[] = [];
   afterEach(() => {
@@ -76,6 +98,33 @@ describe('development conveniences outside local mode', () => {
         .toEqual({ status: 503, type: 'application/problem+json', code: 'service_misconfigured', detail: 'The service is misconfigured.' });
       // What to set goes to the log, never to a caller.
       expect(response.text).not.toMatch(/DATABASE_URL|SUPABASE|WEBHOOK_SECRET|APP_ORIGIN|LOCAL_DEV|REVENUECAT|CRON_SECRET|ADMIN_API_SECRET|WALLET_EVM/);
+    }
+    expect([await count(db, 'billing_events'), await count(db, 'leagues')]).toEqual([events, leagues]);
+    expect(await trySignInLocally('mallory@example.com')).toBe('redirect /?error=local-sign-in-unavailable');
+  });
+
+  it.each(LOCAL_DEV_BESIDE_REAL)('LOCAL_DEV=1 beside $name: every dev door is a 503, nothing is written', async ({ env }) => {
+    const user = await testUser();
+    // What the dev admin secret and the stand-in would have read, had they answered.
+    expect((await deliverAsDev(user.userId)).status).toBe(200);
+    restores.push(setEnv({ ...CLEAR, ...env }));
+    const [events, leagues] = [await count(db, 'billing_events'), await count(db, 'leagues')];
+    const answers = {
+      me: await callRoute(meRoute, { headers: { authorization: user.authorization } }),
+      billing: await deliverAsDev(user.userId, 'again'),
+      leagues: await callRoute(leaguesRoute, {
+        method: 'POST', headers: { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues }, body: delivery(freshSource('local-dev'), { leagues: [league('L1', '2026-11-21T17:59:00Z')] }),
+      }),
+      adminStatus: await callRoute(adminStatusRoute, { headers: { authorization: `Bearer ${DEV_ADMIN_SECRET}` } }),
+      adminHistory: await callRoute(adminSubscriberRoute, { headers: { authorization: `Bearer ${DEV_ADMIN_SECRET}` }, params: { appUserId: user.userId } }),
+      standIn: await callRoute(standInRoute, { headers: { authorization: `Bearer ${REVENUECAT_STAND_IN_KEY}` }, params: { appUserId: user.userId } }),
+    };
+    for (const [name, response] of Object.entries(answers)) {
+      // The stand-in is not there at all outside local mode: the 404 of any unknown path.
+      const expected = name === 'standIn' ? { status: 404, code: 'not_found' } : { status: 503, code: 'service_misconfigured' };
+      expect({ name, status: response.status, code: response.body?.code }).toEqual({ name, ...expected });
+      // What to set goes to the log, never to a caller.
+      expect(response.text).not.toMatch(/db\.example\.com|supabase\.co|LOCAL_DEV|DATABASE_URL|SUPABASE_URL/);
     }
     expect([await count(db, 'billing_events'), await count(db, 'leagues')]).toEqual([events, leagues]);
     expect(await trySignInLocally('mallory@example.com')).toBe('redirect /?error=local-sign-in-unavailable');

@@ -5,8 +5,9 @@ import path from 'node:path';
 import { inject } from 'vitest';
 import { mintDevToken, type DevTokenOptions } from '../../lib/auth/dev-key.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * What the conformance suite talks to: the production server (`next build` + `next start`) over
@@ -27,7 +28,7 @@ export interface ConformanceStack {
 const secret = (name: string) => `${name}-${randomBytes(16).toString('hex')}`;
 
 export async function startConformanceStack(): Promise<ConformanceStack> {
-  ensureProductionBuild(); // a no-op when another suite of the run built already
+  requireProductionBuild();
   const root = mkdtempSync(path.join(tmpdir(), 'account-link-conformance-'));
   const embeddedDbDir = path.join(root, 'pglite'); // holds only the dev signing key
   const serverUrl = inject('postgresServerUrl');

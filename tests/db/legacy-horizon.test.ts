@@ -3,10 +3,11 @@ import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { runMigrations } from '../../lib/db/migrate.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
+import { describeOn } from '../support/databases.ts';
 
 /**
  * billing_legacy_horizon (20261126000500_flat_cost_at_scale.sql): a new id's history is looked for
@@ -14,7 +15,7 @@ import { createDatabase } from '../../scripts/support/postgres-server.ts';
  * with such events, the migration records when that was; on one that never had any, nothing is
  * looked for. (tests/billing/fold.test.ts folds such a history; this checks what the migration records.)
  */
-describe('the legacy horizon on an upgraded database (real Postgres server)', () => {
+describeOn('postgres')('the legacy horizon on an upgraded database (real Postgres server)', () => {
   const MIGRATION = '20261126000500_flat_cost_at_scale.sql';
   let client: pg.Client;
   let before: string;

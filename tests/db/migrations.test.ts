@@ -3,16 +3,12 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
-import { LEDGER_SQL, runMigrations, splitStatements } from '../../lib/db/migrate.ts';
-import { openPglite } from '../../lib/db/pglite.ts';
-import { createDatabase } from '../../scripts/support/postgres-server.ts';
-import { inject } from 'vitest';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { runMigrations, splitStatements } from '../../lib/db/migrate.ts';
+import { randomUUID } from 'node:crypto';
 import type { EmbeddedDatabase } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
+import { DATABASE_KINDS, describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { supabaseShapedDatabase } from '../support/supabase-database.ts';
 import type pg from 'pg';
 
 const migrationFiles = readdirSync('supabase/migrations').filter((name) => name.endsWith('.sql')).sort();
@@ -91,44 +87,6 @@ const API_ROLE_GRANTS = [
   'wallet_link_json: authenticated may execute',
 ];
 
-/** A database with nothing in it (not even the migrations), to run SQL on. */
-async function openEmptyDatabase(kind: 'pglite' | 'postgres'): Promise<{ exec(sql: string): Promise<void>; sql: Sql; close(): Promise<void> }> {
-  if (kind === 'pglite') {
-    const dir = mkdtempSync(path.join(tmpdir(), 'replay-'));
-    const db = await openPglite(path.join(dir, 'db'), { migrate: false });
-    return {
-      exec: (sql) => db.session.exec(sql),
-      sql: async (text, values) => (await db.session.query(text, values)).rows as never,
-      close: async () => {
-        await db.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-  const name = `replay_${randomBytes(4).toString('hex')}`;
-  await createDatabase(inject('postgresServerUrl'), name);
-  const db = await openPostgres({ connectionString: inject('postgresServerUrl').replace(/\/postgres$/, `/${name}`), max: 1, migrate: false });
-  return {
-    exec: async (sql) => {
-      await db.pool.query(sql);
-    },
-    sql: async (text, values) => (await db.pool.query(text, values)).rows,
-    close: () => db.close(),
-  };
-}
-
-/** What a schema holds, as text to compare: tables and columns, indexes, functions with their bodies, policies. */
-async function schemaFingerprint(sql: Sql): Promise<string[]> {
-  const rows = await sql<{ item: string }>(`
-    select 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || coalesce(column_default, '') as item
-    from information_schema.columns where table_schema = 'public'
-    union all select 'index ' || indexdef from pg_indexes where schemaname = 'public'
-    union all select 'function ' || pg_get_functiondef(p.oid) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public' and p.prokind in ('f', 'p')
-    union all select 'policy ' || tablename || ' ' || policyname || ' ' || coalesce(qual, '') from pg_policies where schemaname = 'public'
-    order by 1`);
-  return rows.map((row) => row.item);
-}
-
 describe('splitStatements', () => {
   it('splits at top-level semicolons only: not inside quotes, identifiers, dollar-quoted bodies or comments', () => {
     const sql = [
@@ -158,20 +116,6 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
     for (const row of rows) expect(row.statements.length).toBeGreaterThan(0);
     // No second ledger: the runner's own table of earlier versions is gone.
     expect(await db.sql(`select to_regclass('public.schema_migrations') as legacy`)).toEqual([{ legacy: null }]);
-  });
-
-  it('records statements that rebuild the same schema when run one by one (what `supabase migration fetch` writes back)', async () => {
-    const rows = await db.sql<{ statements: string[] }>('select statements from supabase_migrations.schema_migrations order by version');
-    const replay = await openEmptyDatabase(kind);
-    try {
-      // As the CLI does before it applies anything: the roles Supabase has, and its ledger.
-      await replay.exec(BOOTSTRAP_SQL);
-      await replay.exec(LEDGER_SQL);
-      for (const { statements } of rows) for (const statement of statements) await replay.exec(statement);
-      expect(await schemaFingerprint(replay.sql)).toEqual(await schemaFingerprint(db.sql));
-    } finally {
-      await replay.close();
-    }
   });
 
   it('is a no-op when run again', async () => {
@@ -232,62 +176,7 @@ describe.each(DATABASE_KINDS)('migrations on %s', (kind) => {
   });
 });
 
-/**
- * A database shaped like a Supabase project, on the real Postgres server: the API roles, an auth
- * schema owned by someone else, a migrating role like Supabase's `postgres` (no CREATE on auth; USAGE
- * and TRIGGER on auth.users), and Supabase's default privileges, which hand every new table,
- * function and sequence of that role in public to anon and authenticated. Grant tests on the
- * project's own bootstrap alone would pass a new table or function that forgets its revoke.
- */
-/**
- * A database shaped like a Supabase project on the real Postgres server (see below), and the URL of
- * its migrating role. With `realtime`, Realtime's schema too, owned by its own admin role (as on a
- * self-hosted Supabase where the migrating role may not add policies to realtime.messages).
- */
-async function supabaseShapedDatabase(options: { realtime?: boolean } = {}): Promise<string> {
-  const { default: pgModule } = await import('pg');
-  const serverUrl = inject('postgresServerUrl');
-  const name = `supabase_like_${randomBytes(4).toString('hex')}`;
-  await createDatabase(serverUrl, name);
-  const adminUrl = serverUrl.replace(/\/postgres$/, `/${name}`);
-  const role = `migrator_${randomBytes(4).toString('hex')}`;
-
-  const admin = new pgModule.Client({ connectionString: adminUrl });
-  await admin.connect();
-  try {
-    await admin.query(`
-      do $$ begin
-        if not exists (select 1 from pg_roles where rolname = 'anon') then create role anon nologin; end if;
-        if not exists (select 1 from pg_roles where rolname = 'authenticated') then create role authenticated nologin; end if;
-        if not exists (select 1 from pg_roles where rolname = 'service_role') then create role service_role nologin bypassrls; end if;
-        if not exists (select 1 from pg_roles where rolname = 'supabase_auth_admin') then create role supabase_auth_admin nologin noinherit; end if;
-      end $$;
-      create schema auth;
-      create table auth.users (id uuid primary key, email text);
-      create function auth.uid() returns uuid language sql stable as 'select null::uuid';
-      grant usage on schema auth to anon, authenticated, service_role;
-      create role ${role} login password 'pw' createrole;
-      grant anon, authenticated, service_role to ${role};
-      grant create, usage on schema public to ${role};
-      grant usage on schema public to anon, authenticated, service_role;
-      grant usage on schema auth to ${role};
-      grant select, trigger, references on auth.users to ${role};
-      alter default privileges for role ${role} in schema public grant all on tables to anon, authenticated, service_role;
-      alter default privileges for role ${role} in schema public grant all on functions to anon, authenticated, service_role;
-      alter default privileges for role ${role} in schema public grant all on sequences to anon, authenticated, service_role;
-      alter database ${name} owner to ${role};
-    `);
-    if (options.realtime) {
-      await admin.query(REALTIME_SQL);
-      await admin.query(`grant usage on schema realtime to ${role}; grant execute on all functions in schema realtime to ${role}`);
-    }
-  } finally {
-    await admin.end();
-  }
-  return adminUrl.replace(/\/\/[^@]+@/, `//${role}:pw@`);
-}
-
-describe('migrating a database that is shaped like Supabase (real Postgres server)', () => {
+describeOn('postgres')('migrating a database that is shaped like Supabase (real Postgres server)', () => {
   let migratorUrl: string;
   beforeAll(async () => {
     migratorUrl = await supabaseShapedDatabase();

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { databasePoolFor } from '../../lib/config.ts';
 import { DbError } from '../../lib/db/errors.ts';
 import { runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { clientSession, DATABASE_WAITS, openPostgres } from '../../lib/db/postgres.ts';
-import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { createDatabase } from '../../scripts/support/postgres-server.ts';
+import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { dbPush } from '../support/supabase-cli.ts';
+import { supabaseShapedDatabase } from '../support/supabase-database.ts';
 
 /**
  * The Postgres adapter as Supabase's transaction-mode pooler needs it (no state left on a server
@@ -23,7 +24,7 @@ async function failure(promise: Promise<unknown>): Promise<{ error: unknown; ms:
   return { error, ms: performance.now() - started };
 }
 
-describe('the Postgres adapter through a transaction-mode pooler and under saturation', () => {
+describeOn('postgres')('the Postgres adapter through a transaction-mode pooler and under saturation', () => {
   let db: TestDatabase;
   const opened: Adapter[] = [];
   const open = async (options: Partial<Parameters<typeof openPostgres>[0]> = {}) => {
@@ -65,7 +66,7 @@ describe('the Postgres adapter through a transaction-mode pooler and under satur
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();
     try {
-      // The lock wallet_issue_challenge takes for this user (20261122000200_wallets.sql).
+      // The lock wallet_issue_challenge takes for this user (supabase/schemas/05_wallets.sql).
       await holder.query('begin');
       await holder.query('select pg_advisory_xact_lock(4361, hashtext($1))', [user]);
       const { error, ms } = await failure(adapter.call('wallet_issue_challenge', challenge));
@@ -177,19 +178,9 @@ describe('the Postgres adapter through a transaction-mode pooler and under satur
     expect(statements.join('\n')).not.toMatch(/\b(begin|insert|create|lock)\b/i);
   });
 
-  it('answers from two reads too when `supabase db push` applied them all (its own bookkeeping only)', async () => {
-    const name = `pushed_${randomUUID().slice(0, 8)}`;
-    await createDatabase(inject('postgresServerUrl'), name);
-    const url = inject('postgresServerUrl').replace(/\/postgres$/, `/${name}`);
-    const versions = readdirSync('supabase/migrations').filter((file) => file.endsWith('.sql')).map((file) => file.split('_')[0]);
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    try {
-      await admin.query('create schema supabase_migrations; create table supabase_migrations.schema_migrations (version text primary key)');
-      await admin.query('insert into supabase_migrations.schema_migrations select unnest($1::text[])', [versions]);
-    } finally {
-      await admin.end();
-    }
+  it('answers from two reads too when `supabase db push` applied them all', { timeout: 300_000 }, async () => {
+    const url = await supabaseShapedDatabase();
+    expect((await dbPush(url)).migrations).toHaveLength(readdirSync('supabase/migrations').filter((file) => file.endsWith('.sql')).length);
     const { applied, statements } = await migrateCounting(url);
     expect(applied).toEqual([]);
     expect(statements).toHaveLength(2);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { getAccount } from '../../lib/account.ts';
 import { maintainBilling } from '../../lib/billing/maintenance.ts';
 import { recordBillingEvent } from '../../lib/billing/record-event.ts';
@@ -17,7 +17,7 @@ import { parseChallengeRequest, parseLinkRequest } from '../../lib/wallets/schem
 import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet } from '../../lib/wallets/service.ts';
 import { seedScale, seededSubscribers, validateSeed, type ScaleSizes, type SeededSubscriber } from '../../scripts/bench/seed-scale.ts';
 import { fixture } from '../billing/fixtures.ts';
-import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { REALTIME_SQL } from '../../scripts/support/supabase-realtime.ts';
 import { v1Entitlement, v1Subscription } from '../../scripts/support/fake-revenuecat.ts';
 import {
@@ -69,7 +69,7 @@ const DRIVEN = [
   'can_broadcast', 'send_account_changed', 'account_rows_broadcast', 'leagues_broadcast',
 ];
 
-describe('query plans at scale on postgres', () => {
+describeOn('postgres')('query plans at scale on postgres', () => {
   let db: TestDatabase;
   let sizes: Map<string, RelationSize>;
   let seeded: SeededSubscriber[];

@@ -4,17 +4,18 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterEach, describe, expect, inject, it, vi } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import * as webhookRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { BOOTSTRAP_SQL } from '../../lib/db/bootstrap.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { migrationTarget, readMigrationFiles, runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
-import { log } from '../../lib/log.ts';
 import { DATABASE_KINDS, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
+import { dbPush, migrationList } from '../support/supabase-cli.ts';
+import { captureLogs } from '../support/log-capture.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
 
 const files = readMigrationFiles();
@@ -35,7 +36,7 @@ async function emptyDatabase(kind: DatabaseKind): Promise<{ session: SqlSession;
 }
 
 describe.each(DATABASE_KINDS)('one migration ledger, the Supabase CLI\'s (%s)', (kind) => {
-  it('moves an older version\'s own ledger into the CLI\'s: nothing applied again, the old table gone, `migration list` complete', async () => {
+  it('moves an older version\'s own ledger into the CLI\'s: nothing applied again, the old table gone, `migration list` complete', { timeout: 120_000 }, async () => {
     const db = await emptyDatabase(kind);
     try {
       // What an earlier version of this service left: the first files applied and listed by file
@@ -54,8 +55,13 @@ describe.each(DATABASE_KINDS)('one migration ledger, the Supabase CLI\'s (%s)', 
       const { rows } = await db.session.query('select version, name from supabase_migrations.schema_migrations order by version');
       expect(rows).toEqual(files.map((file) => ({ version: file.version, name: file.name })));
       expect((await db.session.query(`select to_regclass('public.schema_migrations') as legacy`)).rows).toEqual([{ legacy: null }]);
-      // What `supabase db push` would apply now: the files whose version the ledger lacks. None.
       expect(await runMigrations(db.session)).toEqual([]);
+      if (db.url) {
+        // The Supabase CLI itself agrees: every file on both sides, nothing to push.
+        expect((await migrationList(db.url)).map(({ local, remote }) => ({ local, remote })))
+          .toEqual(files.map((file) => ({ local: file.version, remote: file.version })));
+        expect(await dbPush(db.url, { dryRun: true })).toMatchObject({ upToDate: true, migrations: [] });
+      }
     } finally {
       await db.close();
     }
@@ -67,7 +73,6 @@ describe('a deployed instance on a database behind its code', () => {
   afterEach(async () => {
     restore?.();
     restore = undefined;
-    vi.restoreAllMocks();
     await closeDatabase();
   });
 
@@ -80,11 +85,16 @@ describe('a deployed instance on a database behind its code', () => {
         VERCEL: '1', DATABASE_URL: db.url, SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret',
         LEAGUES_WEBHOOK_SECRET: 'leagues-secret', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined,
       });
-      const errors: unknown[][] = [];
-      vi.spyOn(log, 'error').mockImplementation(((...args: unknown[]) => void errors.push(args)) as never);
       await closeDatabase();
 
-      const refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+      const capture = captureLogs('error');
+      let refused;
+      try {
+        refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+      } finally {
+        capture.stop();
+      }
+      const errors = capture.lines;
       expect({ status: refused.status, code: refused.body?.code, retryAfter: refused.headers.get('retry-after') })
         .toEqual({ status: 503, code: 'database_unavailable', retryAfter: expect.stringMatching(/^\d+$/) });
       expect(refused.text).not.toMatch(/migrat|schema|supabase/i);

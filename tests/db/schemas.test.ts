@@ -92,7 +92,7 @@ describe.each(DATABASE_KINDS)('supabase/schemas and supabase/migrations, on %s',
       const definition = before.find((entry) => entry.key === 'function public.billing_sort_key(timestamp with time zone,smallint,text)')!.sql;
       await migrated.session.exec(definition.replace("coalesce(p_rank, 1)::text", "coalesce(p_rank, 2)::text"));
       await migrated.session.exec('grant select on table public.billing_sync_runs to anon');
-      await migrated.session.exec('alter table public.operator_runs alter column name drop not null');
+      await migrated.session.exec('alter table public.operator_runs alter column finished_at drop not null');
       const differences = compareCatalogs(before, await readCatalog(migrated.session)).map((line) => line.split(':')[0]);
       expect(differences).toEqual([
         'table public.operator_runs',

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import * as meRoute from '../../app/api/me/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { authorizationGrammarCases, MALFORMED_JWTS } from '../support/authorization-grammar.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -22,7 +22,7 @@ function expectRefused(response: RouteResponse, code: string) {
     .toEqual({ status: 401, type: 'application/problem+json', code, challenge: 'Bearer' });
 }
 
-describe('Authorization grammar: session tokens on GET /api/me (local dev key)', () => {
+describeOn('pglite')('Authorization grammar: session tokens on GET /api/me (local dev key)', () => {
   suiteDatabase('pglite');
   let user: Awaited<ReturnType<typeof testUser>>;
   beforeAll(async () => {
@@ -40,7 +40,7 @@ describe('Authorization grammar: session tokens on GET /api/me (local dev key)',
   });
 });
 
-describe('Authorization grammar: session tokens on GET /api/me (Supabase JWKS over real HTTP)', () => {
+describeOn('pglite')('Authorization grammar: session tokens on GET /api/me (Supabase JWKS over real HTTP)', () => {
   suiteDatabase('pglite');
   let auth: FakeSupabaseAuth;
   let restoreEnv: () => void;
@@ -67,7 +67,7 @@ describe('Authorization grammar: session tokens on GET /api/me (Supabase JWKS ov
   });
 });
 
-describe('Authorization grammar: the billing webhook secret', () => {
+describeOn('pglite')('Authorization grammar: the billing webhook secret', () => {
   const db = suiteDatabase('pglite');
 
   it.each(authorizationGrammarCases(DEV_WEBHOOK_SECRETS.subscription))('$name -> accepted: $accepted', async ({ header, accepted }) => {

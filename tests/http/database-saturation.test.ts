@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { closeDatabase, getDatabase } from '../../lib/db/index.ts';
 import { DATABASE_WAITS, type openPostgres } from '../../lib/db/postgres.ts';
 import { billingEvent, day, deliver, isoDay } from '../billing/support.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 
@@ -34,7 +34,7 @@ function expectRetryLater(response: RouteResponse & { ms: number }, boundMs: num
   expect(response.ms).toBeLessThan(boundMs + SLACK_MS);
 }
 
-describe('webhooks on a saturated database (DATABASE_POOL_MAX=1, real Postgres server)', () => {
+describeOn('postgres')('webhooks on a saturated database (DATABASE_POOL_MAX=1, real Postgres server)', () => {
   let db: TestDatabase;
   let restoreEnv: () => void;
   let adapter: Awaited<ReturnType<typeof openPostgres>>;

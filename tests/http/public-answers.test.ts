@@ -8,7 +8,7 @@ import { DbError } from '../../lib/db/errors.ts';
 import { DomainError } from '../../lib/errors.ts';
 import { defineRoute, toApiError } from '../../lib/http/route.ts';
 import type { Logger } from '../../lib/log.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -87,7 +87,7 @@ describe('the database\'s words stay in the log', () => {
   });
 });
 
-describe('answers to unauthenticated callers and end users name no setting', () => {
+describeOn('pglite')('answers to unauthenticated callers and end users name no setting', () => {
   suiteDatabase('pglite');
   let revenuecat: FakeRevenueCat;
   let restoreEnv: () => void;

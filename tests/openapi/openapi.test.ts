@@ -18,7 +18,7 @@ import { buildOpenApiDocument, OPERATIONS } from '../../lib/openapi/document.ts'
 import { problemSchema } from '../../lib/openapi/responses.ts';
 import { decodeEvmSignature } from '../../lib/wallets/verify.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { buildContract, type OpenApiDocument } from '../conformance/contract.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -194,7 +194,7 @@ function linkExample(contract: ReturnType<typeof buildContract>): Record<string,
   return example.payload;
 }
 
-describe('real responses match the documented schemas', () => {
+describeOn('pglite')('real responses match the documented schemas', () => {
   suiteDatabase('pglite');
 
   const operation = (method: string, p: string) => OPERATIONS.find((op) => op.method === method && op.path === p)!;

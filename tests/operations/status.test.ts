@@ -15,7 +15,7 @@ import { serviceStatusSchema } from '../../lib/openapi/responses.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { customersWaitingInAnOldMonth, deliver, flowSettings, purchase } from '../billing/support.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { DATABASE_KINDS, openTestDatabase, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, openTestDatabase, suiteDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
@@ -158,7 +158,7 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
   });
 });
 
-describe('the status of a deployment whose database lacks a migration of its code', () => {
+describeOn('postgres')('the status of a deployment whose database lacks a migration of its code', () => {
   let restore: (() => void) | undefined;
   afterEach(async () => {
     restore?.();
@@ -187,7 +187,7 @@ describe('the status of a deployment whose database lacks a migration of its cod
   });
 });
 
-describe('npm run status', () => {
+describeOn('postgres')('npm run status', () => {
   const db = suiteDatabase('postgres');
   const run = (args: string[]) => promisify(execFile)(process.execPath, ['scripts/status.ts', ...args], {
     env: { ...process.env, DATABASE_URL: db.url!, LOCAL_DEV: '1', LOG_LEVEL: 'silent', SUPABASE_URL: '', VERCEL: '', ADMIN_API_SECRET: '' },

@@ -2,18 +2,15 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureProductionBuild } from '../../scripts/support/next-server.ts';
 import { formatSummary, readJsonLines, type LogScan, type ScenarioRow } from './summary.ts';
 
 /**
- * Global setup of `npm run test:reliability`: build the production server once (only when sources
- * changed), hand the files a folder for their results, and print the summary table at the end
- * (also written to test-results/reliability-summary.md).
+ * Global setup of the reliability suite (`npm run test:reliability`), after the production build's
+ * (tests/setup/production-build.ts): hand the files a folder for their results, and print the
+ * summary table at the end (also written to test-results/reliability-summary.md).
  */
 export default async function setup(project: TestProject) {
   const started = performance.now();
-  const built = ensureProductionBuild();
-  process.stdout.write(`reliability: production build ${built ? `made in ${((performance.now() - started) / 1000).toFixed(0)} s` : 'is current'}\n`);
   const dir = mkdtempSync(path.join(tmpdir(), 'account-link-reliability-results-'));
   project.provide('reliabilityResultsDir', dir);
   return () => {

@@ -6,8 +6,9 @@ import pg from 'pg';
 import { devKeyPath, mintDevToken, type DevTokenOptions } from '../../lib/auth/dev-key.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { ensureProductionBuild, startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from '../../scripts/support/postgres-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
  * What every reliability file runs against: its own real Postgres server (so stopping it disturbs
@@ -85,7 +86,7 @@ export interface StackOptions {
 }
 
 export async function startStack(options: StackOptions = {}): Promise<ReliabilityStack> {
-  ensureProductionBuild(); // normally a no-op: the global setup built already
+  requireProductionBuild();
   const root = mkdtempSync(path.join(tmpdir(), 'account-link-reliability-'));
   const embeddedDbDir = path.join(root, 'pglite');
   mkdirSync(embeddedDbDir, { recursive: true });

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import * as healthRoute from '../../app/api/health/route.ts';
 import * as liveRoute from '../../app/api/health/live/route.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
-import { DATABASE_KINDS, useTestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, engineOn, useTestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
@@ -22,7 +22,7 @@ describe('GET /api/health', () => {
     }
   });
 
-  it('reports its database calls in Server-Timing', async () => {
+  it.runIf(engineOn('pglite'))('reports its database calls in Server-Timing', async () => {
     const db = await useTestDatabase('pglite');
     try {
       const response = await callRoute(healthRoute);

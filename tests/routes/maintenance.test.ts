@@ -5,7 +5,7 @@ import * as maintenanceRoute from '../../app/api/cron/maintenance/route.ts';
 import { addMaintenanceCounts, runMaintenance } from '../../lib/maintenance.ts';
 import { maintenanceResponseSchema } from '../../lib/openapi/responses.ts';
 import { customersWaitingInAnOldMonth } from '../billing/support.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 
@@ -116,7 +116,7 @@ describe('adding up maintenance calls', () => {
   });
 });
 
-describe('npm run db:maintain', () => {
+describeOn('postgres')('npm run db:maintain', () => {
   const db = suiteDatabase('postgres');
   const run = (args: string[]) => promisify(execFile)(process.execPath, ['scripts/db-maintain.ts', ...args], {
     env: { ...process.env, DATABASE_URL: db.url!, LOCAL_DEV: '1', LOG_LEVEL: 'silent', SUPABASE_URL: '', VERCEL: '' },

@@ -2,20 +2,34 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, inject } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
+import { selectedEngines, type DatabaseKind } from '../setup/engines.ts';
 
-export type DatabaseKind = 'pglite' | 'postgres';
+export type { DatabaseKind };
 /**
- * Both engines: database suites run once on each (`describe.each(DATABASE_KINDS)`). On another
- * Postgres major (POSTGRES_PACKAGE_DIR, `npm run test:postgres-majors`) only the server's: the
- * embedded engine is the same whatever server the tests start.
+ * The engines this run tests on (TEST_ENGINES, tests/setup/engines.ts; both by default): database
+ * suites run once on each (`describe.each(DATABASE_KINDS)`).
  */
-export const DATABASE_KINDS: DatabaseKind[] = process.env.POSTGRES_PACKAGE_DIR ? ['postgres'] : ['pglite', 'postgres'];
+export const DATABASE_KINDS: DatabaseKind[] = selectedEngines();
+
+/** Whether this run tests on the engine (TEST_ENGINES): its global setup prepared it. */
+export const engineOn = (kind: DatabaseKind): boolean => DATABASE_KINDS.includes(kind);
+
+/**
+ * A describe block about one engine (what only a Postgres server does: pooling, concurrency, its
+ * planner; or what only PGlite is: the embedded mode), skipped when TEST_ENGINES leaves it out.
+ * Blocks that open their database with suiteDatabase(kind) skip themselves.
+ */
+export const describeOn = (kind: DatabaseKind) => describe.skipIf(!engineOn(kind));
+
+function engineOff(kind: DatabaseKind): Error {
+  return new Error(`The ${kind} engine is off in this run (TEST_ENGINES=${process.env.TEST_ENGINES ?? ''}): wrap the block in describeOn('${kind}'), or open it with suiteDatabase('${kind}'), which skips itself`);
+}
 
 export interface TestDatabase {
   kind: DatabaseKind;
@@ -42,6 +56,10 @@ export interface TestDatabaseOptions {
  * PGlite: a copy of the template folder. Postgres: `create database ... template app_template`.
  */
 export async function openTestDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): Promise<TestDatabase> {
+  if (!engineOn(kind)) throw engineOff(kind);
+  if (!inject(kind === 'pglite' ? 'pgliteTemplateDir' : 'postgresServerUrl')) {
+    throw new Error('This file opens a test database, but its tier prepares none: a database test is named x.test.ts, not x.unit.test.ts (CONTRIBUTING.md, "Test tiers")');
+  }
   if (kind === 'pglite') {
     const dir = path.join(mkdtempSync(path.join(tmpdir(), 'account-link-pglite-')), 'db');
     cpSync(inject(options.realtime ? 'pgliteRealtimeTemplateDir' : 'pgliteTemplateDir'), dir, { recursive: true });
@@ -90,11 +108,13 @@ export async function useTestDatabase(kind: DatabaseKind, options: TestDatabaseO
 
 /**
  * For a describe block: a fresh database of this kind, made the service's database before its
- * tests and closed after them. The returned object stands for it (`db.sql(...)`, `db.url`).
+ * tests and closed after them. The returned object stands for it (`db.sql(...)`, `db.url`). When
+ * TEST_ENGINES leaves the engine out, the block's tests are skipped, saying why.
  */
 export function suiteDatabase(kind: DatabaseKind, options: TestDatabaseOptions = {}): TestDatabase {
   let current: TestDatabase | undefined;
-  beforeAll(async () => {
+  if (!engineOn(kind)) beforeEach((context) => context.skip(`the ${kind} engine is off (TEST_ENGINES)`));
+  else beforeAll(async () => {
     current = await useTestDatabase(kind, options);
   });
   afterAll(async () => {

@@ -4,7 +4,7 @@ import * as linkIdRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
 import { closeDatabase, dbCallCount } from '../../lib/db/index.ts';
-import { DATABASE_KINDS, useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -32,7 +32,7 @@ const endpoints: { name: string; call: (authorization?: string) => Promise<Route
   { name: 'DELETE /api/wallet-link/{linkId}', call: (authorization) => callRoute(linkIdRoute, { method: 'DELETE', headers: authorization === undefined ? {} : { authorization }, params: { linkId: randomUUID() } }) },
 ];
 
-describe('session tokens on the wallet-link endpoints (embedded dev key)', () => {
+describeOn('pglite')('session tokens on the wallet-link endpoints (embedded dev key)', () => {
   let db: TestDatabase;
   let restoreEnv: () => void;
   beforeAll(async () => {

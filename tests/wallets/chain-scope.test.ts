@@ -20,7 +20,7 @@ import { evmWallet } from './wallets.ts';
  * Whose a wallet is, chain by chain (20261127000400_wallets_chain_scope.sql), through the SQL
  * functions the service calls, on both engines. A key's link holds its address on every EVM chain;
  * a contract's link holds it on its chain only; scopes that overlap have one owner. The proofs
- * themselves are checked before these calls (tests/wallets/contract-wallets.test.ts does it against
+ * themselves are checked before these calls (tests/wallets/contract-wallets.slow.test.ts does it against
  * a real EVM); here each claim says what proved it, as the service passes it on.
  */
 

@@ -7,11 +7,11 @@ import { CHALLENGE_TTL_MS } from '../../lib/wallets/challenge.ts';
 import { parseChallengeRequest, parseLinkRequest } from '../../lib/wallets/schemas.ts';
 import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet, type ChallengeResponse } from '../../lib/wallets/service.ts';
 import { formatSignInMessage, parseSignInMessage } from '../../lib/wallets/sign-in-message.ts';
-import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.ts';
 import { evmWallet, highSTwin, networkOf, solanaWallet, type TestWallet } from './wallets.ts';
 
 /**
- * The SQL functions of 20261122000200_wallets.sql through the wallet service (the same path the
+ * The SQL functions of supabase/schemas/05_wallets.sql through the wallet service (the same path the
  * routes take), on PGlite and on the real Postgres server: single use, idempotency, races, limits.
  */
 
@@ -258,7 +258,7 @@ describe.each(DATABASE_KINDS)('wallet-link SQL functions on %s', (kind) => {
 });
 
 // Two sessions at once need a real server (PGlite has one connection), so this race runs on Postgres.
-describe('wallet_link insert race on the real Postgres server', () => {
+describeOn('postgres')('wallet_link insert race on the real Postgres server', () => {
   const db = suiteDatabase('postgres');
 
   it('answers wallet_already_linked to the loser of an insert race that the pre-check cannot see', async () => {

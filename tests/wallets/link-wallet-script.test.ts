@@ -1,12 +1,12 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import * as linkIdRoute from '../../app/api/wallet-link/[linkId]/route.ts';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import * as linkRoute from '../../app/api/wallet-link/route.ts';
 import { DEV_USER, localUserIdFor } from '../../lib/auth/dev-user.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
-import { useTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -17,7 +17,7 @@ import { startRouteServer, type RouteServer } from '../support/route-server.ts';
  * start `next dev` in tests), with the embedded dev key both sides share.
  */
 
-describe('scripts/link-wallet.ts', () => {
+describeOn('pglite')('scripts/link-wallet.ts', () => {
   let db: TestDatabase;
   let server: RouteServer;
   let baseUrl: string;

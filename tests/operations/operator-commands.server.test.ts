@@ -1,0 +1,183 @@
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEV_USER } from '../../lib/auth/dev-user.ts';
+import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
+import { migrationTarget } from '../../lib/db/migrate.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { deliver } from '../billing/support.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { DEPLOYMENT_SETTINGS } from '../support/env.ts';
+import { freePort } from '../../scripts/support/postgres-server.ts';
+import { requireProductionBuild } from '../support/production-build.ts';
+
+/**
+ * The operator commands (`npm run status`, `billing:explain`, `billing:sync`, `billing:rebuild`,
+ * `db:maintain`) as an operator runs them: child processes with what their shell has, against a
+ * real Postgres, and against the real local service (`next start`, embedded database) that holds
+ * the embedded folder while it runs.
+ */
+const run = (script: string, args: string[], env: Record<string, string | undefined>) => {
+  const clean: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) if (value !== undefined) clean[key] = value;
+  return promisify(execFile)(process.execPath, [path.join('scripts', script), ...args], { env: clean as NodeJS.ProcessEnv, timeout: 120_000 });
+};
+
+/** An operator's shell: PATH and HOME, nothing of this test run's own settings. */
+const shell = () => ({ PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'silent' });
+
+describeOn('postgres')('the operator commands with only the deployment\'s database settings', () => {
+  const db = suiteDatabase('postgres');
+  let revenuecat: FakeRevenueCat;
+  beforeAll(async () => {
+    revenuecat = await startFakeRevenueCat();
+  });
+  afterAll(() => revenuecat.close());
+
+  it('take the database as `npm run migrate` does, while the service itself still refuses such a configuration', () => {
+    const all = { POSTGRES_URL_NON_POOLING: 'postgres://direct/db', DATABASE_URL: 'postgres://service/db', POSTGRES_URL: 'postgres://pooled/db' };
+    expect(OPERATOR_DATABASE_SETTINGS).toEqual(['POSTGRES_URL_NON_POOLING', 'DATABASE_URL', 'POSTGRES_URL']);
+    for (const [index, name] of OPERATOR_DATABASE_SETTINGS.entries()) {
+      const env = Object.fromEntries(OPERATOR_DATABASE_SETTINGS.slice(index).map((setting) => [setting, all[setting]]));
+      expect(loadConfig(env, { operator: true })).toMatchObject({ databaseMode: 'postgres', databaseUrl: all[name], local: false });
+      expect(migrationTarget(env, '/e')).toMatchObject({ url: all[name], from: name });
+      // The service's startup checks are as strict as ever.
+      expect(() => loadConfig(env)).toThrow(/without the settings a deployment needs: .*SUBSCRIPTION_WEBHOOK_SECRET.*APP_ORIGIN/);
+    }
+    // Settings of a deployment and none of its database: refused, not this machine's embedded folder.
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'x'.repeat(40) }, { operator: true })).toThrow(ConfigError);
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'x'.repeat(40) }, { operator: true })).toThrow(/POSTGRES_URL_NON_POOLING, or DATABASE_URL, or POSTGRES_URL/);
+  });
+
+  it.each(OPERATOR_DATABASE_SETTINGS)('with only %s: status, billing:explain, billing:rebuild, db:maintain and (with the RevenueCat key) billing:sync run', async (name) => {
+    const user = `operator-${randomUUID()}`;
+    const purchase = fixture('initial-purchase', { id: `OP-${randomUUID()}`, app_user_id: user, original_app_user_id: user, event_timestamp_ms: Date.now(), environment: 'PRODUCTION' });
+    expect((await deliver(purchase)).status).toBe(200);
+    const env = { ...shell(), [name]: db.url! };
+
+    const status = await run('status.ts', [], env);
+    expect(status.stdout).toMatch(/^Status at .* UTC \(not local, postgres database\)$/m);
+    expect(status.stdout).toContain('up to date');
+
+    const explained = await run('billing-explain.ts', ['--user', user], env);
+    expect(explained.stdout).toContain(`Subscriber ${user}`);
+    expect(explained.stdout).toContain(purchase.event.id);
+
+    const rebuild = await run('billing-rebuild.ts', [], env);
+    expect(rebuild.stdout).toMatch(/stored entries, \d+ customers; \d+ would change\./);
+
+    const maintain = await run('db-maintain.ts', ['--budget-ms', '20000'], env);
+    expect(JSON.parse(maintain.stdout)).toHaveProperty('done');
+
+    // billing:sync needs the RevenueCat key too, and nothing else: an id RevenueCat never named is refused by the sync itself.
+    await expect(run('billing-sync.ts', ['--user', `nobody-${randomUUID()}`], { ...env, REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url }))
+      .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('subscriber_unknown') });
+    await expect(run('billing-sync.ts', ['--user', user], env)).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('sync_not_configured') });
+  }, 240_000);
+});
+
+describe('the dev admin secret', () => {
+  it('opens the operator routes in local mode only, when ADMIN_API_SECRET is unset', () => {
+    expect(DEV_ADMIN_SECRET.length).toBeGreaterThanOrEqual(MIN_OPERATOR_SECRET_LENGTH);
+    expect(loadConfig({}).adminSecret).toBe(DEV_ADMIN_SECRET);
+    expect(loadConfig({ LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@127.0.0.1/app' }).adminSecret).toBe(DEV_ADMIN_SECRET);
+    expect(loadConfig({ LOCAL_DEV: '1', ADMIN_API_SECRET: 'a'.repeat(40) }).adminSecret).toBe('a'.repeat(40));
+    expect(loadConfig(DEPLOYMENT_SETTINGS).adminSecret).toBeUndefined();
+    expect(loadConfig({ ...DEPLOYMENT_SETTINGS, VERCEL: '1' }).adminSecret).toBeUndefined();
+  });
+});
+
+describe('the operator commands while the local service holds the embedded database', () => {
+  let server: NextServer;
+  let dataDir: string;
+  let env: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    requireProductionBuild();
+    dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-operator-'));
+    // A newcomer's local mode with the RevenueCat stand-in: nothing else configured.
+    const local = {
+      EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), REVENUECAT_STAND_IN: '1', BILLING_SYNC_AFTER: 'none',
+      DATABASE_URL: undefined, POSTGRES_URL: undefined, POSTGRES_URL_NON_POOLING: undefined, SUPABASE_URL: undefined, SUPABASE_SECRET_KEY: undefined,
+      SUPABASE_JWT_SECRET: undefined, NEXT_PUBLIC_SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, VERCEL: undefined,
+      SUBSCRIPTION_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET: undefined, REVENUECAT_SECRET_API_KEY: undefined, REVENUECAT_API_URL: undefined,
+      CRON_SECRET: undefined, ADMIN_API_SECRET: undefined, PORT: undefined,
+    };
+    server = await startNextServer({ timeoutMs: 120_000, env: { ...local, LOG_LEVEL: 'info', LOG_FORMAT: 'json' } });
+    env = { ...shell(), EMBEDDED_DB_DIR: local.EMBEDDED_DB_DIR, REVENUECAT_STAND_IN: '1', BASE_URL: server.url };
+  }, 600_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('the server takes its own port for APP_ORIGIN: the stand-in\'s absolute URL in the startup log, wallet challenges naming localhost:<port>', async () => {
+    expect(server.output()).toContain(`local stand-in (http://localhost:${server.port}/api/dev/revenuecat)`);
+    const linked = await run('link-wallet.ts', [], env);
+    expect(linked.stdout).toContain(`localhost:${server.port} wants you to sign in with your Ethereum account:`);
+  });
+
+  it('status, billing:explain and billing:sync ask the running service, and print what the direct path prints', async () => {
+    const sent = await run('sample-event.ts', ['--type', 'INITIAL_PURCHASE'], env);
+    const eventId = /^INITIAL_PURCHASE (\S+) for /.exec(sent.stdout)![1]!;
+
+    const status = await run('status.ts', [], env);
+    expect(status.stderr).toMatch(new RegExp(`is in use by process ${server.serverPid} \\(the running service\\?\\): asking the service at ${server.url}`));
+    expect(status.stdout).toMatch(/^Status at .* UTC \(local mode, embedded database\)$/m);
+    expect(status.stdout).toMatch(new RegExp(`^Billing webhook: last INITIAL_PURCHASE ${eventId} at .* UTC: applied; last 24 h: 1 applied$`, 'm'));
+    expect(status.stdout).toContain('RevenueCat sync local stand-in');
+    expect(status.stdout).toContain('admin API local dev secret');
+
+    const explained = await run('billing-explain.ts', ['--user', DEV_USER.id], env);
+    expect(explained.stdout).toContain(`Subscriber ${DEV_USER.id}`);
+    expect(explained.stdout).toContain(eventId);
+    expect(explained.stdout).toMatch(/^ {2}pro: grants now/m);
+    await expect(run('billing-explain.ts', ['--user', `nobody-${randomUUID()}`], env)).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('subscriber_unknown: ') });
+
+    // The stand-in lives in the running service: the sync goes through it.
+    const synced = JSON.parse((await run('billing-sync.ts', ['--user', DEV_USER.id], env)).stdout);
+    expect(synced).toMatchObject({ appUserId: DEV_USER.id, outcome: expect.stringMatching(/^(applied|stale)$/), entitlements: [{ id: 'pro', active: true }] });
+
+    const json = JSON.parse((await run('status.ts', ['--json'], env)).stdout);
+    expect(json.syncQueue.lastFailure).toBeNull();
+
+    // The same words as the direct path, once the service is stopped (the time asked aside).
+    const viaService = (await run('billing-explain.ts', ['--user', DEV_USER.id], env)).stdout.split('\n').slice(1);
+    await server.stop();
+    const direct = await run('billing-explain.ts', ['--user', DEV_USER.id], env);
+    expect(direct.stderr).not.toContain('in use by process');
+    expect(direct.stdout.split('\n').slice(1)).toEqual(viaService);
+
+    // With the service stopped, the stand-in (inside it) does not answer: the log line of the failed call names where it called, never the key.
+    const port = await freePort();
+    const failed = run('billing-sync.ts', ['--user', DEV_USER.id], { ...env, PORT: String(port), LOG_LEVEL: 'warn', LOG_FORMAT: 'json' });
+    await expect(failed).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('Sync failed: upstream_unavailable') });
+    const { stdout, stderr } = await failed.catch((error: { stdout: string; stderr: string }) => error);
+    const line = `${stdout}\n${stderr}`.split('\n').find((text) => text.includes('billing sync: the call to RevenueCat failed'));
+    expect(JSON.parse(line ?? '{}')).toMatchObject({ appUserId: DEV_USER.id, revenuecat: `local stand-in at localhost:${port}` });
+    expect(`${stdout}${stderr}`).not.toContain(REVENUECAT_STAND_IN_KEY);
+  }, 300_000);
+
+  it('says both things when the folder is held and nothing answers at the URL', async () => {
+    const held = mkdtempSync(path.join(tmpdir(), 'account-link-held-'));
+    try {
+      // This test process holds the folder, as a service would; nothing listens on the port.
+      writeFileSync(path.join(held, 'pglite.lock'), String(process.pid));
+      const url = `http://127.0.0.1:${await freePort()}`;
+      const failed = run('status.ts', ['--base-url', url], { ...shell(), EMBEDDED_DB_DIR: path.join(held, 'pglite') });
+      await expect(failed).rejects.toMatchObject({
+        code: 1,
+        stderr: expect.stringContaining(`is in use by process ${process.pid}, and no service answered at ${url}`),
+      });
+    } finally {
+      rmSync(held, { recursive: true, force: true });
+    }
+  });
+});
