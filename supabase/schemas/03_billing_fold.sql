@@ -773,7 +773,7 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- group's entitlements to the fold of its history: on top when it is the newest, else the whole
 -- history again. Returns {duplicate, outcome, ownerId, groupId, newSource}: outcome applied (some
 -- entitlement changed), stale (nothing changed: the newer history already says more), ignored
--- (nothing to apply); newSource: the event is about a product none of its owner's ids had a row of.
+-- (nothing to apply); newSource: the event is about a purchase none of its owner's ids had a row of.
 -- A second delivery of the same id waits on the unique key and then changes nothing.
 --
 -- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
