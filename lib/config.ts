@@ -212,10 +212,14 @@ export interface Config {
    * snapshots and the rebuild, so a rebuild gives what live delivery gives.
    */
   billingIgnoreSandbox: boolean;
-  /** RevenueCat's REST API (lib/revenuecat): absent without REVENUECAT_SECRET_API_KEY, and every sync path answers 503. */
+  /**
+   * RevenueCat's REST API (lib/revenuecat): absent without a v1 key (REVENUECAT_SECRET_API_KEY) or
+   * a v2 one (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID), and every sync path answers 503.
+   */
   revenuecat?: {
-    apiKey: string; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
-    /** REST v2 beside v1 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants. */
+    /** REST v1's secret key; null: v2 alone reads the customer (docs/sync.md, "Which record a sync reads"). */
+    apiKey: string | null; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
+    /** REST v2 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants; alone, the whole record. */
     v2?: { apiKey: string; projectId: string };
     /** The local stand-in answers instead of RevenueCat (REVENUECAT_STAND_IN=1, local mode only). */
     standIn?: boolean;
@@ -306,14 +310,13 @@ export function resetConfig(): void {
 }
 
 /**
- * REST v2 settings: both or neither, and only beside a v1 key (a snapshot is v1's record, which v2
- * completes with what each purchase grants). Refused otherwise, naming the variables, never values.
+ * REST v2 settings: both or neither. Beside a v1 key v2's per-item record wins where the two differ;
+ * alone it reads the whole record. Refused otherwise, naming the variables, never values.
  */
 function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectId: string } | undefined {
   const { REVENUECAT_V2_SECRET_API_KEY: apiKey, REVENUECAT_PROJECT_ID: projectId } = e;
   if (!apiKey && !projectId) return undefined;
   if (!apiKey || !projectId) throw new ConfigError('REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID go together: set both (RevenueCat REST v2) or neither.');
-  if (!e.REVENUECAT_SECRET_API_KEY) throw new ConfigError('REVENUECAT_V2_SECRET_API_KEY needs REVENUECAT_SECRET_API_KEY (v1) too: v2 completes v1\'s record, it does not replace it.');
   return { apiKey, projectId };
 }
 
@@ -393,9 +396,9 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
     billingIgnoreSandbox: !sandboxGrants(e, local),
-    revenuecat: e.REVENUECAT_SECRET_API_KEY
+    revenuecat: e.REVENUECAT_SECRET_API_KEY || revenuecatV2
       ? {
-          apiKey: e.REVENUECAT_SECRET_API_KEY,
+          apiKey: e.REVENUECAT_SECRET_API_KEY ?? null,
           apiUrl: e.REVENUECAT_API_URL.replace(/\/+$/, ''),
           timeoutMs: e.REVENUECAT_TIMEOUT_MS,
           requestsPerSecond: e.REVENUECAT_REQUESTS_PER_SECOND,
@@ -550,7 +553,7 @@ function optionalPartsOff(config: Config): string[] {
   const off: string[] = [];
   if (config.webhookSecrets.leagues.length === 0) off.push('LEAGUES_WEBHOOK_SECRET is not set: POST /api/webhooks/leagues-sync answers 503 webhook_not_configured until it is.');
   if (!config.cronSecret) off.push('CRON_SECRET is not set: the daily cron jobs (billing sweep, retention) answer 503 and never run; the event log grows without bound.');
-  if (!config.revenuecat) off.push('REVENUECAT_SECRET_API_KEY is not set: no sync with RevenueCat (webhooks only; refresh, sweep and operator syncs answer 503).');
+  if (!config.revenuecat) off.push('Neither REVENUECAT_SECRET_API_KEY nor REVENUECAT_V2_SECRET_API_KEY is set: no sync with RevenueCat (webhooks only; refresh, sweep and operator syncs answer 503).');
   return off;
 }
 
@@ -762,7 +765,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     sandboxPurchases: config.billingIgnoreSandbox ? 'recorded, grant nothing' : 'grant',
     revenuecat: config.revenuecat
-      ? `${config.revenuecat.standIn ? `local stand-in (${config.revenuecat.apiUrl})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.v2 ? ' (v1 + v2)' : ''} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
+      ? `${config.revenuecat.standIn ? `local stand-in (${config.revenuecat.apiUrl})` : new URL(config.revenuecat.apiUrl).host}${config.revenuecat.standIn ? '' : config.revenuecat.v2 ? (config.revenuecat.apiKey ? ' (v1 + v2)' : ' (v2)') : ' (v1)'} (sync after ${config.billingSyncAfter}; ${config.revenuecat.requestsPerSecond}/s, users at most half, ${config.billingUserRefreshesPerDay} refreshes a day each)`
       : 'not configured (no syncs)',
     // Hosts only: provider URLs carry their API key in the path or the query.
     walletRpc: config.wallet.evmRpcUrls.size > 0

@@ -59,7 +59,11 @@ export interface ExplainEntry {
   environment: string | null;
   movedIds: string[];
   confirmedAt: string | null;
-  plan: (BillingEventPlan & { snapshot?: { sources: { productId: string; status: string; entitlementIds: string[] }[] } }) | null;
+  plan: (BillingEventPlan & { snapshot?: {
+    sources: { productId: string; status: string; entitlementIds: string[] }[];
+    entitlementExpiries?: Record<string, string | null>;
+    leftOut?: { productId: string; entitlementIds: string[] }[];
+  } }) | null;
   sortKey: string;
   fields: {
     cancelReason?: string; expirationReason?: string; transferredFrom?: string[]; transferredTo?: string[]; newProductId?: string;
@@ -169,7 +173,7 @@ export function describeExplanation(record: ExplainRecord, now: Date): Subscribe
   return {
     appUserId: record.appUserId,
     checkedAt: now.toISOString(),
-    ids: describeIds(record),
+    ids: describeIds(record, steps),
     ...describeEntitlements(record, byId, steps, now),
     history,
     sync: record.syncMarks.map((mark) => `${mark.appUserId} is marked for a sync from RevenueCat since ${formatUtc(mark.requestedAt)} (${REASON_WORDS[mark.reason] ?? mark.reason})`
@@ -182,14 +186,17 @@ export function describeExplanation(record: ExplainRecord, now: Date): Subscribe
 // ---------------------------------------------------------------------------------------------
 // Ids
 
-function describeIds(record: ExplainRecord): SubscriberExplanation['ids'] {
+function describeIds(record: ExplainRecord, steps: Map<string, ExplainStep>): SubscriberExplanation['ids'] {
   const members = record.ids.length > 0 ? record.ids.map((id) => id.appUserId) : [record.appUserId];
-  const transfers = record.entries.filter((entry) => entry.type === 'TRANSFER' && entry.plan?.move === 'transfer');
+  const transfers = record.entries.filter((entry) => entry.type === 'TRANSFER' && entry.plan?.move === 'transfer' && !entry.plan.ignoredReason)
+    .map((entry) => ({ entry, moved: whatMoved(entry, steps.get(entry.eventId)) }));
   return members.map((id) => {
     const parts: string[] = [];
     if (id === record.appUserId) parts.push('the id asked about');
     if (isAnonymousId(id)) parts.push('anonymous (an app install before sign-in)');
-    const customer = record.ids.find((candidate) => candidate.appUserId === id)?.customerId;
+    // An anonymous id's customer is where a TRANSFER naming it finds the purchases, not an id it reads
+    // through: it is told as one customer with the others below.
+    const customer = isAnonymousId(id) ? undefined : record.ids.find((candidate) => candidate.appUserId === id)?.customerId;
     if (customer) parts.push(`another id of customer ${customer} (RevenueCat named them together); its rows are kept under ${customer}`);
     const merged = record.ids.filter((candidate) => candidate.customerId === id).map((candidate) => candidate.appUserId);
     if (merged.length > 0) parts.push(`keeps the rows of its other id(s) ${merged.join(', ')}`);
@@ -197,14 +204,34 @@ function describeIds(record: ExplainRecord): SubscriberExplanation['ids'] {
     const together = [...new Set(record.entries.filter((entry) => entry.plan?.move === 'merge' && entry.plan.linkedIds.includes(id))
       .flatMap((entry) => entry.plan!.linkedIds))].filter((other) => other !== id && other !== customer && !merged.includes(other));
     if (together.length > 0) parts.push(`one customer with ${together.join(', ')} (RevenueCat's events name them together)`);
-    for (const transfer of transfers) {
-      const from = transfer.plan!.movedIds;
-      const to = transfer.plan!.subjectId;
-      if (from.includes(id)) parts.push(`its purchases were transferred to ${to} on ${formatUtc(transfer.eventAt)} (TRANSFER ${transfer.eventId})`);
-      if (to === id) parts.push(`received the purchases of ${from.join(', ')} on ${formatUtc(transfer.eventAt)} (TRANSFER ${transfer.eventId})`);
+    // What each transfer did (the fold's outcome), not what it named.
+    for (const { entry, moved } of transfers) {
+      const when = `on ${formatUtc(entry.eventAt)} (TRANSFER ${entry.eventId})`;
+      if (moved.from.includes(id)) parts.push(`its purchases were transferred to ${moved.to} ${when}`);
+      else if (moved.named.includes(id)) parts.push(`named as the source of TRANSFER ${entry.eventId} to ${moved.to} on ${formatUtc(entry.eventAt)}, but it held no purchases to move`);
+      if (moved.to === id) {
+        parts.push(moved.from.length > 0 ? `received the purchases of ${moved.from.join(', ')} ${when}`
+          : `named as the receiver of TRANSFER ${entry.eventId} from ${moved.named.join(', ')} on ${formatUtc(entry.eventAt)}, which moved nothing`);
+      }
     }
     return { appUserId: id, role: parts.length > 0 ? parts.join('; ') : 'named together with the others by an event' };
   });
+}
+
+/**
+ * What a TRANSFER did, from the fold's outcome: the ids whose rows it moved (the replay's changes:
+ * rows left `transferred`; before a checkpoint, the stored outcome), to whom (the owner the fold
+ * chose), and every id it named as a source.
+ */
+function whatMoved(entry: ExplainEntry, step: ExplainStep | undefined): { from: string[]; to: string; named: string[] } {
+  const plan = entry.plan!;
+  const to = step?.ownerId ?? entry.ownerId ?? plan.subjectId ?? '(no one)';
+  const named = [...new Set(plan.movedIds)].filter((id) => id !== to);
+  const from = step
+    ? [...new Set(step.changes.filter((change) => change.before && change.before.status !== 'transferred' && change.after?.status === 'transferred')
+      .map((change) => change.before!.app_user_id))]
+    : entry.outcome === 'applied' ? [...new Set(entry.movedIds)].filter((id) => id !== to) : [];
+  return { from, to, named };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -415,7 +442,11 @@ function titleOf(entry: ExplainEntry): string {
 
 function whatItDid(entry: ExplainEntry, step: ExplainStep | undefined, record: ExplainRecord, checkpointKey: string | null): string {
   const reason = entry.plan?.ignoredReason;
-  if (entry.outcome === 'ignored' || reason) return `recorded; changes nothing: ${IGNORED_WORDS[reason ?? ''] ?? reason ?? 'nothing to apply'}.`;
+  const effects = describeEffects(entry, step);
+  // Ignored when it arrived, and still nothing in the fold of today's history (the replay's outcome decides when it has one).
+  if (reason || (entry.outcome === 'ignored' && (!step || (step.outcome === 'ignored' && step.changes.length === 0)))) {
+    return `recorded; changes nothing: ${reason ? IGNORED_WORDS[reason] ?? reason : entry.type === 'TRANSFER' && effects ? effects : 'nothing to apply'}.`;
+  }
   if (!step) {
     if (checkpointKey && entry.sortKey <= checkpointKey) {
       return entry.outcome === 'stale' && !record.stored.some((row) => row.last_event_id === entry.eventId)
@@ -428,25 +459,49 @@ function whatItDid(entry: ExplainEntry, step: ExplainStep | undefined, record: E
   const late = record.entries.find((other) => other.sortKey > entry.sortKey && Date.parse(other.receivedAt) < Date.parse(entry.receivedAt));
   const refold = late ? `arrived after later events (${late.type} ${late.eventId} among them): the history was folded again with it in its place; ` : '';
   const owner = step.ownerId && step.ownerId !== (entry.appUserId ?? entry.subjectId) ? `; rows kept under ${step.ownerId}` : '';
-  const effects = describeEffects(entry.plan);
-  if (step.changes.length === 0) return `${refold}${effects ? `${effects}: ` : ''}changed nothing (what it says, later or stronger entries already said)${owner}.`;
+  if (step.changes.length === 0) {
+    const movedNothing = entry.plan?.move === 'transfer' && whatMoved(entry, step).from.length === 0;
+    return `${refold}${effects ? `${effects}: ` : ''}changed nothing${movedNothing ? '' : ' (what it says, later or stronger entries already said)'}${owner}.`;
+  }
   const confirmed = step.changes.filter((change) => sameState(change.before, change.after)).length;
   const changed = step.changes.length - confirmed;
   const counts = [changed > 0 ? `changed ${changed} row(s)` : '', confirmed > 0 ? `confirmed ${confirmed} as it was` : ''].filter(Boolean).join(', ');
   return `${refold}${effects ? `${effects}: ` : ''}${counts}${owner}.`;
 }
 
-function describeEffects(plan: ExplainEntry['plan']): string {
+/**
+ * What an entry did, in words: a transfer by what the fold moved; a snapshot by what RevenueCat's
+ * record showed (the purchases it placed, every entitlement it showed active, and what was left out).
+ */
+function describeEffects(entry: ExplainEntry, step: ExplainStep | undefined): string {
+  const plan = entry.plan;
   if (!plan) return '';
-  if (plan.type === 'SYNC') {
-    const sources = plan.snapshot?.sources ?? [];
-    return sources.length === 0 ? 'RevenueCat showed no purchase' : `RevenueCat showed ${sources.map((source) => `${source.productId} ${source.status}${source.entitlementIds.length ? ` (${source.entitlementIds.join(', ')})` : ''}`).join('; ')}`;
+  if (plan.type === 'SYNC') return describeSnapshotSeen(plan);
+  if (plan.move === 'transfer') {
+    const moved = whatMoved(entry, step);
+    return moved.from.length > 0 ? `moved the purchases of ${moved.from.join(', ')} to ${moved.to}`
+      : `a transfer that found no purchases of ${moved.named.join(', ') || 'anyone'} to move to ${moved.to}`;
   }
-  if (plan.move === 'transfer') return `moved the purchases of ${plan.movedIds.join(', ')} to ${plan.subjectId}`;
   const actions = [...new Set(plan.effects.map((effect: EntitlementEffect) => ACTION_WORDS[effect.action]))];
   const entitlements = [...new Set(plan.effects.map((effect) => effect.entitlementId ?? 'every entitlement of the product'))];
   const merge = plan.move === 'merge' && plan.movedIds.length > 1 ? `; ids ${plan.movedIds.join(', ')} named together` : '';
   return actions.length === 0 ? merge.slice(2) : `${actions.join(', ')} ${entitlements.join(', ')}${merge}`;
+}
+
+function describeSnapshotSeen(plan: NonNullable<ExplainEntry['plan']>): string {
+  const sources = plan.snapshot?.sources ?? [];
+  const placed = new Set(sources.flatMap((source) => source.entitlementIds));
+  // Entitlements the record showed active that no purchase placed here grants (v1: its shown purchase was left out).
+  const unplaced = Object.entries(plan.snapshot?.entitlementExpiries ?? {})
+    .filter(([id, until]) => !placed.has(id) && (until === null || Date.parse(until) > Date.parse(plan.eventAt)))
+    .map(([id, until]) => `${id} active ${until === null ? 'with no end' : `until ${formatUtc(until)}`}`);
+  const leftOut = plan.snapshot?.leftOut ?? [];
+  const seen = [
+    ...sources.map((source) => `${source.productId} ${source.status}${source.entitlementIds.length ? ` (${source.entitlementIds.join(', ')})` : ''}`),
+    ...unplaced,
+  ];
+  const left = leftOut.length > 0 ? `; ${leftOut.map((source) => `${source.productId} (sandbox)`).join(', ')} left out: sandbox purchases grant nothing here` : '';
+  return seen.length === 0 ? `RevenueCat showed no purchase${left}` : `RevenueCat showed ${seen.join('; ')}${left}`;
 }
 
 const ACTION_WORDS: Record<EntitlementEffect['action'], string> = {

@@ -1,9 +1,10 @@
 import { getConfig } from '../config.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { subscriberResponseSchema } from '../revenuecat/subscriber.ts';
-import { storedV2Customer } from '../revenuecat/v2.ts';
+import { storedV2Customer, storedV2Record } from '../revenuecat/v2.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import { describeSnapshot } from './snapshot.ts';
+import { describeV2Snapshot } from './snapshot-v2.ts';
 import type { BillingEvent } from './webhook-body.ts';
 
 /**
@@ -68,6 +69,9 @@ export function planOf(entry: StoredEntry, options: { ignoreSandbox: boolean }):
   if (entry.type === 'SYNC') {
     const body = entry.body as { app_user_id?: string } & Record<string, unknown>;
     const response = subscriberResponseSchema.safeParse(body);
+    // v2 alone read it: its record is under `v2`, with no `subscriber` (lib/billing/snapshot-v2.ts).
+    const v2Record = !response.success && body.app_user_id ? storedV2Record(body.v2) : null;
+    if (v2Record) return describeV2Snapshot(v2Record, body.app_user_id!, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox });
     // A snapshot of a deleted user keeps only its id: it means nothing any more.
     if (!response.success || !body.app_user_id) return describeEventEffects({ id: entry.eventId, type: 'SYNC' }, new Date(entry.eventAt), { recorded: true });
     return describeSnapshot(response.data, body.app_user_id, { eventId: entry.eventId, ignoreSandbox: options.ignoreSandbox, v2: storedV2Customer(body.v2) });

@@ -1,6 +1,7 @@
 import type { RevenueCatEntitlement, RevenueCatNonSubscription, RevenueCatSubscription, SubscriberResponse } from '../revenuecat/subscriber.ts';
-import type { V2Customer, V2Item } from '../revenuecat/v2.ts';
+import type { V2Customer, V2Item, V2Record } from '../revenuecat/v2.ts';
 import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type EntitlementStatus } from './event-effects.ts';
+import { v2SubscriptionState } from './snapshot-v2.ts';
 
 /**
  * What a snapshot of RevenueCat's record MEANS (GET /v1/subscribers/{id}), decided without the
@@ -82,16 +83,18 @@ export interface SnapshotPlan extends BillingEventPlan {
     /**
      * Every entitlement id RevenueCat lists for the customer (v1 lists expired ones too, and sandbox
      * ones even when their purchases are left out): a row of an entitlement not among them stops granting.
+     * null: the record could not list them all (v2 alone, an item's entitlements paged past what was read).
      */
-    entitlementIds: string[];
+    entitlementIds: string[] | null;
     /** Per entitlement v1 lists: until when the purchase it shows grants (ISO 8601; null = forever). */
     entitlementExpiries: Record<string, string | null>;
     /**
-     * Products whose purchases the snapshot leaves out (sandbox ones, in a deployment that ignores
-     * sandbox): v1 keys subscriptions by product, so such a purchase may be what hides a production
-     * purchase of the same product; rows of these products stay as the events left them.
+     * Sources the record showed that were left out (sandbox ones, where sandbox grants nothing):
+     * explain names them; and the fold keeps rows of their products as the events left them (v1
+     * keys subscriptions by product, so a sandbox purchase may be what hides a production purchase
+     * of the same product). Absent: none.
      */
-    hiddenProducts?: string[];
+    leftOut?: { productId: string; environment: 'SANDBOX'; entitlementIds: string[] }[];
   };
 }
 
@@ -156,16 +159,26 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
   }));
   // A subscription that no longer grants while an entitlement v1 shows it for still does (see grantedElsewhere).
   for (const source of sources.values()) {
-    if (oneTime.has(source.productId) || GRANTING.has(source.status)) continue;
+    if (oneTime.has(source.productId) || GRANTING.includes(source.status)) continue;
     if (source.entitlementIds.some((id) => entitlementExpiries[id] === null || Date.parse(entitlementExpiries[id] ?? '') > at)) source.grantedElsewhere = true;
   }
   if (options.v2) completeFromV2(sources, otherPurchases, options.v2, at);
-  const described = [...sources.values(), ...otherPurchases];
-  const left = (source: SnapshotSource) => options.ignoreSandbox === true && source.environment === 'SANDBOX';
 
-  const original = response.subscriber.original_app_user_id ?? null;
+  return snapshotPlan(appUserId, at, response.subscriber.original_app_user_id ?? null, options, {
+    sources: [...sources.values(), ...otherPurchases],
+    entitlementIds: Object.keys(response.subscriber.entitlements),
+    entitlementExpiries,
+  });
+}
+
+/**
+ * The plan of a snapshot of the customer at `at` (epoch ms), whichever reader made it: named under
+ * the synced id and the customer's first id (v1's original_app_user_id, v2's earliest alias).
+ */
+export function snapshotPlan(appUserId: string, at: number, original: string | null, options: { eventId: string; ignoreSandbox?: boolean }, snapshot: SnapshotPlan['snapshot']): SnapshotPlan {
   const named = [...new Set([appUserId, ...(original ? [original] : [])])].slice(0, MAX_IDS_PER_EVENT);
   const real = named.filter((id) => !isAnonymousId(id));
+  const leftOut = (source: SnapshotSource) => options.ignoreSandbox === true && source.environment === 'SANDBOX';
   return {
     eventId: options.eventId,
     type: 'SYNC',
@@ -184,10 +197,11 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     ignoredReason: null,
     syncReason: null,
     snapshot: {
-      sources: described.filter((source) => !left(source)),
-      entitlementIds: Object.keys(response.subscriber.entitlements),
-      entitlementExpiries,
-      ...(described.some(left) ? { hiddenProducts: [...new Set(described.filter(left).map((source) => source.productId))] } : {}),
+      ...snapshot,
+      sources: snapshot.sources.filter((source) => !leftOut(source)),
+      ...(snapshot.sources.some(leftOut)
+        ? { leftOut: snapshot.sources.filter(leftOut).map((source) => ({ productId: source.productId, environment: 'SANDBOX' as const, entitlementIds: source.entitlementIds })) }
+        : {}),
     },
   };
 }
@@ -202,10 +216,19 @@ export function trimSnapshot(response: SubscriberResponse, appUserId: string, v2
   return { app_user_id: appUserId, request_date: response.request_date ?? null, request_date_ms: response.request_date_ms, subscriber, ...(v2 ? { v2 } : {}) };
 }
 
+/** A snapshot v2 alone read, as stored: RevenueCat's record under `v2` (no `subscriber`: v1 was not asked), so a rebuild computes the same plan. */
+export function trimV2Snapshot(record: V2Record, appUserId: string): Record<string, unknown> {
+  return { app_user_id: appUserId, request_date: new Date(record.requestDateMs).toISOString(), request_date_ms: record.requestDateMs, v2: record };
+}
+
 /**
  * What REST v2 adds: each product's every entitlement (v1 shows a product only where it is the
  * purchase an entitlement shows), and whether a one-time purchase is still owned or was refunded.
- * Timing (expiry, grace, unsubscribe, billing issue) stays v1's, which says more of it.
+ * And where the two records differ on a subscription both show, v2's per-item record wins: they
+ * differ when one says it grants at the snapshot's time and the other not, or, both granting, on
+ * when its period ends (to the second) or whether it renews. Then its status, end and renewal are
+ * v2's (v2SubscriptionState); where they agree v1's finer words stay (grace date, billing issue,
+ * pause, period type), and what neither grants keeps v1's (a refund's time).
  */
 function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: SnapshotSource[], v2: V2Customer, at: number): void {
   for (const item of v2.subscriptions) {
@@ -213,16 +236,21 @@ function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: Sn
     const source = findSource(sources, item);
     if (source) {
       grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
+      // (An item that says nothing of access, gives_access absent, differs in nothing.)
+      const said = v2SubscriptionState(item, at, undefined);
+      if (item.givesAccess !== null && differ(source, said, at)) {
+        Object.assign(source, said, {
+          // v2 gives no grace date: v1's stands while v2 too says the item is in its grace period.
+          graceExpiresAt: said.status === 'grace' ? said.graceExpiresAt ?? source.graceExpiresAt : null,
+          autoResumeAt: said.status === 'paused' ? source.autoResumeAt : null,
+        });
+      }
       continue;
     }
     // Only v2 shows it (v1 keyed it otherwise): what v2 says of access.
-    const grants = item.givesAccess === true && (item.endsAt === null || item.endsAt > at);
-    const renews = item.autoRenewalStatus !== 'will_not_renew' && item.autoRenewalStatus !== 'requires_price_increase_consent';
     sources.set(item.productId, {
       ...blankSource(item.productId, item),
-      status: grants ? (renews ? 'active' : 'cancelled_active') : 'expired',
-      willRenew: grants && renews,
-      expiresAt: item.endsAt === null ? (grants ? null : new Date(at).toISOString()) : new Date(grants ? item.endsAt : Math.min(item.endsAt, at)).toISOString(),
+      ...v2SubscriptionState(item, at, undefined),
       purchasedAt: item.startsAt === null ? null : new Date(item.startsAt).toISOString(),
       entitlementIds: [...item.entitlementIds],
       mapping: item.entitlementsComplete ? 'complete' : 'partial',
@@ -270,6 +298,18 @@ function findSource(sources: Map<string, SnapshotSource>, item: V2Item): Snapsho
   const subscriptionId = item.productId!.split(':')[0];
   const candidates = [...sources.values()].filter((source) => fits(source) && source.productId.split(':')[0] === subscriptionId);
   return candidates.length === 1 ? candidates[0] : undefined;
+}
+
+const GRANTING: EntitlementStatus[] = ['active', 'cancelled_active', 'temporary', 'billing_issue', 'grace'];
+
+/** Whether v1's source and v2's item, at the snapshot's time, differ (see completeFromV2). */
+function differ(v1: SnapshotSource, v2: Pick<SnapshotSource, 'status' | 'willRenew' | 'expiresAt' | 'graceExpiresAt'>, at: number): boolean {
+  const until = (state: Pick<SnapshotSource, 'expiresAt' | 'graceExpiresAt'>) => Math.max(time(state.expiresAt) ?? Infinity, time(state.graceExpiresAt) ?? -Infinity);
+  const grants = (state: Pick<SnapshotSource, 'status' | 'expiresAt' | 'graceExpiresAt'>) => GRANTING.includes(state.status) && until(state) > at;
+  if (grants(v1) !== grants(v2)) return true;
+  if (!grants(v1)) return false;
+  const seconds = (value: string | null) => (value === null ? null : Math.floor(Date.parse(value) / 1000));
+  return seconds(v1.expiresAt) !== seconds(v2.expiresAt) || v1.willRenew !== v2.willRenew;
 }
 
 function grantsFromV2(source: SnapshotSource, entitlementIds: string[], complete: boolean): void {
@@ -369,7 +409,6 @@ function productIdOf(productIdentifier: string, planIdentifier: string | null | 
   return planIdentifier && !productIdentifier.includes(':') ? `${productIdentifier}:${planIdentifier}` : productIdentifier;
 }
 
-const GRANTING = new Set<EntitlementStatus>(['active', 'cancelled_active', 'temporary', 'billing_issue', 'grace']);
 const time = (value: string | null | undefined): number | null => (value ? Date.parse(value) : null);
 const iso = (value: string | null | undefined): string | null => (value ? new Date(value).toISOString() : null);
 const upper = (value: string | null | undefined): string | null => (value ? value.toUpperCase() : null);

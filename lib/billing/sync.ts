@@ -8,9 +8,10 @@ import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { fetchSubscriber } from '../revenuecat/client.ts';
 import type { SubscriberResponse } from '../revenuecat/subscriber.ts';
-import { fetchV2Customer, type V2Customer } from '../revenuecat/v2.ts';
+import { fetchV2Customer, fetchV2Record, RevenueCatV2Error, type V2Customer, type V2Record } from '../revenuecat/v2.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from './entitlement-view.ts';
-import { describeSnapshot, trimSnapshot } from './snapshot.ts';
+import { describeSnapshot, trimSnapshot, trimV2Snapshot } from './snapshot.ts';
+import { describeV2Snapshot } from './snapshot-v2.ts';
 
 /**
  * Bring a subscriber's entitlements to RevenueCat's own record: fetch the customer from the REST
@@ -50,7 +51,7 @@ export interface SyncResult {
   outcome: 'applied' | 'stale' | 'ignored';
   /** The subscriber's entitlements after the sync, as GET /api/me shows them. */
   entitlements: EntitlementView[];
-  /** RevenueCat had no such customer and created it (v1 does): only the user's own refresh may do that. */
+  /** RevenueCat had no such customer and created it (v1 does; v2 answers 404 and creates none): only the user's own refresh may do that. */
   created: boolean;
 }
 
@@ -68,7 +69,7 @@ export function requireRevenueCat() {
   if (!revenuecat) {
     throw new DomainError('sync_not_configured', 'Syncing purchases with RevenueCat is not enabled on this server.', {
       retryAfterSeconds: 3600,
-      operatorDetail: 'Set REVENUECAT_SECRET_API_KEY (a secret API key) to enable the sync routes.',
+      operatorDetail: 'Set REVENUECAT_SECRET_API_KEY (a v1 secret API key), or REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID (v2), to enable the sync routes.',
     });
   }
   return revenuecat;
@@ -118,9 +119,9 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
   if (begin.waitMs > 0) await sleep(Math.min(begin.waitMs, Math.max(0, deadline - Date.now())));
 
   const fetchStartedAt = new Date();
-  let fetched;
+  let record: RevenueCatRecord;
   try {
-    fetched = await fetchSubscriber(appUserId, { ...revenuecat, deadline });
+    record = await readRecord(appUserId, revenuecat, deadline);
   } catch (error) {
     // Which RevenueCat was called (host and port: the stand-in under this service's own origin, a
     // proxy, RevenueCat itself), for the log only: the mark and the status name no host.
@@ -128,16 +129,49 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
     if (error instanceof DomainError) await markFailed(appUserId, options.reason, error);
     throw error;
   }
-  if (fetched.created) {
-    // RevenueCat had no record of this id (it made an empty one just now): that says nothing about
-    // purchases made under it, so nothing is written; the answer is what is stored.
+  if (record.reader === 'none') {
+    // RevenueCat had no record of this id (v1 made an empty one just now; v2 answered 404): that
+    // says nothing about purchases made under it, so nothing is written; the answer is what is stored.
     const entitlements = await callDb<EntitlementRow[]>('billing_sync_found_nothing', { p_app_user_id: appUserId, p_fetch_started_at: fetchStartedAt });
-    return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: true };
+    return { appUserId, outcome: 'ignored', entitlements: toEntitlementViews(entitlements), created: record.created };
   }
-  const v2 = await fetchV2IfConfigured(appUserId, revenuecat, deadline);
-  const result = await recordSnapshot(appUserId, fetched.response, v2, fetchStartedAt, options.reason);
+  const result = await recordSnapshot(appUserId, record, fetchStartedAt, options.reason);
   if (result.outcome === 'applied') publishAccountChange([appUserId], 'entitlements');
-  return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: fetched.created };
+  return { appUserId, outcome: result.outcome, entitlements: toEntitlementViews(result.entitlements), created: false };
+}
+
+/**
+ * What a sync read of the customer: v1's record (with v2's items beside it when both keys are set),
+ * v2's alone (no v1 key), or nothing (RevenueCat has no such customer).
+ */
+type RevenueCatRecord =
+  | { reader: 'v1'; response: SubscriberResponse; v2: V2Customer | null }
+  | { reader: 'v2'; record: V2Record }
+  | { reader: 'none'; created: boolean };
+
+/**
+ * Which reader: v1 whenever its key is set (v2's items complete it and win where they differ:
+ * lib/billing/snapshot.ts completeFromV2), else v2 alone (lib/billing/snapshot-v2.ts). Failures
+ * are DomainErrors either way (upstream_unavailable, upstream_rejected, upstream_invalid).
+ */
+async function readRecord(appUserId: string, revenuecat: ReturnType<typeof requireRevenueCat>, deadline: number): Promise<RevenueCatRecord> {
+  if (revenuecat.apiKey !== null) {
+    const fetched = await fetchSubscriber(appUserId, { ...revenuecat, apiKey: revenuecat.apiKey, deadline });
+    if (fetched.created) return { reader: 'none', created: true };
+    return { reader: 'v1', response: fetched.response, v2: await fetchV2IfConfigured(appUserId, revenuecat, deadline) };
+  }
+  try {
+    const record = await fetchV2Record(appUserId, { apiUrl: revenuecat.apiUrl, timeoutMs: revenuecat.timeoutMs, deadline, retries: 2, ...revenuecat.v2! });
+    return record ? { reader: 'v2', record } : { reader: 'none', created: false };
+  } catch (error) {
+    if (!(error instanceof RevenueCatV2Error)) throw error;
+    const operatorDetail = `RevenueCat: ${error.message}`;
+    throw error.kind === 'unavailable'
+      ? new DomainError('upstream_unavailable', 'RevenueCat could not give the record now; nothing was changed.', { retryAfterSeconds: error.retryAfterSeconds ?? 30, operatorDetail })
+      : error.kind === 'rejected'
+        ? new DomainError('upstream_rejected', 'RevenueCat refused this service\'s request; nothing was changed. The operator can see why in the server log.', { operatorDetail })
+        : new DomainError('upstream_invalid', 'RevenueCat answered with something this service cannot use; nothing was changed.', { operatorDetail });
+  }
 }
 
 /**
@@ -147,7 +181,7 @@ export async function syncSubscriber(appUserId: string, options: SyncOptions): P
  * caller's: 502 upstream_invalid, nothing stored, and the subscriber marked with a backoff (not
  * a 400, and not a failure the sweep retries at once, forever).
  */
-async function recordSnapshot(appUserId: string, response: SubscriberResponse, v2: V2Customer | null, fetchStartedAt: Date, reason: SyncReason) {
+async function recordSnapshot(appUserId: string, record: Exclude<RevenueCatRecord, { reader: 'none' }>, fetchStartedAt: Date, reason: SyncReason) {
   const refused = async (operatorDetail: string) => {
     const error = new DomainError('upstream_invalid', 'RevenueCat answered with something this service cannot use; nothing was changed.', {
       operatorDetail: `RevenueCat's answer could not be stored: ${operatorDetail}`,
@@ -156,14 +190,17 @@ async function recordSnapshot(appUserId: string, response: SubscriberResponse, v
     return error;
   };
   let plan;
+  let body;
   try {
-    plan = describeSnapshot(response, appUserId, { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox, v2 });
+    const options = { eventId: `sync:${randomUUID()}`, ignoreSandbox: getConfig().billingIgnoreSandbox };
+    plan = record.reader === 'v1' ? describeSnapshot(record.response, appUserId, { ...options, v2: record.v2 }) : describeV2Snapshot(record.record, appUserId, options);
+    body = record.reader === 'v1' ? trimSnapshot(record.response, appUserId, record.v2) : trimV2Snapshot(record.record, appUserId);
   } catch (error) {
     throw await refused((error as Error).message);
   }
   try {
     return await callDb<{ outcome: SyncResult['outcome']; entitlements: EntitlementRow[] }>('record_billing_snapshot', {
-      p_body: trimSnapshot(response, appUserId, v2),
+      p_body: body,
       p_plan: plan,
       p_fetch_started_at: fetchStartedAt,
     });
@@ -181,9 +218,9 @@ function formatWait(seconds: number): string {
 }
 
 /**
- * REST v2's list of the customer's purchases with every entitlement each grants, when configured
- * (REVENUECAT_V2_SECRET_API_KEY, REVENUECAT_PROJECT_ID). It only completes v1's record: when it
- * fails the snapshot is v1's alone, as without v2 (logged, never an error of the sync).
+ * Beside v1: REST v2's list of the customer's purchases with every entitlement each grants, when
+ * configured (REVENUECAT_V2_SECRET_API_KEY, REVENUECAT_PROJECT_ID). Its items win where they differ
+ * from v1's; when it fails the snapshot is v1's alone, as without v2 (logged, never an error of the sync).
  */
 async function fetchV2IfConfigured(appUserId: string, revenuecat: ReturnType<typeof requireRevenueCat>, deadline: number): Promise<V2Customer | null> {
   if (!revenuecat.v2) return null;

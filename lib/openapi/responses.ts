@@ -264,7 +264,7 @@ export const serviceStatusSchema = z
     parts: z.object({
       billingWebhook: z.enum(['on', 'local dev secret', 'off']),
       leaguesWebhook: z.enum(['on', 'local dev secret', 'off']),
-      revenuecatSync: z.enum(['off', 'v1', 'v1 + v2', 'local stand-in']),
+      revenuecatSync: z.enum(['off', 'v1', 'v2', 'v1 + v2', 'local stand-in']),
       syncAfterWebhooks: z.enum(['gaps', 'all', 'none']),
       cron: z.enum(['on', 'off']),
       adminApi: z.enum(['on', 'local dev secret', 'off']),

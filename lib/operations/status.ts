@@ -90,7 +90,7 @@ export interface ServiceParts {
   billingWebhook: 'on' | 'local dev secret' | 'off';
   leaguesWebhook: 'on' | 'local dev secret' | 'off';
   /** Syncs from RevenueCat's REST API: off, v1, v1 + v2, or the local stand-in. */
-  revenuecatSync: 'off' | 'v1' | 'v1 + v2' | 'local stand-in';
+  revenuecatSync: 'off' | 'v1' | 'v2' | 'v1 + v2' | 'local stand-in';
   syncAfterWebhooks: 'gaps' | 'all' | 'none';
   cron: 'on' | 'off';
   /** The operator routes: on (ADMIN_API_SECRET), local mode's dev secret (DEV_ADMIN_SECRET), or off. */
@@ -202,7 +202,7 @@ export function partsOf(config: Config): ServiceParts {
   return {
     billingWebhook: webhook('subscription'),
     leaguesWebhook: webhook('leagues'),
-    revenuecatSync: !config.revenuecat ? 'off' : config.revenuecat.standIn ? 'local stand-in' : config.revenuecat.v2 ? 'v1 + v2' : 'v1',
+    revenuecatSync: !config.revenuecat ? 'off' : config.revenuecat.standIn ? 'local stand-in' : config.revenuecat.v2 ? (config.revenuecat.apiKey ? 'v1 + v2' : 'v2') : 'v1',
     syncAfterWebhooks: config.revenuecat ? config.billingSyncAfter : 'none',
     cron: config.cronSecret ? 'on' : 'off',
     adminApi: !config.adminSecret ? 'off' : config.adminSecret === DEV_ADMIN_SECRET ? 'local dev secret' : 'on',

@@ -19,6 +19,12 @@ import { createHash, randomUUID } from 'node:crypto';
  * RevenueCat ids (`prod...`) whose `store_identifier` is the product as webhooks name it:
  *   GET /v2/projects/{project_id}/customers/{customer_id}/subscriptions|purchases -> 200 { object: 'list', items, next_page, url }
  *   GET /v2/projects/{project_id}/products/{product_id} -> 200 Product
+ *   GET /v2/projects/{project_id}/customers/{customer_id} -> 200 Customer with active_entitlements (get-customer)
+ *   GET /v2/projects/{project_id}/customers/{customer_id}/active_entitlements|aliases -> 200 { object: 'list', ... }
+ *   GET /v2/projects/{project_id}/entitlements/{entitlement_id} -> 200 Entitlement (get-entitlement)
+ * Every v2 answer carries a Date header of the fake's clock (what a v2-alone snapshot is timed by).
+ * Active entitlements are those v1 shows unexpired (or in grace), each until its expiry (or grace
+ * end); aliases are original_app_user_id (the earliest) and the customer's id.
  *   401 { object: 'error', type: 'authentication_error', ... } for another key; 404 resource_missing
  *   for another project, an unknown customer or product. Lists page by `pageSize` (next_page).
  */
@@ -32,6 +38,8 @@ export interface FakeCustomer {
   productEntitlements?: Record<string, string[]>;
   /** v2 only: one-time purchases (v1 `id` or `store_transaction_id`) that were refunded: v1 still lists them, v2 says `refunded`. */
   refundedPurchases?: string[];
+  /** v2 only: fields of the v2 Subscription of a v1 subscription key that v2 says otherwise (the two records disagreeing). */
+  v2Subscriptions?: Record<string, Record<string, unknown>>;
 }
 
 export type ScriptedAnswer =
@@ -108,7 +116,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
       const { status, body } = answerV2(req.url!, req.method ?? 'GET', req.headers.authorization);
       v2Requests.push({ path: req.url!, status });
       const answer = () => {
-        res.writeHead(status, { 'content-type': 'application/json' });
+        res.writeHead(status, { 'content-type': 'application/json', date: new Date(clock ?? Date.now()).toUTCString() });
         res.end(JSON.stringify(body));
       };
       if (options.latencyMs) setTimeout(answer, options.latencyMs);
@@ -172,24 +180,65 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     if (v2Failure !== undefined) return error(v2Failure, v2Failure >= 500 ? 'server_error' : 'invalid_request', 'Scripted failure');
     if (authorization !== `Bearer ${v2ApiKey}`) return error(401, 'authentication_error', 'Invalid API key.');
     const { pathname, searchParams } = new URL(url, 'http://fake');
-    const list = /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)\/(subscriptions|purchases)$/.exec(pathname);
+    const list = /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)\/(subscriptions|purchases|active_entitlements|aliases)$/.exec(pathname);
     const product = /^\/v2\/projects\/([^/]+)\/products\/([^/]+)$/.exec(pathname);
-    const project = decodeURIComponent((list ?? product)?.[1] ?? '');
-    if (method !== 'GET' || (!list && !product) || project !== projectId) return error(404, 'resource_missing', 'Resource not found');
+    const entitlement = /^\/v2\/projects\/([^/]+)\/entitlements\/([^/]+)$/.exec(pathname);
+    const customerPath = /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)$/.exec(pathname);
+    const project = decodeURIComponent((list ?? product ?? entitlement ?? customerPath)?.[1] ?? '');
+    if (method !== 'GET' || (!list && !product && !entitlement && !customerPath) || project !== projectId) return error(404, 'resource_missing', 'Resource not found');
     if (product) {
       const found = [...products.values()].find((candidate) => candidate.id === decodeURIComponent(product[2]!));
       return found ? { status: 200, body: found } : error(404, 'resource_missing', 'Product not found');
     }
-    const customerId = decodeURIComponent(list![2]!);
+    if (entitlement) {
+      const lookupKey = entitlementIds.get(decodeURIComponent(entitlement[2]!));
+      return lookupKey === undefined ? error(404, 'resource_missing', 'Entitlement not found') : { status: 200, body: entitlementObject(lookupKey) };
+    }
+    const customerId = decodeURIComponent((list ?? customerPath)![2]!);
     const customer = customers.get(customerId);
     if (!customer) return error(404, 'resource_missing', 'Customer not found');
-    const items = list![3] === 'subscriptions' ? v2Subscriptions(customerId, customer) : v2Purchases(customerId, customer);
-    const after = searchParams.get('starting_after');
-    const start = after === null ? 0 : items.findIndex((item) => item.id === after) + 1;
-    const page = items.slice(start, start + v2PageSize);
-    const path = `/v2/projects/${projectId}/customers/${encodeURIComponent(customerId)}/${list![3]}`;
-    const more = start + v2PageSize < items.length;
-    return { status: 200, body: { object: 'list', items: page, next_page: v2NextPage ?? (more ? `${path}?starting_after=${page[page.length - 1]!.id}` : null), url: path } };
+    const listOf = (kind: string, items: Record<string, unknown>[], after: string | null) => {
+      const start = after === null ? 0 : items.findIndex((item) => (item.id ?? item.entitlement_id) === after) + 1;
+      const page = items.slice(start, start + v2PageSize);
+      const path = `/v2/projects/${projectId}/customers/${encodeURIComponent(customerId)}/${kind}`;
+      const more = start + v2PageSize < items.length;
+      const last = page[page.length - 1];
+      return { object: 'list', items: page, next_page: v2NextPage ?? (more ? `${path}?starting_after=${String(last!.id ?? last!.entitlement_id)}` : null), url: path };
+    };
+    if (customerPath) {
+      const now = clock ?? Date.now();
+      return { status: 200, body: {
+        object: 'customer', id: customerId, project_id: projectId, first_seen_at: T_CATALOG, last_seen_at: now,
+        last_seen_app_version: null, last_seen_country: null, last_seen_platform: null, last_seen_platform_version: null,
+        active_entitlements: listOf('active_entitlements', v2ActiveEntitlements(customer), null), experiment: null,
+      } };
+    }
+    const kind = list![3]!;
+    const items = kind === 'subscriptions' ? v2Subscriptions(customerId, customer) : kind === 'purchases' ? v2Purchases(customerId, customer)
+      : kind === 'active_entitlements' ? v2ActiveEntitlements(customer) : v2Aliases(customerId, customer);
+    return { status: 200, body: listOf(kind, items, searchParams.get('starting_after')) };
+  }
+
+  /** RevenueCat's entitlement ids (`entl...`) this project has named, to their lookup keys. */
+  const entitlementIds = new Map<string, string>();
+  const entitlementObject = (lookupKey: string) => {
+    const id = `entl${digest(lookupKey)}`;
+    entitlementIds.set(id, lookupKey);
+    return { object: 'entitlement', project_id: projectId, id, lookup_key: lookupKey, display_name: lookupKey, created_at: T_CATALOG };
+  };
+  function v2ActiveEntitlements(customer: FakeCustomer): Record<string, unknown>[] {
+    const now = clock ?? Date.now();
+    return Object.entries(customer.entitlements ?? {}).flatMap(([lookupKey, fields]) => {
+      const expires = ms(fields.expires_date);
+      const grace = ms(fields.grace_period_expires_date);
+      const until = expires === null ? null : Math.max(expires, grace ?? expires);
+      if (until !== null && until <= now) return [];
+      return [{ object: 'customer.active_entitlement', entitlement_id: entitlementObject(lookupKey).id, expires_at: until }];
+    });
+  }
+  function v2Aliases(customerId: string, customer: FakeCustomer): Record<string, unknown>[] {
+    const ids = [...new Set([customer.original_app_user_id ?? customerId, customerId])];
+    return ids.map((id, index) => ({ object: 'customer.alias', id, created_at: T_CATALOG + index }));
   }
 
   /** Products RevenueCat knows, by store identifier (webhooks' product id) and store. */
@@ -209,7 +258,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
       ?? Object.entries(customer.entitlements ?? {}).filter(([, entitlement]) => [productId, v1Key].includes(String(entitlement.product_identifier))).map(([id]) => id);
     return {
       object: 'list', next_page: null, url: `/v2/projects/${projectId}/entitlements`,
-      items: ids.map((id) => ({ object: 'entitlement', project_id: projectId, id: `entl${digest(id)}`, lookup_key: id, display_name: id, created_at: T_CATALOG })),
+      items: ids.map((id) => entitlementObject(id)),
     };
   };
   const ms = (value: unknown) => (typeof value === 'string' ? Date.parse(value) : null);
@@ -251,6 +300,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
         pending_changes: null,
         country: null,
         management_url: null,
+        ...customer.v2Subscriptions?.[key],
       };
     });
   }

@@ -100,7 +100,8 @@ declare
 begin
   if v_app_user_id is null or p_plan->>'eventId' not like 'sync:%' or p_plan->>'eventAt' is null
      or jsonb_typeof(p_plan->'snapshot'->'sources') is distinct from 'array'
-     or jsonb_typeof(p_body->'subscriber') is distinct from 'object' then
+     -- v1's record (`subscriber`, v2's items beside it under `v2`), or v2's alone (`v2`): lib/billing/sync.ts.
+     or (jsonb_typeof(p_body->'subscriber') is distinct from 'object' and jsonb_typeof(p_body->'v2') is distinct from 'object') then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing snapshot plan does not match the body.';
   end if;
   v_at := (p_plan->>'eventAt')::timestamptz;

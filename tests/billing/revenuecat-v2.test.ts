@@ -157,11 +157,15 @@ describe('REST v2 settings', () => {
     expect(loadConfig({ ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat?.v2).toEqual({ apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' });
     expect(loadConfig(base).revenuecat?.v2).toBeUndefined();
   });
-  it('refuses one without the other, v2 without v1, and a project id that is not one, naming variables, never values', () => {
+  it('takes v2 alone: the whole record is read from v2 (docs/sync.md)', () => {
+    expect(loadConfig({ LOCAL_DEV: '1', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat)
+      .toMatchObject({ apiKey: null, v2: { apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' } });
+  });
+  it('refuses one without the other, and a project id that is not one, naming variables, never values', () => {
     for (const env of [
       { ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2_secret' },
       { ...base, REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' },
-      { REVENUECAT_V2_SECRET_API_KEY: 'sk_v2_secret', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' },
+      { LOCAL_DEV: '1', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2_secret' },
       { ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2_secret', REVENUECAT_PROJECT_ID: 'proj/../x' },
     ]) {
       let error: unknown;

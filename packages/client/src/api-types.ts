@@ -707,7 +707,7 @@ export interface components {
                 /** @enum {string} */
                 leaguesWebhook: "on" | "local dev secret" | "off";
                 /** @enum {string} */
-                revenuecatSync: "off" | "v1" | "v1 + v2" | "local stand-in";
+                revenuecatSync: "off" | "v1" | "v2" | "v1 + v2" | "local stand-in";
                 /** @enum {string} */
                 syncAfterWebhooks: "gaps" | "all" | "none";
                 /** @enum {string} */

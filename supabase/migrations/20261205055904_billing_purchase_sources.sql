@@ -238,7 +238,7 @@ begin
   --   * rows of products it no longer shows (by product, not by purchase: v1 keys subscriptions by
   --     product, so a sandbox purchase of a product hides the production one of the same product
   --     from the snapshot, and one purchase of a product hides another; those stay as the events
-  --     left them, and so do rows of products the snapshot left out (hiddenProducts: sandbox
+  --     left them, and so do rows of products the snapshot left out (leftOut: sandbox
   --     purchases a deployment ignores, which may be what hides a production one));
   --   * rows of an entitlement it does not list: v1 lists every entitlement of the customer,
   --     expired ones included, so one it omits is not the customer's (the dashboard mapping
@@ -261,7 +261,7 @@ begin
       updated_at = now()
     where e.app_user_id = v_owner and e.grants_until > p_event_at
       and ((not e.source_key = any (v_keys)
-            and not coalesce(e.product_id = any (v_products || array(select jsonb_array_elements_text(coalesce(p_plan->'snapshot'->'hiddenProducts', '[]'::jsonb)))), false))
+            and not coalesce(e.product_id = any (v_products || array(select value->>'productId' from jsonb_array_elements(coalesce(p_plan->'snapshot'->'leftOut', '[]'::jsonb)))), false))
            or (jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array'
                and not e.entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds'))))
            or exists (
