@@ -70,7 +70,9 @@ const step: fc.Arbitrary<Step> = fc.record({
   who: fc.oneof({ weight: 8, arbitrary: fc.constant('alice' as const) }, { weight: 1, arbitrary: fc.constant('anon' as const) }, { weight: 1, arbitrary: fc.constant('bob' as const) }),
   withAnon: fc.boolean(),
   product: fc.oneof({ weight: 8, arbitrary: fc.constant('monthly' as const) }, { weight: 1, arbitrary: fc.constant('yearly' as const) }),
-  purchase: fc.oneof({ weight: 6, arbitrary: fc.constant('first' as const) }, { weight: 2, arbitrary: fc.constant('second' as const) }, { weight: 1, arbitrary: fc.constant('unnamed' as const) }),
+  // (Rare per step, so about half the histories have one: after it, the customer's rows are of two
+  // sources and every event takes the fold, which the shortcut's share below must leave room for.)
+  purchase: fc.oneof({ weight: 28, arbitrary: fc.constant('first' as const) }, { weight: 1, arbitrary: fc.constant('second' as const) }, { weight: 1, arbitrary: fc.constant('unnamed' as const) }),
   entitlements: fc.oneof({ weight: 8, arbitrary: fc.constant(['pro']) }, { weight: 1, arbitrary: fc.constant(['pro', 'plus']) }),
   gap: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(0.01, 0.5)),
 });
