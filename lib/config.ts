@@ -85,6 +85,8 @@ export const envSchema = z.object({
   /** RevenueCat REST API v2 (lib/revenuecat/v2.ts): a v2 secret key and the project it reads, both or neither. */
   REVENUECAT_V2_SECRET_API_KEY: optionalString,
   REVENUECAT_PROJECT_ID: z.preprocess(emptyAsUnset, z.string().regex(/^[A-Za-z0-9_-]{1,255}$/, 'must be a RevenueCat project id (proj...)').optional()),
+  /** Opt-in: when a user is deleted, delete their RevenueCat customer too (REST v2 DELETE; needs the v2 settings). docs/configuration.md. */
+  REVENUECAT_DELETE_ON_ERASE: booleanFlag(false),
   /** Local mode only: sync from this service's own stand-in of RevenueCat's REST API (lib/revenuecat/stand-in.ts) instead of RevenueCat. */
   REVENUECAT_STAND_IN: booleanFlag(false),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
@@ -220,7 +222,7 @@ export interface Config {
     /** REST v1's secret key; null: v2 alone reads the customer (docs/sync.md, "Which record a sync reads"). */
     apiKey: string | null; apiUrl: string; timeoutMs: number; requestsPerSecond: number;
     /** REST v2 (REVENUECAT_V2_SECRET_API_KEY + REVENUECAT_PROJECT_ID): each purchase with the entitlements it grants; alone, the whole record. */
-    v2?: { apiKey: string; projectId: string };
+    v2?: { apiKey: string; projectId: string; deleteOnErase: boolean };
     /** The local stand-in answers instead of RevenueCat (REVENUECAT_STAND_IN=1, local mode only). */
     standIn?: boolean;
   };
@@ -313,11 +315,14 @@ export function resetConfig(): void {
  * REST v2 settings: both or neither. Beside a v1 key v2's per-item record wins where the two differ;
  * alone it reads the whole record. Refused otherwise, naming the variables, never values.
  */
-function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectId: string } | undefined {
+function revenueCatV2(e: z.output<typeof envSchema>): { apiKey: string; projectId: string; deleteOnErase: boolean } | undefined {
   const { REVENUECAT_V2_SECRET_API_KEY: apiKey, REVENUECAT_PROJECT_ID: projectId } = e;
+  if (e.REVENUECAT_DELETE_ON_ERASE && (!apiKey || !projectId)) {
+    throw new ConfigError('REVENUECAT_DELETE_ON_ERASE needs REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID (RevenueCat REST v2 deletes the customer).');
+  }
   if (!apiKey && !projectId) return undefined;
   if (!apiKey || !projectId) throw new ConfigError('REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID go together: set both (RevenueCat REST v2) or neither.');
-  return { apiKey, projectId };
+  return { apiKey, projectId, deleteOnErase: e.REVENUECAT_DELETE_ON_ERASE === true };
 }
 
 export interface LoadOptions {

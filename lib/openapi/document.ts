@@ -57,6 +57,8 @@ export interface Operation {
   pathParameters?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
 
+const EXPORT_DISPOSITION = { description: '`attachment; filename="account-export-<user id>-<date>.json"`', schema: { type: 'string' } };
+
 const BODY_ERRORS: ProblemCode[] = ['invalid_json', 'invalid_request', 'payload_too_large', 'unsupported_media_type'];
 const SESSION_ERRORS: ProblemCode[] = ['missing_token', 'invalid_token', 'token_expired', 'anonymous_user_not_allowed', 'forbidden_role', 'auth_unavailable'];
 const WRITE_SESSION_ERRORS: ProblemCode[] = [...SESSION_ERRORS, 'session_revoked'];
@@ -94,6 +96,14 @@ export const OPERATIONS: Operation[] = [
     summary: "The caller's account: identity, wallets, entitlements and leagues",
     description: 'Entitlement `active` and `status` are computed at request time: an entitlement lapses on time even if no EXPIRATION event arrives.',
     answers: [{ status: 200, description: 'The account', schema: responses.accountResponseSchema }],
+    errors: [...SESSION_ERRORS, ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/me/export', tags: ['Account'], security: 'session',
+    summary: 'Everything stored about the caller, as a JSON download',
+    description: 'The rows as stored, every column: wallet links, challenges and contract checks; the billing ids filed under the caller, their subscriber and entitlement rows, sync marks, and every billing event and snapshot with its whole stored body (subscriber attributes included), oldest first; league memberships with their league. ' +
+      'One database call. Answered as an attachment (`Content-Disposition`).',
+    answers: [{ status: 200, description: 'The export', schema: responses.accountExportSchema, headers: { 'Content-Disposition': EXPORT_DISPOSITION } }],
     errors: [...SESSION_ERRORS, ...ALWAYS],
   },
   {
@@ -232,6 +242,13 @@ export const OPERATIONS: Operation[] = [
     pathParameters: { appUserId: { description: 'The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded', schema: { type: 'string', minLength: 1, maxLength: 256 } } },
     answers: [{ status: 200, description: 'The explanation', schema: responses.subscriberExplanationSchema }],
     errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/users/{userId}/export', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Everything stored about a user (operator)',
+    description: 'What GET /api/me/export answers the user, for any user id (a user who has none of these rows: empty lists). `npm run user:export` shows the same.',
+    answers: [{ status: 200, description: 'The export', schema: responses.accountExportSchema, headers: { 'Content-Disposition': EXPORT_DISPOSITION } }],
+    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',

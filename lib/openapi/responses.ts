@@ -306,3 +306,30 @@ export const subscriberExplanationSchema = z
     notes: z.array(z.string()),
   })
   .meta({ id: 'SubscriberExplanation' });
+
+const storedRows = z.array(z.record(z.string(), z.unknown()));
+
+/** GET /api/me/export and the operator's export (lib/account-export.ts): the rows as stored, every column. */
+export const accountExportSchema = z.object({
+  userId: z.uuid(),
+  exportedAt: z.string().describe('When the export was read (database time)'),
+  wallets: z.object({
+    links: storedRows.describe('wallet_links rows'),
+    challenges: storedRows.describe('wallet_challenges rows (open, used and retired)'),
+    contractChecks: storedRows.describe('wallet_contract_checks rows (kept 10 minutes)'),
+  }),
+  billing: z.object({
+    ids: z.array(z.string()).describe('The RevenueCat ids billing files under the user: their own, and the customer RevenueCat merged them into'),
+    subscribers: storedRows.describe('billing_subscribers rows of those ids (without checkpoint copies)'),
+    entitlements: storedRows.describe('entitlements rows of those ids'),
+    syncQueue: storedRows,
+    syncRequests: storedRows,
+    events: z.array(z.object({
+      eventId: z.string(), type: z.string(), appUserId: z.string().nullable(), ownerId: z.string().nullable(),
+      eventAt: z.string(), receivedAt: z.string(), outcome: z.string(), environment: z.string().nullable(),
+      body: z.record(z.string(), z.unknown()).describe('The stored body: the webhook body as received, or RevenueCat\'s record for a sync (without attributes)'),
+    })).describe('Every billing event and snapshot filed under those ids, oldest first'),
+  }),
+  leagues: z.array(z.object({ league: z.record(z.string(), z.unknown()), member: z.record(z.string(), z.unknown()) }))
+    .describe('Each league membership linked to the user, with its league'),
+}).meta({ id: 'AccountExport' });

@@ -394,3 +394,28 @@ export function storedV2Customer(value: unknown): V2Customer | null {
   const parsed = storedCustomerSchema.safeParse(value);
   return parsed.success ? parsed.data : null;
 }
+
+/**
+ * Delete a customer at RevenueCat (REST v2 `DELETE /v2/projects/{project_id}/customers/{customer_id}`),
+ * for REVENUECAT_DELETE_ON_ERASE (lib/billing/erasure.ts). Done when RevenueCat answers 2xx, or 404
+ * (no such customer: nothing left to delete). Anything else throws RevenueCatV2Error and the
+ * deletion is tried again later. Deleting the customer cancels no App Store or Play subscription.
+ */
+export async function deleteV2Customer(customerId: string, options: RevenueCatV2Options): Promise<'deleted' | 'not_found'> {
+  let response: Response;
+  try {
+    response = await fetch(`${options.apiUrl}/v2/projects/${encodeURIComponent(options.projectId)}/customers/${encodeURIComponent(customerId)}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' },
+      signal: AbortSignal.timeout(options.timeoutMs),
+      redirect: 'error',
+    });
+  } catch (error) {
+    throw new RevenueCatV2Error((error as Error).name === 'TimeoutError' ? 'RevenueCat v2 did not answer in time.' : 'RevenueCat v2 could not be reached.');
+  }
+  await response.body?.cancel();
+  if (response.status === 404) return 'not_found';
+  if (response.status >= 200 && response.status < 300) return 'deleted';
+  const hint = response.status === 401 || response.status === 403 ? ': check REVENUECAT_V2_SECRET_API_KEY and REVENUECAT_PROJECT_ID (the key needs write access to customers)' : '';
+  throw new RevenueCatV2Error(`RevenueCat v2 answered ${response.status} to a customer deletion${hint}.`);
+}

@@ -54,7 +54,7 @@ export interface FakeRevenueCat {
   v2ApiKey: string;
   projectId: string;
   /** Requests to v2 (kept apart from `requests`, v1's). */
-  v2Requests: { path: string; status: number }[];
+  v2Requests: { method: string; path: string; status: number }[];
   /** Answer every v2 request with this status (undefined: normally). */
   failV2(status: number | undefined): void;
   /** Items per page of v2 lists (default 20, v2's default). */
@@ -114,7 +114,7 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     res.once('close', () => inFlight--);
     if ((req.url ?? '').startsWith('/v2/')) {
       const { status, body } = answerV2(req.url!, req.method ?? 'GET', req.headers.authorization);
-      v2Requests.push({ path: req.url!, status });
+      v2Requests.push({ method: req.method ?? 'GET', path: req.url!, status });
       const answer = () => {
         res.writeHead(status, { 'content-type': 'application/json', date: new Date(clock ?? Date.now()).toUTCString() });
         res.end(JSON.stringify(body));
@@ -180,6 +180,15 @@ export async function startFakeRevenueCat(options: FakeRevenueCatOptions = {}): 
     if (v2Failure !== undefined) return error(v2Failure, v2Failure >= 500 ? 'server_error' : 'invalid_request', 'Scripted failure');
     if (authorization !== `Bearer ${v2ApiKey}`) return error(401, 'authentication_error', 'Invalid API key.');
     const { pathname, searchParams } = new URL(url, 'http://fake');
+    // REST v2 delete-customer: DELETE /v2/projects/{project_id}/customers/{customer_id} (any alias
+    // names the customer); the customer and its purchases are gone, later reads find nothing.
+    const deletion = method === 'DELETE' ? /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)$/.exec(pathname) : null;
+    if (deletion) {
+      const customerId = decodeURIComponent(deletion[2]!);
+      if (decodeURIComponent(deletion[1]!) !== projectId || !customers.has(customerId)) return error(404, 'resource_missing', 'Customer not found');
+      customers.delete(customerId);
+      return { status: 200, body: { object: 'customer', id: customerId, deleted_at: clock ?? Date.now() } };
+    }
     const list = /^\/v2\/projects\/([^/]+)\/customers\/([^/]+)\/(subscriptions|purchases|active_entitlements|aliases)$/.exec(pathname);
     const product = /^\/v2\/projects\/([^/]+)\/products\/([^/]+)$/.exec(pathname);
     const entitlement = /^\/v2\/projects\/([^/]+)\/entitlements\/([^/]+)$/.exec(pathname);

@@ -1156,6 +1156,8 @@ begin
      or jsonb_typeof(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)) <> 'array' then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
   end if;
+  -- An event naming an erased user keeps no personal data and grants nothing (04_billing_sync.sql).
+  select e.body, e.plan into p_body, p_plan from public.billing_erased_event(p_body, p_plan) e;
   if p_content_digest is not null then
     -- The first delivery of this content in the window takes the digest; a concurrent one waits
     -- here for it to commit, then finds it.

@@ -105,6 +105,11 @@ begin
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing snapshot plan does not match the body.';
   end if;
   v_at := (p_plan->>'eventAt')::timestamptz;
+  -- An erased id's record is not stored again (public.billing_erased_event).
+  if public.billing_ids_erased(v_app_user_id || array(select jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)))) then
+    delete from public.billing_sync_queue where app_user_id = v_app_user_id;
+    return jsonb_build_object('outcome', 'ignored', 'ownerId', null, 'entitlements', '[]'::jsonb);
+  end if;
 
   v_group := public.billing_lock_group(array(select jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb))));
   select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
@@ -340,8 +345,9 @@ grant execute on function public.billing_sync_run_place(text,text,boolean) to se
 -- sync marks are deleted; their billing events and snapshots stay only as what deduplication needs
 -- (the event id and type, so a RevenueCat retry of one never applies again) and leave every fold:
 -- bodies (subscriber attributes, e-mail, aliases, products, prices) and plans are erased, and the
--- ids they were filed under are cleared. RevenueCat keeps its own record: delete the customer there
--- too (DELETE /v1/subscribers/{id}), or a later event about them starts a new history here.
+-- ids they were filed under are cleared. The ids are listed as erased (billing_erased_ids): later
+-- events about them keep nothing and grant nothing. RevenueCat keeps its own record: the service
+-- deletes it there when the operator opted in (billing_revenuecat_deletions).
 create or replace function public.billing_forget_user(p_user_id uuid)
 returns jsonb
 language plpgsql
@@ -374,11 +380,167 @@ begin
      or (app_user_id = any (v_ids) and app_user_id is distinct from subject_id)
      or (owner_id = any (v_ids) and owner_id is distinct from subject_id);
   get diagnostics v_events = row_count;
+  -- Erased for good: later events and syncs naming these ids keep nothing and grant nothing.
+  insert into public.billing_erased_ids (id_hash)
+  select public.billing_id_hash(id) from unnest(v_ids) as ids(id)
+  on conflict (id_hash) do update set erased_at = now();
+  -- RevenueCat's own record of the customer: the service deletes it there when the operator opted
+  -- in (REVENUECAT_DELETE_ON_ERASE), and drops the row otherwise (lib/billing/erasure.ts).
+  insert into public.billing_revenuecat_deletions (app_user_id) values (p_user_id::text)
+  on conflict (app_user_id) do nothing;
   return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
 end;
 $$;
 revoke all on function public.billing_forget_user(uuid) from public, anon, authenticated;
 grant execute on function public.billing_forget_user(uuid) to service_role;
+
+-- Erasure that lasts. RevenueCat keeps renewing a deleted user's store subscription (deleting an
+-- account cancels nothing at the store), and each renewal names the same app user id again, with
+-- subscriber_attributes ($email...). Every id billing_forget_user erased is listed here as the
+-- sha256 of the id (never the id itself) with the time of the erasure; an event or a sync that
+-- names a listed id is answered as usual, stored without personal data and grants nothing
+-- (public.billing_erased_event). A new auth.users row with the same id lifts it (07_account.sql,
+-- public.billing_unerase_user): "until the same person signs up again". docs/security.md.
+create table public.billing_erased_ids (
+  id_hash bytea primary key,
+  erased_at timestamptz not null default now()
+);
+alter table public.billing_erased_ids enable row level security;
+revoke all on table public.billing_erased_ids from public, anon, authenticated;
+
+-- The key of an id in billing_erased_ids: sha256 of its UTF-8 text.
+create or replace function public.billing_id_hash(p_id text)
+returns bytea
+language sql
+immutable
+set search_path = ''
+as $$ select pg_catalog.sha256(pg_catalog.convert_to(p_id, 'UTF8')) $$;
+revoke all on function public.billing_id_hash(text) from public, anon, authenticated;
+grant execute on function public.billing_id_hash(text) to service_role;
+
+-- Whether any of these ids was erased (and not lifted since).
+create or replace function public.billing_ids_erased(p_ids text[])
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select exists (
+    select 1 from public.billing_erased_ids
+    where id_hash = any (array(select public.billing_id_hash(id) from unnest(p_ids) as ids(id) where id is not null)))
+$$;
+revoke all on function public.billing_ids_erased(text[]) from public, anon, authenticated;
+grant execute on function public.billing_ids_erased(text[]) to service_role;
+
+-- A webhook event as record_billing_event stores and applies it: unchanged, unless it names an
+-- erased id (app_user_id, original_app_user_id, aliases, transferred_from, transferred_to, or any
+-- id of its plan). Then the body keeps only the event's id, type, time and environment (what
+-- deduplication, ordering and the log need; every id, subscriber attribute, transaction id,
+-- product, price, country and store detail is dropped) and the plan is an ignored one (reason
+-- `erased`) that names no id, owner or effect: the event is logged as ignored, filed under no one.
+create or replace function public.billing_erased_event(p_body jsonb, p_plan jsonb)
+returns table (body jsonb, plan jsonb)
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  v_event jsonb := p_body->'event';
+begin
+  if not public.billing_ids_erased(array(
+       select v_event->>'app_user_id'
+       union all select v_event->>'original_app_user_id'
+       union all select p_plan->>'appUserId'
+       union all select p_plan->>'subjectId'
+       union all
+       select jsonb_array_elements_text(case when jsonb_typeof(v_event->f) = 'array' then v_event->f else '[]'::jsonb end)
+       from unnest(array['aliases', 'transferred_from', 'transferred_to']) as fields(f)
+       union all
+       select jsonb_array_elements_text(case when jsonb_typeof(p_plan->f) = 'array' then p_plan->f else '[]'::jsonb end)
+       from unnest(array['linkedIds', 'ownerCandidates', 'movedIds']) as fields(f))) then
+    return query select p_body, p_plan;
+    return;
+  end if;
+  return query select
+    jsonb_build_object('event', jsonb_strip_nulls(jsonb_build_object(
+      'id', v_event->'id', 'type', v_event->'type', 'event_timestamp_ms', v_event->'event_timestamp_ms', 'environment', v_event->'environment'))),
+    jsonb_build_object(
+      'eventId', p_plan->'eventId', 'type', p_plan->'type', 'appUserId', null, 'eventAt', p_plan->'eventAt', 'rank', p_plan->'rank',
+      'environment', p_plan->'environment', 'subjectId', null, 'linkedIds', '[]'::jsonb, 'ownerCandidates', '[]'::jsonb,
+      'movedIds', '[]'::jsonb, 'move', null,
+      'period', (select coalesce(jsonb_object_agg(k, 'null'::jsonb), '{}'::jsonb)
+                 from jsonb_object_keys(case when jsonb_typeof(p_plan->'period') = 'object' then p_plan->'period' else '{}'::jsonb end) as keys(k)),
+      'effects', '[]'::jsonb, 'ignoredReason', 'erased', 'syncReason', null);
+end;
+$$;
+revoke all on function public.billing_erased_event(jsonb,jsonb) from public, anon, authenticated;
+grant execute on function public.billing_erased_event(jsonb,jsonb) to service_role;
+
+-- Customers to delete at RevenueCat after an erasure (REST v2 DELETE, REVENUECAT_DELETE_ON_ERASE):
+-- the one place an erased id is kept as itself, until the next billing sweep sends the deletion
+-- (or, not opted in, drops the row). A failed deletion is tried again, later each time.
+create table public.billing_revenuecat_deletions (
+  app_user_id text primary key check (char_length(app_user_id) between 1 and 256),
+  erased_at timestamptz not null default now(),
+  attempts integer not null default 0,
+  next_attempt_at timestamptz not null default now()
+);
+alter table public.billing_revenuecat_deletions enable row level security;
+revoke all on table public.billing_revenuecat_deletions from public, anon, authenticated;
+
+-- Take up to p_limit due deletions (each is not due again for a while: a crash retries it later).
+create or replace function public.billing_revenuecat_deletions_claim(p_limit integer)
+returns text[]
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with due as (
+    select app_user_id from public.billing_revenuecat_deletions
+    where next_attempt_at <= now()
+    order by next_attempt_at, app_user_id
+    limit greatest(p_limit, 0)
+    for update skip locked
+  ), claimed as (
+    update public.billing_revenuecat_deletions d
+    set attempts = d.attempts + 1, next_attempt_at = now() + least(interval '1 hour' * power(2, d.attempts), interval '1 day')
+    from due where d.app_user_id = due.app_user_id
+    returning d.app_user_id
+  )
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from claimed
+$$;
+revoke all on function public.billing_revenuecat_deletions_claim(integer) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_claim(integer) to service_role;
+
+-- Deletions done (or dropped, not opted in), a JSON array of ids: forgotten here too. Returns how many.
+create or replace function public.billing_revenuecat_deletions_done(p_ids jsonb)
+returns integer
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with done as (delete from public.billing_revenuecat_deletions where app_user_id in (select jsonb_array_elements_text(p_ids)) returning 1)
+  select count(*)::integer from done
+$$;
+revoke all on function public.billing_revenuecat_deletions_done(jsonb) from public, anon, authenticated;
+grant execute on function public.billing_revenuecat_deletions_done(jsonb) to service_role;
+
+-- The same person signed up again under an erased id (a new auth.users row with it): billing
+-- events for it count again from now on. What was erased stays erased.
+create or replace function public.billing_unerase_user(p_user_id uuid)
+returns boolean
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  with lifted as (delete from public.billing_erased_ids where id_hash = public.billing_id_hash(p_user_id::text) returning 1)
+  select exists (select 1 from lifted)
+$$;
+revoke all on function public.billing_unerase_user(uuid) from public, anon, authenticated;
+grant execute on function public.billing_unerase_user(uuid) to service_role;
 
 -- RevenueCat's budget, shared fairly: users' own refreshes get a bounded share of it and a daily cap.
 --

@@ -157,6 +157,78 @@ $$;
 revoke all on function public.forget_user(uuid) from public, anon, authenticated;
 grant execute on function public.forget_user(uuid) to service_role;
 
+-- Everything stored about one user, as JSON: GET /api/me/export (the caller) and the operator's
+-- export (GET /api/admin/users/{id}/export, npm run user:export). The rows as stored, every column:
+-- wallet links and challenges (with the contract checks they spent), the billing ids filed under
+-- the user (their own and the customer RevenueCat merged them into, as billing_forget_user erases
+-- them): billing_subscribers rows, entitlement rows, sync marks and requests, every billing event
+-- and snapshot with its whole stored body, oldest first; league memberships with their league.
+-- Checkpoint bookkeeping (billing_subscribers.base_rows: copies of entitlement rows) is left out.
+create or replace function public.account_export(p_user_id uuid)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = ''
+as $$
+declare
+  v_ids text[];
+begin
+  if p_user_id is null then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'A user id is required.';
+  end if;
+  v_ids := array_remove(array[p_user_id::text, (select customer_id from public.billing_subscribers where app_user_id = p_user_id::text)], null);
+  return jsonb_build_object(
+    'userId', p_user_id,
+    'exportedAt', now(),
+    'wallets', jsonb_build_object(
+      'links', (select coalesce(jsonb_agg(to_jsonb(l) order by l.created_at, l.id), '[]'::jsonb) from public.wallet_links l where l.user_id = p_user_id),
+      'challenges', (select coalesce(jsonb_agg(to_jsonb(c) order by c.seq), '[]'::jsonb) from public.wallet_challenges c where c.user_id = p_user_id),
+      'contractChecks', (select coalesce(jsonb_agg(to_jsonb(k)), '[]'::jsonb) from public.wallet_contract_checks k where k.user_id = p_user_id)),
+    'billing', jsonb_build_object(
+      'ids', to_jsonb(v_ids),
+      'subscribers', (select coalesce(jsonb_agg(to_jsonb(s) - 'base_rows' order by s.app_user_id), '[]'::jsonb)
+                      from public.billing_subscribers s where s.app_user_id = any (v_ids)),
+      'entitlements', (select coalesce(jsonb_agg(to_jsonb(e) order by e.app_user_id, e.entitlement_id, e.source_key), '[]'::jsonb)
+                       from public.entitlements e where e.app_user_id = any (v_ids)),
+      'syncQueue', (select coalesce(jsonb_agg(to_jsonb(q)), '[]'::jsonb) from public.billing_sync_queue q where q.app_user_id = any (v_ids)),
+      'syncRequests', (select coalesce(jsonb_agg(to_jsonb(r)), '[]'::jsonb) from public.billing_sync_requests r where r.app_user_id = any (v_ids)),
+      -- The same rows billing_forget_user erases (each arm an index).
+      'events', (select coalesce(jsonb_agg(jsonb_build_object(
+                   'eventId', e.event_id, 'type', e.type, 'appUserId', e.app_user_id, 'ownerId', e.owner_id, 'eventAt', e.event_at,
+                   'receivedAt', e.received_at, 'outcome', e.outcome, 'environment', e.environment, 'body', e.body)
+                   order by e.event_at, e.received_at, e.event_id), '[]'::jsonb)
+                 from public.billing_events e
+                 where e.subject_id = any (v_ids)
+                    or (e.app_user_id = any (v_ids) and e.app_user_id is distinct from e.subject_id)
+                    or (e.owner_id = any (v_ids) and e.owner_id is distinct from e.subject_id))),
+    'leagues', (select coalesce(jsonb_agg(jsonb_build_object(
+                  'league', to_jsonb(l), 'member', to_jsonb(m)) order by l.id, m.external_user_id), '[]'::jsonb)
+                from public.league_members m join public.leagues l on l.id = m.league_id
+                where m.app_user_id = p_user_id));
+end;
+$$;
+revoke all on function public.account_export(uuid) from public, anon, authenticated;
+grant execute on function public.account_export(uuid) to service_role;
+
+-- A new auth.users row: an id erased before (public.billing_erased_ids) is the same person signing
+-- up again, and billing events for it count again. Looked up by name, as forget_user does.
+create or replace function public.account_user_created()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  if to_regprocedure('public.billing_unerase_user(uuid)') is not null then
+    execute 'select public.billing_unerase_user($1)' using new.id;
+  end if;
+  return new;
+end;
+$$;
+revoke all on function public.account_user_created() from public, anon, authenticated;
+grant execute on function public.account_user_created() to service_role;
+
 -- The ids whose entitlement rows a user reads: their own, and the customer RevenueCat merged them
 -- into (billing_subscribers.customer_id), as GET /api/me reads them. Security invoker: as
 -- `authenticated` the subscriber row is read under its select-own policy, so another user's id
@@ -447,6 +519,10 @@ grant execute on function public.leagues_broadcast() to service_role;
 create trigger wallets_delete_user_rows
 after delete on auth.users
 for each row execute function public.wallets_delete_user_rows();
+
+create trigger account_user_created
+after insert on auth.users
+for each row execute function public.account_user_created();
 
 create policy billing_subscribers_select_own on public.billing_subscribers
   for select to authenticated

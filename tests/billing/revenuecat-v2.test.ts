@@ -158,7 +158,7 @@ describe('REST v2 settings', () => {
     expect(loadConfig(base).revenuecat?.v2).toBeUndefined();
   });
   it('takes v2 alone: the whole record is read from v2 (docs/sync.md)', () => {
-    expect(loadConfig({ LOCAL_DEV: '1', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat)
+    expect(loadConfig({ LOCAL_DEV: '1', REVENUECAT_API_URL: 'http://127.0.0.1:9', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat)
       .toMatchObject({ apiKey: null, v2: { apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' } });
   });
   it('refuses one without the other, and a project id that is not one, naming variables, never values', () => {

@@ -75,6 +75,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/me/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything stored about the caller, as a JSON download
+         * @description The rows as stored, every column: wallet links, challenges and contract checks; the billing ids filed under the caller, their subscriber and entitlement rows, sync marks, and every billing event and snapshot with its whole stored body (subscriber attributes included), oldest first; league memberships with their league. One database call. Answered as an attachment (`Content-Disposition`).
+         */
+        get: operations["getMeExport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/me/events": {
         parameters: {
             query?: never;
@@ -299,6 +319,29 @@ export interface paths {
          * @description From the stored log, in words: the customer's ids (aliases, transfers), every event and snapshot in event order with what it did to which row (its outcome, its owner; for an event that came late, that the history was folded again with it in its place), and per entitlement why it grants or not now. The history is replayed as the fold does inside a transaction that is rolled back: nothing changes. An id no event or sync named: 404 `subscriber_unknown`. `npm run billing:explain` shows the same.
          */
         get: operations["getAdminBillingSubscribersAppUserId"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/users/{userId}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Any other value answers 404 */
+                userId: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Everything stored about a user (operator)
+         * @description What GET /api/me/export answers the user, for any user id (a user who has none of these rows: empty lists). `npm run user:export` shows the same.
+         */
+        get: operations["getAdminUsersUserIdExport"];
         put?: never;
         post?: never;
         delete?: never;
@@ -779,6 +822,68 @@ export interface components {
             consistent: boolean;
             notes: string[];
         };
+        AccountExport: {
+            /** Format: uuid */
+            userId: string;
+            /** @description When the export was read (database time) */
+            exportedAt: string;
+            wallets: {
+                /** @description wallet_links rows */
+                links: {
+                    [key: string]: unknown;
+                }[];
+                /** @description wallet_challenges rows (open, used and retired) */
+                challenges: {
+                    [key: string]: unknown;
+                }[];
+                /** @description wallet_contract_checks rows (kept 10 minutes) */
+                contractChecks: {
+                    [key: string]: unknown;
+                }[];
+            };
+            billing: {
+                /** @description The RevenueCat ids billing files under the user: their own, and the customer RevenueCat merged them into */
+                ids: string[];
+                /** @description billing_subscribers rows of those ids (without checkpoint copies) */
+                subscribers: {
+                    [key: string]: unknown;
+                }[];
+                /** @description entitlements rows of those ids */
+                entitlements: {
+                    [key: string]: unknown;
+                }[];
+                syncQueue: {
+                    [key: string]: unknown;
+                }[];
+                syncRequests: {
+                    [key: string]: unknown;
+                }[];
+                /** @description Every billing event and snapshot filed under those ids, oldest first */
+                events: {
+                    eventId: string;
+                    type: string;
+                    appUserId: string | null;
+                    ownerId: string | null;
+                    eventAt: string;
+                    receivedAt: string;
+                    outcome: string;
+                    environment: string | null;
+                    /** @description The stored body: the webhook body as received, or RevenueCat's record for a sync (without attributes) */
+                    body: {
+                        [key: string]: unknown;
+                    };
+                }[];
+            };
+            /** @description Each league membership linked to the user, with its league */
+            leagues: {
+                league: {
+                    [key: string]: unknown;
+                };
+                member: {
+                    [key: string]: unknown;
+                };
+            }[];
+        };
         /** @description Any JSON value, with the rules every body follows: strings and keys without NUL (U+0000) or unpaired surrogates, no key `__proto__`. */
         JsonValue: string | (number | boolean | null) | unknown[] | {
             [key: string]: components["schemas"]["JsonValue"];
@@ -895,6 +1000,78 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Account"];
+                };
+            };
+            /** @description `missing_token`: Missing session token; `invalid_token`: Invalid session token; `token_expired`: Session token expired */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `anonymous_user_not_allowed`: Anonymous users may not do this; `forbidden_role`: Token role not allowed */
+            403: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `auth_unavailable`: Auth server unavailable; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getMeExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description `attachment; filename="account-export-<user id>-<date>.json"` */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountExport"];
                 };
             };
             /** @description `missing_token`: Missing session token; `invalid_token`: Invalid session token; `token_expired`: Session token expired */
@@ -2305,6 +2482,81 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminUsersUserIdExport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Any other value answers 404 */
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The export */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description `attachment; filename="account-export-<user id>-<date>.json"` */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AccountExport"];
+                };
+            };
+            /** @description `invalid_request`: Invalid request */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
                 content: {
