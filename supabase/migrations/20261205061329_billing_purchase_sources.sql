@@ -620,6 +620,61 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.record_billing_snapshot(p_body jsonb, p_plan jsonb, p_fetch_started_at timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_app_user_id text := p_plan->>'appUserId';
+  v_at timestamptz;
+  v_group text;
+  v_folded text;
+  v_last record;
+  v_result jsonb;
+begin
+  if v_app_user_id is null or p_plan->>'eventId' not like 'sync:%' or p_plan->>'eventAt' is null
+     or jsonb_typeof(p_plan->'snapshot'->'sources') is distinct from 'array'
+     -- v1's record (`subscriber`, v2's items beside it under `v2`), or v2's alone (`v2`): lib/billing/sync.ts.
+     or (jsonb_typeof(p_body->'subscriber') is distinct from 'object' and jsonb_typeof(p_body->'v2') is distinct from 'object') then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing snapshot plan does not match the body.';
+  end if;
+  v_at := (p_plan->>'eventAt')::timestamptz;
+  -- An erased id's record is not stored again (public.billing_erased_event).
+  if public.billing_ids_erased(v_app_user_id || array(select jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)))) then
+    delete from public.billing_sync_queue where app_user_id = v_app_user_id;
+    return jsonb_build_object('outcome', 'ignored', 'ownerId', null, 'entitlements', '[]'::jsonb);
+  end if;
+
+  v_group := public.billing_lock_group(array(select jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb))));
+  select folded_key into v_folded from public.billing_subscribers where app_user_id = v_group;
+  -- The group's last entry (its watermark names it), when that is a snapshot.
+  select e.event_id, e.received_at, e.owner_id into v_last
+  from public.billing_events e
+  where public.billing_key_event(v_folded) like 'sync:%' and e.event_id = public.billing_key_event(v_folded)
+    and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) = v_folded
+    and (e.plan - 'eventId' - 'eventAt') = (p_plan - 'eventId' - 'eventAt')
+    and public.billing_sort_key(v_at, coalesce((p_plan->>'rank')::smallint, 1::smallint), p_plan->>'eventId') collate "C" > v_folded collate "C"
+    and not exists (select 1 from public.billing_subscribers s where s.group_id = v_group and s.base_key collate "C" >= v_folded collate "C")
+  limit 1;
+  if v_last.event_id is not null then
+    update public.billing_events set confirmed_at = greatest(confirmed_at, v_at)
+    where event_id = v_last.event_id and received_at = v_last.received_at;
+    update public.entitlements set synced_at = v_at
+    where app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = v_group)
+      and last_event_id = v_last.event_id and synced_at is distinct from v_at;
+    v_result := jsonb_build_object('outcome', 'stale', 'ownerId', v_last.owner_id);
+  else
+    v_result := public.billing_log_and_fold(p_body, p_plan);
+  end if;
+  delete from public.billing_sync_queue where app_user_id = v_app_user_id and requested_at <= p_fetch_started_at;
+  return jsonb_build_object('outcome', v_result->>'outcome', 'ownerId', v_result->>'ownerId',
+                            'entitlements', public.account_entitlements(v_app_user_id, now()));
+end;
+$function$
+;
+
 -- Data, written by hand (a diff never carries it): the rows kept from before sources were
 -- purchases, keyed (environment, store, product), move to their purchase's key
 -- (public.billing_source_key in supabase/schemas/03_billing_fold.sql), as the events that made
