@@ -30,6 +30,10 @@ export interface RebuildRow {
   entitlementId: string;
   productId: string | null;
   environment: string | null;
+  /** Which source (purchase) of the entitlement the row is (public.billing_source_key). */
+  sourceKey: string;
+  /** The purchase's id as the store names it (its original transaction, else its transaction), for people. */
+  purchase: string | null;
   status: string;
   willRenew: boolean;
   expiresAt: string | null;
@@ -151,15 +155,22 @@ async function findCustomers(options: RebuildOptions & { ignoreSandbox: boolean 
   return { customers: [...byRoot.values()].filter((customer) => customer.eventIds.length > 0), events };
 }
 
-/** One line per row that differs, for people: `user pro (product, env): before -> after`. */
+/**
+ * One line per row that differs, for people: `user pro (product, env): before -> after`; with the
+ * purchase (`, purchase <id>`) where the customer has rows of more than one purchase of the
+ * product, or a row was keyed anew (a row kept from before sources were purchases).
+ */
 export function describeChange(change: CustomerChange): string[] {
-  const key = (row: RebuildRow) => `${row.appUserId} ${row.entitlementId} (${row.productId ?? 'no product'}, ${row.environment ?? 'PRODUCTION'})`;
+  const product = (row: RebuildRow) => `${row.appUserId} ${row.entitlementId} (${row.productId ?? 'no product'}, ${row.environment ?? 'PRODUCTION'}`;
+  const keysOf = new Map<string, Set<string>>();
+  for (const row of [...change.before, ...change.after]) keysOf.set(product(row), (keysOf.get(product(row)) ?? new Set()).add(row.sourceKey));
+  const key = (row: RebuildRow) => `${product(row)}${(keysOf.get(product(row))?.size ?? 0) > 1 ? `, purchase ${row.purchase ?? 'unknown'}` : ''})`;
   const show = (row: RebuildRow | undefined) => (row
     ? `${row.status}${row.expiresAt ? ` until ${row.expiresAt}` : ' forever'}${row.graceExpiresAt ? ` (grace ${row.graceExpiresAt})` : ''}${row.willRenew ? ', renewing' : ''}`
     : 'no row');
-  const before = new Map(change.before.map((row) => [key(row), row]));
-  const after = new Map(change.after.map((row) => [key(row), row]));
+  const before = new Map(change.before.map((row) => [`${key(row)}\n${row.sourceKey}`, row]));
+  const after = new Map(change.after.map((row) => [`${key(row)}\n${row.sourceKey}`, row]));
   return [...new Set([...before.keys(), ...after.keys()])]
     .filter((k) => JSON.stringify(before.get(k)) !== JSON.stringify(after.get(k)))
-    .map((k) => `${k}: ${show(before.get(k))} -> ${show(after.get(k))}`);
+    .map((k) => `${k.split('\n')[0]}: ${show(before.get(k))} -> ${show(after.get(k))}`);
 }

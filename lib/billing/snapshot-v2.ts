@@ -57,33 +57,31 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
     if (!kept || outranks(source, kept)) sources.set(productId, source);
   }
 
-  const purchases = new Map<string, V2Item[]>();
+  // One-time purchases, each its own source (an entitlement's source is a purchase: v2 lists each
+  // with its own store_purchase_identifier, owned or refunded), so refunding one of two purchases
+  // of a product leaves the other granting. A product v2 also lists as a subscription stays that.
+  const oneTime: SnapshotSource[] = [];
   for (const item of record.purchases) {
-    if (item.productId === null) continue;
-    purchases.set(item.productId, [...(purchases.get(item.productId) ?? []), item]);
-  }
-  for (const [productId, items] of purchases) {
-    if (sources.has(productId)) continue;
-    const owned = items.filter((item) => item.status !== 'refunded');
-    const latest = [...(owned.length > 0 ? owned : items)].sort((a, b) => (b.startsAt ?? 0) - (a.startsAt ?? 0))[0]!;
-    const entitlementIds = [...new Set((owned.length > 0 ? owned : items).flatMap((item) => item.entitlementIds))];
-    const until = owned.length === 0 ? at : purchaseEnd(entitlementIds, activeUntil, at);
-    const status: EntitlementStatus = owned.length === 0 ? 'refunded' : until !== null && until <= at ? 'expired' : 'active';
-    sources.set(productId, {
-      productId,
-      environment: latest.environment,
-      store: latest.store,
+    if (item.productId === null || sources.has(item.productId)) continue;
+    const owned = item.status !== 'refunded';
+    const until = owned ? purchaseEnd(item.entitlementIds, activeUntil, at) : at;
+    const status: EntitlementStatus = !owned ? 'refunded' : until !== null && until <= at ? 'expired' : 'active';
+    oneTime.push({
+      productId: item.productId,
+      environment: item.environment,
+      store: item.store,
       status,
       willRenew: false,
       expiresAt: until === null ? null : new Date(until).toISOString(),
       graceExpiresAt: null,
-      purchasedAt: latest.startsAt === null ? null : new Date(latest.startsAt).toISOString(),
-      transactionId: latest.storeIdentifier,
+      purchasedAt: item.startsAt === null ? null : new Date(item.startsAt).toISOString(),
+      transactionId: item.storeIdentifier,
       periodType: 'NORMAL',
       autoResumeAt: null,
-      entitlementIds,
-      mapping: items.every((item) => item.entitlementsComplete) ? 'complete' : 'partial',
+      entitlementIds: [...item.entitlementIds],
+      mapping: item.entitlementsComplete ? 'complete' : 'partial',
       asEventsSaid: false,
+      purchaseOnly: true,
     });
   }
 
@@ -95,7 +93,7 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
     return [id, until === null ? null : new Date(until).toISOString()];
   }));
   return snapshotPlan(appUserId, at, record.originalCustomerId, options, {
-    sources: [...sources.values()],
+    sources: [...sources.values(), ...oneTime],
     entitlementIds: complete ? listed : null,
     entitlementExpiries,
   });

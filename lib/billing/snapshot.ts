@@ -61,6 +61,20 @@ export interface SnapshotSource {
   mapping: 'complete' | 'partial';
   /** Its rows stay as the events left them, unless an entitlement shows a purchase that ends sooner (see the table). */
   asEventsSaid: boolean;
+  /**
+   * A one-time purchase (REST v1 lists each purchase): it describes that purchase, known by its
+   * transaction id, and never another purchase of its product. A subscription (v1 keys them by
+   * product, and knows only the latest transaction) that matches no row by transaction id stands
+   * for the latest purchase of its product the customer holds.
+   */
+  purchaseOnly?: boolean;
+  /**
+   * A subscription that does not grant, while an entitlement v1 shows it for does: another purchase
+   * of the product grants it (a second subscription of the product; v1 lists the refunded one
+   * under the product key). Where the customer holds several purchases of the product and none has
+   * its transaction id, it cannot tell which one it is: it writes none of them.
+   */
+  grantedElsewhere?: boolean;
 }
 
 export interface SnapshotPlan extends BillingEventPlan {
@@ -74,7 +88,12 @@ export interface SnapshotPlan extends BillingEventPlan {
     entitlementIds: string[] | null;
     /** Per entitlement v1 lists: until when the purchase it shows grants (ISO 8601; null = forever). */
     entitlementExpiries: Record<string, string | null>;
-    /** Sources the record showed that were left out (sandbox ones, where sandbox grants nothing): explain names them. Absent: none. */
+    /**
+     * Sources the record showed that were left out (sandbox ones, where sandbox grants nothing):
+     * explain names them; and the fold keeps rows of their products as the events left them (v1
+     * keys subscriptions by product, so a sandbox purchase may be what hides a production purchase
+     * of the same product). Absent: none.
+     */
     leftOut?: { productId: string; environment: 'SANDBOX'; entitlementIds: string[] }[];
   };
 }
@@ -97,11 +116,24 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     sources.set(source.productId, source);
   }
   const oneTime = new Set<string>();
+  // v1 lists each purchase of a one-time product: one source each. The one an entitlement shows
+  // (the same purchase date; else the latest) stands for the product; the others are purchases no
+  // entitlement points to (see the table).
+  const otherPurchases: SnapshotSource[] = [];
+  const shownDates = new Map<string, Set<number>>();
+  for (const entitlement of Object.values(response.subscriber.entitlements)) {
+    const date = time(entitlement.purchase_date);
+    if (date !== null) shownDates.set(entitlement.product_identifier, (shownDates.get(entitlement.product_identifier) ?? new Set()).add(date));
+  }
   for (const [productId, purchases] of Object.entries(response.subscriber.non_subscriptions)) {
     const latest = latestPurchase(purchases);
     if (!latest || sources.has(productId)) continue;
-    sources.set(productId, nonSubscriptionSource(productId, latest));
+    const shown = purchases.find((purchase) => shownDates.get(productId)?.has(time(purchase.purchase_date) ?? NaN)) ?? latest;
+    sources.set(productId, nonSubscriptionSource(productId, shown));
     oneTime.add(productId);
+    for (const purchase of purchases) {
+      if (purchase !== shown) otherPurchases.push({ ...nonSubscriptionSource(productId, purchase), asEventsSaid: true });
+    }
   }
   for (const [entitlementId, entitlement] of Object.entries(response.subscriber.entitlements)) {
     const productId = productIdOf(entitlement.product_identifier, entitlement.product_plan_identifier);
@@ -121,14 +153,19 @@ export function describeSnapshot(response: SubscriberResponse, appUserId: string
     const source = sources.get(productId)!;
     if (source.entitlementIds.length === 0) source.asEventsSaid = true;
   }
-  if (options.v2) completeFromV2(sources, options.v2, at);
   const entitlementExpiries = Object.fromEntries(Object.entries(response.subscriber.entitlements).map(([id, entitlement]) => {
     const ends = [time(entitlement.expires_date), time(entitlement.grace_period_expires_date)];
     return [id, ends[0] === null ? null : new Date(Math.max(ends[0], ends[1] ?? ends[0])).toISOString()];
   }));
+  // A subscription that no longer grants while an entitlement v1 shows it for still does (see grantedElsewhere).
+  for (const source of sources.values()) {
+    if (oneTime.has(source.productId) || GRANTING.includes(source.status)) continue;
+    if (source.entitlementIds.some((id) => entitlementExpiries[id] === null || Date.parse(entitlementExpiries[id] ?? '') > at)) source.grantedElsewhere = true;
+  }
+  if (options.v2) completeFromV2(sources, otherPurchases, options.v2, at);
 
   return snapshotPlan(appUserId, at, response.subscriber.original_app_user_id ?? null, options, {
-    sources: [...sources.values()],
+    sources: [...sources.values(), ...otherPurchases],
     entitlementIds: Object.keys(response.subscriber.entitlements),
     entitlementExpiries,
   });
@@ -193,7 +230,7 @@ export function trimV2Snapshot(record: V2Record, appUserId: string): Record<stri
  * v2's (v2SubscriptionState); where they agree v1's finer words stay (grace date, billing issue,
  * pause, period type), and what neither grants keeps v1's (a refund's time).
  */
-function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at: number): void {
+function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: SnapshotSource[], v2: V2Customer, at: number): void {
   for (const item of v2.subscriptions) {
     if (item.productId === null) continue;
     const source = findSource(sources, item);
@@ -219,9 +256,25 @@ function completeFromV2(sources: Map<string, SnapshotSource>, v2: V2Customer, at
       mapping: item.entitlementsComplete ? 'complete' : 'partial',
     });
   }
-  // One-time purchases, per product: owned while any purchase of it is.
-  const purchases = new Map<string, V2Item[]>();
+  // One-time purchases: each as its own purchase where v1 lists it with the same store identifier
+  // (REST v2's `store_purchase_identifier`, v1's `store_transaction_id`): owned, or refunded.
+  const oneTimeSources = [...sources.values(), ...otherPurchases].filter((source) => source.purchaseOnly);
+  const unmatched: V2Item[] = [];
   for (const item of v2.purchases) {
+    const source = item.productId === null || item.storeIdentifier === null ? undefined : oneTimeSources.find((candidate) =>
+      candidate.transactionId === item.storeIdentifier && candidate.environment === item.environment && candidate.productId === item.productId);
+    if (!source) {
+      unmatched.push(item);
+    } else if (item.status !== 'refunded') {
+      grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
+      source.asEventsSaid = false;
+    } else {
+      Object.assign(source, { status: 'refunded', willRenew: false, expiresAt: new Date(at).toISOString(), graceExpiresAt: null, asEventsSaid: false });
+    }
+  }
+  // The others, per product: owned while any purchase of it is.
+  const purchases = new Map<string, V2Item[]>();
+  for (const item of unmatched) {
     if (item.productId !== null) purchases.set(`${item.environment}\n${item.productId}`, [...(purchases.get(`${item.environment}\n${item.productId}`) ?? []), item]);
   }
   for (const items of purchases.values()) {
@@ -321,6 +374,7 @@ function nonSubscriptionSource(productId: string, purchase: RevenueCatNonSubscri
     entitlementIds: [],
     mapping: 'partial',
     asEventsSaid: false,
+    purchaseOnly: true,
   };
 }
 

@@ -120,10 +120,21 @@ revoke all on table public.billing_legacy_horizon from public, anon, authenticat
 -- One row: on a database that had events before the log kept folds' keys, what was received before it.
 insert into public.billing_legacy_horizon (received_before) values (null) on conflict (id) do nothing;
 
--- The row key of an event's source, of bounded size: (environment, store, product), or, for an
--- event that names no product, (environment, store, its original transaction), so a product-less
--- expiry never touches another purchase, and a refund on one store never ends what the same
--- product id pays for on another. A JSON array, so no two different parts can spell the same key.
+-- The row key of an event's source, of bounded size: (environment, store, product, purchase). A
+-- source is a purchase: RevenueCat's own record is per purchase (REST v1 lists each
+-- non-subscription purchase with its own id; REST v2 lists subscriptions and purchases as items of
+-- their own), so two purchases of one product (a consumable bought twice, a Stripe customer who
+-- subscribed twice) are two rows, and the refund or expiry of one never lands on the other. The
+-- purchase is its original transaction (the same through every renewal of a subscription; for a
+-- one-time purchase its own transaction), else its transaction (NON_RENEWING_PURCHASE names only
+-- that). The product stays in the key, so an upgrade within one subscription (same original
+-- transaction) is two products whose lineage public.billing_apply_event follows. A record that does
+-- not know the purchase (no transaction ids) keys the product's source: (environment, store,
+-- product, null), which is also the key every row had before sources were purchases, and which the
+-- first event naming the purchase claims (public.billing_apply_event). An event that names no
+-- product keys (environment, store, null, purchase), so a product-less expiry never touches
+-- another purchase, and a refund on one store never ends what the same product id pays for on
+-- another. A JSON array, so no two different parts can spell the same key.
 create or replace function public.billing_source_key(p_environment text, p_store text, p_product_id text, p_original_transaction_id text, p_transaction_id text)
 returns text
 language plpgsql
@@ -135,7 +146,7 @@ begin
     upper(coalesce(p_environment, 'PRODUCTION')),
     upper(coalesce(p_store, '')),
     p_product_id,
-    case when p_product_id is null then coalesce(p_original_transaction_id, p_transaction_id) end
+    coalesce(p_original_transaction_id, p_transaction_id)
   )::text);
 end;
 $$;
@@ -300,6 +311,9 @@ declare
   v_key text;
   v_keys text[] := '{}';
   v_products text[] := '{}';
+  v_product_key text;
+  v_match text[];
+  v_source_keys jsonb := '[]'::jsonb;
   -- Whether a flag, refund or revocation has reached the rows of entitlements the event does not name.
   v_spread boolean := false;
 begin
@@ -381,19 +395,80 @@ begin
     update public.billing_subscribers set customer_id = null where app_user_id = v_owner and customer_id is not null;
   end if;
 
+  -- Which purchase's rows the event is about (public.billing_source_key). An event that names its
+  -- purchase claims the product's row of a record that did not know it (a sync of a subscription
+  -- REST v1 lists by product, an event without transaction ids, a row kept from before sources were
+  -- purchases): the same purchase, now known. An event that names none is about the purchase of its
+  -- product the customer holds: the product's row, else the latest purchase of the product.
+  if v_period->>'productId' is not null then
+    v_product_key := public.billing_source_key(p_plan->>'environment', v_store, v_period->>'productId', null, null);
+    if v_source_key <> v_product_key then
+      if not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
+        update public.entitlements set source_key = v_source_key
+        where app_user_id = v_owner and source_key = v_product_key;
+      end if;
+    elsif not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_product_key) then
+      select e.source_key into v_key from public.entitlements e
+      where e.app_user_id = v_owner and e.product_id = v_period->>'productId'
+        and upper(coalesce(e.environment, 'PRODUCTION')) = v_env_key and upper(coalesce(e.store, '')) = upper(coalesce(v_store, ''))
+      order by e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
+      limit 1;
+      v_source_key := coalesce(v_key, v_source_key);
+      v_key := null;
+    end if;
+  end if;
+
   -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
-  -- time: each product it shows is written as it says, for the entitlements it maps to it and for
-  -- the owner's other rows of that product; rows of products it no longer shows stop granting.
+  -- time: each purchase it shows is written as it says, for the entitlements it maps to it and for
+  -- the owner's other rows of that purchase; rows of products it no longer shows stop granting.
   -- Events after it in the fold still apply on top of it.
+  --
+  -- Which rows are the purchase it shows: those of its product whose transaction (the period's, or
+  -- the original) is the one the record names (REST v1's `store_transaction_id`, REST v2's
+  -- `store_subscription_identifier` / `store_purchase_identifier`: for a subscription the latest
+  -- transaction, for a one-time purchase its own). Else, for a one-time purchase (purchaseOnly), its
+  -- own key (as its events key it); for a subscription, which the record keys by product, the
+  -- latest purchase of the product the customer holds here, or the product's source when there is
+  -- none (the first event naming the purchase claims it); none at all for a subscription that does
+  -- not grant while its entitlement does (grantedElsewhere) when the customer holds several
+  -- purchases of the product: it may be any of them but the one that grants.
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
-    v_key := public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId');
-    v_keys := v_keys || v_key;
+    v_match := array(
+      select distinct e.source_key from public.entitlements e
+      where e.app_user_id = v_owner and e.product_id = v_source->>'productId'
+        and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
+        and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
+        and v_source->>'transactionId' in (e.transaction_id, e.original_transaction_id)
+      order by 1);
+    if cardinality(v_match) = 0 and coalesce((v_source->>'purchaseOnly')::boolean, false) then
+      v_match := array[public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId')];
+    elsif cardinality(v_match) = 0 then
+      v_match := array(
+        select e.source_key from public.entitlements e
+        where e.app_user_id = v_owner and e.product_id = v_source->>'productId'
+          and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
+          and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
+        order by e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
+        limit 1);
+      if coalesce((v_source->>'grantedElsewhere')::boolean, false) and exists (
+        select 1 from public.entitlements e
+        where e.app_user_id = v_owner and e.product_id = v_source->>'productId' and e.source_key <> v_match[1]
+          and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
+          and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))) then
+        v_match := '{}';
+      elsif cardinality(v_match) = 0 then
+        v_match := array[public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, null)];
+      end if;
+    end if;
+    v_key := v_match[1];
+    v_keys := v_keys || v_match;
+    v_source_keys := v_source_keys || jsonb_build_array(v_source || jsonb_build_object('keys', to_jsonb(v_match)));
     v_products := v_products || (v_source->>'productId');
     -- A purchase v1 lists that no entitlement points to (asEventsSaid; v1 shows, per entitlement,
     -- only the purchase that lasts longest) may grant what earlier events said, or have been
     -- refunded (v1 still lists it): its rows stay as the events left them. Any other is written as
     -- the record says.
-    if not coalesce((v_source->>'asEventsSaid')::boolean, false) then
+    if not coalesce((v_source->>'asEventsSaid')::boolean, false) and cardinality(v_match) > 0 then
       insert into public.entitlements (
         app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
         store, environment, period_type, transaction_id, period_purchased_at, auto_resume_at, granted_at,
@@ -423,14 +498,16 @@ begin
         last_event_id = p_event_id,
         last_event_at = greatest(last_event_at, p_event_at),
         updated_at = now()
-      where app_user_id = v_owner and source_key = v_key and last_event_id <> p_event_id;
+      where app_user_id = v_owner and source_key = any (v_match) and last_event_id <> p_event_id;
     end if;
     v_applied := v_applied + 1;
   end loop;
   -- What the record proves no longer grants, in one statement:
-  --   * rows of products it no longer shows (by product, not by source: v1 keys subscriptions by
+  --   * rows of products it no longer shows (by product, not by purchase: v1 keys subscriptions by
   --     product, so a sandbox purchase of a product hides the production one of the same product
-  --     from the snapshot; that one stays);
+  --     from the snapshot, and one purchase of a product hides another; those stay as the events
+  --     left them, and so do rows of products the snapshot left out (leftOut: sandbox
+  --     purchases a deployment ignores, which may be what hides a production one));
   --   * rows of an entitlement it does not list: v1 lists every entitlement of the customer,
   --     expired ones included, so one it omits is not the customer's (the dashboard mapping
   --     changed, or RevenueCat revoked it), whatever grants it here (snapshots stored before the
@@ -451,12 +528,13 @@ begin
       last_event_at = greatest(e.last_event_at, p_event_at),
       updated_at = now()
     where e.app_user_id = v_owner and e.grants_until > p_event_at
-      and ((not e.source_key = any (v_keys) and not coalesce(e.product_id = any (v_products), false))
+      and ((not e.source_key = any (v_keys)
+            and not coalesce(e.product_id = any (v_products || array(select value->>'productId' from jsonb_array_elements(coalesce(p_plan->'snapshot'->'leftOut', '[]'::jsonb)))), false))
            or (jsonb_typeof(p_plan->'snapshot'->'entitlementIds') = 'array'
                and not e.entitlement_id = any (array(select jsonb_array_elements_text(p_plan->'snapshot'->'entitlementIds'))))
            or exists (
-             select 1 from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) as src(value)
-             where public.billing_source_key(src.value->>'environment', src.value->>'store', src.value->>'productId', null, src.value->>'transactionId') = e.source_key
+             select 1 from jsonb_array_elements(v_source_keys) as src(value)
+             where e.source_key = any (array(select jsonb_array_elements_text(src.value->'keys')))
                and not e.entitlement_id = any (array(select jsonb_array_elements_text(coalesce(src.value->'entitlementIds', '[]'::jsonb))))
                and (src.value->>'mapping' = 'complete'
                     or (coalesce((src.value->>'asEventsSaid')::boolean, false)
@@ -477,10 +555,14 @@ begin
     -- (it would cut that row's period short). Beside another source's row it stands, and the read
     -- decides which grants: RevenueCat grants it for a purchase it could not validate yet, and what
     -- grants now may end before the purchase is validated.
+    -- (Its own source: its purchase, or any purchase of its product, as RevenueCat's provisional
+    -- grant may carry a transaction id other than the purchase's own.)
     if v_action = 'temporary_grant' and exists (
       select 1 from public.entitlements
-      where app_user_id = v_owner and entitlement_id = v_entitlement and source_key = v_source_key and status <> 'temporary'
-        and grants_until > v_start
+      where app_user_id = v_owner and entitlement_id = v_entitlement and status <> 'temporary' and grants_until > v_start
+        and (source_key = v_source_key
+             or (product_id = v_period->>'productId' and upper(coalesce(environment, 'PRODUCTION')) = v_env_key
+                 and upper(coalesce(store, '')) = upper(coalesce(v_store, ''))))
     ) then
       v_stale := v_stale + 1;
       continue;
@@ -691,7 +773,7 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- group's entitlements to the fold of its history: on top when it is the newest, else the whole
 -- history again. Returns {duplicate, outcome, ownerId, groupId, newSource}: outcome applied (some
 -- entitlement changed), stale (nothing changed: the newer history already says more), ignored
--- (nothing to apply); newSource: the event is about a product none of its owner's ids had a row of.
+-- (nothing to apply); newSource: the event is about a purchase none of its owner's ids had a row of.
 -- A second delivery of the same id waits on the unique key and then changes nothing.
 --
 -- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
@@ -761,8 +843,10 @@ begin
   v_new_source := jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) > 0 and not exists (
     select 1 from public.entitlements
     where app_user_id = any (v_candidates)
-      and source_key = public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
-                                                 p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'));
+      and source_key in (public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
+                                                   p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'),
+                         -- (The product's row of a record that did not know the purchase: the event claims it.)
+                         public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId', null, null)));
   select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
   if v_folded is null or v_key collate "C" >= v_folded collate "C" then

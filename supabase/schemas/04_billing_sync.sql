@@ -257,7 +257,10 @@ $$;
 revoke all on function public.billing_rebuild_group(jsonb,jsonb,boolean) from public, anon, authenticated;
 grant execute on function public.billing_rebuild_group(jsonb,jsonb,boolean) to service_role;
 
--- The rows of a group as the rebuild compares them (without bookkeeping columns).
+-- The rows of a group as the rebuild compares them (without bookkeeping columns). Which purchase a
+-- row is counts (its source key, and the purchase's id for people): a rebuild that keys a row
+-- anew (a row kept from before sources were purchases, which stood for every purchase of its
+-- product) reports it.
 create or replace function public.billing_group_rows(p_group text)
 returns jsonb
 language sql
@@ -266,6 +269,7 @@ set search_path = ''
 as $$
   select coalesce(jsonb_agg(jsonb_build_object(
     'appUserId', e.app_user_id, 'entitlementId', e.entitlement_id, 'productId', e.product_id, 'environment', e.environment,
+    'sourceKey', e.source_key, 'purchase', coalesce(e.original_transaction_id, e.transaction_id),
     'status', e.status, 'willRenew', e.will_renew, 'expiresAt', e.expires_at, 'graceExpiresAt', e.grace_expires_at)
     order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), '[]'::jsonb)
   from public.entitlements e

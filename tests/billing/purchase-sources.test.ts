@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { syncSubscriber } from '../../lib/billing/sync.ts';
+import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import {
+  billingEvent, day, deliver, deliverFlowItem, deliveryOrders, entitlementsOf, expectEntitlementState, flowSettings, isoDay, LIFETIME, MONTHLY,
+  snapshot, type ExpectedState, type FlowItem,
+} from './support.ts';
+
+/**
+ * A source of an entitlement is a purchase, not a product: RevenueCat's own record is per purchase
+ * (REST v1 lists each non-subscription purchase with its own `id` and `store_transaction_id`; REST
+ * v2 lists subscriptions and purchases as items of their own), so two purchases of one product are
+ * two rows, and the refund, cancellation or expiry of one never lands on the other. Each flow is
+ * delivered in every order (webhooks through the route, snapshots through the user's refresh), on
+ * both engines, and ends in one state.
+ */
+let revenuecat: FakeRevenueCat;
+beforeAll(async () => {
+  revenuecat = await startFakeRevenueCat();
+});
+afterAll(async () => {
+  await revenuecat.close();
+});
+
+type Role = 'alice';
+interface Flow {
+  name: string;
+  items: (u: Record<Role, string>) => FlowItem[];
+  expected: ExpectedState[];
+  /** REST v2 configured beside v1. */
+  v2?: boolean;
+}
+
+// One-time purchases: NON_RENEWING_PURCHASE names the purchase's transaction; its refund (a
+// CANCELLATION) names it as the original transaction too.
+const oneTime = (u: string, tx: string, at: number) =>
+  billingEvent('non-renewing-purchase', u, { at, purchased: at, expires: null }, { product_id: LIFETIME, transaction_id: tx, original_transaction_id: tx });
+const oneTimeRefund = (u: string, tx: string, at: number) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased: 0, expires: at }, { product_id: LIFETIME, transaction_id: tx, original_transaction_id: tx, price: -79.99 });
+// Stripe: each subscription is its own original transaction.
+const stripe = (sub: string) => ({ store: 'STRIPE', product_id: MONTHLY, transaction_id: sub, original_transaction_id: sub });
+const subscribe = (u: string, sub: string, at: number) => billingEvent('initial-purchase', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
+const renew = (u: string, sub: string, at: number) => billingEvent('renewal', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
+const subscriptionRefund = (u: string, sub: string, at: number, purchased: number) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased, expires: at }, { ...stripe(sub), price: -9.99 });
+const unsubscribe = (u: string, sub: string, at: number, purchased: number) =>
+  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires: purchased + 30 }, { ...stripe(sub), cancel_reason: 'UNSUBSCRIBE' });
+
+const v1Time = (days: number | null) => (days === null ? null : new Date(day(days)).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+const v1Purchase = (id: string, tx: string, purchased: number) => ({ id, is_sandbox: false, purchase_date: v1Time(purchased), store: 'app_store', store_transaction_id: tx });
+
+/** RevenueCat's record after two purchases of the lifetime product and the refund of the first (v1 still lists it; v2 says refunded). */
+const twoLifetimes = (refunded: string[]): FakeCustomer => ({
+  entitlements: { pro: v1Entitlement(LIFETIME, { purchased: day(1), expires: null }) },
+  non_subscriptions: { [LIFETIME]: [v1Purchase('rc_1', 'L-1', 0), v1Purchase('rc_2', 'L-2', 1)] },
+  refundedPurchases: refunded,
+});
+/** ... and after two Stripe subscriptions of one product, the first refunded: v1 keys subscriptions by product, and lists the refunded one. */
+const twoSubscriptions = (listedTransaction: string): FakeCustomer => ({
+  entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(31) }) },
+  subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(0), expires: day(30), refunded: day(5), store: 'stripe', transactionId: listedTransaction }) },
+});
+
+const flows: Flow[] = [
+  {
+    name: 'a one-time product bought twice: refunding the first leaves the entitlement granted forever',
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), oneTimeRefund(u.alice, 'L-1', 2)],
+    expected: [{ now: 3, state: { alice: { pro: { active: true, status: 'active', expiresAt: null, productId: LIFETIME } } } }],
+  },
+  {
+    name: 'a one-time product bought twice: refunding the second leaves it granted too',
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), oneTimeRefund(u.alice, 'L-2', 2)],
+    expected: [{ now: 3, state: { alice: { pro: { active: true, status: 'active', expiresAt: null } } } }],
+  },
+  {
+    name: 'a one-time product bought twice: refunding both ends it',
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), oneTimeRefund(u.alice, 'L-1', 2), oneTimeRefund(u.alice, 'L-2', 2.5)],
+    expected: [{ now: 3, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
+  },
+  {
+    name: 'two Stripe subscriptions of one product: refunding one leaves the other renewing',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), subscriptionRefund(u.alice, 'sub_A', 5, 0)],
+    expected: [{ now: 6, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(31) } } } }],
+  },
+  {
+    name: 'two Stripe subscriptions of one product: the other renews after one was refunded',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), subscriptionRefund(u.alice, 'sub_A', 5, 0), renew(u.alice, 'sub_B', 31)],
+    expected: [{ now: 40, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(61) } } } }],
+  },
+  {
+    name: 'two Stripe subscriptions of one product: cancelling one leaves the other renewing',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), unsubscribe(u.alice, 'sub_A', 3, 0), renew(u.alice, 'sub_B', 31)],
+    expected: [{ now: 40, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(61) } } } }],
+  },
+  {
+    name: 'a v1 sync listing the refunded subscription under the product key (its own transaction) keeps what v1 shows active',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), snapshot('alice', 6, twoSubscriptions('sub_A'))],
+    expected: [{ now: 7, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(31) } } } }],
+  },
+  {
+    name: 'a v1 sync listing the refunded subscription under a transaction no event named keeps what v1 shows active',
+    items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), subscriptionRefund(u.alice, 'sub_A', 5, 0), snapshot('alice', 6, twoSubscriptions('in_unknown'))],
+    expected: [{ now: 7, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(31) } } } }],
+  },
+  {
+    name: 'a v1 sync of two one-time purchases, one refunded by webhook, keeps the entitlement v1 shows',
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), oneTimeRefund(u.alice, 'L-1', 2), snapshot('alice', 3, twoLifetimes([]))],
+    expected: [{ now: 4, state: { alice: { pro: { active: true, status: 'active', expiresAt: null } } } }],
+  },
+  {
+    name: 'a v1 and v2 sync of two one-time purchases, the first refunded: granted by the second',
+    v2: true,
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), snapshot('alice', 3, twoLifetimes(['L-1']))],
+    expected: [{ now: 4, state: { alice: { pro: { active: true, status: 'active', expiresAt: null } } } }],
+  },
+  {
+    name: 'a v1 and v2 sync of two one-time purchases, both refunded: ended',
+    v2: true,
+    items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), snapshot('alice', 3, twoLifetimes(['L-1', 'L-2']))],
+    expected: [{ now: 4, state: { alice: { pro: { active: false } } } }],
+  },
+];
+
+describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+
+  it.each(flows)('$name, in every delivery order', async (flow) => {
+    const restore = setEnv({
+      ...flowSettings(revenuecat),
+      ...(flow.v2 ? { REVENUECAT_V2_SECRET_API_KEY: revenuecat.v2ApiKey, REVENUECAT_PROJECT_ID: revenuecat.projectId } : {}),
+    });
+    try {
+      const count = flow.items({ alice: 'x' }).length;
+      for (const order of deliveryOrders(count, { sample: 8, seed: 5 })) {
+        // (A Supabase user: the snapshots are the user's own refresh.)
+        const users = { alice: randomUUID() };
+        const items = flow.items(users);
+        for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
+        for (const state of flow.expected) await expectEntitlementState(db, users, state, `order ${order.join(',')}, day ${state.now}`);
+      }
+    } finally {
+      revenuecat.setClock(undefined);
+      restore();
+    }
+  });
+
+  it('keeps one row per purchase: two purchases of one product are two sources of the entitlement', async () => {
+    const restore = setEnv(flowSettings(revenuecat));
+    try {
+      const user = `alice-${randomUUID()}`;
+      for (const body of [subscribe(user, 'sub_A', 0), subscribe(user, 'sub_B', 1), subscriptionRefund(user, 'sub_A', 5, 0)]) expect((await deliver(body)).status).toBe(200);
+      const rows = await db.sql<{ original_transaction_id: string; status: string }>(
+        'select original_transaction_id, status from public.entitlements where app_user_id = $1 order by original_transaction_id', [user]);
+      expect(rows).toEqual([{ original_transaction_id: 'sub_A', status: 'refunded' }, { original_transaction_id: 'sub_B', status: 'active' }]);
+    } finally {
+      restore();
+    }
+  });
+});
+
+/**
+ * Sandbox beside production: in a deployment (sandbox purchases ignored), v1 keys subscriptions by
+ * product, so a sandbox (TestFlight) purchase of the product a production purchase is of may be
+ * the one it lists; the snapshot leaves it out, and that never ends the production purchase.
+ */
+describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase of the same product, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+
+  it('never ends the production purchase, in either order', async () => {
+    const restore = setEnv({ ...flowSettings(revenuecat), BILLING_SANDBOX_GRANTS: 'false' });
+    try {
+      for (const order of [[0, 1], [1, 0]]) {
+        const user = `alice-${randomUUID()}`;
+        const production = billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { store: 'APP_STORE', product_id: MONTHLY, transaction_id: 'P-1', original_transaction_id: 'P-1' });
+        const steps = [
+          async () => expect((await deliver(production)).status).toBe(200),
+          async () => {
+            revenuecat.setCustomer(user, {
+              entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(1.5) }) },
+              subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(1), expires: day(1.5), sandbox: true, transactionId: 'S-1' }) },
+            });
+            revenuecat.setClock(day(2));
+            expect(await syncSubscriber(user, { reason: 'admin', maxSlotWaitMs: 10_000 })).toMatchObject({ outcome: expect.any(String) });
+          },
+        ];
+        for (const index of order) await steps[index]!();
+        const [view] = await entitlementsOf(db, user, new Date(day(3)));
+        expect({ order, view }).toMatchObject({ order, view: { id: 'pro', active: true, status: 'active', expiresAt: isoDay(30), environment: 'PRODUCTION' } });
+      }
+    } finally {
+      revenuecat.setClock(undefined);
+      restore();
+    }
+  });
+});
