@@ -97,7 +97,9 @@ alter table public.billing_subscribers enable row level security;
 create index billing_subscribers_group_idx on public.billing_subscribers (group_id);
 create index billing_subscribers_customer_idx on public.billing_subscribers (customer_id)
   where customer_id is not null;
-create index billing_subscribers_pending_idx on public.billing_subscribers (pending_since) where pending_since is not null;
+-- In the order maintenance reads it (oldest pending first, then by id): no sort, and a read that
+-- stops at its deadline stops early.
+create index billing_subscribers_pending_idx on public.billing_subscribers (pending_since, app_user_id) where pending_since is not null;
 revoke all on table public.billing_subscribers from public, anon, authenticated;
 -- What a signed-in user (through the select-own policies of 07_account.sql) and Supabase Auth's
 -- access-token hook may read.
