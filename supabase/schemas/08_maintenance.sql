@@ -243,6 +243,11 @@ declare
   v_done boolean;
   v_partition record;
   v_candidate record;
+  -- The pending groups are read 100 at a time in index order, after the last one read: each read
+  -- is a short index range whatever the planner guesses of the cutoff.
+  v_after_since timestamptz := '-infinity';
+  v_after_id text := '';
+  v_batch integer;
   v_group text;
   v_state record;
   v_copied boolean;
@@ -260,14 +265,21 @@ begin
   perform set_config('lock_timeout', '200ms', true);
   v_give_way_after := clock_timestamp() + make_interval(secs => p_budget_ms / 100000.0);
   v_looked := clock_timestamp();
+  <<batches>>
+  loop
+  v_batch := 0;
   for v_candidate in
     select s.app_user_id as group_id, s.pending_since from public.billing_subscribers s
-    where s.pending_since < v_cutoff
+    where s.pending_since < v_cutoff and (s.pending_since, s.app_user_id) > (v_after_since, v_after_id)
     order by s.pending_since, s.app_user_id
+    limit 100
   loop
+    v_batch := v_batch + 1;
+    v_after_since := v_candidate.pending_since;
+    v_after_id := v_candidate.group_id;
     if clock_timestamp() > v_deadline then
       v_tried_before := v_candidate.pending_since;
-      exit;
+      exit batches;
     end if;
     -- Live traffic first: a call that has taken a checkpoint (not merely tried one: a group a
     -- webhook holds fails after its lock wait) and a hundredth of its budget, and sees another
@@ -278,7 +290,7 @@ begin
       if public.maintenance_should_give_way() then
         v_tried_before := v_candidate.pending_since;
         v_gave_way := true;
-        exit;
+        exit batches;
       end if;
     end if;
     v_group := null;
@@ -318,6 +330,8 @@ begin
         end if;
     end;
   end loop;
+  exit batches when v_batch < 100;
+  end loop batches;
   perform set_config('lock_timeout', '2s', true);
 
   -- 2. Drop the months before the cutoff, oldest first, once every group they wait for was tried.
