@@ -42,11 +42,13 @@ const TARGETS: Target[] = [
   { route: 'webhooks/subscription-billing', auth: 'billing', methods: ['POST'] },
   { route: 'webhooks/leagues-sync', auth: 'leagues', methods: ['POST'] },
   { route: 'me/billing/sync', auth: 'session', methods: ['POST'] },
+  { route: 'me/export', auth: 'session', methods: ['GET'] },
   { route: 'cron/billing-sync', auth: 'cron', methods: ['GET', 'POST'] },
   { route: 'cron/maintenance', auth: 'cron', methods: ['GET', 'POST'] },
   { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
   { route: 'admin/status', auth: 'admin', methods: ['GET'] },
   { route: 'admin/billing/subscribers/[appUserId]', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/users/[userId]/export', auth: 'admin', methods: ['GET'] },
   // Local mode's RevenueCat stand-in: off here (no REVENUECAT_STAND_IN), so a problem+json 404.
   { route: 'dev/revenuecat/v1/subscribers/[appUserId]', auth: 'none', methods: ['GET'] },
   // Any other /api path: a problem+json 404.
