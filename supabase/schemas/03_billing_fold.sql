@@ -419,6 +419,19 @@ begin
       v_key := null;
     end if;
   end if;
+  -- A provisional grant (TEMPORARY_ENTITLEMENT_GRANT) is keyed by its transaction: the events that
+  -- settle it name that transaction with an original transaction of their own (its failed
+  -- validation is "an EXPIRATION event with the same transaction_id"): they are about its row.
+  if v_period->>'transactionId' is not null
+     and not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
+    select e.source_key into v_key from public.entitlements e
+    where e.app_user_id = v_owner and e.status = 'temporary' and e.transaction_id = v_period->>'transactionId'
+      and e.product_id is not distinct from v_period->>'productId'
+    order by e.source_key
+    limit 1;
+    v_source_key := coalesce(v_key, v_source_key);
+    v_key := null;
+  end if;
 
   -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
   -- time: each purchase it shows is written as it says, for the entitlements it maps to it and for
