@@ -154,7 +154,7 @@ describe('REST v2 settings', () => {
   // (beside a RevenueCat on this machine: LOCAL_DEV=1 is refused beside RevenueCat itself).
   const base = { REVENUECAT_SECRET_API_KEY: 'sk_v1', REVENUECAT_API_URL: 'http://127.0.0.1:9', LOCAL_DEV: '1' };
   it('takes a v2 key and a project id together, beside a v1 key', () => {
-    expect(loadConfig({ ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat?.v2).toEqual({ apiKey: 'sk_v2', projectId: 'proj1ab2c3d4' });
+    expect(loadConfig({ ...base, REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1ab2c3d4' }).revenuecat?.v2).toEqual({ apiKey: 'sk_v2', projectId: 'proj1ab2c3d4', deleteOnErase: false });
     expect(loadConfig(base).revenuecat?.v2).toBeUndefined();
   });
   it('takes v2 alone: the whole record is read from v2 (docs/sync.md)', () => {
