@@ -49,6 +49,9 @@ export async function startConformanceStack(): Promise<ConformanceStack> {
       NODE_ENV: 'production',
       LOG_LEVEL: 'warn',
       LOCAL_DEV: '1',
+      // The suite stands for a proxy in front of the server: each request names a client address of
+      // its own in X-Forwarded-For (the wrong-secret throttle counts per address).
+      TRUSTED_PROXY_HOPS: '1',
       DATABASE_URL: serverUrl.replace(/\/postgres$/, `/${database}`),
       DATABASE_POOL_MAX: '5',
       EMBEDDED_DB_DIR: embeddedDbDir,
