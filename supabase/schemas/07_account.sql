@@ -145,12 +145,15 @@ begin
   if p_user_id is null then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'A user id is required.';
   end if;
+  -- Outbound events: one customer.deleted, not a revoke or an unlink for each row that goes.
+  perform public.outbound_begin_erasure(p_user_id::text);
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
+  perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;
 $$;
@@ -431,7 +434,7 @@ declare
 begin
   v_users := array(
     select distinct id from unnest(p_user_ids) as ids(id)
-    where id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' and not v_sent ? (p_what || ' ' || id));
+    where public.is_user_id(id) and not v_sent ? (p_what || ' ' || id));
   if cardinality(v_users) = 0 then
     return;
   end if;

@@ -148,7 +148,7 @@ grant execute on function public.billing_sync_maintain(timestamp with time zone,
 -- lock wait (5 s, lib/db/postgres.ts): the service calls it with 2 s.
 --
 -- The entry point of these rules. p_now: the time the rules count from (the server's clock when
--- null); p_budget_ms: how long to work (1 ms to 60 s). Returns {wallets, leagues, billingSync, done, ms}.
+-- null); p_budget_ms: how long to work (1 ms to 60 s). Returns {wallets, leagues, billingSync, events, done, ms}.
 create or replace function public.run_maintenance(p_now timestamptz default null, p_budget_ms integer default 2000)
 returns jsonb
 language plpgsql
@@ -179,6 +179,10 @@ begin
 
   v_part := public.billing_sync_maintain(v_now, v_deadline);
   v_result := v_result || jsonb_build_object('billingSync', v_part);
+  v_done := v_done and (v_part ->> 'done')::boolean;
+
+  v_part := public.outbound_maintain(v_now, v_deadline);
+  v_result := v_result || jsonb_build_object('events', v_part);
   v_done := v_done and (v_part ->> 'done')::boolean;
 
   return v_result || jsonb_build_object(

@@ -1,0 +1,663 @@
+-- Outbound events: what changed in a user's access and wallets, told to the app's own backend as
+-- signed webhooks (Standard Webhooks). docs/events.md.
+--
+-- Derived from state, not from inbound bodies. A user's entitlements as GET /api/me shows them
+-- (public.account_entitlements) are compared with what receivers were last told
+-- (outbound_told_entitlements) when the transaction that changed a row commits: an entitlement
+-- that now grants and was not told is `entitlement.granted`, one told that no longer grants is
+-- `entitlement.revoked` (with why), one told that changed what a receiver acts on is
+-- `entitlement.updated`. So a refold that rebuilds a customer's rows, a TRANSFER, a sync snapshot
+-- and a webhook all tell the same thing for the same outcome, and nothing for no outcome.
+-- Access that ends because time passed writes no row: public.outbound_tell_lapses finds told
+-- access whose end is past and tells it (lib/events/lapses.ts runs it).
+--
+-- The outbox. Each event is written in the transaction of the change that caused it (nothing told
+-- for a change that rolled back, nothing lost for one that committed), with a per-user sequence
+-- number taken under that user's row lock here, so a user's events are numbered in commit order.
+-- One delivery row per endpoint the settings name (outbound_endpoints, kept by the service from
+-- EVENTS_WEBHOOK_URL / EVENTS_WEBHOOK_ENDPOINTS); lib/events/delivery.ts claims, sends and
+-- settles them: in order per user and endpoint, retried with backoff, dead-lettered after about
+-- three days.
+
+-- Ids events are told for: Supabase users (a lower-case uuid). RevenueCat's anonymous ids and
+-- custom app user ids are nobody a receiver knows; their purchases are told when they reach a
+-- user (a TRANSFER, an alias: the merged user reads the customer's rows).
+create or replace function public.is_user_id(p_id text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select p_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+$$;
+revoke all on function public.is_user_id(text) from public, anon, authenticated;
+grant execute on function public.is_user_id(text) to service_role;
+
+-- The events, oldest first by (user, sequence). `data` is the internal shape (the rows as
+-- account_entitlements and wallet_link_json return them); lib/events/messages.ts makes the body a
+-- receiver gets from it, the same on every attempt.
+create table public.outbound_events (
+  id uuid primary key default gen_random_uuid(),
+  user_id text not null,
+  sequence bigint not null,
+  type text not null check (type in (
+    'entitlement.granted', 'entitlement.updated', 'entitlement.revoked', 'wallet.linked', 'wallet.unlinked', 'customer.deleted')),
+  data jsonb not null,
+  created_at timestamptz not null default now(),
+  unique (user_id, sequence)
+);
+alter table public.outbound_events enable row level security;
+create index outbound_events_created_idx on public.outbound_events (created_at);
+revoke all on table public.outbound_events from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_events to service_role;
+
+-- Each user's last sequence number; its row is the lock that orders the user's events.
+create table public.outbound_user_sequences (
+  user_id text primary key,
+  last_sequence bigint not null,
+  last_type text
+);
+alter table public.outbound_user_sequences enable row level security;
+revoke all on table public.outbound_user_sequences from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_user_sequences to service_role;
+
+-- What receivers were last told each user is entitled to: one row per entitlement told as granting
+-- (granted or updated, not revoked since), with when that access ends as told.
+create table public.outbound_told_entitlements (
+  user_id text not null,
+  entitlement_id text not null,
+  entitlement jsonb not null,
+  grants_until timestamptz not null,
+  primary key (user_id, entitlement_id)
+);
+alter table public.outbound_told_entitlements enable row level security;
+create index outbound_told_entitlements_until_idx on public.outbound_told_entitlements (grants_until);
+revoke all on table public.outbound_told_entitlements from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_told_entitlements to service_role;
+
+-- The endpoints the settings name, by id (a digest of the URL: the URL itself may carry a
+-- credential, and stays in the settings). `types`: the event types it takes (`wallet.*` for a
+-- family; null: every type). An endpoint the settings no longer name is retired: it gets no new
+-- deliveries, and its pending ones wait in case it comes back.
+create table public.outbound_endpoints (
+  id text primary key check (char_length(id) between 1 and 64),
+  types text[],
+  registered_at timestamptz not null default now(),
+  retired_at timestamptz
+);
+alter table public.outbound_endpoints enable row level security;
+revoke all on table public.outbound_endpoints from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_endpoints to service_role;
+
+-- One event to one endpoint. `pending` until a 2xx (`delivered`) or the retries run out (`dead`).
+-- `leased_until`: an attempt is under way until then (another worker skips it).
+create table public.outbound_deliveries (
+  endpoint_id text not null references public.outbound_endpoints (id) on delete cascade,
+  event_id uuid not null references public.outbound_events (id) on delete cascade,
+  user_id text not null,
+  sequence bigint not null,
+  state text not null default 'pending' check (state in ('pending', 'delivered', 'dead')),
+  attempts integer not null default 0,
+  next_attempt_at timestamptz not null default now(),
+  leased_until timestamptz,
+  first_attempt_at timestamptz,
+  last_attempt_at timestamptz,
+  last_error text,
+  delivered_at timestamptz,
+  primary key (endpoint_id, event_id)
+);
+alter table public.outbound_deliveries enable row level security;
+-- A user's queue at an endpoint (its head is the lowest pending sequence), and what is due.
+create index outbound_deliveries_queue_idx on public.outbound_deliveries (endpoint_id, user_id, sequence) where state = 'pending';
+create index outbound_deliveries_due_idx on public.outbound_deliveries (endpoint_id, next_attempt_at) where state = 'pending';
+create index outbound_deliveries_event_idx on public.outbound_deliveries (event_id);
+revoke all on table public.outbound_deliveries from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_deliveries to service_role;
+
+-- Whether an endpoint that takes `p_types` wants an event of `p_type` ('wallet.*': the family).
+create or replace function public.outbound_endpoint_wants(p_types text[], p_type text)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select p_types is null or p_type = any (p_types) or split_part(p_type, '.', 1) || '.*' = any (p_types)
+$$;
+revoke all on function public.outbound_endpoint_wants(text[],text) from public, anon, authenticated;
+grant execute on function public.outbound_endpoint_wants(text[],text) to service_role;
+
+-- Hold the user's sequence row until commit: their events are written one transaction at a time,
+-- and what a transaction reads after this (what was told) is what the one before it committed.
+create or replace function public.outbound_lock_user(p_user_id text)
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  insert into public.outbound_user_sequences (user_id, last_sequence) values (p_user_id, 0) on conflict (user_id) do nothing;
+  perform 1 from public.outbound_user_sequences where user_id = p_user_id for update;
+end;
+$$;
+revoke all on function public.outbound_lock_user(text) from public, anon, authenticated;
+grant execute on function public.outbound_lock_user(text) to service_role;
+
+-- Write one event (and its deliveries) with the user's next sequence number. Returns the number.
+create or replace function public.outbound_emit(p_user_id text, p_type text, p_data jsonb)
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_sequence bigint;
+  v_id uuid;
+begin
+  insert into public.outbound_user_sequences as s (user_id, last_sequence, last_type) values (p_user_id, 1, p_type)
+    on conflict (user_id) do update set last_sequence = s.last_sequence + 1, last_type = excluded.last_type
+    returning s.last_sequence into v_sequence;
+  insert into public.outbound_events (user_id, sequence, type, data) values (p_user_id, v_sequence, p_type, p_data)
+    returning id into v_id;
+  insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)
+    select e.id, v_id, p_user_id, v_sequence from public.outbound_endpoints e
+    where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
+  return v_sequence;
+end;
+$$;
+revoke all on function public.outbound_emit(text,text,jsonb) from public, anon, authenticated;
+grant execute on function public.outbound_emit(text,text,jsonb) to service_role;
+
+-- Whether the user is being erased in this transaction (public.forget_user): their rows go, and
+-- `customer.deleted` says so once, instead of a revoke or an unlink for each.
+create or replace function public.outbound_erasing(p_user_id text)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce(nullif(current_setting('account_link.erasing', true), ''), '[]')::jsonb ? p_user_id
+$$;
+revoke all on function public.outbound_erasing(text) from public, anon, authenticated;
+grant execute on function public.outbound_erasing(text) to service_role;
+
+-- Until when an entitlement of a user grants, as its sources' grants_until say (THE rule for
+-- "grants", 03_billing_fold.sql): the end a lapse is looked for at.
+create or replace function public.outbound_grants_until(p_owner_ids text[], p_entitlement_id text)
+returns timestamptz
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(max(e.grants_until), '-infinity') from public.entitlements e
+  where e.app_user_id = any (p_owner_ids) and e.entitlement_id = p_entitlement_id
+$$;
+revoke all on function public.outbound_grants_until(text[],text) from public, anon, authenticated;
+grant execute on function public.outbound_grants_until(text[],text) to service_role;
+
+-- Whether a receiver would act differently: the fields of an entitlement it is told about, times
+-- compared as times (their JSON text follows the session's time zone).
+create or replace function public.outbound_entitlement_changed(p_told jsonb, p_now jsonb)
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select p_told -> 'status' is distinct from p_now -> 'status'
+      or p_told -> 'will_renew' is distinct from p_now -> 'will_renew'
+      or p_told -> 'product_id' is distinct from p_now -> 'product_id'
+      or p_told -> 'store' is distinct from p_now -> 'store'
+      or p_told -> 'environment' is distinct from p_now -> 'environment'
+      or p_told -> 'period_type' is distinct from p_now -> 'period_type'
+      or (p_told ->> 'expires_at')::timestamptz is distinct from (p_now ->> 'expires_at')::timestamptz
+      or (p_told ->> 'grace_expires_at')::timestamptz is distinct from (p_now ->> 'grace_expires_at')::timestamptz
+$$;
+revoke all on function public.outbound_entitlement_changed(jsonb,jsonb) from public, anon, authenticated;
+grant execute on function public.outbound_entitlement_changed(jsonb,jsonb) to service_role;
+
+-- Tell what changed in one user's entitlements since they were last told. Returns the events written.
+create or replace function public.outbound_reconcile_entitlements(p_user_id text)
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_view jsonb;
+  v_owners text[];
+  v_told record;
+  v_item jsonb;
+  v_until timestamptz;
+  v_written integer := 0;
+begin
+  if not public.is_user_id(p_user_id) or public.outbound_erasing(p_user_id) then
+    return 0;
+  end if;
+  perform public.outbound_lock_user(p_user_id);
+  v_view := public.account_entitlements(p_user_id, now());
+  v_owners := public.entitlement_owner_ids(p_user_id);
+
+  for v_told in
+    select t.entitlement_id, t.entitlement, t.grants_until from public.outbound_told_entitlements t
+    where t.user_id = p_user_id order by t.entitlement_id collate "C"
+  loop
+    v_item := (select x from jsonb_array_elements(v_view) x where x ->> 'entitlement_id' = v_told.entitlement_id);
+    if v_item is null or not (v_item ->> 'active')::boolean then
+      delete from public.outbound_told_entitlements where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+      perform public.outbound_emit(p_user_id, 'entitlement.revoked', jsonb_build_object(
+        'entitlement', coalesce(v_item, v_told.entitlement || '{"active": false}'),
+        -- The effective status says why (expired, refunded, transferred, paused); gone: removed.
+        'reason', coalesce(v_item ->> 'status', 'removed')));
+      v_written := v_written + 1;
+    else
+      v_until := public.outbound_grants_until(v_owners, v_told.entitlement_id);
+      if public.outbound_entitlement_changed(v_told.entitlement, v_item) then
+        update public.outbound_told_entitlements set entitlement = v_item, grants_until = v_until
+        where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+        perform public.outbound_emit(p_user_id, 'entitlement.updated', jsonb_build_object('entitlement', v_item, 'previous', v_told.entitlement));
+        v_written := v_written + 1;
+      elsif v_until is distinct from v_told.grants_until then
+        update public.outbound_told_entitlements set grants_until = v_until
+        where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+      end if;
+    end if;
+  end loop;
+
+  for v_item in
+    select x from jsonb_array_elements(v_view) x
+    where (x ->> 'active')::boolean
+      and not exists (select 1 from public.outbound_told_entitlements t where t.user_id = p_user_id and t.entitlement_id = x ->> 'entitlement_id')
+    order by x ->> 'entitlement_id' collate "C"
+  loop
+    insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, grants_until)
+      values (p_user_id, v_item ->> 'entitlement_id', v_item, public.outbound_grants_until(v_owners, v_item ->> 'entitlement_id'));
+    perform public.outbound_emit(p_user_id, 'entitlement.granted', jsonb_build_object('entitlement', v_item));
+    v_written := v_written + 1;
+  end loop;
+  return v_written;
+end;
+$$;
+revoke all on function public.outbound_reconcile_entitlements(text) from public, anon, authenticated;
+grant execute on function public.outbound_reconcile_entitlements(text) to service_role;
+
+-- At commit, a changed entitlement row's owner, and the users merged into it (they read its rows),
+-- are reconciled, each once a transaction: by then every statement of the transaction has run, so
+-- a refold that deletes and rebuilds rows is compared as its outcome.
+create or replace function public.outbound_entitlements_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+declare
+  v_done jsonb := coalesce(nullif(current_setting('account_link.outbound_reconciled', true), ''), '[]')::jsonb;
+  v_owners text[];
+  v_user text;
+begin
+  if tg_op = 'INSERT' then
+    v_owners := array[new.app_user_id];
+  elsif tg_op = 'DELETE' then
+    v_owners := array[old.app_user_id];
+  elsif tg_table_name = 'billing_subscribers' then
+    v_owners := array[new.app_user_id];
+  else
+    v_owners := array[old.app_user_id, new.app_user_id];
+  end if;
+  if tg_table_name = 'entitlements' then
+    v_owners := v_owners || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_owners));
+  end if;
+  for v_user in select distinct u from unnest(v_owners) u where public.is_user_id(u) and not v_done ? u order by 1 loop
+    perform public.outbound_reconcile_entitlements(v_user);
+    v_done := v_done || to_jsonb(v_user);
+  end loop;
+  perform set_config('account_link.outbound_reconciled', v_done::text, true);
+  return null;
+end;
+$$;
+revoke all on function public.outbound_entitlements_changed() from public, anon, authenticated;
+grant execute on function public.outbound_entitlements_changed() to service_role;
+
+create constraint trigger entitlements_outbound after insert or update or delete on public.entitlements
+  deferrable initially deferred for each row execute function public.outbound_entitlements_changed();
+
+create constraint trigger billing_subscribers_outbound after update of customer_id on public.billing_subscribers
+  deferrable initially deferred for each row execute function public.outbound_entitlements_changed();
+
+-- A wallet linked or unlinked: told as it happens (a link is never rebuilt).
+create or replace function public.outbound_wallet_changed()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+declare
+  v_row public.wallet_links;
+begin
+  if tg_op = 'DELETE' then v_row := old; else v_row := new; end if;
+  if public.is_user_id(v_row.user_id::text) and not public.outbound_erasing(v_row.user_id::text) then
+    perform public.outbound_emit(v_row.user_id::text,
+      case tg_op when 'DELETE' then 'wallet.unlinked' else 'wallet.linked' end,
+      jsonb_build_object('wallet', public.wallet_link_json(v_row)));
+  end if;
+  return null;
+end;
+$$;
+revoke all on function public.outbound_wallet_changed() from public, anon, authenticated;
+grant execute on function public.outbound_wallet_changed() to service_role;
+
+create trigger wallet_links_outbound after insert or delete on public.wallet_links
+  for each row execute function public.outbound_wallet_changed();
+
+-- Erasure (public.forget_user): from here to commit the user's rows go without a revoke or an
+-- unlink each; what they were told is forgotten.
+create or replace function public.outbound_begin_erasure(p_user_id text)
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  perform public.outbound_lock_user(p_user_id);
+  perform set_config('account_link.erasing',
+    (coalesce(nullif(current_setting('account_link.erasing', true), ''), '[]')::jsonb || to_jsonb(p_user_id))::text, true);
+  delete from public.outbound_told_entitlements where user_id = p_user_id;
+end;
+$$;
+revoke all on function public.outbound_begin_erasure(text) from public, anon, authenticated;
+grant execute on function public.outbound_begin_erasure(text) to service_role;
+
+-- ...and `customer.deleted`, once: forgetting a forgotten user tells nothing again.
+create or replace function public.outbound_tell_erasure(p_user_id text)
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  if public.is_user_id(p_user_id) and (select s.last_type from public.outbound_user_sequences s where s.user_id = p_user_id) is distinct from 'customer.deleted' then
+    perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
+  end if;
+end;
+$$;
+revoke all on function public.outbound_tell_erasure(text) from public, anon, authenticated;
+grant execute on function public.outbound_tell_erasure(text) to service_role;
+
+-- Lapses by time: the users whose told access has ended by now, at most p_limit of them, each
+-- reconciled (an `entitlement.revoked`, reason `expired`, unless something else changed too) and
+-- sent the same account_changed broadcast as a written change. Returns {users, more}.
+create or replace function public.outbound_tell_lapses(p_limit integer default 200)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_users text[];
+  v_user text;
+begin
+  if p_limit is null or p_limit < 1 or p_limit > 10000 then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be between 1 and 10000.';
+  end if;
+  v_users := array(
+    select t.user_id from public.outbound_told_entitlements t
+    where t.grants_until <= now()
+    group by t.user_id
+    order by min(t.grants_until)
+    limit p_limit);
+  foreach v_user in array v_users loop
+    perform public.outbound_reconcile_entitlements(v_user);
+  end loop;
+  if cardinality(v_users) > 0 and public.can_broadcast() then
+    perform public.send_account_changed('entitlements', v_users);
+  end if;
+  return jsonb_build_object('users', to_jsonb(v_users), 'more', cardinality(v_users) = p_limit);
+end;
+$$;
+revoke all on function public.outbound_tell_lapses(integer) from public, anon, authenticated;
+grant execute on function public.outbound_tell_lapses(integer) to service_role;
+
+-- The endpoints the settings name now ([{id, types}]): added, updated, brought back; the others
+-- retired. Returns how many are active.
+create or replace function public.outbound_set_endpoints(p_endpoints jsonb)
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_ids text[];
+begin
+  if jsonb_typeof(p_endpoints) is distinct from 'array' then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_endpoints must be a JSON array.';
+  end if;
+  insert into public.outbound_endpoints as e (id, types)
+    select x ->> 'id', case when jsonb_typeof(x -> 'types') = 'array' then array(select jsonb_array_elements_text(x -> 'types')) end
+    from jsonb_array_elements(p_endpoints) x
+  on conflict (id) do update set types = excluded.types, retired_at = null
+    where e.types is distinct from excluded.types or e.retired_at is not null;
+  v_ids := array(select x ->> 'id' from jsonb_array_elements(p_endpoints) x);
+  update public.outbound_endpoints set retired_at = now() where retired_at is null and not (id = any (v_ids));
+  return cardinality(v_ids);
+end;
+$$;
+revoke all on function public.outbound_set_endpoints(jsonb) from public, anon, authenticated;
+grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
+
+-- Claim up to p_limit deliveries due at one endpoint, each the head of its user's queue there (no
+-- earlier pending event of that user), leased for p_lease_seconds. Returns them with their events.
+create or replace function public.outbound_claim(p_endpoint_id text, p_limit integer, p_lease_seconds integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_claimed jsonb;
+begin
+  if p_limit is null or p_limit < 1 or p_limit > 1000 or p_lease_seconds is null or p_lease_seconds < 1 or p_lease_seconds > 3600 then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600.';
+  end if;
+  with due as (
+    select d.event_id from public.outbound_deliveries d
+    where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now()
+      and (d.leased_until is null or d.leased_until <= now())
+      and not exists (
+        select 1 from public.outbound_deliveries earlier
+        where earlier.endpoint_id = d.endpoint_id and earlier.user_id = d.user_id
+          and earlier.state = 'pending' and earlier.sequence < d.sequence)
+    order by d.next_attempt_at, d.sequence
+    limit p_limit
+    for update skip locked
+  ), claimed as (
+    update public.outbound_deliveries d
+    set leased_until = now() + make_interval(secs => p_lease_seconds), attempts = d.attempts + 1,
+        first_attempt_at = coalesce(d.first_attempt_at, now()), last_attempt_at = now()
+    from due where d.endpoint_id = p_endpoint_id and d.event_id = due.event_id
+    returning d.event_id, d.attempts, d.first_attempt_at
+  )
+  select coalesce(jsonb_agg(jsonb_build_object(
+    'event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence, 'data', e.data,
+    'created_at', e.created_at, 'attempts', c.attempts, 'first_attempt_at', c.first_attempt_at
+  ) order by e.user_id, e.sequence), '[]'::jsonb) into v_claimed
+  from claimed c join public.outbound_events e on e.id = c.event_id;
+  return v_claimed;
+end;
+$$;
+revoke all on function public.outbound_claim(text,integer,integer) from public, anon, authenticated;
+grant execute on function public.outbound_claim(text,integer,integer) to service_role;
+
+-- Settle attempts: [{event_id, outcome: delivered | retry | dead, retry_at?, error?}]. A delivery
+-- someone else settled meanwhile (a replay, an operator) is left as it is. Returns how many settled.
+create or replace function public.outbound_settle(p_endpoint_id text, p_results jsonb)
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_count integer;
+begin
+  update public.outbound_deliveries d
+  set state = case r.outcome when 'delivered' then 'delivered' when 'dead' then 'dead' else 'pending' end,
+      delivered_at = case when r.outcome = 'delivered' then now() end,
+      next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, now()) else d.next_attempt_at end,
+      last_error = case when r.outcome = 'delivered' then d.last_error else left(r.error, 500) end,
+      leased_until = null
+  from jsonb_to_recordset(p_results) as r(event_id uuid, outcome text, retry_at timestamptz, error text)
+  where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
+    and r.outcome in ('delivered', 'retry', 'dead');
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$$;
+revoke all on function public.outbound_settle(text,jsonb) from public, anon, authenticated;
+grant execute on function public.outbound_settle(text,jsonb) to service_role;
+
+-- Send again: one event (p_event_id) or those written in [p_from, p_to), to one endpoint or every
+-- active one, whatever happened to them before (delivered, dead, never sent there). The webhook-id
+-- stays the event's, so a receiver that has it already sees a duplicate. Returns how many.
+create or replace function public.outbound_replay(p_event_id uuid default null, p_from timestamptz default null, p_to timestamptz default null, p_endpoint_id text default null)
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_count integer;
+begin
+  if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'Name an event, or a time range whose end is after its start.';
+  end if;
+  if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
+    raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
+  end if;
+  insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence)
+    select p.id, e.id, e.user_id, e.sequence
+    from public.outbound_events e
+    cross join public.outbound_endpoints p
+    where (p_event_id is null or e.id = p_event_id)
+      and (p_event_id is not null or (e.created_at >= p_from and e.created_at < p_to))
+      and p.retired_at is null and (p_endpoint_id is null or p.id = p_endpoint_id)
+      and public.outbound_endpoint_wants(p.types, e.type)
+  on conflict (endpoint_id, event_id) do update
+    set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null;
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$$;
+revoke all on function public.outbound_replay(uuid,timestamp with time zone,timestamp with time zone,text) from public, anon, authenticated;
+grant execute on function public.outbound_replay(uuid,timestamp with time zone,timestamp with time zone,text) to service_role;
+
+-- Each endpoint with its backlog and last failure, for the admin route and `npm run status`.
+create or replace function public.outbound_status()
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select jsonb_build_object(
+    'endpoints', coalesce((
+      select jsonb_agg(jsonb_build_object(
+        'id', p.id, 'types', p.types, 'registered_at', p.registered_at, 'retired_at', p.retired_at,
+        'pending', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'pending'),
+        'oldest_pending_at', (select min(e.created_at) from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+                              where d.endpoint_id = p.id and d.state = 'pending'),
+        'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
+        'last_delivered_at', (select max(d.delivered_at) from public.outbound_deliveries d where d.endpoint_id = p.id),
+        'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_attempt_at, 'error', d.last_error, 'attempts', d.attempts)
+                         from public.outbound_deliveries d
+                         where d.endpoint_id = p.id and d.last_error is not null and d.last_attempt_at is not null
+                         order by d.last_attempt_at desc limit 1)
+      ) order by p.retired_at nulls first, p.id)
+      from public.outbound_endpoints p), '[]'::jsonb),
+    'events', (select count(*) from public.outbound_events),
+    'last_event_at', (select max(created_at) from public.outbound_events),
+    'lapses_due', (select count(*) from public.outbound_told_entitlements t where t.grants_until <= now())
+  )
+$$;
+revoke all on function public.outbound_status() from public, anon, authenticated;
+grant execute on function public.outbound_status() to service_role;
+
+-- Dead-lettered deliveries, newest first, with their events.
+create or replace function public.outbound_dead_letters(p_endpoint_id text default null, p_limit integer default 100)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(jsonb_agg(x order by x ->> 'last_attempt_at' desc), '[]'::jsonb) from (
+    select jsonb_build_object(
+      'endpoint_id', d.endpoint_id, 'event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence,
+      'created_at', e.created_at, 'attempts', d.attempts, 'first_attempt_at', d.first_attempt_at,
+      'last_attempt_at', d.last_attempt_at, 'last_error', d.last_error) as x
+    from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+    where d.state = 'dead' and (p_endpoint_id is null or d.endpoint_id = p_endpoint_id)
+    order by d.last_attempt_at desc
+    limit least(greatest(coalesce(p_limit, 100), 1), 1000)
+  ) dead
+$$;
+revoke all on function public.outbound_dead_letters(text,integer) from public, anon, authenticated;
+grant execute on function public.outbound_dead_letters(text,integer) to service_role;
+
+-- Events written since p_since (inclusive), oldest first: `npm run events:listen` follows them.
+create or replace function public.outbound_events_since(p_since timestamptz, p_limit integer default 100)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = ''
+as $$
+  select coalesce(jsonb_agg(x order by (x ->> 'created_at')::timestamptz, x ->> 'user_id', (x ->> 'sequence')::bigint), '[]'::jsonb) from (
+    select jsonb_build_object('event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence, 'data', e.data, 'created_at', e.created_at) as x
+    from public.outbound_events e
+    where e.created_at >= p_since
+    order by e.created_at, e.user_id, e.sequence
+    limit least(greatest(coalesce(p_limit, 100), 1), 1000)
+  ) recent
+$$;
+revoke all on function public.outbound_events_since(timestamp with time zone,integer) from public, anon, authenticated;
+grant execute on function public.outbound_events_since(timestamp with time zone,integer) to service_role;
+
+-- Retention: an event is kept 30 days, and longer while a delivery of it is pending (dead letters
+-- go with their event: replay them within the 30 days). Batches of 1000 until the deadline.
+create or replace function public.outbound_maintain(p_now timestamptz, p_deadline timestamptz)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_batch integer;
+  v_deleted integer := 0;
+begin
+  loop
+    delete from public.outbound_events o
+    where o.id = any (array(
+      select e.id from public.outbound_events e
+      where e.created_at < p_now - interval '30 days'
+        and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
+      order by e.created_at
+      limit 1000
+      for update skip locked));
+    get diagnostics v_batch = row_count;
+    v_deleted := v_deleted + v_batch;
+    exit when v_batch < 1000 or clock_timestamp() >= p_deadline;
+  end loop;
+  return jsonb_build_object('eventsDeleted', v_deleted, 'done', v_batch < 1000);
+end;
+$$;
+revoke all on function public.outbound_maintain(timestamp with time zone,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.outbound_maintain(timestamp with time zone,timestamp with time zone) to service_role;

@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deliver, flowSettings } from '../billing/support.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { deliverNow, linkWallet, unlinkWallet } from '../support/account-actions.ts';
+import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { testUser } from '../support/tokens.ts';
+import { evmWallet } from '../wallets/wallets.ts';
+
+/**
+ * The outbox in the database (supabase/schemas/10_events.sql): events derived from what a user's
+ * entitlements and wallets became, written in the transaction that changed them, numbered per user;
+ * lapses by time told by a scan; deliveries claimed in order per user and endpoint, settled,
+ * replayed. Driven through the real routes; both engines.
+ */
+
+interface EventRow { type: string; sequence: number; data: Record<string, any> }
+const DAY_MS = 86_400_000;
+
+function eventsOf(db: TestDatabase, userId: string): Promise<EventRow[]> {
+  return db.sql<EventRow>('select type, sequence::int as sequence, data from public.outbound_events where user_id = $1 order by sequence', [userId]);
+}
+
+/** The events `work` wrote for the user. */
+async function writtenDuring(db: TestDatabase, userId: string, work: () => Promise<unknown>): Promise<EventRow[]> {
+  const before = (await eventsOf(db, userId)).length;
+  await work();
+  return (await eventsOf(db, userId)).slice(before);
+}
+
+const summary = (events: EventRow[]) => events.map((e) => [e.type, e.data.reason ?? e.data.entitlement?.status ?? e.data.wallet?.address ?? null]);
+
+describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  let revenuecat: FakeRevenueCat;
+  let restoreEnv: () => void;
+  beforeAll(async () => {
+    revenuecat = await startFakeRevenueCat();
+    restoreEnv = setEnv(flowSettings(revenuecat));
+  });
+  afterAll(async () => {
+    restoreEnv();
+    await revenuecat.close();
+  });
+
+  it('tells a purchase as granted, a cancellation as updated, a refund as revoked (refunded), numbered 1, 2, 3; a duplicate tells nothing', async () => {
+    const buyer = await testUser();
+    const now = Date.now();
+    const event = (name: string, atMs: number, fields: Record<string, unknown> = {}) => fixture(name, {
+      id: `evt-${randomUUID()}`, app_user_id: buyer.userId, aliases: [buyer.userId], original_app_user_id: buyer.userId,
+      event_timestamp_ms: atMs, purchased_at_ms: now - 2 * DAY_MS, expiration_at_ms: now + 28 * DAY_MS, ...fields,
+    });
+    const purchase = event('initial-purchase', now - 2 * DAY_MS);
+    expect(summary(await writtenDuring(db, buyer.userId, () => deliver(purchase)))).toEqual([['entitlement.granted', 'active']]);
+    expect(summary(await writtenDuring(db, buyer.userId, () => deliver(purchase)))).toEqual([]);
+    const cancelled = await writtenDuring(db, buyer.userId, () => deliver(event('cancellation-unsubscribe', now - DAY_MS, { cancel_reason: 'UNSUBSCRIBE' })));
+    expect(summary(cancelled)).toEqual([['entitlement.updated', 'cancelled_active']]);
+    expect(cancelled[0]!.data.previous).toMatchObject({ status: 'active', will_renew: true });
+    expect(cancelled[0]!.data.entitlement).toMatchObject({ status: 'cancelled_active', will_renew: false, active: true });
+    // A refund (RevenueCat: CANCELLATION with cancel_reason CUSTOMER_SUPPORT, expiring when refunded).
+    const refunded = await writtenDuring(db, buyer.userId, () =>
+      deliver(event('cancellation-customer-support', now - DAY_MS / 2, { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: now - DAY_MS / 2 })));
+    expect(summary(refunded)).toEqual([['entitlement.revoked', 'refunded']]);
+    expect(refunded[0]!.data.entitlement).toMatchObject({ entitlement_id: 'pro', active: false, status: 'refunded' });
+    expect((await eventsOf(db, buyer.userId)).map((e) => e.sequence)).toEqual([1, 2, 3]);
+  });
+
+  it('tells an event folded into the past by its outcome only (a refold rebuilds every row, and the outcome did not change)', async () => {
+    const buyer = await testUser();
+    const now = Date.now();
+    const event = (name: string, atMs: number, fields: Record<string, unknown> = {}) => fixture(name, {
+      id: `evt-${randomUUID()}`, app_user_id: buyer.userId, aliases: [buyer.userId], original_app_user_id: buyer.userId,
+      event_timestamp_ms: atMs, purchased_at_ms: now - 3 * DAY_MS, expiration_at_ms: now + 27 * DAY_MS, ...fields,
+    });
+    await deliver(event('initial-purchase', now - 3 * DAY_MS));
+    await deliver(event('renewal', now - DAY_MS));
+    // An older event that changes nothing once folded in its place: no event.
+    expect(summary(await writtenDuring(db, buyer.userId, () => deliver(event('subscriber-alias', now - 2 * DAY_MS))))).toEqual([]);
+  });
+
+  it('tells a wallet linked and unlinked, with the link as the API shows it', async () => {
+    const owner = await testUser();
+    const wallet = evmWallet();
+    let link: { id: string } | undefined;
+    const linked = await writtenDuring(db, owner.userId, async () => { link = await linkWallet(owner, wallet); });
+    expect(linked).toEqual([{ type: 'wallet.linked', sequence: 1, data: { wallet: expect.objectContaining({ id: link!.id, chain: 'evm', address: wallet.address }) } }]);
+    expect(summary(await writtenDuring(db, owner.userId, () => unlinkWallet(owner, link!.id)))).toEqual([['wallet.unlinked', wallet.address]]);
+  });
+
+  it('tells access that ended by time, when the scan finds it, once', async () => {
+    const buyer = await testUser();
+    await deliverNow('initial-purchase', buyer.userId, { purchasedHoursAgo: 24, expiresInHours: 24 });
+    // Time passes: the period's end moves into the past with no event (as the clock would move it).
+    await db.connection(async (sql) => {
+      await sql('begin');
+      await sql("set local session_replication_role = 'replica'"); // no trigger: nothing tells it
+      await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
+      await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
+      await sql('commit');
+    });
+    expect((await eventsOf(db, buyer.userId)).map((e) => e.type)).toEqual(['entitlement.granted']);
+    const [scan] = await db.sql<{ result: { users: string[] } }>('select public.outbound_tell_lapses(10000) as result');
+    expect(scan!.result.users).toContain(buyer.userId);
+    const events = await eventsOf(db, buyer.userId);
+    expect(summary(events)).toEqual([['entitlement.granted', 'active'], ['entitlement.revoked', 'expired']]);
+    const [again] = await db.sql<{ result: { users: string[] } }>('select public.outbound_tell_lapses(10000) as result');
+    expect(again!.result.users).not.toContain(buyer.userId);
+    expect(await eventsOf(db, buyer.userId)).toHaveLength(2);
+  });
+
+  it('tells an erasure as one customer.deleted, not a revoke or an unlink per row, and only once', async () => {
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId);
+    await linkWallet(user, evmWallet());
+    const erased = await writtenDuring(db, user.userId, async () => {
+      await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+      await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+    });
+    expect(erased).toEqual([{ type: 'customer.deleted', sequence: 3, data: {} }]);
+  });
+
+  it('tells nothing for an id that is no user (a custom or anonymous app user id)', async () => {
+    const id = `custom-${randomUUID()}`;
+    await deliverNow('initial-purchase', id);
+    expect(await eventsOf(db, id)).toEqual([]);
+  });
+
+  it('delivers in order per user and endpoint: only the head of a user\'s queue is claimed; settled, retried, dead-lettered, replayed', async () => {
+    const endpoint = `ep-${randomUUID().slice(0, 8)}`;
+    const wallets = await db.sql<{ result: number }>('select public.outbound_set_endpoints($1::jsonb) as result', [JSON.stringify([{ id: endpoint, types: ['wallet.*'] }])]);
+    expect(wallets[0]!.result).toBe(1);
+    const user = await testUser();
+    const first = await linkWallet(user, evmWallet());
+    await linkWallet(user, evmWallet());
+    await deliverNow('initial-purchase', user.userId); // not a wallet event: not for this endpoint
+    const claim = async () => (await db.sql<{ result: Array<{ event_id: string; user_id: string; sequence: number; type: string; attempts: number }> }>(
+      'select public.outbound_claim($1, 1000, 30) as result', [endpoint]))[0]!.result.filter((c) => c.user_id === user.userId);
+    const settle = (results: unknown[]) => db.sql<{ result: number }>('select public.outbound_settle($1, $2::jsonb) as result', [endpoint, JSON.stringify(results)]);
+
+    const [head, ...rest] = await claim();
+    expect(rest).toEqual([]);
+    expect(head).toMatchObject({ sequence: 1, type: 'wallet.linked', attempts: 1 });
+    expect(await claim()).toEqual([]); // leased, and the second waits behind it
+    await settle([{ event_id: head!.event_id, outcome: 'retry', retry_at: new Date(Date.now() - 1000).toISOString(), error: 'HTTP 500' }]);
+    const [retried] = await claim();
+    expect(retried).toMatchObject({ event_id: head!.event_id, attempts: 2 });
+    await settle([{ event_id: retried!.event_id, outcome: 'dead', error: 'HTTP 500' }]);
+    // A dead letter no longer holds the queue.
+    const [second] = await claim();
+    expect(second).toMatchObject({ sequence: 2, type: 'wallet.linked' });
+    expect((await settle([{ event_id: second!.event_id, outcome: 'delivered' }]))[0]!.result).toBe(1);
+    expect((await settle([{ event_id: second!.event_id, outcome: 'retry' }]))[0]!.result).toBe(0); // settled already
+    expect(await claim()).toEqual([]);
+
+    const [dead] = await db.sql<{ result: Array<{ event_id: string; last_error: string }> }>('select public.outbound_dead_letters($1) as result', [endpoint]);
+    expect(dead!.result.map((d) => [d.event_id, d.last_error])).toEqual([[head!.event_id, 'HTTP 500']]);
+    expect((await db.sql<{ result: number }>('select public.outbound_replay(p_event_id => $1::uuid, p_endpoint_id => $2) as result', [head!.event_id, endpoint]))[0]!.result).toBe(1);
+    const [replayed] = await claim();
+    expect(replayed).toMatchObject({ event_id: head!.event_id, attempts: 1 });
+    expect(first.id).toBe((await db.sql<{ id: string }>("select data->'wallet'->>'id' as id from public.outbound_events where id = $1", [head!.event_id]))[0]!.id);
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([])]);
+  });
+});
