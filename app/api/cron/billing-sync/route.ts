@@ -3,6 +3,7 @@ import { processRevenueCatDeletions } from '#lib/billing/erasure.ts';
 import { SWEEP_BUDGET_MS, sweepBillingSync } from '#lib/billing/sync.ts';
 import { defineRoute, json, type RouteHandler } from '#lib/http/route.ts';
 import { recordedRun } from '#lib/operations/runs.ts';
+import { moveOutboxAfterResponse } from '#lib/http/outbox-after-response.ts';
 
 // GET or POST /api/cron/billing-sync - the sweep: sync marked and due subscribers from RevenueCat
 // Vercel Cron sends GET; a scheduler that POSTs (Supabase Cron's net.http_post) is answered the same.
@@ -15,6 +16,7 @@ const sweep: RouteHandler = async (request, { annotate }) => {
   annotate({ revenuecatDeletions: deletions.deleted, revenuecatDeletionsFailed: deletions.failed, erasedIdsDropped: deletions.dropped });
   const result = await recordedRun('billing_sweep', () => sweepBillingSync(SWEEP_BUDGET_MS));
   annotate({ ...result });
+  moveOutboxAfterResponse(); // the events it caused, and lapses come due (lib/events/delivery.ts)
   return json(result);
 };
 

@@ -3,6 +3,7 @@ import { readJsonWith } from '#lib/http/body.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 import { applyLeaguesSync } from '#lib/leagues/sync.ts';
 import { LEAGUES_SYNC_LIMITS, leaguesSyncBodySchema } from '#lib/leagues/sync-schema.ts';
+import { moveOutboxAfterResponse } from '#lib/http/outbox-after-response.ts';
 
 // POST /api/webhooks/leagues-sync - apply a league snapshot batch
 export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
@@ -12,6 +13,7 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     annotate({ source: body.source, deliveryId: body.id ?? null });
     const result = await applyLeaguesSync(body);
     annotate({ upserted: result.upserted, unchanged: result.unchanged, stale: result.stale, deleted: result.deleted, duplicate: result.duplicate ?? false });
+    moveOutboxAfterResponse(); // the events it caused, and lapses come due (lib/events/delivery.ts)
     return json(result);
   },
 });

@@ -6,6 +6,7 @@ import { crashAfterCommitIfAsked } from '#lib/faults.ts';
 import { afterResponse } from '#lib/http/after-response.ts';
 import { readJsonWith } from '#lib/http/body.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
+import { moveOutboxAfterResponse } from '#lib/http/outbox-after-response.ts';
 
 // POST /api/webhooks/subscription-billing - record a RevenueCat event and apply it to entitlements
 // RevenueCat counts only a 200 as delivered, so every authenticated, well-formed delivery gets
@@ -21,6 +22,7 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
     annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason, syncIds: syncIds.length });
     if (syncIds.length > 0) afterResponse(() => syncMarkedAfterWebhook(syncIds, plan.eventId));
+    moveOutboxAfterResponse(); // the events it caused, and lapses come due (lib/events/delivery.ts)
     return json({ received: true });
   },
 });

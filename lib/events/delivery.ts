@@ -1,0 +1,171 @@
+import { publishAccountChange } from '../account-changes.ts';
+import { log } from '../log.ts';
+import { attemptDelivery, DELIVERY_TIMEOUT_MS } from './attempt.ts';
+import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
+import { eventMessage } from './messages.ts';
+import { claimDeliveries, setEndpoints, settleDeliveries, tellLapses, type ClaimedDelivery, type DeliveryOutcome } from './outbox.ts';
+import { retryDelayMs, shouldDeadLetter } from './retry.ts';
+
+/**
+ * Moving the outbox: lapses told, then each endpoint's due deliveries sent and settled, every
+ * endpoint on its own (a slow or failing one holds up only its own queue). Runs after requests that
+ * write (lib/events/after-writes.ts), from the crons, and from `npm run events:deliver`. Two runs
+ * at once share the work: a delivery is leased to one attempt at a time.
+ */
+
+/** Deliveries claimed per call: each the head of a different user's queue, sent at once. */
+export const DELIVERY_BATCH = 20;
+/** Users whose lapse is told per database call. */
+const LAPSE_BATCH = 200;
+
+export interface OutboundRunReport {
+  lapsesTold: number;
+  endpoints: Array<{ id: string; delivered: number; retried: number; dead: number }>;
+  /** Everything due was done; false: the budget ended first. */
+  done: boolean;
+}
+
+export interface OutboundRunOptions {
+  /** Work started before this many milliseconds have passed (an attempt under way finishes: up to its timeout more). */
+  budgetMs: number;
+  endpoints?: readonly EventEndpoint[];
+  timeoutMs?: number;
+  /** Look for lapses too (default true). */
+  lapses?: boolean;
+}
+
+export async function runOutboundEvents(options: OutboundRunOptions): Promise<OutboundRunReport> {
+  const deadline = performance.now() + options.budgetMs;
+  const lapses = options.lapses === false ? { told: 0, done: true } : await tellDueLapses(deadline);
+  const endpoints = options.endpoints ?? getEventEndpoints();
+  await registerEndpoints(endpoints);
+  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, deadline, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
+  return { lapsesTold: lapses.told, endpoints: reports.map(({ done: _, ...report }) => report), done: lapses.done && reports.every((r) => r.done) };
+}
+
+/** Access that ended by time, told (events, broadcasts) and streamed to the users' open pages. */
+async function tellDueLapses(deadline: number): Promise<{ told: number; done: boolean }> {
+  let told = 0;
+  for (;;) {
+    const { users, more } = await tellLapses(LAPSE_BATCH);
+    told += users.length;
+    if (users.length > 0) publishAccountChange(users, 'entitlements');
+    if (!more) return { told, done: true };
+    if (performance.now() >= deadline) return { told, done: false };
+  }
+}
+
+// The endpoints this process last registered (their ids and filters): registered again only when the settings differ.
+let registered: string | undefined;
+
+async function registerEndpoints(endpoints: readonly EventEndpoint[]): Promise<void> {
+  const rows = endpoints.map((endpoint) => ({ id: endpoint.id, types: endpoint.types }));
+  const key = JSON.stringify(rows);
+  if (key === registered) return;
+  await setEndpoints(rows);
+  registered = key;
+}
+
+async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number) {
+  const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
+  const leaseSeconds = Math.ceil(timeoutMs / 1000) + 30;
+  while (performance.now() < deadline) {
+    const claimed = await claimDeliveries(endpoint.id, DELIVERY_BATCH, leaseSeconds);
+    if (claimed.length === 0) {
+      report.done = true;
+      break;
+    }
+    const outcomes = await Promise.all(claimed.map((delivery) => attempt(endpoint, delivery, timeoutMs)));
+    await settleDeliveries(endpoint.id, outcomes);
+    for (const outcome of outcomes) {
+      if (outcome.outcome === 'delivered') report.delivered++;
+      else if (outcome.outcome === 'dead') report.dead++;
+      else report.retried++;
+    }
+  }
+  return report;
+}
+
+async function attempt(endpoint: EventEndpoint, delivery: ClaimedDelivery, timeoutMs: number): Promise<DeliveryOutcome> {
+  const message = eventMessage(delivery);
+  const result = await attemptDelivery(endpoint, message, { timeoutMs });
+  if (result.ok) return { event_id: delivery.event_id, outcome: 'delivered' };
+  const now = new Date();
+  log.warn({ endpoint: endpoint.id, eventId: delivery.event_id, type: delivery.type, attempt: delivery.attempts, error: result.error }, 'event delivery failed');
+  if (shouldDeadLetter(new Date(delivery.first_attempt_at), now)) {
+    log.error({ endpoint: endpoint.id, eventId: delivery.event_id, type: delivery.type, attempts: delivery.attempts }, 'event dead-lettered: retries ran out');
+    return { event_id: delivery.event_id, outcome: 'dead', error: result.error };
+  }
+  return { event_id: delivery.event_id, outcome: 'retry', retry_at: new Date(now.getTime() + retryDelayMs(delivery.attempts)).toISOString(), error: result.error };
+}
+
+/** Forget what this process registered (tests that change the settings between runs). */
+export function forgetRegisteredEndpoints(): void {
+  registered = undefined;
+}
+
+
+/** Lapses are looked for after a write at most this often per process (the crons and the scheduled run look too). */
+export const LAPSE_SCAN_EVERY_MS = 30_000;
+/** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
+export const AFTER_WRITE_BUDGET_MS = 10_000;
+
+let running: Promise<void> | undefined;
+let again = false;
+let lastLapseScan = -Infinity;
+
+/**
+ * Move the outbox after a write, without delaying its response: one run at a time per process;
+ * a write during a run asks for one more, so bursts of writes make few runs. Never throws: what
+ * it could not send is due for the next run (the cron's at the latest).
+ */
+export function moveOutboxAfterWrite(): Promise<void> {
+  if (running) {
+    again = true;
+    return running;
+  }
+  running = (async () => {
+    try {
+      do {
+        again = false;
+        const endpoints = safeEndpoints();
+        const lapses = performance.now() - lastLapseScan >= LAPSE_SCAN_EVERY_MS;
+        if (!lapses && endpoints.length === 0) break;
+        if (lapses) lastLapseScan = performance.now();
+        await runOutboundEvents({ budgetMs: AFTER_WRITE_BUDGET_MS, endpoints, lapses });
+      } while (again);
+    } catch (error) {
+      log.warn({ err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
+    } finally {
+      running = undefined;
+    }
+  })();
+  return running;
+}
+
+function safeEndpoints(): readonly EventEndpoint[] {
+  try {
+    return getEventEndpoints();
+  } catch {
+    return []; // a setting startup refuses (lib/startup.ts says why); nothing is sent meanwhile
+  }
+}
+
+/** How often a long-running server (`next start`, a container) moves the outbox on its own. */
+export const OUTBOX_SCHEDULE_MS = 60_000;
+
+/**
+ * A schedule of the server's own: a lapse is told, and a retry that came due is sent, within a
+ * minute even when no request writes. Started once per process (instrumentation.ts) where the
+ * process lives on between requests; on Vercel the crons and after() do it (docs/events.md).
+ */
+export function scheduleOutbox(): void {
+  const holder = globalThis as { [SCHEDULE]?: NodeJS.Timeout };
+  if (holder[SCHEDULE]) return;
+  holder[SCHEDULE] = setInterval(() => {
+    lastLapseScan = -Infinity;
+    void moveOutboxAfterWrite();
+  }, OUTBOX_SCHEDULE_MS);
+  holder[SCHEDULE].unref();
+}
+const SCHEDULE = Symbol.for('account-link-service.outbox-schedule');

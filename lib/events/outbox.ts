@@ -1,0 +1,102 @@
+import { callDb } from '../db/index.ts';
+import type { EventType } from './schemas.ts';
+
+/**
+ * The outbox's database calls (supabase/schemas/10_events.sql). The events themselves are written
+ * by the database, in the transactions that change what they tell; the service only moves them.
+ */
+
+/** An event as the outbox returns it (times as timestamptz JSON strings). */
+export interface StoredEvent {
+  event_id: string;
+  type: EventType;
+  user_id: string;
+  sequence: number;
+  data: Record<string, unknown>;
+  created_at: string;
+}
+
+/** A delivery claimed for an attempt: its event, which attempt this is, and when the first was. */
+export interface ClaimedDelivery extends StoredEvent {
+  attempts: number;
+  first_attempt_at: string;
+}
+
+export type DeliveryOutcome =
+  | { event_id: string; outcome: 'delivered' }
+  | { event_id: string; outcome: 'retry'; retry_at: string; error: string }
+  | { event_id: string; outcome: 'dead'; error: string };
+
+export interface EndpointStatus {
+  id: string;
+  types: string[] | null;
+  registered_at: string;
+  retired_at: string | null;
+  pending: number;
+  oldest_pending_at: string | null;
+  dead: number;
+  last_delivered_at: string | null;
+  last_failure: { event_id: string; at: string; error: string; attempts: number } | null;
+}
+
+export interface OutboxStatus {
+  endpoints: EndpointStatus[];
+  events: number;
+  last_event_at: string | null;
+  /** Told access whose end has passed and that no scan has told yet. */
+  lapses_due: number;
+}
+
+export interface DeadLetter {
+  endpoint_id: string;
+  event_id: string;
+  type: EventType;
+  user_id: string;
+  sequence: number;
+  created_at: string;
+  attempts: number;
+  first_attempt_at: string | null;
+  last_attempt_at: string | null;
+  last_error: string | null;
+}
+
+/** Tell the access whose told end has passed: at most `limit` users a call. */
+export function tellLapses(limit: number): Promise<{ users: string[]; more: boolean }> {
+  return callDb('outbound_tell_lapses', { p_limit: limit });
+}
+
+/** The endpoints the settings name now; the others are retired. */
+export function setEndpoints(endpoints: Array<{ id: string; types: string[] | null }>): Promise<number> {
+  return callDb('outbound_set_endpoints', { p_endpoints: endpoints });
+}
+
+export function claimDeliveries(endpointId: string, limit: number, leaseSeconds: number): Promise<ClaimedDelivery[]> {
+  return callDb('outbound_claim', { p_endpoint_id: endpointId, p_limit: limit, p_lease_seconds: leaseSeconds });
+}
+
+export function settleDeliveries(endpointId: string, outcomes: DeliveryOutcome[]): Promise<number> {
+  return callDb('outbound_settle', { p_endpoint_id: endpointId, p_results: outcomes });
+}
+
+/** Send again one event, or those written in [from, to), to one endpoint or all. Returns how many deliveries. */
+export function replayEvents(target: { eventId?: string; from?: Date; to?: Date; endpointId?: string }): Promise<number> {
+  return callDb('outbound_replay', {
+    p_event_id: target.eventId ?? null,
+    p_from: target.from?.toISOString() ?? null,
+    p_to: target.to?.toISOString() ?? null,
+    p_endpoint_id: target.endpointId ?? null,
+  });
+}
+
+export function readOutboxStatus(): Promise<OutboxStatus> {
+  return callDb('outbound_status', {});
+}
+
+export function readDeadLetters(endpointId: string | null, limit: number): Promise<DeadLetter[]> {
+  return callDb('outbound_dead_letters', { p_endpoint_id: endpointId, p_limit: limit });
+}
+
+/** Events written since `since` (inclusive), oldest first. */
+export function readEventsSince(since: Date, limit: number): Promise<StoredEvent[]> {
+  return callDb('outbound_events_since', { p_since: since.toISOString(), p_limit: limit });
+}
