@@ -93,6 +93,12 @@ export const envSchema = z.object({
   BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
   ADMIN_API_SECRET: optionalString,
+  /** Outbound events (lib/events/endpoints.ts reads and checks these three): receiver URLs, comma-separated. */
+  EVENTS_WEBHOOK_URL: optionalString,
+  /** Their `whsec_` secrets, comma-separated (several while rotating: each signs). */
+  EVENTS_WEBHOOK_SECRET: optionalString,
+  /** Instead of the two above: a JSON array of receivers, each with its secret(s) and the event types it wants. */
+  EVENTS_WEBHOOK_ENDPOINTS: optionalString,
   APP_ORIGIN: optionalUrl,
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
@@ -255,6 +261,11 @@ export interface Config {
   /** TRUSTED_PROXY_HOPS: off Vercel, how many X-Forwarded-For entries (from the right) proxies of the operator wrote. */
   trustedProxyHops: number;
   logLevel: string;
+  /**
+   * The outbound event receivers as set (EVENTS_WEBHOOK_*), unparsed: lib/events/endpoints.ts
+   * parses and checks them (this module imports nothing of the project), and refuses them there.
+   */
+  eventEndpointSettings: { EVENTS_WEBHOOK_URL?: string; EVENTS_WEBHOOK_SECRET?: string; EVENTS_WEBHOOK_ENDPOINTS?: string };
   /** Settings that work but should change (a deprecated name), for the startup log. */
   warnings: string[];
 }
@@ -438,6 +449,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     },
     corsOrigins: parseCorsOrigins(e.CORS_ORIGINS ?? [], local),
     trustedProxyHops: e.TRUSTED_PROXY_HOPS,
+    eventEndpointSettings: { EVENTS_WEBHOOK_URL: e.EVENTS_WEBHOOK_URL, EVENTS_WEBHOOK_SECRET: e.EVENTS_WEBHOOK_SECRET, EVENTS_WEBHOOK_ENDPOINTS: e.EVENTS_WEBHOOK_ENDPOINTS },
     logLevel: e.LOG_LEVEL,
     warnings: e.BILLING_IGNORE_SANDBOX === undefined ? [] : [
       `BILLING_IGNORE_SANDBOX is deprecated: set BILLING_SANDBOX_GRANTS=${!e.BILLING_IGNORE_SANDBOX} instead (it means the same), then remove it.`,

@@ -11,6 +11,7 @@ import { CONTRACT_CHECK_GAS } from '../wallets/contract-signatures.ts';
 import { WALLET_BODY_MAX_BYTES, walletBodySchemas } from '../wallets/schemas.ts';
 import { SESSION_COOKIE } from '../web/session-cookie.ts';
 import * as responses from './responses.ts';
+import { eventWebhooks } from './webhooks.ts';
 
 void responses; // registers the response schemas (their .meta ids) before the document is built
 
@@ -482,7 +483,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
     openapi: '3.1.0',
     info: {
       title: 'Account-link service API',
-      version: '1.0.0',
+      version: '1.1.0',
       license: { name: 'MIT', identifier: 'MIT' },
       description: 'Wallet links with proof of ownership, RevenueCat subscription entitlements, and league sync. Errors are application/problem+json with a stable `code` (listed at /docs); every answer carries `x-request-id` and `Server-Timing`. ' + METHODS_OF_EVERY_PATH,
     },
@@ -493,8 +494,10 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
       { name: 'Wallet links', description: 'Link a wallet by signing a one-time challenge' },
       { name: 'Webhooks', description: 'Deliveries from RevenueCat and the league sync worker' },
       { name: 'Operations', description: 'Vercel Cron and operator routes' },
+      { name: 'Events', description: 'Signed events this service sends to your backend when access or wallets change (Standard Webhooks)' },
     ],
     paths,
+    webhooks: eventWebhooks(schemaId),
     'x-path-methods': methodsOfEveryPath(),
     components: { schemas: { ...schemas, JsonValue: JSON_VALUE_SCHEMA }, headers: COMMON_HEADERS, securitySchemes: SECURITY_SCHEMES },
   };

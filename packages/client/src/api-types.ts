@@ -2,7 +2,7 @@
 // `npm run client:generate` with openapi-typescript: do not edit. ./index.ts is the typed
 // client built on them; API_VERSION is the document's `info.version` (the package's version too).
 
-export const API_VERSION = "1.0.0";
+export const API_VERSION = "1.1.0";
 export interface paths {
     "/api/health": {
         parameters: {
@@ -371,7 +371,128 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "entitlement.granted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An entitlement started granting access
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["entitlementGrantedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "entitlement.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An entitlement that grants changed
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["entitlementUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "entitlement.revoked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An entitlement stopped granting access
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["entitlementRevokedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "wallet.linked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A wallet was linked
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["walletLinkedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "wallet.unlinked": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A wallet link was removed
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["walletUnlinkedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "customer.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A user was erased
+         * @description Signed as Standard Webhooks (https://www.standardwebhooks.com/): verify `webhook-signature` over `{webhook-id}.{webhook-timestamp}.{body}` with your endpoint secret before trusting the body (the client package's `verifyWebhook` does, and so does any Standard Webhooks library), and refuse a `webhook-timestamp` more than 5 minutes from your clock. Answer any 2xx within 15 s to acknowledge; anything else (another status, a redirect, no complete answer in time) is retried, first after about 30 s, then ever longer apart (at most 6 h), for 3 days from the first attempt. Delivery is at least once and in order per user: the same event may come twice (same `webhook-id`, same `data.sequence`), so apply each once. New event types may be added: acknowledge a type you do not know.
+         */
+        post: operations["customerDeletedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description application/problem+json (RFC 9457) */
@@ -883,6 +1004,120 @@ export interface components {
                     [key: string]: unknown;
                 };
             }[];
+        };
+        /** @description An entitlement started granting access */
+        EntitlementGrantedEvent: {
+            /** @constant */
+            type: "entitlement.granted";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+                entitlement: components["schemas"]["Entitlement"];
+            };
+        };
+        /** @description An entitlement that grants changed (its expiry, renewal, product, ...) and still grants: `entitlement` is it now, `previous` as the previous event told it, `changed` the fields that differ */
+        EntitlementUpdatedEvent: {
+            /** @constant */
+            type: "entitlement.updated";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+                entitlement: components["schemas"]["Entitlement"];
+                previous: components["schemas"]["Entitlement"];
+                /** @description The fields of `entitlement` that differ from `previous` */
+                changed: ("id" | "active" | "status" | "productId" | "expiresAt" | "willRenew" | "graceExpiresAt" | "store" | "environment" | "periodType" | "syncedAt" | "sources")[];
+            };
+        };
+        /** @description An entitlement stopped granting access (`entitlement.active` is false) */
+        EntitlementRevokedEvent: {
+            /** @constant */
+            type: "entitlement.revoked";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+                entitlement: components["schemas"]["Entitlement"];
+                /**
+                 * @description Why it stopped granting: `expired`, `refunded`, `transferred`, `paused`, `billing_issue`, `removed`. Other values may be added: treat an unknown one as a revocation without a known cause.
+                 * @example expired
+                 * @example refunded
+                 * @example transferred
+                 * @example paused
+                 * @example billing_issue
+                 * @example removed
+                 */
+                reason: string;
+            };
+        };
+        /** @description A wallet was linked to the user */
+        WalletLinkedEvent: {
+            /** @constant */
+            type: "wallet.linked";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+                wallet: components["schemas"]["WalletLink"];
+            };
+        };
+        /** @description A wallet link of the user was removed (`wallet` is the link as it was) */
+        WalletUnlinkedEvent: {
+            /** @constant */
+            type: "wallet.unlinked";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+                wallet: components["schemas"]["WalletLink"];
+            };
+        };
+        /** @description The user was erased: delete what you keep about them. Their last event */
+        CustomerDeletedEvent: {
+            /** @constant */
+            type: "customer.deleted";
+            /**
+             * Format: date-time
+             * @description When the change committed (not when this attempt was sent: that is the `webhook-timestamp` header)
+             */
+            timestamp: string;
+            data: {
+                /** @description The user the event is about */
+                userId: string;
+                /** @description The user's event counter: one more than the user's previous event. A user's events are delivered at least once and in this order, so a sequence already seen is a repeat (also recognisable by its `webhook-id`). */
+                sequence: number;
+            };
         };
         /** @description Any JSON value, with the rules every body follows: strings and keys without NUL (U+0000) or unpaired surrogates, no key `__proto__`. */
         JsonValue: string | (number | boolean | null) | unknown[] | {
@@ -2760,6 +2995,222 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
+            };
+        };
+    };
+    entitlementGrantedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EntitlementGrantedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    entitlementUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EntitlementUpdatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    entitlementRevokedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EntitlementRevokedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    walletLinkedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WalletLinkedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    walletUnlinkedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WalletUnlinkedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    customerDeletedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, `evt_<uuid>`: the same on every attempt of the event (deduplicate by it) */
+                "webhook-id": string;
+                /** @description When this attempt was sent, in Unix seconds (refuse one far from your clock: a replay) */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64 HMAC-SHA256>` signatures, one per secret of the endpoint (two while a secret is rotated): any one that verifies is enough */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CustomerDeletedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received: the event is acknowledged and not sent again (the body of the answer is ignored) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not received: the event is sent again later (see the retry rule above) */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
