@@ -774,7 +774,8 @@ CREATE TRIGGER wallet_links_outbound AFTER INSERT OR DELETE ON public.wallet_lin
 
 
 -- Written by hand (the diff leaves revokes out): Supabase hands every new object to anon and
--- authenticated; the outbox is the service role's alone.
+-- authenticated; the outbox is the service role's alone (which a database without Supabase's
+-- default privileges grants nothing by itself).
 revoke all on function public.is_user_id(text) from public, anon, authenticated;
 revoke all on table public.outbound_events from public, anon, authenticated;
 revoke all on table public.outbound_user_sequences from public, anon, authenticated;
@@ -801,3 +802,24 @@ revoke all on function public.outbound_status() from public, anon, authenticated
 revoke all on function public.outbound_dead_letters(text,integer) from public, anon, authenticated;
 revoke all on function public.outbound_events_since(timestamp with time zone,integer) from public, anon, authenticated;
 revoke all on function public.outbound_maintain(timestamp with time zone,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.is_user_id(text) to service_role;
+grant execute on function public.outbound_endpoint_wants(text[],text) to service_role;
+grant execute on function public.outbound_lock_user(text) to service_role;
+grant execute on function public.outbound_emit(text,text,jsonb) to service_role;
+grant execute on function public.outbound_erasing(text) to service_role;
+grant execute on function public.outbound_grants_until(text[],text) to service_role;
+grant execute on function public.outbound_entitlement_changed(jsonb,jsonb) to service_role;
+grant execute on function public.outbound_reconcile_entitlements(text) to service_role;
+grant execute on function public.outbound_entitlements_changed() to service_role;
+grant execute on function public.outbound_wallet_changed() to service_role;
+grant execute on function public.outbound_begin_erasure(text) to service_role;
+grant execute on function public.outbound_tell_erasure(text) to service_role;
+grant execute on function public.outbound_tell_lapses(integer) to service_role;
+grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
+grant execute on function public.outbound_claim(text,integer,integer) to service_role;
+grant execute on function public.outbound_settle(text,jsonb) to service_role;
+grant execute on function public.outbound_replay(uuid,timestamp with time zone,timestamp with time zone,text) to service_role;
+grant execute on function public.outbound_status() to service_role;
+grant execute on function public.outbound_dead_letters(text,integer) to service_role;
+grant execute on function public.outbound_events_since(timestamp with time zone,integer) to service_role;
+grant execute on function public.outbound_maintain(timestamp with time zone,timestamp with time zone) to service_role;
