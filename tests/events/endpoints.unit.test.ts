@@ -143,7 +143,7 @@ describe('checkEndpointAddresses', () => {
   };
 
   it('refuses a name with any non-public address among its answers, naming the setting, host and range', async () => {
-    const error = await checkEndpointAddresses(endpoints, { local: false, lookup }).catch((caught: unknown) => caught as Error);
+    const error = await checkEndpointAddresses(endpoints, { local: false, lookup }).then(() => new Error('passed: not expected'), (caught: unknown) => caught as Error);
     expect(error).toBeInstanceOf(ConfigError);
     expect(error.message).toContain('EVENTS_WEBHOOK_URL, entry 2: inside.example resolves to ::ffff:10.0.0.7 (private)');
     expect(error.message).not.toContain('entry 1');
