@@ -1,4 +1,5 @@
 import { ConfigError, describeConfig, getConfig } from './config.ts';
+import { checkEndpointAddresses, getEventEndpoints } from './events/endpoints.ts';
 import { log } from './log.ts';
 
 export function logStartup(): void {
@@ -9,9 +10,48 @@ export function logStartup(): void {
     if (config.local) {
       log.info('local mode (development only): dev defaults fill what is not set (embedded database, dev webhook secrets as listed above, `npm run token` and local sign-in with the dev key)');
     }
+    logEventReceivers();
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // Every request will answer 503 service_misconfigured with this message too.
     log.error({ err: { message: error.message } }, 'account-link-service cannot start with this configuration');
+  }
+}
+
+/**
+ * The event receivers (EVENTS_WEBHOOK_*), by host and event types, never a secret or a path; or why
+ * they are refused. A refused setting stops events only (the drain answers 503 with the same
+ * message), not the rest of the service.
+ */
+function logEventReceivers(): void {
+  try {
+    const endpoints = getEventEndpoints();
+    if (endpoints.length > 0) {
+      log.info({ eventReceivers: endpoints.map((endpoint) => ({ id: endpoint.id, host: endpoint.url.host, types: endpoint.types ?? 'all', secrets: endpoint.secrets.length })) }, `outbound events go to ${endpoints.length} receiver${endpoints.length === 1 ? '' : 's'}`);
+    }
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    log.error({ err: { message: error.message } }, 'outbound events cannot be sent with this configuration');
+  }
+}
+
+/**
+ * Outside local mode, whether every receiver's host resolves to public addresses only (DNS, so
+ * async: instrumentation.ts starts it without holding up the server). A receiver refused here is
+ * refused again before each attempt (lib/events/attempt.ts), so this is the early word in the log,
+ * not the guard. Never throws.
+ */
+export async function checkEventReceiverAddresses(): Promise<void> {
+  let check: Parameters<typeof checkEndpointAddresses>;
+  try {
+    const config = getConfig();
+    check = [getEventEndpoints(config), { local: config.local }];
+  } catch {
+    return; // the configuration's own error, logged by logStartup
+  }
+  try {
+    await checkEndpointAddresses(...check);
+  } catch (error) {
+    log.error({ err: { message: (error as Error).message } }, 'outbound events: a receiver is not on the public internet; nothing is sent to it');
   }
 }

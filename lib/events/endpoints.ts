@@ -112,7 +112,8 @@ function endpoint(where: string, value: string, secrets: string[], types: string
     const range = nonPublicRange(url.hostname);
     if (range) throw new ConfigError(`${where}: ${url.hostname} is a ${range} address, not on the public internet: events go to public receivers only outside local mode.`);
   }
-  if (!local && (url.hostname === 'localhost' || url.hostname.endsWith('.localhost'))) {
+  const name = url.hostname.replace(/\.$/, '');
+  if (!local && (name === 'localhost' || name.endsWith('.localhost'))) {
     throw new ConfigError(`${where}: ${url.hostname} is this machine: events go to public receivers only outside local mode.`);
   }
   url.hash = '';

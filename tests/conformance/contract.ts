@@ -128,7 +128,7 @@ export function buildContract(document: OpenApiDocument): Contract {
   addFormats(ajv);
   // The document is one resource: its `$ref`s (`#/components/...`) resolve against it. These are
   // its non-schema members (OpenAPI, not JSON Schema): known to Ajv so strict mode accepts them.
-  for (const keyword of ['openapi', 'info', 'servers', 'tags', 'paths', 'components', 'x-path-methods']) ajv.addKeyword({ keyword });
+  for (const keyword of ['openapi', 'info', 'servers', 'tags', 'paths', 'webhooks', 'components', 'x-path-methods']) ajv.addKeyword({ keyword });
   ajv.addSchema({ ...document, $id: DOCUMENT_ID });
 
   const compiled = new Map<string, ValidateFunction>();
