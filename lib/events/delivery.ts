@@ -40,7 +40,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   const endpoints = options.endpoints ?? getEventEndpoints();
   await registerEndpoints(endpoints);
   const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, deadline, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
-  return { lapsesTold: lapses.told, endpoints: reports.map(({ done: _, ...report }) => report), done: lapses.done && reports.every((r) => r.done) };
+  return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
 /** Access that ended by time, told (events, broadcasts) and streamed to the users' open pages. */

@@ -16,7 +16,8 @@ import { evmWallet } from '../wallets/wallets.ts';
  * replayed. Driven through the real routes; both engines.
  */
 
-interface EventRow { type: string; sequence: number; data: Record<string, any> }
+type Row = Record<string, unknown>;
+interface EventRow { type: string; sequence: number; data: { reason?: string; entitlement?: Row & { status?: string }; previous?: Row; wallet?: Row & { address?: string } } }
 const DAY_MS = 86_400_000;
 
 function eventsOf(db: TestDatabase, userId: string): Promise<EventRow[]> {

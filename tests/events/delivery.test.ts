@@ -1,0 +1,223 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { deliver, flowSettings } from '../billing/support.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { deliverNow, linkWallet } from '../support/account-actions.ts';
+import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+import { testUser } from '../support/tokens.ts';
+import { evmWallet } from '../wallets/wallets.ts';
+import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
+import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
+import { forgetRegisteredEndpoints, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
+import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
+import { verifyWebhook } from '../../packages/client/src/webhooks.ts';
+
+/**
+ * Outbound events end to end: changes made through the real routes, the outbox moved by the
+ * service's delivery run, and a real HTTP receiver that verifies every signature with the
+ * `standardwebhooks` library. Each event type, in order per user, and the faults a receiver can
+ * cause (500, a hang, a redirect, a 2xx after the timeout, down for days). Both engines.
+ *
+ * Time is moved where the rule counts it, never waited for: a retry's due time (next_attempt_at)
+ * and an attempt's lease are set into the past, as the clock would move them.
+ */
+
+const DAY_MS = 86_400_000;
+const secret = () => `whsec_${randomBytes(32).toString('base64')}`;
+
+function endpointsFor(receivers: WebhookReceiver[], secrets: string[]): EventEndpoint[] {
+  return parseEventEndpoints({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify(receivers.map((r, i) => ({ url: r.url, secret: secrets[i] }))) }, { local: true });
+}
+
+const ofUser = (received: ReceivedEvent[], userId: string) => received.filter((r) => (r.data as { userId?: string } | undefined)?.userId === userId);
+const typesOf = (received: ReceivedEvent[]) => received.map((r) => r.type);
+
+describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  let revenuecat: FakeRevenueCat;
+  let restoreEnv: () => void;
+  let receiver: WebhookReceiver;
+  let signingSecret: string;
+  let endpoints: EventEndpoint[];
+  const run = (options: { timeoutMs?: number; only?: EventEndpoint[] } = {}) =>
+    runOutboundEvents({ budgetMs: 20_000, endpoints: options.only ?? endpoints, timeoutMs: options.timeoutMs ?? 5_000 });
+
+  beforeAll(async () => {
+    revenuecat = await startFakeRevenueCat();
+    restoreEnv = setEnv(flowSettings(revenuecat));
+  });
+  afterAll(async () => {
+    restoreEnv();
+    await revenuecat.close();
+  });
+  beforeEach(async () => {
+    signingSecret = secret();
+    receiver = await startWebhookReceiver({ secrets: signingSecret });
+    endpoints = endpointsFor([receiver], [signingSecret]);
+    forgetRegisteredEndpoints();
+    await run(); // registers the endpoint: events from here on are its
+  });
+  afterEach(async () => {
+    await receiver.close();
+  });
+
+  /** Make every pending retry due now, as the clock would. */
+  const retriesDue = () => db.sql("update public.outbound_deliveries set next_attempt_at = now() - interval '1 second' where state = 'pending'");
+
+  it('sends a purchase, a renewal, a refund and a wallet link, signed, in order, with bodies the schemas and the client verifier accept', async () => {
+    const buyer = await testUser();
+    const now = Date.now();
+    const event = (name: string, atMs: number, fields: Record<string, unknown> = {}) => fixture(name, {
+      id: `evt-${randomUUID()}`, app_user_id: buyer.userId, aliases: [buyer.userId], original_app_user_id: buyer.userId,
+      event_timestamp_ms: atMs, purchased_at_ms: now - 2 * DAY_MS, expiration_at_ms: now + 28 * DAY_MS, ...fields,
+    });
+    await deliver(event('initial-purchase', now - 2 * DAY_MS));
+    await deliver(event('renewal', now - DAY_MS, { expiration_at_ms: now + 58 * DAY_MS }));
+    await deliver(event('cancellation-customer-support', now - DAY_MS / 2, { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: now - DAY_MS / 2 }));
+    const wallet = evmWallet();
+    await linkWallet(buyer, wallet);
+
+    expect(await run()).toMatchObject({ done: true, endpoints: [{ id: endpoints[0]!.id, delivered: 4, retried: 0, dead: 0 }] });
+    const got = ofUser(receiver.received, buyer.userId);
+    expect(typesOf(got)).toEqual(['entitlement.granted', 'entitlement.updated', 'entitlement.revoked', 'wallet.linked']);
+    expect(got.every((r) => r.verified)).toBe(true);
+    expect(got.map((r) => (r.data as { sequence: number }).sequence)).toEqual([1, 2, 3, 4]);
+    for (const r of got) {
+      const parsed = JSON.parse(r.body) as { type: keyof typeof EVENT_SCHEMAS };
+      expect(EVENT_SCHEMAS[parsed.type].safeParse(parsed).success, r.body).toBe(true);
+      expect(r.id).toMatch(/^evt_[0-9a-f-]{36}$/);
+      const verified = await verifyWebhook(r.body, r.headers, signingSecret);
+      expect(verified.type).toBe(r.type);
+    }
+    type Entitlement = { expiresAt: string };
+    const [granted, updated, revoked, linked] = got.map((r) => r.data as { entitlement: Entitlement; previous: Entitlement; changed: string[]; wallet: unknown });
+    expect(granted!.entitlement).toMatchObject({ id: 'pro', active: true, status: 'active', productId: 'com.example.pro.monthly' });
+    expect(updated!.changed).toEqual(['expiresAt']);
+    expect(Date.parse(updated!.entitlement.expiresAt)).toBeGreaterThan(Date.parse(updated!.previous.expiresAt));
+    expect(revoked).toMatchObject({ reason: 'refunded', entitlement: { id: 'pro', active: false, status: 'refunded' } });
+    expect(linked!.wallet).toMatchObject({ chain: 'evm', address: wallet.address });
+    // Nothing is sent twice once delivered.
+    await run();
+    expect(ofUser(receiver.received, buyer.userId)).toHaveLength(4);
+  });
+
+  it('sends a transfer as a revoke (transferred) to the old owner and a grant to the new one', async () => {
+    const [from, to] = [await testUser(), await testUser()];
+    await deliverNow('initial-purchase', from.userId, { purchasedHoursAgo: 1, expiresInHours: 24 * 30 });
+    expect((await deliver(fixture('transfer', { id: `evt-${randomUUID()}`, event_timestamp_ms: Date.now(), transferred_from: [from.userId], transferred_to: [to.userId] }))).status).toBe(200);
+    await run();
+    expect(ofUser(receiver.received, from.userId).map((r) => [r.type, (r.data as { reason?: string }).reason])).toEqual([['entitlement.granted', undefined], ['entitlement.revoked', 'transferred']]);
+    expect(typesOf(ofUser(receiver.received, to.userId))).toEqual(['entitlement.granted']);
+  });
+
+  it('sends a lapse by time as a revoke (expired), and an erasure as customer.deleted', async () => {
+    const buyer = await testUser();
+    await deliverNow('initial-purchase', buyer.userId, { purchasedHoursAgo: 24, expiresInHours: 24 });
+    await linkWallet(buyer, evmWallet());
+    // The period's end passes with no event (the clock moved; no trigger writes anything).
+    await db.connection(async (sql) => {
+      await sql('begin');
+      await sql("set local session_replication_role = 'replica'");
+      await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
+      await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
+      await sql('commit');
+    });
+    expect((await run()).lapsesTold).toBeGreaterThanOrEqual(1);
+    await db.sql('select public.forget_user($1::uuid)', [buyer.userId]);
+    await run();
+    const got = ofUser(receiver.received, buyer.userId);
+    expect(got.map((r) => [r.type, (r.data as { reason?: string }).reason])).toEqual([
+      ['entitlement.granted', undefined], ['wallet.linked', undefined], ['entitlement.revoked', 'expired'], ['customer.deleted', undefined]]);
+  });
+
+  it('retries an endpoint that answers 500, holding the user\'s later events behind the failed one, then sends them in order under the same ids', async () => {
+    const user = await testUser();
+    receiver.setBehaviour('fail500');
+    await linkWallet(user, evmWallet());
+    await linkWallet(user, evmWallet());
+    expect((await run()).endpoints[0]).toMatchObject({ delivered: 0, retried: 1 });
+    const [failed] = await db.sql<{ attempts: number; last_error: string; later: boolean }>(
+      "select attempts, last_error, next_attempt_at > now() + interval '10 seconds' as later from public.outbound_deliveries where user_id = $1 and sequence = 1", [user.userId]);
+    expect(failed).toEqual({ attempts: 1, last_error: expect.stringContaining('500'), later: true });
+    await run(); // not due yet: nothing sent
+    expect(ofUser(receiver.received, user.userId)).toHaveLength(1);
+
+    receiver.setBehaviour('ok');
+    await retriesDue();
+    await run();
+    const got = ofUser(receiver.received, user.userId);
+    expect(got.map((r) => [(r.data as { sequence: number }).sequence, r.behaviour])).toEqual([[1, 'fail500'], [1, 'ok'], [2, 'ok']]);
+    expect(got[0]!.id).toBe(got[1]!.id); // the receiver's idempotency key is stable across retries
+    expect(got[0]!.body).toBe(got[1]!.body);
+  });
+
+  it('counts a hang, a redirect and a 2xx that outlasts the timeout as failures, and sends again until answered in time', async () => {
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    for (const behaviour of ['hang', 'redirect', 'slow2xx'] as const) {
+      receiver.setBehaviour(behaviour);
+      await retriesDue();
+      expect((await run({ timeoutMs: 300 })).endpoints[0], behaviour).toMatchObject({ delivered: 0, retried: 1 });
+    }
+    const errors = await db.sql<{ last_error: string }>('select last_error from public.outbound_deliveries where user_id = $1', [user.userId]);
+    expect(errors[0]!.last_error).toMatch(/^HTTP 200, but the answer did not complete/); // the last failure, the slow 2xx
+    receiver.setBehaviour('ok');
+    await retriesDue();
+    await run();
+    const got = ofUser(receiver.received, user.userId);
+    expect(got.map((r) => r.behaviour)).toEqual(['hang', 'redirect', 'slow2xx', 'ok']);
+    expect(new Set(got.map((r) => r.id)).size).toBe(1);
+  });
+
+  it('keeps a slow endpoint from holding up another: each has its own queue', async () => {
+    const [fastSecret, slowSecret] = [secret(), secret()];
+    const [fast, slow] = [await startWebhookReceiver({ secrets: fastSecret }), await startWebhookReceiver({ secrets: slowSecret, behaviour: () => 'hang' })];
+    try {
+      const both = endpointsFor([fast, slow], [fastSecret, slowSecret]);
+      forgetRegisteredEndpoints();
+      await run({ only: both });
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      await linkWallet(user, evmWallet());
+      const report = await run({ only: both, timeoutMs: 500 });
+      expect(report.endpoints).toEqual([
+        { id: both[0]!.id, delivered: 2, retried: 0, dead: 0 },
+        { id: both[1]!.id, delivered: 0, retried: 1, dead: 0 },
+      ]);
+      expect(ofUser(fast.received, user.userId).map((r) => (r.data as { sequence: number }).sequence)).toEqual([1, 2]);
+    } finally {
+      await fast.close();
+      await slow.close();
+    }
+  });
+
+  it('sends what was leased to an attempt that never settled (the process died) once the lease runs out', async () => {
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    // An attempt under way in a process that then died: claimed, never settled.
+    await db.sql('select public.outbound_claim($1, 1000, 60)', [endpoints[0]!.id]);
+    await run();
+    expect(ofUser(receiver.received, user.userId)).toHaveLength(0);
+    await db.sql("update public.outbound_deliveries set leased_until = now() - interval '1 second' where user_id = $1", [user.userId]);
+    await run();
+    expect(typesOf(ofUser(receiver.received, user.userId))).toEqual(['wallet.linked']);
+  });
+
+  it('dead-letters an event after about three days of failures, and the user\'s next event goes on', async () => {
+    const user = await testUser();
+    receiver.setBehaviour('fail500');
+    await linkWallet(user, evmWallet());
+    await run();
+    // Three days of retries have passed.
+    await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '3 days 1 minute', next_attempt_at = now() - interval '1 second' where user_id = $1", [user.userId]);
+    expect((await run()).endpoints[0]).toMatchObject({ dead: 1 });
+    receiver.setBehaviour('ok');
+    await linkWallet(user, evmWallet());
+    await run();
+    expect(ofUser(receiver.received, user.userId).map((r) => [(r.data as { sequence: number }).sequence, r.behaviour])).toEqual([[1, 'fail500'], [1, 'fail500'], [2, 'ok']]);
+    const [dead] = await db.sql<{ state: string }>('select state from public.outbound_deliveries where user_id = $1 and sequence = 1', [user.userId]);
+    expect(dead!.state).toBe('dead');
+  });
+});
