@@ -14,6 +14,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Two files at a time (Vitest's default is one fewer than the cores: one, on a 2-core machine).
+    // Most of a database or server test's time is spent waiting on another process (Postgres, a
+    // `next start`, Chromium, anvil), so a second file runs in that time; the reliability tier,
+    // whose load figures want the machine, still runs one file at a time, after the others.
+    maxWorkers: 2,
     env: { LOG_LEVEL: 'silent' },
     projects: [
       { extends: true, test: { name: 'unit', include: [TIER_FILES.unit], isolate: false } },
