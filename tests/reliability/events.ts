@@ -19,11 +19,15 @@ export interface BillingDelivery {
   text: string;
 }
 
-export function purchaseEvent(prefix: string): BillingDelivery {
+/** A purchase by a new subscriber: a custom app user id, or (asUser) a Supabase user id, whose changes the outbox tells. */
+export function purchaseEvent(prefix: string, { asUser = false }: { asUser?: boolean } = {}): BillingDelivery {
   const key = randomUUID();
   const id = `${prefix}-evt-${key}`;
-  const subscriber = `${prefix}-sub-${key}`;
-  const body = fixture('initial-purchase', { id, app_user_id: subscriber, aliases: [subscriber], original_app_user_id: subscriber });
+  const subscriber = asUser ? key : `${prefix}-sub-${key}`;
+  // A user's purchase is current (the outbox tells what grants now); the corpus's own dates are past.
+  const now = Date.now();
+  const current = asUser ? { event_timestamp_ms: now, purchased_at_ms: now - 3_600_000, expiration_at_ms: now + 30 * 86_400_000 } : {};
+  const body = fixture('initial-purchase', { id, app_user_id: subscriber, aliases: [subscriber], original_app_user_id: subscriber, ...current });
   return { id, subscriber, body, text: JSON.stringify(body) };
 }
 

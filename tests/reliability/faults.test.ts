@@ -10,6 +10,7 @@ import { isAlive } from '../../scripts/support/next-server.ts';
  * Faults under a running production server:
  *  - the Postgres server is stopped in the middle of a stream of webhook deliveries and started
  *    again; senders redeliver whatever did not get a 200, as RevenueCat and the sync worker do;
+ *    every purchase that got its 200 has its one outbound event, and no other has one;
  *  - the server process is killed after the database committed an event and before it answered
  *    (lib/faults.ts), and the sender redelivers to a new process.
  */
@@ -47,7 +48,7 @@ describe('faults (production server, Postgres)', () => {
         leagues.push(delivery);
         return { url: `${base}/api/webhooks/leagues-sync`, headers: leaguesHeaders, text: delivery.text, acked: false, retryAt: 0 };
       }
-      const event = purchaseEvent('fault');
+      const event = purchaseEvent('fault', { asUser: true });
       billing.push(event);
       return { url: `${base}/api/webhooks/subscription-billing`, headers: billingHeaders, text: event.text, acked: false, retryAt: 0 };
     };
@@ -116,6 +117,12 @@ describe('faults (production server, Postgres)', () => {
     expect(retries).toEqual([]); // every delivery finally got its 200
     expect(billingResult).toEqual({ rows: billing.length, effects: billing.length, lost: 0, duplicatesApplied: 0 });
     expect(leaguesResult).toEqual({ rows: leagues.length, effects: leagues.length, lost: 0, duplicatesApplied: 0 });
+    // The outbound events were written with their changes: one entitlement.granted per purchase
+    // that got its 200, none for an attempt that did not commit, none twice.
+    const told = await stack.sql<{ user_id: string; events: number; first: string }>(
+      "select user_id, count(*)::int as events, min(type) as first from public.outbound_events where user_id = any ($1) group by user_id", [billing.map((e) => e.subscriber)]);
+    expect(told.filter((t) => t.events !== 1 || t.first !== 'entitlement.granted')).toEqual([]);
+    expect(told).toHaveLength(billing.length);
   });
 
   it('server killed after commit and before the response: the redelivery is a duplicate, one effect', async () => {
