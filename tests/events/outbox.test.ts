@@ -34,7 +34,7 @@ async function writtenDuring(db: TestDatabase, userId: string, work: () => Promi
 const summary = (events: EventRow[]) => events.map((e) => [e.type, e.data.reason ?? e.data.entitlement?.status ?? e.data.wallet?.address ?? null]);
 
 describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
-  const db = suiteDatabase(kind);
+  const db = suiteDatabase(kind, { realtime: true }); // Supabase Realtime's schema: the lapse's broadcast is seen
   let revenuecat: FakeRevenueCat;
   let restoreEnv: () => void;
   beforeAll(async () => {
@@ -102,8 +102,12 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
       await sql('commit');
     });
     expect((await eventsOf(db, buyer.userId)).map((e) => e.type)).toEqual(['entitlement.granted']);
+    const broadcasts = () => db.sql<{ what: string }>("select payload->>'what' as what from realtime.messages where topic = $1", [`user:${buyer.userId}`]);
+    const before = (await broadcasts()).length;
     const [scan] = await db.sql<{ result: { users: string[] } }>('select public.outbound_tell_lapses(10000) as result');
     expect(scan!.result.users).toContain(buyer.userId);
+    // The same live update as a written change: account_changed, what: entitlements.
+    expect((await broadcasts()).slice(before)).toEqual([{ what: 'entitlements' }]);
     const events = await eventsOf(db, buyer.userId);
     expect(summary(events)).toEqual([['entitlement.granted', 'active'], ['entitlement.revoked', 'expired']]);
     const [again] = await db.sql<{ result: { users: string[] } }>('select public.outbound_tell_lapses(10000) as result');
