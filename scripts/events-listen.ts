@@ -57,7 +57,7 @@ if (forwardTo) {
 }
 
 await follow();
-process.exit(0);
+process.exit(); // the exit code set, if any: the timers of a poll under way do not hold it
 
 async function follow(): Promise<void> {
   // Ids already printed, with their time: kept while they are inside the overlap.
