@@ -2,7 +2,8 @@ import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type Dat
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
 import { getEventEndpoints, type EventEndpoint } from '../events/endpoints.ts';
-import { describeOutbox, outboxAttention, readOutboxOverview, type OutboxOverview } from '../events/operate.ts';
+import { describeOutbox, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
+import { readOutboxStatus, type OutboxStatus } from '../events/outbox.ts';
 import { formatCounts, formatUtc } from '../words.ts';
 
 /**
@@ -112,6 +113,8 @@ interface StatusRow {
   runs: Partial<Record<'billing_sweep' | 'maintenance', OperatorRun>>;
   billingRetention: ServiceStatus['maintenance']['behind'];
   schemaVersions: string[];
+  /** public.outbound_status() inside the one call, where operator_status includes it; read on its own otherwise. */
+  outbound?: OutboxStatus;
 }
 
 /** The sweep runs daily (vercel.json); a mark due for longer than this means it is not running or not keeping up. */
@@ -139,7 +142,7 @@ export async function readServiceStatus(now = new Date(), options: StatusOptions
     if (!pending) throw error;
     return schemaBehindStatus(config, now, pending, codeVersions.at(-1)?.version ?? null, parts);
   }
-  const events = await readOutboxOverview(options.partsVisible === false ? null : endpointSettings(config));
+  const events = outboxOverview(row.outbound ?? await readOutboxStatus(), options.partsVisible === false ? null : endpointSettings(config));
   const applied = new Set(row.schemaVersions);
   const known = new Set(codeVersions.map((file) => file.version));
   const schema = {

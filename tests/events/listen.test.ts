@@ -21,7 +21,7 @@ const ADMIN_SECRET = 'admin-secret-for-events-listen-tests-0123456789';
 /** The command in a shell of its own: PATH, HOME and the admin secret; none of this run's settings. */
 function listen(args: string[]) {
   const child: ChildProcess = spawn(process.execPath, ['scripts/events-listen.ts', ...args], {
-    env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ADMIN_API_SECRET: ADMIN_SECRET, NO_COLOR: '1' },
+    env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ADMIN_API_SECRET: ADMIN_SECRET, NO_COLOR: '1' } as unknown as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
