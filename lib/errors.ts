@@ -48,7 +48,10 @@ export type DomainErrorCode =
   | 'invalid_admin_secret'
   | 'admin_not_configured'
   // The account's live updates (GET /api/me/events)
-  | 'live_updates_not_served';
+  | 'live_updates_not_served'
+  // Outbound events, as an operator sees and replays them
+  | 'event_not_found'
+  | 'endpoint_not_found';
 
 export interface FieldError {
   path: string;

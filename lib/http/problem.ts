@@ -56,6 +56,9 @@ export const PROBLEM_CATALOG = {
   admin_not_configured: [503, 'Admin API not configured'],
   // Live updates: a deployment sends them through Supabase Realtime, not this service's stream
   live_updates_not_served: [404, 'Live updates not served here'],
+  // Outbound events (the operator routes)
+  event_not_found: [404, 'Event not found'],
+  endpoint_not_found: [404, 'Endpoint not found'],
   // Server side
   conflict: [409, 'Conflict'],
   database_unavailable: [503, 'Database unavailable'],

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ACCOUNT_EVENTS_TIMING, MAX_ACCOUNT_STREAMS_PER_USER } from '../account-changes.ts';
 import { adminSyncBodySchema } from '../billing/sync.ts';
 import { billingWebhookBodySchema } from '../billing/webhook-body.ts';
+import { deadLettersQuerySchema, eventsQuerySchema, replayBodySchema } from '../events/operate.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../http/body.ts';
 import { PROBLEM_CATALOG, type ProblemCode } from '../http/problem.ts';
@@ -54,6 +55,8 @@ export interface Operation {
   answers: Answer[];
   errors: ProblemCode[];
   tags: string[];
+  /** The query parameters, as the schema the route reads them with (lib/http/query.ts). */
+  query?: z.ZodObject;
   /** Path parameters that are not UUIDs (the default). */
   pathParameters?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
@@ -249,6 +252,40 @@ export const OPERATIONS: Operation[] = [
     summary: 'Everything stored about a user (operator)',
     description: 'What GET /api/me/export answers the user, for any user id (a user who has none of these rows: empty lists). `npm run user:export` shows the same.',
     answers: [{ status: 200, description: 'The export', schema: responses.accountExportSchema, headers: { 'Content-Disposition': EXPORT_DISPOSITION } }],
+    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/events/endpoints', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Each event endpoint with its backlog and failures (operator)',
+    description: 'Per endpoint the settings name (and each one the database still has that they no longer name: `retired`): its URL as origin and path only (never its query or credentials), the event types it takes, how many deliveries are pending and since when, how many were dead-lettered, the last delivery and the last failure; '
+      + 'and the events stored and the lapses due. `npm run events:status` shows the same.',
+    answers: [{ status: 200, description: 'The endpoints', schema: responses.eventOutboxSchema }],
+    errors: ['invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/events/dead-letters', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Deliveries whose retries ran out, newest first (operator)',
+    description: 'A dead letter stays with its event (30 days): send it again with POST /api/admin/events/replay once the receiver is fixed. An endpoint id the database does not know: 404 `endpoint_not_found`. `npm run events:dead-letters` shows the same.',
+    query: deadLettersQuerySchema,
+    answers: [{ status: 200, description: 'The dead letters', schema: responses.deadLettersResponseSchema }],
+    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'endpoint_not_found', ...ALWAYS],
+  },
+  {
+    method: 'post', path: '/api/admin/events/replay', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Send events again (operator)',
+    description: 'One event (`eventId`: its id, or `evt_<id>` as in `webhook-id`), or every event written in [`from`, `to`), to each active endpoint that takes its type, or to `endpoint` only: whatever happened to them before (delivered, dead-lettered, never sent there), they are pending again with no attempt counted, '
+      + 'and go out after this answer and with every later run, in order per user, under the same `webhook-id` (a receiver that has one already sees a duplicate). '
+      + 'An event id that sends nothing again (no such event stored, or no active endpoint takes its type): 404 `event_not_found`; an endpoint that is not active: 404 `endpoint_not_found`. `npm run events:replay` does the same.',
+    request: { schema: () => replayBodySchema, maxBytes: DEFAULT_MAX_BODY_BYTES, example: { eventId: `evt_${EXAMPLE_USER_ID}` } },
+    answers: [{ status: 200, description: 'How many deliveries are pending again', schema: responses.replayResponseSchema }],
+    errors: [...BODY_ERRORS, 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', 'event_not_found', 'endpoint_not_found', ...ALWAYS],
+  },
+  {
+    method: 'get', path: '/api/admin/events', tags: ['Operations'], security: 'adminSecret',
+    summary: 'The events written since a time, with their bodies (operator)',
+    description: 'Oldest first, each with the exact body a receiver gets (the JSON that is signed) and its `webhook-id`. `since` is compared with the time each event\'s transaction started, so an event can appear after a later one: a follower re-reads a short overlap and skips the ids it has. `npm run events:listen` follows them.',
+    query: eventsQuerySchema,
+    answers: [{ status: 200, description: 'The events', schema: responses.writtenEventsResponseSchema }],
     errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
   },
   {
@@ -453,6 +490,7 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
         summary: op.summary,
         ...(op.description ? { description: op.description } : {}),
         tags: op.tags,
+        ...(op.query ? { parameters: queryParameters(op.query) } : {}),
         security: [op.security].flat().filter((scheme) => scheme !== 'none').map((scheme) => ({ [scheme]: [] })),
         ...(op.request ? {
           requestBody: {
@@ -501,6 +539,14 @@ export function buildOpenApiDocument(config: DocumentConfig, serverUrl = '/') {
     'x-path-methods': methodsOfEveryPath(),
     components: { schemas: { ...schemas, JsonValue: JSON_VALUE_SCHEMA }, headers: COMMON_HEADERS, securitySchemes: SECURITY_SCHEMES },
   };
+}
+
+/** Each member of a query schema as a query parameter (its description beside the schema, as OpenAPI puts it). */
+function queryParameters(schema: z.ZodObject) {
+  const { properties = {}, required = [] } = jsonSchema(schema, 'input') as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  return Object.entries(properties).map(([name, { description, ...rest }]) => ({
+    name, in: 'query', required: required.includes(name), ...(description ? { description } : {}), schema: rest,
+  }));
 }
 
 function schemaId(schema: z.ZodType): string {

@@ -214,6 +214,53 @@ const operatorRunSchema = z
   .object({ startedAt: isoTime, finishedAt: isoTime, result: z.record(z.string(), z.unknown()).meta({ description: 'What the run answered (the sweep: claimed, synced, failed, due; maintenance: its report)' }) })
   .nullable();
 
+const eventEndpointSchema = z.object({
+  id: z.string().meta({ description: 'The endpoint\'s id: a digest of its URL (deliveries are kept by it)' }),
+  url: z.string().nullable().meta({ description: 'Origin and path of the URL in the settings (never its query or credentials); null where the settings do not name it or were not visible' }),
+  setting: z.string().nullable().meta({ description: 'Which setting names it (`EVENTS_WEBHOOK_URL, entry 1`)' }),
+  types: z.array(z.string()).nullable().meta({ description: 'The event types it takes (`wallet.*`: a family); null: every type' }),
+  state: z.enum(['active', 'pending registration', 'retired']).meta({ description: 'retired: the settings no longer name it (no new deliveries; its pending ones wait in case it comes back); pending registration: named, and no delivery run has registered it yet' }),
+  registeredAt: nullableTime,
+  retiredAt: nullableTime,
+  pending: z.int().meta({ description: 'Deliveries not yet made (due, or waiting out a retry)' }),
+  oldestPendingAt: nullableTime.meta({ description: 'When the oldest pending event was written' }),
+  dead: z.int().meta({ description: 'Deliveries whose retries ran out (replay them)' }),
+  lastDeliveredAt: nullableTime,
+  lastFailure: z.object({ eventId: z.string(), at: isoTime, error: z.string(), attempts: z.int() }).nullable(),
+}).meta({ id: 'EventEndpoint' });
+
+export const eventOutboxSchema = z
+  .object({
+    endpoints: z.array(eventEndpointSchema),
+    events: z.int().meta({ description: 'Events stored (kept 30 days)' }),
+    lastEventAt: nullableTime,
+    lapsesDue: z.int().meta({ description: 'Granted access whose end has passed and that no scan has told yet' }),
+  })
+  .meta({ id: 'EventOutbox' });
+
+export const deadLettersResponseSchema = z
+  .object({
+    deadLetters: z.array(z.object({
+      endpointId: z.string(), eventId: z.uuid(), webhookId: z.string().meta({ description: 'The `webhook-id` it was sent with: `evt_<eventId>`' }),
+      type: z.string(), userId: z.string(), sequence: z.int(), createdAt: isoTime, attempts: z.int(),
+      firstAttemptAt: nullableTime, lastAttemptAt: nullableTime, lastError: z.string().nullable(),
+    })),
+  })
+  .meta({ id: 'EventDeadLetters' });
+
+export const replayResponseSchema = z
+  .object({ replayed: z.int().meta({ description: 'Deliveries made pending again (one per event and endpoint)' }) })
+  .meta({ id: 'EventReplay' });
+
+export const writtenEventsResponseSchema = z
+  .object({
+    events: z.array(z.object({
+      id: z.uuid(), webhookId: z.string(), type: z.string(), userId: z.string(), sequence: z.int(), createdAt: isoTime,
+      body: z.string().meta({ description: 'The exact JSON a receiver gets and that is signed' }),
+    })),
+  })
+  .meta({ id: 'WrittenEvents' });
+
 export const serviceStatusSchema = z
   .object({
     checkedAt: isoTime,
@@ -254,6 +301,7 @@ export const serviceStatusSchema = z
         heldEvents: z.int().meta({ description: 'Events of customers whose checkpoint failed, kept aside' }),
       }),
     }),
+    events: eventOutboxSchema.nullable().meta({ description: 'Each event endpoint with its backlog, dead letters and last failure, and the lapses due; null when the schema is behind' }),
     schema: z.object({
       code: z.string().nullable().meta({ description: "The newest migration of this deployment's code" }),
       database: z.string().nullable().meta({ description: "The newest migration in the database's ledger" }),

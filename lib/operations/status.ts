@@ -1,16 +1,19 @@
 import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
+import { getEventEndpoints, type EventEndpoint } from '../events/endpoints.ts';
+import { describeOutbox, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
+import { readOutboxStatus, type OutboxStatus } from '../events/outbox.ts';
 import { formatCounts, formatUtc } from '../words.ts';
 
 /**
  * What an operator asks first, in one answer (GET /api/admin/status, `npm run status`): did the
  * webhooks land and what did they do, is the sync queue moving and how did the last sweep go, what
- * did the last maintenance run drop and what is it behind, does the database have the code's
- * migrations, and which optional parts are on. Read in ONE database call
- * (public.operator_status, supabase/schemas/09_operator.sql); the rest comes
- * from the configuration and the migration files this code ships. Names of parts only: never a
- * secret, a URL or a host.
+ * did the last maintenance run drop and what is it behind, is the outbox of events moving, does
+ * the database have the code's migrations, and which optional parts are on. Read in two database
+ * calls (public.operator_status, supabase/schemas/09_operator.sql, and public.outbound_status,
+ * 10_events.sql); the rest comes from the configuration and the migration files this code ships.
+ * Names of parts only: never a secret or a host; of an event endpoint, its origin and path only.
  */
 
 export interface BillingDelivery {
@@ -66,6 +69,8 @@ export interface ServiceStatus {
     /** What the event log's retention still has to do: months past it, customers they wait for, events held aside. */
     behind: { cutoff: string; monthsToDrop: string[]; customersWaiting: number; heldEvents: number };
   };
+  /** Each event endpoint's backlog, dead letters and last failure, and the lapses due (null: not read, the schema being behind). */
+  events: OutboxOverview | null;
   schema: {
     /** The newest migration this code ships, and the newest the database's ledger lists. */
     code: string | null;
@@ -108,6 +113,8 @@ interface StatusRow {
   runs: Partial<Record<'billing_sweep' | 'maintenance', OperatorRun>>;
   billingRetention: ServiceStatus['maintenance']['behind'];
   schemaVersions: string[];
+  /** public.outbound_status() inside the one call, where operator_status includes it; read on its own otherwise. */
+  outbound?: OutboxStatus;
 }
 
 /** The sweep runs daily (vercel.json); a mark due for longer than this means it is not running or not keeping up. */
@@ -135,6 +142,7 @@ export async function readServiceStatus(now = new Date(), options: StatusOptions
     if (!pending) throw error;
     return schemaBehindStatus(config, now, pending, codeVersions.at(-1)?.version ?? null, parts);
   }
+  const events = outboxOverview(row.outbound ?? await readOutboxStatus(), options.partsVisible === false ? null : endpointSettings(config));
   const applied = new Set(row.schemaVersions);
   const known = new Set(codeVersions.map((file) => file.version));
   const schema = {
@@ -166,6 +174,7 @@ export async function readServiceStatus(now = new Date(), options: StatusOptions
       lastRun: runOf(row.runs.maintenance),
       behind: { ...row.billingRetention, cutoff: iso(row.billingRetention.cutoff) },
     },
+    events,
     schema,
     parts,
     attention: [],
@@ -181,12 +190,22 @@ function schemaBehindStatus(config: Config, now: Date, pending: string[], code: 
     webhooks: { billing: { last: null, last24h: {} }, leagues: { last: null, last24h: {} } },
     syncQueue: { depth: 0, due: 0, oldestDueAt: null, nextDueAt: null, oldestRequestedAt: null, failing: 0, lastFailure: null, lastSweep: null },
     maintenance: { lastRun: null, behind: { cutoff: now.toISOString(), monthsToDrop: [], customersWaiting: 0, heldEvents: 0 } },
+    events: null,
     schema: { code, database: null, pending, unknown: [], upToDate: false },
     parts,
     attention: [],
   };
   status.attention = [`The database schema is behind this code: ${pending.length} migration(s) pending (${pending.join(', ')}). Run \`npm run migrate\` (or \`supabase db push\` on Supabase): until then every request that needs the database answers 503, and nothing else of the status could be read.`];
   return status;
+}
+
+/** The receivers the settings name; null where they cannot be read (startup names the setting to fix). */
+function endpointSettings(config: Config): readonly EventEndpoint[] | null {
+  try {
+    return getEventEndpoints(config);
+  } catch {
+    return null;
+  }
 }
 
 function modeOf(config: Config): ServiceStatus['mode'] {
@@ -228,6 +247,7 @@ export function attentionFor(status: ServiceStatus, now: Date): string[] {
   if (behind.heldEvents > 0) notes.push(`${behind.heldEvents} billing event(s) are held aside until their customers' checkpoints succeed (the next maintenance run tries again).`);
   if (maintenance.lastRun && maintenance.lastRun.result.done === false) notes.push('The last maintenance run did not finish everything due: the next run goes on.');
   if (!maintenance.lastRun && parts?.cron === 'on' && !status.mode.local) notes.push('No maintenance run recorded yet: the daily cron job (GET /api/cron/maintenance) has not run here.');
+  if (status.events) notes.push(...outboxAttention(status.events, now));
   return notes;
 }
 
@@ -278,6 +298,7 @@ export function describeStatus(status: ServiceStatus): string[] {
         + `${runBilling.checkpoints ?? 0} checkpoint(s), deleted ${deleted('wallets', 'challengesDeleted')} wallet challenge(s), ${deleted('leagues', 'deliveriesDeleted')} league delivery record(s), ${deleted('billingSync', 'refreshRequestsDeleted')} refresh request(s)`
       : 'none recorded'}`
       + `; behind: ${behind.monthsToDrop.length === 0 && behind.heldEvents === 0 ? 'nothing' : `billing months ${behind.monthsToDrop.join(', ') || 'none'} past the retention, ${behind.customersWaiting} customer(s) to checkpoint, ${behind.heldEvents} event(s) held aside`}`,
+    ...(status.events ? describeOutbox(status.events) : []),
     schemaLine,
     partsLine,
   ];

@@ -49,6 +49,10 @@ const TARGETS: Target[] = [
   { route: 'admin/status', auth: 'admin', methods: ['GET'] },
   { route: 'admin/billing/subscribers/[appUserId]', auth: 'admin', methods: ['GET'] },
   { route: 'admin/users/[userId]/export', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/events', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/events/endpoints', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/events/dead-letters', auth: 'admin', methods: ['GET'] },
+  { route: 'admin/events/replay', auth: 'admin', methods: ['POST'] },
   // Local mode's RevenueCat stand-in: off here (no REVENUECAT_STAND_IN), so a problem+json 404.
   { route: 'dev/revenuecat/v1/subscribers/[appUserId]', auth: 'none', methods: ['GET'] },
   // Any other /api path: a problem+json 404.

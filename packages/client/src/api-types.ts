@@ -350,6 +350,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/events/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Each event endpoint with its backlog and failures (operator)
+         * @description Per endpoint the settings name (and each one the database still has that they no longer name: `retired`): its URL as origin and path only (never its query or credentials), the event types it takes, how many deliveries are pending and since when, how many were dead-lettered, the last delivery and the last failure; and the events stored and the lapses due. `npm run events:status` shows the same.
+         */
+        get: operations["getAdminEventsEndpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/events/dead-letters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deliveries whose retries ran out, newest first (operator)
+         * @description A dead letter stays with its event (30 days): send it again with POST /api/admin/events/replay once the receiver is fixed. An endpoint id the database does not know: 404 `endpoint_not_found`. `npm run events:dead-letters` shows the same.
+         */
+        get: operations["getAdminEventsDeadLetters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/events/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send events again (operator)
+         * @description One event (`eventId`: its id, or `evt_<id>` as in `webhook-id`), or every event written in [`from`, `to`), to each active endpoint that takes its type, or to `endpoint` only: whatever happened to them before (delivered, dead-lettered, never sent there), they are pending again with no attempt counted, and go out after this answer and with every later run, in order per user, under the same `webhook-id` (a receiver that has one already sees a duplicate). An event id that sends nothing again (no such event stored, or no active endpoint takes its type): 404 `event_not_found`; an endpoint that is not active: 404 `endpoint_not_found`. `npm run events:replay` does the same.
+         */
+        post: operations["postAdminEventsReplay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/admin/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The events written since a time, with their bodies (operator)
+         * @description Oldest first, each with the exact body a receiver gets (the JSON that is signed) and its `webhook-id`. `since` is compared with the time each event's transaction started, so an event can appear after a later one: a follower re-reads a short overlap and skips the ids it has. `npm run events:listen` follows them.
+         */
+        get: operations["getAdminEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/webhooks/leagues-sync": {
         parameters: {
             query?: never;
@@ -754,6 +834,81 @@ export interface components {
             /** @description Database calls (each one bounded transaction) */
             calls: number;
         };
+        EventEndpoint: {
+            /** @description The endpoint's id: a digest of its URL (deliveries are kept by it) */
+            id: string;
+            /** @description Origin and path of the URL in the settings (never its query or credentials); null where the settings do not name it or were not visible */
+            url: string | null;
+            /** @description Which setting names it (`EVENTS_WEBHOOK_URL, entry 1`) */
+            setting: string | null;
+            /** @description The event types it takes (`wallet.*`: a family); null: every type */
+            types: string[] | null;
+            /**
+             * @description retired: the settings no longer name it (no new deliveries; its pending ones wait in case it comes back); pending registration: named, and no delivery run has registered it yet
+             * @enum {string}
+             */
+            state: "active" | "pending registration" | "retired";
+            registeredAt: string | null;
+            retiredAt: string | null;
+            /** @description Deliveries not yet made (due, or waiting out a retry) */
+            pending: number;
+            /** @description When the oldest pending event was written */
+            oldestPendingAt: string | null;
+            /** @description Deliveries whose retries ran out (replay them) */
+            dead: number;
+            lastDeliveredAt: string | null;
+            lastFailure: {
+                eventId: string;
+                /** Format: date-time */
+                at: string;
+                error: string;
+                attempts: number;
+            } | null;
+        };
+        EventOutbox: {
+            endpoints: components["schemas"]["EventEndpoint"][];
+            /** @description Events stored (kept 30 days) */
+            events: number;
+            lastEventAt: string | null;
+            /** @description Granted access whose end has passed and that no scan has told yet */
+            lapsesDue: number;
+        };
+        EventDeadLetters: {
+            deadLetters: {
+                endpointId: string;
+                /** Format: uuid */
+                eventId: string;
+                /** @description The `webhook-id` it was sent with: `evt_<eventId>` */
+                webhookId: string;
+                type: string;
+                userId: string;
+                sequence: number;
+                /** Format: date-time */
+                createdAt: string;
+                attempts: number;
+                firstAttemptAt: string | null;
+                lastAttemptAt: string | null;
+                lastError: string | null;
+            }[];
+        };
+        EventReplay: {
+            /** @description Deliveries made pending again (one per event and endpoint) */
+            replayed: number;
+        };
+        WrittenEvents: {
+            events: {
+                /** Format: uuid */
+                id: string;
+                webhookId: string;
+                type: string;
+                userId: string;
+                sequence: number;
+                /** Format: date-time */
+                createdAt: string;
+                /** @description The exact JSON a receiver gets and that is signed */
+                body: string;
+            }[];
+        };
         ServiceStatus: {
             /** Format: date-time */
             checkedAt: string;
@@ -853,6 +1008,8 @@ export interface components {
                     heldEvents: number;
                 };
             };
+            /** @description Each event endpoint with its backlog, dead letters and last failure, and the lapses due; null when the schema is behind */
+            events: components["schemas"]["EventOutbox"] | null;
             schema: {
                 /** @description The newest migration of this deployment's code */
                 code: string | null;
@@ -2772,6 +2929,367 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AccountExport"];
+                };
+            };
+            /** @description `invalid_request`: Invalid request */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminEventsEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoints */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventOutbox"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminEventsDeadLetters: {
+        parameters: {
+            query?: {
+                /** @description Only this endpoint's (its id, as GET /api/admin/events/endpoints lists it) */
+                endpoint?: string;
+                /** @description At most this many (1 to 1000; default 100) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The dead letters */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventDeadLetters"];
+                };
+            };
+            /** @description `invalid_request`: Invalid request */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `endpoint_not_found`: Endpoint not found */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postAdminEventsReplay: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description JSON: `Content-Type: application/json` or another `application/*+json` type (415 otherwise), at most 1048576 bytes (413 beyond). In every body: no NUL (U+0000) or unpaired surrogate in a string or key, no key `__proto__`, nesting at most 64 levels, numbers within a double's range (400 `invalid_json` otherwise). */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "eventId": "evt_6f1c2b9e-3d4a-4b5c-8d7e-9f0a1b2c3d4e"
+                 *     }
+                 */
+                "application/json": {
+                    /** @description One event: its id, or the `webhook-id` it was sent with (`evt_<id>`) */
+                    eventId?: string;
+                    /**
+                     * Format: date-time
+                     * @description Events written at or after this time (with `to`)
+                     */
+                    from?: string;
+                    /**
+                     * Format: date-time
+                     * @description Events written before this time (with `from`)
+                     */
+                    to?: string;
+                    /** @description Only to this active endpoint (default: every active endpoint that takes the event's type) */
+                    endpoint?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description How many deliveries are pending again */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventReplay"];
+                };
+            };
+            /** @description `invalid_json`: Malformed JSON; `invalid_request`: Invalid request */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `event_not_found`: Event not found; `endpoint_not_found`: Endpoint not found */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: Payload too large */
+            413: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: Unsupported media type */
+            415: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getAdminEvents: {
+        parameters: {
+            query: {
+                /** @description Events written at or after this time */
+                since: string;
+                /** @description At most this many, oldest first (1 to 1000; default 100) */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WrittenEvents"];
                 };
             };
             /** @description `invalid_request`: Invalid request */

@@ -1,0 +1,12 @@
+import { authenticateOperator } from '#lib/auth/operator-secret.ts';
+import { getEventEndpoints } from '#lib/events/endpoints.ts';
+import { readOutboxOverview } from '#lib/events/operate.ts';
+import { defineRoute, json } from '#lib/http/route.ts';
+
+// GET /api/admin/events/endpoints - each event endpoint with its backlog, dead letters, last delivery and last failure
+export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
+  GET: async (request) => {
+    authenticateOperator(request, 'admin');
+    return json(await readOutboxOverview(getEventEndpoints()));
+  },
+});

@@ -1,0 +1,264 @@
+import { z } from 'zod';
+import { DomainError, parseWithSchema } from '../errors.ts';
+import { formatUtc } from '../words.ts';
+import type { EventEndpoint } from './endpoints.ts';
+import { eventMessage } from './messages.ts';
+import { readDeadLetters, readEventsSince, readOutboxStatus, replayEvents, type DeadLetter, type EndpointStatus, type OutboxStatus, type StoredEvent } from './outbox.ts';
+
+/**
+ * The outbox as an operator sees and steers it (the admin routes under /api/admin/events, the
+ * `npm run events:*` commands, `npm run status`): each endpoint's backlog and failures, the dead
+ * letters, a replay, and the events as they are written. Decisions here are pure functions over
+ * what the outbox returns; the calls are ./outbox.ts's.
+ */
+
+/** Where an endpoint sends, as an operator may see it: origin and path, never a query or credentials (they may hold a token). */
+export function shownUrl(url: URL): string {
+  return `${url.origin}${url.pathname}`;
+}
+
+export interface EndpointOverview {
+  id: string;
+  /** Origin and path from the settings; null where the settings do not name it (retired), or were not visible. */
+  url: string | null;
+  /** Which setting names it (`EVENTS_WEBHOOK_URL, entry 1`); null as for `url`. */
+  setting: string | null;
+  types: string[] | null;
+  /**
+   * active: the settings name it and it is registered; pending registration: the settings name it and no
+   * delivery run has registered it yet; retired: the database has it and the settings no longer name it
+   * (its pending deliveries wait in case it comes back).
+   */
+  state: 'active' | 'pending registration' | 'retired';
+  registeredAt: string | null;
+  retiredAt: string | null;
+  pending: number;
+  oldestPendingAt: string | null;
+  dead: number;
+  lastDeliveredAt: string | null;
+  lastFailure: { eventId: string; at: string; error: string; attempts: number } | null;
+}
+
+export interface OutboxOverview {
+  endpoints: EndpointOverview[];
+  /** Events stored (kept 30 days) and when the last was written. */
+  events: number;
+  lastEventAt: string | null;
+  /** Told access whose end has passed and that no scan has told yet. */
+  lapsesDue: number;
+}
+
+const isoOrNull = (value: string | null) => (value === null ? null : new Date(value).toISOString());
+
+/**
+ * Join what the database knows of each endpoint with the settings. `settings` null: not visible
+ * (an operator's shell beside a deployment): the endpoints are the database's, retired as it says.
+ */
+export function outboxOverview(status: OutboxStatus, settings: readonly EventEndpoint[] | null): OutboxOverview {
+  const named = new Map((settings ?? []).map((endpoint) => [endpoint.id, endpoint]));
+  const stored = new Set(status.endpoints.map((endpoint) => endpoint.id));
+  const fromDatabase = status.endpoints.map((row): EndpointOverview => {
+    const endpoint = named.get(row.id);
+    const retired = settings === null ? row.retired_at !== null : !endpoint;
+    return {
+      ...counts(row),
+      id: row.id,
+      url: endpoint ? shownUrl(endpoint.url) : null,
+      setting: endpoint?.setting ?? null,
+      types: endpoint ? endpoint.types : row.types,
+      state: retired ? 'retired' : 'active',
+    };
+  });
+  const unregistered = (settings ?? []).filter((endpoint) => !stored.has(endpoint.id)).map((endpoint): EndpointOverview => ({
+    id: endpoint.id, url: shownUrl(endpoint.url), setting: endpoint.setting, types: endpoint.types, state: 'pending registration',
+    registeredAt: null, retiredAt: null, pending: 0, oldestPendingAt: null, dead: 0, lastDeliveredAt: null, lastFailure: null,
+  }));
+  const order = { active: 0, 'pending registration': 1, retired: 2 } as const;
+  return {
+    endpoints: [...fromDatabase, ...unregistered].sort((a, b) => order[a.state] - order[b.state]),
+    events: Number(status.events),
+    lastEventAt: isoOrNull(status.last_event_at),
+    lapsesDue: Number(status.lapses_due),
+  };
+}
+
+function counts(row: EndpointStatus) {
+  return {
+    registeredAt: isoOrNull(row.registered_at),
+    retiredAt: isoOrNull(row.retired_at),
+    pending: Number(row.pending),
+    oldestPendingAt: isoOrNull(row.oldest_pending_at),
+    dead: Number(row.dead),
+    lastDeliveredAt: isoOrNull(row.last_delivered_at),
+    lastFailure: row.last_failure && {
+      eventId: row.last_failure.event_id, at: new Date(row.last_failure.at).toISOString(), error: row.last_failure.error, attempts: Number(row.last_failure.attempts),
+    },
+  };
+}
+
+export async function readOutboxOverview(settings: readonly EventEndpoint[] | null): Promise<OutboxOverview> {
+  return outboxOverview(await readOutboxStatus(), settings);
+}
+
+/** A backlog whose oldest event waits longer than this needs a look (a receiver down, or nothing moving the outbox). */
+export const BACKLOG_LATE_MS = 3600_000;
+
+/** What in the outbox deserves a look: each a sentence an operator acts on. */
+export function outboxAttention(overview: OutboxOverview, now: Date): string[] {
+  const notes: string[] = [];
+  for (const endpoint of overview.endpoints) {
+    const name = endpointName(endpoint);
+    if (endpoint.dead > 0) {
+      notes.push(`${endpoint.dead} event(s) to ${name} were dead-lettered (their retries ran out${endpoint.lastFailure ? `; the last error: ${endpoint.lastFailure.error}` : ''}): `
+        + `list them with \`npm run events:dead-letters\`, and once the receiver is fixed send them again with \`npm run events:replay\`.`);
+    }
+    if (endpoint.oldestPendingAt && now.getTime() - Date.parse(endpoint.oldestPendingAt) > BACKLOG_LATE_MS) {
+      notes.push(endpoint.state === 'retired'
+        ? `${endpoint.pending} event(s) wait for ${name}, which the settings no longer name: they are sent if it comes back, and leave with their events after 30 days.`
+        : `${endpoint.pending} event(s) wait for ${name}, the oldest since ${formatUtc(endpoint.oldestPendingAt)}`
+          + `${endpoint.lastFailure ? `; the last failure: ${endpoint.lastFailure.error}` : '; none failed: is anything moving the outbox (the events cron, `npm run events:deliver`)?'}.`);
+    }
+  }
+  return notes;
+}
+
+function endpointName(endpoint: EndpointOverview): string {
+  return `endpoint ${endpoint.id}${endpoint.url ? ` (${endpoint.url})` : ''}`;
+}
+
+/** The endpoints in lines a person reads (`npm run events:status`, `npm run status`). */
+export function describeOutbox(overview: OutboxOverview): string[] {
+  if (overview.endpoints.length === 0) {
+    return [`Events: no endpoint (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS); ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
+  }
+  return [
+    `Events: ${overview.events} stored${overview.lastEventAt ? `, the last at ${formatUtc(overview.lastEventAt)}` : ''}; ${overview.lapsesDue} lapse(s) due`,
+    ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? '(URL not in these settings)'} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
+      + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)})` : ''}, ${endpoint.dead} dead; `
+      + `last delivered ${endpoint.lastDeliveredAt ? formatUtc(endpoint.lastDeliveredAt) : 'never'}`
+      + `${endpoint.lastFailure ? `; last failure ${formatUtc(endpoint.lastFailure.at)} (attempt ${endpoint.lastFailure.attempts}): ${endpoint.lastFailure.error}` : ''}`),
+  ];
+}
+
+// ---- Dead letters ----
+
+export interface DeadLetterView {
+  endpointId: string;
+  eventId: string;
+  /** The `webhook-id` it was sent with. */
+  webhookId: string;
+  type: string;
+  userId: string;
+  sequence: number;
+  createdAt: string;
+  attempts: number;
+  firstAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastError: string | null;
+}
+
+const endpointIdSchema = z.string().regex(/^[0-9a-f]{16}$/, 'an endpoint id: 16 hexadecimal digits, as `npm run events:status` lists them');
+const limitSchema = z.coerce.number().int('a whole number').min(1).max(1000);
+
+export const deadLettersQuerySchema = z.strictObject({
+  endpoint: endpointIdSchema.optional().meta({ description: 'Only this endpoint\'s (its id, as GET /api/admin/events/endpoints lists it)' }),
+  limit: limitSchema.default(100).meta({ description: 'At most this many (1 to 1000; default 100)' }),
+});
+
+/** Dead-lettered deliveries, newest first; 404 `endpoint_not_found` for an id the database does not know. */
+export async function listDeadLetters(query: z.output<typeof deadLettersQuerySchema>): Promise<{ deadLetters: DeadLetterView[] }> {
+  if (query.endpoint !== undefined) {
+    const { endpoints } = await readOutboxStatus();
+    if (!endpoints.some((endpoint) => endpoint.id === query.endpoint)) throw new DomainError('endpoint_not_found', 'No endpoint has this id: list them with GET /api/admin/events/endpoints.');
+  }
+  const rows = await readDeadLetters(query.endpoint ?? null, query.limit);
+  return { deadLetters: rows.map(deadLetterView) };
+}
+
+function deadLetterView(row: DeadLetter): DeadLetterView {
+  return {
+    endpointId: row.endpoint_id, eventId: row.event_id, webhookId: `evt_${row.event_id}`, type: row.type, userId: row.user_id, sequence: Number(row.sequence),
+    createdAt: new Date(row.created_at).toISOString(), attempts: Number(row.attempts),
+    firstAttemptAt: isoOrNull(row.first_attempt_at), lastAttemptAt: isoOrNull(row.last_attempt_at), lastError: row.last_error,
+  };
+}
+
+// ---- Replay ----
+
+const HEX = '[0-9a-fA-F]';
+const EVENT_ID = new RegExp(`^(evt_)?${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}$`);
+const isoInstant = z.iso.datetime({ offset: true, message: 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z' });
+
+export const replayBodySchema = z
+  .strictObject({
+    eventId: z.string().regex(EVENT_ID, 'an event id: a UUID, or evt_<UUID> as in webhook-id').transform((value) => value.toLowerCase().replace(/^evt_/, ''))
+      .optional().meta({ description: 'One event: its id, or the `webhook-id` it was sent with (`evt_<id>`)' }),
+    from: isoInstant.optional().meta({ description: 'Events written at or after this time (with `to`)' }),
+    to: isoInstant.optional().meta({ description: 'Events written before this time (with `from`)' }),
+    endpoint: endpointIdSchema.optional().meta({ description: 'Only to this active endpoint (default: every active endpoint that takes the event\'s type)' }),
+  })
+  .superRefine((body, context) => {
+    const range = body.from !== undefined || body.to !== undefined;
+    if (body.eventId !== undefined && range) context.addIssue({ code: 'custom', path: ['eventId'], message: 'name one event or a time range, not both' });
+    else if (body.eventId === undefined && !range) context.addIssue({ code: 'custom', path: [], message: 'name an event (`eventId`) or a time range (`from` and `to`)' });
+    else if (range && body.from === undefined) context.addIssue({ code: 'custom', path: ['from'], message: 'a range needs its start' });
+    else if (range && body.to === undefined) context.addIssue({ code: 'custom', path: ['to'], message: 'a range needs its end' });
+    else if (range && Date.parse(body.to!) <= Date.parse(body.from!)) context.addIssue({ code: 'custom', path: ['to'], message: 'the end of the range must be after its start' });
+  })
+  .meta({ description: 'One event (`eventId`), or the events written in [`from`, `to`); optionally to one endpoint' });
+
+export type ReplayRequest = z.output<typeof replayBodySchema>;
+
+/**
+ * Send again: every delivery of the event (or of the range) becomes pending with no attempt, the
+ * `webhook-id` unchanged. 404 `event_not_found` for an event id that sends nothing again: no such
+ * event is stored (they are kept 30 days), or no active endpoint takes its type.
+ */
+export async function replay(request: ReplayRequest): Promise<{ replayed: number }> {
+  const replayed = await replayEvents({
+    eventId: request.eventId,
+    from: request.from === undefined ? undefined : new Date(request.from),
+    to: request.to === undefined ? undefined : new Date(request.to),
+    endpointId: request.endpoint,
+  });
+  if (request.eventId !== undefined && replayed === 0) {
+    throw new DomainError('event_not_found', 'No stored event has this id that an active endpoint takes (events are kept 30 days): check the id, or list recent ones with GET /api/admin/events.');
+  }
+  return { replayed };
+}
+
+/** Parse a replay request given as values (the command line's). Throws DomainError invalid_request as the route does. */
+export function parseReplayRequest(value: unknown): ReplayRequest {
+  return parseWithSchema(replayBodySchema, value, 'Name an event, or a time range whose end is after its start.');
+}
+
+// ---- Events as written ----
+
+export interface WrittenEvent {
+  id: string;
+  webhookId: string;
+  type: string;
+  userId: string;
+  sequence: number;
+  createdAt: string;
+  /** The exact JSON a receiver gets (and that is signed), as lib/events/messages.ts makes it. */
+  body: string;
+}
+
+export const eventsQuerySchema = z.strictObject({
+  since: isoInstant.meta({ description: 'Events written at or after this time' }),
+  limit: limitSchema.default(100).meta({ description: 'At most this many, oldest first (1 to 1000; default 100)' }),
+});
+
+export async function listEventsSince(query: z.output<typeof eventsQuerySchema>): Promise<{ events: WrittenEvent[] }> {
+  const rows = await readEventsSince(new Date(query.since), query.limit);
+  return { events: rows.map(writtenEvent) };
+}
+
+export function writtenEvent(event: StoredEvent): WrittenEvent {
+  const message = eventMessage(event);
+  return {
+    id: event.event_id, webhookId: message.id, type: event.type, userId: event.user_id, sequence: Number(event.sequence),
+    createdAt: new Date(event.created_at).toISOString(), body: message.body,
+  };
+}

@@ -1,0 +1,46 @@
+// npm run events:dead-letters [-- --endpoint <id>] [--limit <n>] [--json] [--url <deployment>] [--base-url <url>]
+// - the deliveries whose retries ran out, newest first, as GET /api/admin/events/dead-letters
+// answers them; send them again with `npm run events:replay`. Reaches the database as `npm run
+// events:status` does.
+import './load-env.ts';
+import { parseArgs } from 'node:util';
+import { closeDatabase } from '../lib/db/index.ts';
+import { DomainError, parseWithSchema } from '../lib/errors.ts';
+import { deadLettersQuerySchema, listDeadLetters, type DeadLetterView } from '../lib/events/operate.ts';
+import { formatUtc } from '../lib/words.ts';
+import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+
+const USAGE = 'Usage: npm run events:dead-letters [-- --endpoint <id>] [--limit <1..1000>] [--json] [--url <deployment>] [--base-url <url>]';
+let values: { endpoint?: string; limit?: string; json?: boolean; url?: string; 'base-url'?: string };
+let query: ReturnType<typeof deadLettersQuerySchema.parse>;
+try {
+  ({ values } = parseArgs({ options: {
+    endpoint: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
+  } }));
+  query = parseWithSchema(deadLettersQuerySchema, { endpoint: values.endpoint, limit: values.limit }, 'Invalid options.');
+} catch (error) {
+  const problems = error instanceof DomainError ? (error.errors ?? []).map((problem) => `--${problem.path}: ${problem.message}`).join('; ') : (error as Error).message;
+  console.error(`${problems}\n${USAGE}`);
+  process.exit(2);
+}
+
+const search = new URLSearchParams({ ...(query.endpoint ? { endpoint: query.endpoint } : {}), limit: String(query.limit) });
+const route = { method: 'GET', path: `/api/admin/events/dead-letters?${search}` } as const;
+try {
+  const { deadLetters } = values.url !== undefined
+    ? await askDeployment<{ deadLetters: DeadLetterView[] }>(values.url, route)
+    : await databaseOrService({ baseUrl: values['base-url']!, direct: () => listDeadLetters(query), route });
+  if (values.json) console.log(JSON.stringify({ deadLetters }, null, 2));
+  else if (deadLetters.length === 0) console.log('No dead letters.');
+  else {
+    for (const dead of deadLetters) {
+      console.log(`${formatUtc(dead.lastAttemptAt)}  endpoint ${dead.endpointId}  ${dead.webhookId}  ${dead.type}  user ${dead.userId} #${dead.sequence}  after ${dead.attempts} attempt(s): ${dead.lastError ?? '(no error recorded)'}`);
+    }
+    console.error(`${deadLetters.length} dead letter(s). Send one again with \`npm run events:replay -- --event <webhook-id>\`, or a time range with --from and --to.`);
+  }
+} catch (error) {
+  console.error(error instanceof DomainError ? `${error.code}: ${error.detail}` : `Dead letters failed: ${(error as Error).message}`);
+  process.exitCode = 1;
+} finally {
+  await closeDatabase();
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { parseEventEndpoints } from '../../lib/events/endpoints.ts';
+import { BACKLOG_LATE_MS, outboxAttention, outboxOverview, parseReplayRequest } from '../../lib/events/operate.ts';
+import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
+
+/** The operator's view of the outbox, decided without the database: the join with the settings, what needs attention, what a replay names. */
+const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+const [named] = parseEventEndpoints({ EVENTS_WEBHOOK_URL: 'https://hooks.example.com/in?token=abc', EVENTS_WEBHOOK_SECRET: SECRET }, { local: false });
+const row = (fields: Partial<EndpointStatus>): EndpointStatus => ({
+  id: named!.id, types: null, registered_at: '2026-01-01T00:00:00Z', retired_at: null, pending: 0, oldest_pending_at: null, dead: 0, last_delivered_at: null, last_failure: null, ...fields,
+});
+const status = (endpoints: EndpointStatus[]): OutboxStatus => ({ endpoints, events: 3, last_event_at: null, lapses_due: 2 });
+
+describe('outboxOverview', () => {
+  it('shows a named endpoint by origin and path, one the settings no longer name as retired, one not registered yet as such', () => {
+    const gone = row({ id: 'aaaaaaaaaaaaaaaa', pending: 4 });
+    expect(outboxOverview(status([gone, row({})]), [named!]).endpoints.map((e) => [e.id, e.url, e.state, e.pending])).toEqual([
+      [named!.id, 'https://hooks.example.com/in', 'active', 0],
+      ['aaaaaaaaaaaaaaaa', null, 'retired', 4],
+    ]);
+    expect(outboxOverview(status([]), [named!]).endpoints).toEqual([expect.objectContaining({ id: named!.id, state: 'pending registration', registeredAt: null })]);
+  });
+
+  it('without the settings (a shell beside a deployment): the database says which are retired, and no URL is known', () => {
+    const overview = outboxOverview(status([row({}), row({ id: 'bbbbbbbbbbbbbbbb', retired_at: '2026-01-02T00:00:00Z' })]), null);
+    expect(overview.endpoints.map((e) => [e.url, e.state])).toEqual([[null, 'active'], [null, 'retired']]);
+    expect(overview.lapsesDue).toBe(2);
+  });
+});
+
+describe('outboxAttention', () => {
+  const now = new Date('2026-01-01T12:00:00Z');
+  const waitingSince = (ms: number) => row({ pending: 2, oldest_pending_at: new Date(now.getTime() - ms).toISOString(), last_failure: { event_id: 'e', at: now.toISOString(), error: 'HTTP 503', attempts: 3 } });
+
+  it('asks about a backlog older than an hour, not one of an hour', () => {
+    expect(outboxAttention(outboxOverview(status([waitingSince(BACKLOG_LATE_MS)]), [named!]), now)).toEqual([]);
+    expect(outboxAttention(outboxOverview(status([waitingSince(BACKLOG_LATE_MS + 1000)]), [named!]), now)).toEqual([
+      `2 event(s) wait for endpoint ${named!.id} (https://hooks.example.com/in), the oldest since 2026-01-01 10:59:59 UTC; the last failure: HTTP 503.`,
+    ]);
+  });
+
+  it('asks about any dead letter, saying how to list and replay them', () => {
+    const [note] = outboxAttention(outboxOverview(status([row({ dead: 1 })]), [named!]), now);
+    expect(note).toBe(`1 event(s) to endpoint ${named!.id} (https://hooks.example.com/in) were dead-lettered (their retries ran out): list them with \`npm run events:dead-letters\`, and once the receiver is fixed send them again with \`npm run events:replay\`.`);
+  });
+});
+
+describe('parseReplayRequest', () => {
+  const id = '0b8f2a6e-3c1d-4e5f-9a7b-1c2d3e4f5a6b';
+  it('takes an event id bare or as its webhook-id, in either case', () => {
+    expect(parseReplayRequest({ eventId: `evt_${id.toUpperCase()}` })).toEqual({ eventId: id });
+    expect(parseReplayRequest({ eventId: id, endpoint: named!.id })).toEqual({ eventId: id, endpoint: named!.id });
+  });
+
+  it.each([
+    ['nothing', {}, '(body)'],
+    ['a range the wrong way round', { from: '2026-01-02T00:00:00Z', to: '2026-01-01T00:00:00Z' }, 'to'],
+    ['a range without a start', { to: '2026-01-01T00:00:00Z' }, 'from'],
+    ['an event and a range', { eventId: id, from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00Z' }, 'eventId'],
+    ['a malformed id', { eventId: 'evt_1234' }, 'eventId'],
+    ['a time without its offset', { from: '2026-01-01T00:00:00', to: '2026-01-02T00:00:00Z' }, 'from'],
+  ])('refuses %s, naming the field', (_name, body, path) => {
+    expect(() => parseReplayRequest(body)).toThrow(expect.objectContaining({ code: 'invalid_request', errors: expect.arrayContaining([expect.objectContaining({ path })]) }));
+  });
+});
