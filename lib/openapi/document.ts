@@ -220,6 +220,14 @@ export const OPERATIONS: Operation[] = [
       answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
       errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
     },
+    {
+      method, path: '/api/cron/events', tags: ['Operations'], security: 'cronSecret',
+      summary: `Move the outbound events: tell lapses, send what is due (a scheduler${method === 'post' ? ' that POSTs, such as Supabase Cron' : ', such as Vercel Cron'})`,
+      description: 'Tells access that ended by time (`entitlement.revoked`, reason `expired`, and the live update), then sends each event endpoint its due events, in order per user, for about 20 s. '
+        + 'The requests that write and the daily crons do it too; a schedule of every minute tells a lapse within a minute (docs/events.md). Idempotent; two runs at once share the work; a request body is ignored.',
+      answers: [{ status: 200, description: 'Counts of the run', schema: responses.eventsRunResponseSchema }],
+      errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],
+    },
   ]),
   {
     method: 'post', path: '/api/admin/billing/sync', tags: ['Operations'], security: 'adminSecret',

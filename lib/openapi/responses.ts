@@ -208,6 +208,19 @@ export const maintenanceResponseSchema = z
   })
   .meta({ id: 'Maintenance' });
 
+export const eventsRunResponseSchema = z
+  .object({
+    lapsesTold: z.int().meta({ description: 'Users whose access had ended by time and was told now (entitlement.revoked, reason expired, and a live update)' }),
+    endpoints: z.array(z.object({
+      id: z.string().meta({ description: "The endpoint's id (a digest of its URL)" }),
+      delivered: z.int(),
+      retried: z.int().meta({ description: 'Attempts that failed and wait for their retry' }),
+      dead: z.int().meta({ description: 'Deliveries dead-lettered in this run (their retries ran out)' }),
+    })),
+    done: z.boolean().meta({ description: 'Everything due was done; false: the next run goes on' }),
+  })
+  .meta({ id: 'EventsRun' });
+
 const nullableTime = isoTime.nullable();
 const countsByOutcome = z.record(z.string(), z.int()).meta({ description: 'Counts of the last 24 hours by outcome (outcomes with none are left out)' });
 const operatorRunSchema = z

@@ -101,6 +101,8 @@ begin
       'customersWaiting', (select count(*) from public.billing_subscribers s where s.pending_since < v_cutoff),
       -- Events of customers whose checkpoint failed, kept aside when their month was dropped.
       'heldEvents', (select count(*) from public.billing_events_default e where e.received_at < v_cutoff)),
+    -- Outbound events: each endpoint's backlog and last failure (10_events.sql).
+    'outbound', public.outbound_status(),
     'schemaVersions', to_jsonb(public.schema_versions()));
 end;
 $$;

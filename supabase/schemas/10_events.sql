@@ -538,6 +538,9 @@ begin
   if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'Name an event, or a time range whose end is after its start.';
   end if;
+  if p_event_id is not null and not exists (select 1 from public.outbound_events where id = p_event_id) then
+    raise exception 'event_not_found' using errcode = 'PT404', detail = 'No stored event has this id (events are kept 30 days).';
+  end if;
   if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
     raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
   end if;

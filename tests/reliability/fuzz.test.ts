@@ -45,6 +45,7 @@ const TARGETS: Target[] = [
   { route: 'me/export', auth: 'session', methods: ['GET'] },
   { route: 'cron/billing-sync', auth: 'cron', methods: ['GET', 'POST'] },
   { route: 'cron/maintenance', auth: 'cron', methods: ['GET', 'POST'] },
+  { route: 'cron/events', auth: 'cron', methods: ['GET', 'POST'] },
   { route: 'admin/billing/sync', auth: 'admin', methods: ['POST'] },
   { route: 'admin/status', auth: 'admin', methods: ['GET'] },
   { route: 'admin/billing/subscribers/[appUserId]', auth: 'admin', methods: ['GET'] },

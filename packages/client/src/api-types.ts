@@ -264,6 +264,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/cron/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Move the outbound events: tell lapses, send what is due (a scheduler, such as Vercel Cron)
+         * @description Tells access that ended by time (`entitlement.revoked`, reason `expired`, and the live update), then sends each event endpoint its due events, in order per user, for about 20 s. The requests that write and the daily crons do it too; a schedule of every minute tells a lapse within a minute (docs/events.md). Idempotent; two runs at once share the work; a request body is ignored.
+         */
+        get: operations["getCronEvents"];
+        put?: never;
+        /**
+         * Move the outbound events: tell lapses, send what is due (a scheduler that POSTs, such as Supabase Cron)
+         * @description Tells access that ended by time (`entitlement.revoked`, reason `expired`, and the live update), then sends each event endpoint its due events, in order per user, for about 20 s. The requests that write and the daily crons do it too; a schedule of every minute tells a lapse within a minute (docs/events.md). Idempotent; two runs at once share the work; a request body is ignored.
+         */
+        post: operations["postCronEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/billing/sync": {
         parameters: {
             query?: never;
@@ -833,6 +857,21 @@ export interface components {
             ms: number;
             /** @description Database calls (each one bounded transaction) */
             calls: number;
+        };
+        EventsRun: {
+            /** @description Users whose access had ended by time and was told now (entitlement.revoked, reason expired, and a live update) */
+            lapsesTold: number;
+            endpoints: {
+                /** @description The endpoint's id (a digest of its URL) */
+                id: string;
+                delivered: number;
+                /** @description Attempts that failed and wait for their retry */
+                retried: number;
+                /** @description Deliveries dead-lettered in this run (their retries ran out) */
+                dead: number;
+            }[];
+            /** @description Everything due was done; false: the next run goes on */
+            done: boolean;
         };
         EventEndpoint: {
             /** @description The endpoint's id: a digest of its URL (deliveries are kept by it) */
@@ -2567,6 +2606,150 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Maintenance"];
+                };
+            };
+            /** @description `invalid_cron_secret`: Invalid cron secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `cron_not_configured`: Cron not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getCronEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the run */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventsRun"];
+                };
+            };
+            /** @description `invalid_cron_secret`: Invalid cron secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `cron_not_configured`: Cron not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postCronEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the run */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventsRun"];
                 };
             };
             /** @description `invalid_cron_secret`: Invalid cron secret */
