@@ -50,7 +50,8 @@ export interface WebhookReceiver {
   close(): Promise<void>;
 }
 
-export async function startWebhookReceiver(options: { secrets: string | string[]; behaviour?: (req: IncomingMessage) => ReceiverBehaviour }): Promise<WebhookReceiver> {
+/** `port`: listen there (a receiver back after an outage, at the address the sender knows); default a free one. */
+export async function startWebhookReceiver(options: { secrets: string | string[]; behaviour?: (req: IncomingMessage) => ReceiverBehaviour; port?: number }): Promise<WebhookReceiver> {
   const verifiers = [options.secrets].flat().map((secret) => new Webhook(secret));
   let behaviourOf = options.behaviour ?? (() => 'ok' as const);
   const received: ReceivedEvent[] = [];
@@ -107,7 +108,7 @@ export async function startWebhookReceiver(options: { secrets: string | string[]
         return;
     }
   });
-  server.listen(0, '127.0.0.1');
+  server.listen(options.port ?? 0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
 

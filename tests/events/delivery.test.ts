@@ -205,6 +205,25 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     expect(typesOf(ofUser(receiver.received, user.userId))).toEqual(['wallet.linked']);
   });
 
+  it('keeps a receiver that is down for a day waiting, then sends its backlog in order', async () => {
+    const user = await testUser();
+    const port = new URL(receiver.url).port;
+    await receiver.close(); // down: connections refused
+    await linkWallet(user, evmWallet());
+    await linkWallet(user, evmWallet());
+    expect((await run()).endpoints[0]).toMatchObject({ delivered: 0, retried: 1 });
+    // A day of retries has passed: still waiting, not dead.
+    await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '1 day', next_attempt_at = now() - interval '1 second' where user_id = $1 and state = 'pending' and first_attempt_at is not null", [user.userId]);
+    expect((await run()).endpoints[0]).toMatchObject({ delivered: 0, retried: 1, dead: 0 });
+    const [waiting] = await db.sql<{ last_error: string }>('select last_error from public.outbound_deliveries where user_id = $1 and sequence = 1', [user.userId]);
+    expect(waiting!.last_error).not.toBe('');
+    // Back, on the same address.
+    receiver = await startWebhookReceiver({ secrets: signingSecret, port: Number(port) });
+    await retriesDue();
+    await run();
+    expect(ofUser(receiver.received, user.userId).map((r) => [(r.data as { sequence: number }).sequence, r.verified])).toEqual([[1, true], [2, true]]);
+  });
+
   it('dead-letters an event after about three days of failures, and the user\'s next event goes on', async () => {
     const user = await testUser();
     receiver.setBehaviour('fail500');
