@@ -109,11 +109,29 @@ try {
 }
 console.log(JSON.stringify({ userId: account.userId, feature: isPro ? 'pro feature on' : 'pro feature off', clientVersion: API_VERSION, servedVersion: served.info.version, anonymous }));
 `;
+  // A backend receiving the service's events: verified with the package's /webhooks, typed by type.
+  const RECEIVER = `import { signWebhook, verifyWebhook, WebhookVerificationError, type AccountLinkEvent } from '${PACKAGE.name}/webhooks';
+
+const secret = 'whsec_' + Buffer.from('a secret of at least twenty-four bytes').toString('base64');
+const body = JSON.stringify({ type: 'customer.deleted', timestamp: new Date().toISOString(), data: { userId: 'f3b0c6a2-5d1e-4c59-9a51-3f1f0a6c2b7e', sequence: 3 } });
+const id = 'evt_0b7e6a4c-1f2d-4e3a-9b8c-7d6e5f4a3b2c';
+const timestamp = Math.floor(Date.now() / 1000);
+const headers = { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': await signWebhook({ id, timestamp, body, secrets: secret }) };
+const event: AccountLinkEvent = await verifyWebhook(body, headers, secret);
+let tampered = 'accepted';
+try {
+  await verifyWebhook(body.replace('3}', '4}'), headers, secret);
+} catch (error) {
+  if (error instanceof WebhookVerificationError) tampered = error.reason;
+}
+console.log(JSON.stringify({ type: event.type, userId: event.data.userId, tampered }));
+`;
   let dir: string;
   beforeAll(() => {
     dir = scratchProject('plain-script', {
-      'tsconfig.json': JSON.stringify({ compilerOptions: STRICT, include: ['main.ts'] }),
+      'tsconfig.json': JSON.stringify({ compilerOptions: STRICT, include: ['main.ts', 'receiver.ts'] }),
       'main.ts': MAIN,
+      'receiver.ts': RECEIVER,
       // A call the API document does not have: must not compile.
       'tsconfig.wrong.json': JSON.stringify({ compilerOptions: STRICT, include: ['wrong.ts'] }),
       'wrong.ts': `import { createAccountLinkClient } from '${PACKAGE.name}';\nawait createAccountLinkClient({ baseUrl: '' }).POST('/api/wallet-link/challenge', { body: { chain: 'evm', adress: '0x0' } });\n`,
@@ -138,6 +156,10 @@ console.log(JSON.stringify({ userId: account.userId, feature: isPro ? 'pro featu
     const expected = { clientVersion: PACKAGE.version, servedVersion: PACKAGE.version, anonymous: '401 missing_token' };
     expect(read(pro.token)).toEqual({ userId: pro.userId, feature: 'pro feature on', ...expected });
     expect(read(free.token)).toEqual({ userId: free.userId, feature: 'pro feature off', ...expected });
+  });
+
+  it('verifies an event with @account-link/client/webhooks, and refuses a tampered one', () => {
+    expect(JSON.parse(expectSuccess(run(process.execPath, ['receiver.ts'], dir)).trim())).toEqual({ type: 'customer.deleted', userId: 'f3b0c6a2-5d1e-4c59-9a51-3f1f0a6c2b7e', tampered: 'no_matching_signature' });
   });
 });
 
