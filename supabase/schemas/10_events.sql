@@ -283,9 +283,20 @@ $$;
 revoke all on function public.outbound_reconcile_entitlements(text) from public, anon, authenticated;
 grant execute on function public.outbound_reconcile_entitlements(text) to service_role;
 
--- At commit, a changed entitlement row's owner, and the users merged into it (they read its rows),
--- are reconciled, each once a transaction: by then every statement of the transaction has run, so
--- a refold that deletes and rebuilds rows is compared as its outcome.
+-- Users whose entitlements a transaction changed, each once (keyed by the transaction, so
+-- transactions never wait on each other here), reconciled when it commits: by then every statement
+-- of the transaction has run, so a refold that deletes and rebuilds rows is compared as its outcome.
+create table public.outbound_pending_users (
+  tx xid8 not null default pg_current_xact_id(),
+  user_id text not null,
+  primary key (tx, user_id)
+);
+alter table public.outbound_pending_users enable row level security;
+revoke all on table public.outbound_pending_users from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_pending_users to service_role;
+
+-- The owners of the rows a statement changed (from its transition tables, as the broadcasts read
+-- them), and the users merged into them (they read those rows), noted for the commit.
 create or replace function public.outbound_entitlements_changed()
 returns trigger
 language plpgsql
@@ -293,38 +304,92 @@ security definer
 set search_path = ''
 as $$
 declare
-  v_done jsonb := coalesce(nullif(current_setting('account_link.outbound_reconciled', true), ''), '[]')::jsonb;
-  v_owners text[];
-  v_user text;
+  v_ids text[];
 begin
-  if tg_op = 'INSERT' then
-    v_owners := array[new.app_user_id];
-  elsif tg_op = 'DELETE' then
-    v_owners := array[old.app_user_id];
-  elsif tg_table_name = 'billing_subscribers' then
-    v_owners := array[new.app_user_id];
+  if tg_table_name = 'billing_subscribers' then
+    v_ids := array(select n.app_user_id from new_rows n join old_rows o on o.app_user_id = n.app_user_id
+                   where o.customer_id is distinct from n.customer_id);
   else
-    v_owners := array[old.app_user_id, new.app_user_id];
+    -- (Each statement names only the transition tables its trigger has.)
+    if tg_op = 'INSERT' then
+      v_ids := array(select distinct n.app_user_id from new_rows n);
+    elsif tg_op = 'DELETE' then
+      v_ids := array(select distinct o.app_user_id from old_rows o);
+    else
+      v_ids := array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o);
+    end if;
+    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
   end if;
-  if tg_table_name = 'entitlements' then
-    v_owners := v_owners || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_owners));
-  end if;
-  for v_user in select distinct u from unnest(v_owners) u where public.is_user_id(u) and not v_done ? u order by 1 loop
-    perform public.outbound_reconcile_entitlements(v_user);
-    v_done := v_done || to_jsonb(v_user);
-  end loop;
-  perform set_config('account_link.outbound_reconciled', v_done::text, true);
+  insert into public.outbound_pending_users (user_id)
+    select distinct u from unnest(v_ids) u where public.is_user_id(u) and not public.outbound_erasing(u)
+    on conflict do nothing;
   return null;
 end;
 $$;
 revoke all on function public.outbound_entitlements_changed() from public, anon, authenticated;
 grant execute on function public.outbound_entitlements_changed() to service_role;
 
-create constraint trigger entitlements_outbound after insert or update or delete on public.entitlements
-  deferrable initially deferred for each row execute function public.outbound_entitlements_changed();
+create trigger entitlements_outbound_insert after insert on public.entitlements
+  referencing new table as new_rows for each statement execute function public.outbound_entitlements_changed();
 
-create constraint trigger billing_subscribers_outbound after update of customer_id on public.billing_subscribers
-  deferrable initially deferred for each row execute function public.outbound_entitlements_changed();
+create trigger entitlements_outbound_update after update on public.entitlements
+  referencing old table as old_rows new table as new_rows for each statement execute function public.outbound_entitlements_changed();
+
+create trigger entitlements_outbound_delete after delete on public.entitlements
+  referencing old table as old_rows for each statement execute function public.outbound_entitlements_changed();
+
+create trigger billing_subscribers_outbound after update on public.billing_subscribers
+  referencing old table as old_rows new table as new_rows for each statement execute function public.outbound_entitlements_changed();
+
+-- At commit: each noted user reconciled, and the note gone.
+create or replace function public.outbound_reconcile_pending()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  delete from public.outbound_pending_users where tx = new.tx and user_id = new.user_id;
+  perform public.outbound_reconcile_entitlements(new.user_id);
+  return null;
+end;
+$$;
+revoke all on function public.outbound_reconcile_pending() from public, anon, authenticated;
+grant execute on function public.outbound_reconcile_pending() to service_role;
+
+create constraint trigger outbound_pending_users_reconcile after insert on public.outbound_pending_users
+  deferrable initially deferred for each row execute function public.outbound_reconcile_pending();
+
+-- Receivers know of the access that exists when events start (an upgrade, a database seeded in
+-- bulk): it is noted as told, without an event, so the next change of it is told as what it is (a
+-- renewal as updated, a lapse as revoked) rather than as a first grant. Returns the rows noted.
+create or replace function public.outbound_adopt_current_state()
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_count integer;
+begin
+  insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, grants_until)
+  select u.id, x ->> 'entitlement_id', x, public.outbound_grants_until(public.entitlement_owner_ids(u.id), x ->> 'entitlement_id')
+  from (
+    select e.app_user_id as id from public.entitlements e where e.grants_until > now()
+    union
+    select s.app_user_id from public.billing_subscribers s join public.entitlements e on e.app_user_id = s.customer_id
+    where e.grants_until > now()
+  ) u
+  cross join lateral jsonb_array_elements(public.account_entitlements(u.id, now())) x
+  where public.is_user_id(u.id) and (x ->> 'active')::boolean
+  on conflict (user_id, entitlement_id) do nothing;
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$$;
+revoke all on function public.outbound_adopt_current_state() from public, anon, authenticated;
+grant execute on function public.outbound_adopt_current_state() to service_role;
 
 -- A wallet linked or unlinked: told as it happens (a link is never rebuilt).
 create or replace function public.outbound_wallet_changed()
@@ -537,9 +602,6 @@ declare
 begin
   if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'Name an event, or a time range whose end is after its start.';
-  end if;
-  if p_event_id is not null and not exists (select 1 from public.outbound_events where id = p_event_id) then
-    raise exception 'event_not_found' using errcode = 'PT404', detail = 'No stored event has this id (events are kept 30 days).';
   end if;
   if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
     raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
