@@ -163,6 +163,10 @@ begin
   insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)
     select e.id, v_id, p_user_id, v_sequence from public.outbound_endpoints e
     where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
+  if p_type <> 'customer.deleted' then
+    -- The same person back after an erasure: a later erasure is told again.
+    delete from public.outbound_erased_users where id_hash = pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
+  end if;
   return v_sequence;
 end;
 $$;
@@ -435,7 +439,20 @@ $$;
 revoke all on function public.outbound_begin_erasure(text) from public, anon, authenticated;
 grant execute on function public.outbound_begin_erasure(text) to service_role;
 
--- ...and `customer.deleted`, once: forgetting a forgotten user tells nothing again.
+-- Users erased and told so (customer.deleted), as the sha256 of the id (never the id itself):
+-- forgetting a forgotten user tells nothing again. An event about the id later (the same person
+-- back) lifts it.
+create table public.outbound_erased_users (
+  id_hash bytea primary key,
+  erased_at timestamptz not null default now()
+);
+alter table public.outbound_erased_users enable row level security;
+revoke all on table public.outbound_erased_users from public, anon, authenticated;
+grant select, insert, update, delete on table public.outbound_erased_users to service_role;
+
+-- ...and `customer.deleted`, once. Then what the outbox keeps about the user goes: their earlier
+-- events that wait for no delivery, and their counter. The customer.deleted itself stays until
+-- every endpoint has it (none configured: it goes at once), then retention removes it.
 create or replace function public.outbound_tell_erasure(p_user_id text)
 returns void
 language plpgsql
@@ -443,10 +460,20 @@ volatile
 security definer
 set search_path = ''
 as $$
+declare
+  v_hash bytea := pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
 begin
-  if public.is_user_id(p_user_id) and (select s.last_type from public.outbound_user_sequences s where s.user_id = p_user_id) is distinct from 'customer.deleted' then
-    perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
+  if not public.is_user_id(p_user_id) then
+    return;
   end if;
+  if not exists (select 1 from public.outbound_erased_users where id_hash = v_hash) then
+    perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
+    insert into public.outbound_erased_users (id_hash) values (v_hash);
+  end if;
+  delete from public.outbound_events e
+  where e.user_id = p_user_id
+    and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending');
+  delete from public.outbound_user_sequences where user_id = p_user_id;
 end;
 $$;
 revoke all on function public.outbound_tell_erasure(text) from public, anon, authenticated;
@@ -696,7 +723,8 @@ revoke all on function public.outbound_events_since(timestamp with time zone,int
 grant execute on function public.outbound_events_since(timestamp with time zone,integer) to service_role;
 
 -- Retention: an event is kept 30 days, and longer while a delivery of it is pending (dead letters
--- go with their event: replay them within the 30 days). Batches of 1000 until the deadline.
+-- go with their event: replay them within the 30 days); an erased user's customer.deleted, only
+-- until every endpoint has it. Batches of 1000 until the deadline.
 create or replace function public.outbound_maintain(p_now timestamptz, p_deadline timestamptz)
 returns jsonb
 language plpgsql
@@ -712,7 +740,9 @@ begin
     delete from public.outbound_events o
     where o.id = any (array(
       select e.id from public.outbound_events e
-      where e.created_at < p_now - interval '30 days'
+      where (e.created_at < p_now - interval '30 days'
+             -- an erased user's customer.deleted, once no endpoint waits for it
+             or (e.type = 'customer.deleted' and e.user_id not in (select s.user_id from public.outbound_user_sequences s)))
         and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
       order by e.created_at
       limit 1000

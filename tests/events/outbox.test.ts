@@ -115,15 +115,31 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, buyer.userId)).toHaveLength(2);
   });
 
-  it('tells an erasure as one customer.deleted, not a revoke or an unlink per row, and only once', async () => {
+  it('tells an erasure as one customer.deleted, not a revoke or an unlink per row, and only once; then keeps nothing of the user but it until delivered', async () => {
+    const endpoint = `ep-${randomUUID().slice(0, 8)}`;
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);
     const user = await testUser();
     await deliverNow('initial-purchase', user.userId);
     await linkWallet(user, evmWallet());
-    const erased = await writtenDuring(db, user.userId, async () => {
-      await db.sql('select public.forget_user($1::uuid)', [user.userId]);
-      await db.sql('select public.forget_user($1::uuid)', [user.userId]);
-    });
-    expect(erased).toEqual([{ type: 'customer.deleted', sequence: 3, data: {} }]);
+    await db.sql("update public.outbound_deliveries set state = 'delivered' where user_id = $1", [user.userId]); // both told already
+    await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+    await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+    // The delivered events went with the user; the customer.deleted waits for its endpoint.
+    expect(await eventsOf(db, user.userId)).toEqual([{ type: 'customer.deleted', sequence: 3, data: {} }]);
+    const kept = await db.sql<{ n: number }>(`select (select count(*) from public.outbound_user_sequences where user_id = $1)
+      + (select count(*) from public.outbound_told_entitlements where user_id = $1) as n`, [user.userId]);
+    expect(Number(kept[0]!.n)).toBe(0);
+    // Delivered, it goes with the next maintenance.
+    await db.sql("update public.outbound_deliveries set state = 'delivered' where user_id = $1", [user.userId]);
+    await db.sql('select public.outbound_maintain(now(), clock_timestamp() + interval \'5 seconds\')');
+    expect(await eventsOf(db, user.userId)).toEqual([]);
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([])]);
+
+    // With no endpoint, nothing of the user stays at all.
+    const alone = await testUser();
+    await linkWallet(alone, evmWallet());
+    await db.sql('select public.forget_user($1::uuid)', [alone.userId]);
+    expect(await eventsOf(db, alone.userId)).toEqual([]);
   });
 
   it('tells nothing for an id that is no user (a custom or anonymous app user id)', async () => {

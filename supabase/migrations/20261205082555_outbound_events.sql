@@ -32,6 +32,15 @@ alter table "public"."outbound_deliveries" enable row level security;
 alter table "public"."outbound_endpoints" enable row level security;
 
 
+  create table "public"."outbound_erased_users" (
+    "id_hash" bytea not null,
+    "erased_at" timestamp with time zone not null default now()
+      );
+
+
+alter table "public"."outbound_erased_users" enable row level security;
+
+
   create table "public"."outbound_events" (
     "id" uuid not null default gen_random_uuid(),
     "user_id" text not null,
@@ -84,6 +93,8 @@ CREATE INDEX outbound_deliveries_queue_idx ON public.outbound_deliveries USING b
 
 CREATE UNIQUE INDEX outbound_endpoints_pkey ON public.outbound_endpoints USING btree (id);
 
+CREATE UNIQUE INDEX outbound_erased_users_pkey ON public.outbound_erased_users USING btree (id_hash);
+
 CREATE INDEX outbound_events_created_idx ON public.outbound_events USING btree (created_at);
 
 CREATE UNIQUE INDEX outbound_events_pkey ON public.outbound_events USING btree (id);
@@ -101,6 +112,8 @@ CREATE UNIQUE INDEX outbound_user_sequences_pkey ON public.outbound_user_sequenc
 alter table "public"."outbound_deliveries" add constraint "outbound_deliveries_pkey" PRIMARY KEY using index "outbound_deliveries_pkey";
 
 alter table "public"."outbound_endpoints" add constraint "outbound_endpoints_pkey" PRIMARY KEY using index "outbound_endpoints_pkey";
+
+alter table "public"."outbound_erased_users" add constraint "outbound_erased_users_pkey" PRIMARY KEY using index "outbound_erased_users_pkey";
 
 alter table "public"."outbound_events" add constraint "outbound_events_pkey" PRIMARY KEY using index "outbound_events_pkey";
 
@@ -262,6 +275,10 @@ begin
   insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)
     select e.id, v_id, p_user_id, v_sequence from public.outbound_endpoints e
     where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
+  if p_type <> 'customer.deleted' then
+    -- The same person back after an erasure: a later erasure is told again.
+    delete from public.outbound_erased_users where id_hash = pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
+  end if;
   return v_sequence;
 end;
 $function$
@@ -389,7 +406,9 @@ begin
     delete from public.outbound_events o
     where o.id = any (array(
       select e.id from public.outbound_events e
-      where e.created_at < p_now - interval '30 days'
+      where (e.created_at < p_now - interval '30 days'
+             -- an erased user's customer.deleted, once no endpoint waits for it
+             or (e.type = 'customer.deleted' and e.user_id not in (select s.user_id from public.outbound_user_sequences s)))
         and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
       order by e.created_at
       limit 1000
@@ -593,10 +612,20 @@ CREATE OR REPLACE FUNCTION public.outbound_tell_erasure(p_user_id text)
  SECURITY DEFINER
  SET search_path TO ''
 AS $function$
+declare
+  v_hash bytea := pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
 begin
-  if public.is_user_id(p_user_id) and (select s.last_type from public.outbound_user_sequences s where s.user_id = p_user_id) is distinct from 'customer.deleted' then
-    perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
+  if not public.is_user_id(p_user_id) then
+    return;
   end if;
+  if not exists (select 1 from public.outbound_erased_users where id_hash = v_hash) then
+    perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
+    insert into public.outbound_erased_users (id_hash) values (v_hash);
+  end if;
+  delete from public.outbound_events e
+  where e.user_id = p_user_id
+    and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending');
+  delete from public.outbound_user_sequences where user_id = p_user_id;
 end;
 $function$
 ;
@@ -845,6 +874,20 @@ grant truncate on table "public"."outbound_endpoints" to "service_role";
 
 grant update on table "public"."outbound_endpoints" to "service_role";
 
+grant delete on table "public"."outbound_erased_users" to "service_role";
+
+grant insert on table "public"."outbound_erased_users" to "service_role";
+
+grant references on table "public"."outbound_erased_users" to "service_role";
+
+grant select on table "public"."outbound_erased_users" to "service_role";
+
+grant trigger on table "public"."outbound_erased_users" to "service_role";
+
+grant truncate on table "public"."outbound_erased_users" to "service_role";
+
+grant update on table "public"."outbound_erased_users" to "service_role";
+
 grant delete on table "public"."outbound_events" to "service_role";
 
 grant insert on table "public"."outbound_events" to "service_role";
@@ -936,6 +979,7 @@ revoke all on function public.outbound_reconcile_pending() from public, anon, au
 revoke all on function public.outbound_adopt_current_state() from public, anon, authenticated;
 revoke all on function public.outbound_wallet_changed() from public, anon, authenticated;
 revoke all on function public.outbound_begin_erasure(text) from public, anon, authenticated;
+revoke all on table public.outbound_erased_users from public, anon, authenticated;
 revoke all on function public.outbound_tell_erasure(text) from public, anon, authenticated;
 revoke all on function public.outbound_tell_lapses(integer) from public, anon, authenticated;
 revoke all on function public.outbound_set_endpoints(jsonb) from public, anon, authenticated;
