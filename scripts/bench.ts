@@ -13,6 +13,7 @@ import { restAfterBusyCall, restAfterGivingWay } from '../lib/billing/maintenanc
 import { MAINTENANCE_CALL_BUDGET_MS } from '../lib/maintenance.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
+import { median, routeBundle, rssGrowth, type RssSample } from './bench/cold-start.ts';
 import { measureBroadcastCost } from './bench/broadcasts.ts';
 import { cpuMsOf, postgresCpuMs } from './bench/cpu.ts';
 import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
@@ -43,6 +44,16 @@ const FIXED_RATE = 200;
 const STORE_FLOOR = 'floor: store (POST floor + INSERT of the event)';
 const STORE_FLOOR_FEW = `floor: store, ${FEW_CONNECTIONS} connections`;
 const isStoreFloor = (name: string) => name === STORE_FLOOR || name === STORE_FLOOR_FEW;
+/**
+ * The read floor's scenarios: a GET that verifies a session token as the service does and reads one
+ * row by primary key through the service's own connection (app/api/bench-read-floor): the least an
+ * authenticated read pays. GET /api/me is measured against it.
+ */
+const READ_FLOOR = 'floor: read (session token, one row by primary key)';
+const READ_FLOOR_FEW = `floor: read, ${FEW_CONNECTIONS} connections`;
+const isReadFloor = (name: string) => name === READ_FLOOR || name === READ_FLOOR_FEW;
+const ACCOUNT_SCENARIO = 'GET /api/me (full account)';
+const ACCOUNT_SCENARIO_FEW = `${ACCOUNT_SCENARIO}, ${FEW_CONNECTIONS} connections`;
 const FIXED_RATE_SCENARIO = `billing webhook, ${FIXED_RATE} req/s`;
 const SYNCS_AFTER_SCENARIO = `${FIXED_RATE_SCENARIO}, syncs after`;
 /** The billing webhook on a server that sends each event to a receiver (outbound events on). */
@@ -105,6 +116,10 @@ interface ScenarioResult {
   ratioToStoreFloor?: number;
   /** p99 over the store floor's. */
   p99ToStoreFloor?: number;
+  /** GET /api/me's req/s over the read floor's (a verified session token and one row read) at its concurrency. */
+  ratioToReadFloor?: number;
+  /** p99 over the read floor's. */
+  p99ToReadFloor?: number;
 }
 
 interface ModeResult {
@@ -114,6 +129,8 @@ interface ModeResult {
   scenarios: ScenarioResult[];
   /** Where the billing webhook's server CPU goes (a CPU profile of a run of its own). */
   billingProfile?: BillingProfile;
+  /** Where GET /api/me's and its read floor's server CPU goes (a CPU profile of each, at 10 connections). */
+  readProfiles?: { account: BillingProfile; readFloor: BillingProfile };
   /** Broadcasts stored per request with Realtime's schema present, by scenario (Postgres mode). */
   broadcastsPerRequest?: Record<string, number>;
 }
@@ -136,6 +153,8 @@ interface RequestSpec {
   onResponse?: (index: number, status: number, body: string) => void;
   /** A fixed number of requests instead of a duration. */
   amount?: number;
+  /** Run this long instead of the scenario's usual duration (the soak). */
+  durationSeconds?: number;
   /** Concurrent connections (default CONNECTIONS). */
   connections?: number;
   /** Offer this many requests per second in all (a load below saturation), instead of as many as answered. */
@@ -156,7 +175,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
   const result = await autocannon({
     url: server.url,
     connections: spec.connections ?? CONNECTIONS,
-    ...(spec.amount ? { amount: spec.amount } : { duration: spec.overallRate ? FIXED_RATE_DURATION_SECONDS : DURATION_SECONDS }),
+    ...(spec.amount ? { amount: spec.amount } : { duration: spec.durationSeconds ?? (spec.overallRate ? FIXED_RATE_DURATION_SECONDS : DURATION_SECONDS) }),
     // Each response once: autocannon 9 "corrects" a rate-limited run for coordinated omission with an
     // expected interval of Math.ceil(1 / rate) (lib/run.js), a rate per second read as 1 ms, so a
     // response of L ms added about L values (L, L - 1, ... 2 ms) as if requests had been held back
@@ -397,6 +416,16 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     });
     await measure(STORE_FLOOR, storeFloorRequest(CONNECTIONS));
     await measure(STORE_FLOOR_FEW, storeFloorRequest(FEW_CONNECTIONS));
+    // The read floor: a verified session token and one row read by primary key (its user's row is
+    // made by the warm-up's first request), GET /api/me's own floor.
+    const readFloorToken = await mintDevToken({ embeddedDbDir }, { userId: crypto.randomUUID(), email: 'floor@example.test', expiresInSeconds: 3600 });
+    const readFloorRequest: RequestSpec = { method: 'GET', path: '/api/bench-read-floor', headers: { authorization: `Bearer ${readFloorToken}` } };
+    await runScenario(server, 'warm-up', { ...readFloorRequest, amount: WARM_UP_REQUESTS });
+    await measure(READ_FLOOR, readFloorRequest);
+    await measure(READ_FLOOR_FEW, { ...readFloorRequest, connections: FEW_CONNECTIONS });
+    const profileAccount = wanted(ACCOUNT_SCENARIO);
+    const readFloorProfile = profileAccount ? await profileWhileRunning('read floor, profiled', { ...readFloorRequest, connections: FEW_CONNECTIONS }) : undefined;
+    let accountProfile: BillingProfile | undefined;
 
     await warmUp('/api/webhooks/subscription-billing', 'billing');
     await measure('billing webhook, unique', {
@@ -435,7 +464,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     // Wallet link for fresh users: challenges (timed), signatures (not timed), links (timed).
     if (wanted('wallet challenge') || wanted('wallet link (signed)')) await benchWalletLinks();
     if (wanted('wallet link (ERC') && CONTRACT_WALLET_USERS > 0) await benchContractWalletLinks();
-    if (wanted('GET /api/me')) await benchAccount();
+    if (wanted('GET /api/me')) accountProfile = await benchAccount(profileAccount);
     if (mode === 'postgres' && databaseUrl && wanted(FIXED_RATE_SCENARIO)) {
       // The same rate with maintenance running beside it on its own connection, paced as the
       // service's job paces a backlog (startMaintenanceBeside): retention's checkpoints of quiet
@@ -460,7 +489,8 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     const broadcasts = mode === 'postgres' && (wanted(BROADCAST_SCENARIOS.billing) || ONLY?.includes('broadcasts')) ? await benchBroadcasts() : undefined;
 
     setRatiosToFloors(scenarios);
-    return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios, billingProfile, broadcastsPerRequest: broadcasts };
+    const readProfiles = accountProfile && readFloorProfile ? { account: accountProfile, readFloor: readFloorProfile } : undefined;
+    return { mode, coldStartMs: Math.round(server.coldStartMs), peakRssMiB: server.peakRssMiB(), scenarios, billingProfile, readProfiles, broadcastsPerRequest: broadcasts };
   } finally {
     await server.stop();
     if (process.env.BENCH_SERVER_LOG) writeFileSync(process.env.BENCH_SERVER_LOG, server.output());
@@ -469,16 +499,24 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
 
   /** The billing webhook at 10 connections under the CPU profiler: where a request's server CPU goes. */
   async function profileBillingWebhook(): Promise<BillingProfile> {
+    return profileWhileRunning('billing webhook, profiled', {
+      method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS,
+      next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-p`, index, start + 2 * DAY_MS)) }),
+    }, 'record_billing_event');
+  }
+
+  /**
+   * A run under the CPU profiler (untimed): where a request's server CPU goes, and (given the SQL
+   * function each request calls, a PL/pgSQL one: the bench's Postgres tracks only those) its SQL
+   * functions' time.
+   */
+  async function profileWhileRunning(name: string, spec: RequestSpec, sqlRoot?: string): Promise<BillingProfile> {
     let requests = 0;
-    const sqlBefore = databaseUrl ? await functionStats(databaseUrl) : undefined;
+    const sqlBefore = databaseUrl && sqlRoot ? await functionStats(databaseUrl) : undefined;
     const profile = await profileWhile(server.output, async () => {
-      const result = await run('billing webhook, profiled', {
-        method: 'POST', path: '/api/webhooks/subscription-billing', headers: billingHeaders, connections: FEW_CONNECTIONS,
-        next: (index) => ({ body: JSON.stringify(billingEvent(`${runId}-p`, index, start + 2 * DAY_MS)) }),
-      });
-      requests = result.requests;
+      requests = (await run(name, spec)).requests;
     });
-    const sqlFunctions = databaseUrl && sqlBefore ? functionCosts(sqlBefore, await functionStats(databaseUrl)) : undefined;
+    const sqlFunctions = databaseUrl && sqlBefore ? functionCosts(sqlBefore, await functionStats(databaseUrl), sqlRoot) : undefined;
     const summary = summarizeProfile(profile);
     const perRequest = (ms: number) => Math.round((ms / Math.max(1, requests)) * 1000) / 1000;
     return {
@@ -577,15 +615,20 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     return cost.broadcastsPerRequest;
   }
 
-  async function benchAccount() {
+  /** GET /api/me for a user with a full account, at 50 and 10 connections; its CPU profile when asked. */
+  async function benchAccount(profile: boolean): Promise<BillingProfile | undefined> {
     const meToken = await prepareAccountUser(server, embeddedDbDir, `${runId}-me`, (meUserId, entitlement, index) => {
       const event = billingEvent(`${runId}-me`, index, Date.now());
       Object.assign(event.event, { app_user_id: meUserId, original_app_user_id: meUserId, aliases: [meUserId], entitlement_ids: [entitlement] });
       return event;
     });
     const meRequest: RequestSpec = { method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${meToken}` } };
-    await measure('GET /api/me (full account)', meRequest);
-    await measure(`GET /api/me (full account), ${FEW_CONNECTIONS} connections`, { ...meRequest, connections: FEW_CONNECTIONS });
+    // Warmed up as its read floor is (untimed), so neither pays for compiling its code in the run.
+    await runScenario(server, 'warm-up', { ...meRequest, amount: WARM_UP_REQUESTS });
+    const accountProfile = profile ? await profileWhileRunning('GET /api/me, profiled', { ...meRequest, connections: FEW_CONNECTIONS }) : undefined;
+    await measure(ACCOUNT_SCENARIO, meRequest);
+    await measure(ACCOUNT_SCENARIO_FEW, { ...meRequest, connections: FEW_CONNECTIONS });
+    return accountProfile;
   }
 }
 
@@ -697,8 +740,9 @@ async function startMaintenanceBeside(databaseUrl: string, quiet: (subscriber: n
  * 50); each POST also against the store floor (at its concurrency, else at 50).
  */
 function setRatiosToFloors(scenarios: ScenarioResult[]): void {
-  const floors = scenarios.filter((s) => s.name.startsWith('floor') && !isStoreFloor(s.name));
+  const floors = scenarios.filter((s) => s.name.startsWith('floor') && !isStoreFloor(s.name) && !isReadFloor(s.name));
   const storeFloors = scenarios.filter((s) => isStoreFloor(s.name));
+  const readFloors = scenarios.filter((s) => isReadFloor(s.name));
   const round = (value: number) => Math.round(value * 100) / 100;
   const atConcurrency = (candidates: ScenarioResult[], scenario: ScenarioResult) =>
     candidates.find((f) => f.method === scenario.method && f.connections === scenario.connections) ?? candidates.find((f) => f.method === scenario.method && f.connections === CONNECTIONS);
@@ -712,6 +756,11 @@ function setRatiosToFloors(scenarios: ScenarioResult[]): void {
     if (storeFloor) {
       scenario.ratioToStoreFloor = round(scenario.rps / storeFloor.rps);
       scenario.p99ToStoreFloor = round(scenario.p99 / Math.max(1, storeFloor.p99));
+    }
+    const readFloor = scenario.name.startsWith(ACCOUNT_SCENARIO) ? atConcurrency(readFloors, scenario) : undefined;
+    if (readFloor) {
+      scenario.ratioToReadFloor = round(scenario.rps / readFloor.rps);
+      scenario.p99ToReadFloor = round(scenario.p99 / Math.max(1, readFloor.p99));
     }
   }
 }
@@ -798,6 +847,186 @@ async function billingWithEventsSent(postgres: PostgresServer, baseEnv: Record<s
   }
 }
 
+/** Fresh processes per route for its cold start (the median is reported). */
+const COLD_STARTS_PER_ROUTE = Number(process.env.BENCH_COLD_STARTS ?? 3);
+const COLD_START_FLOOR = 'POST floor';
+
+interface ColdStart {
+  mode: Mode;
+  route: string;
+  path: string;
+  /** Each fresh process's ms from spawn to the answer of its first request to this route. */
+  samplesMs: number[];
+  medianMs: number;
+  /** The route's server bundle in the build (its loader and the chunks it loads first), bytes. */
+  bundleBytes: number | null;
+  /** medianMs over the POST floor's. */
+  toPostFloor?: number;
+}
+
+/**
+ * Cold starts: fresh `next start` processes of the bench's build, each timed from spawn to the
+ * answer of its first request to one route (polled every 5 ms until the server listens; nothing
+ * else is asked first, so the route's modules load, and its database connection opens, in that
+ * request). The database (migrated, with GET /api/me's user and the read floor's row) is prepared
+ * by a server of its own first, then stopped; the routes take turns, round by round, so a drift of
+ * the machine spreads over all of them.
+ */
+async function benchColdStarts(mode: Mode, postgres: PostgresServer): Promise<ColdStart[]> {
+  const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-cold-${mode}-`));
+  const embeddedDbDir = path.join(folder, 'pglite');
+  let databaseUrl: string | undefined;
+  if (mode === 'postgres') {
+    const name = `bench_cold_${Date.now()}`;
+    await createDatabase(postgres.url(), name);
+    databaseUrl = postgres.url(name);
+  }
+  const env = benchServerEnv(embeddedDbDir, databaseUrl);
+  const runId = `cold-${mode}-${Date.now()}`;
+  const start = Date.now();
+  try {
+    const preparing = await startNextServer({ env });
+    let meToken: string;
+    try {
+      meToken = await prepareAccountUser(preparing, embeddedDbDir, `${runId}-me`, (userId, entitlement, index) => {
+        const event = billingEvent(`${runId}-me`, index, start);
+        Object.assign(event.event, { app_user_id: userId, original_app_user_id: userId, aliases: [userId], entitlement_ids: [entitlement] });
+        return event;
+      });
+      const floorRow = await fetch(`${preparing.url}/api/bench-read-floor`, { headers: { authorization: `Bearer ${meToken}` } });
+      if (floorRow.status !== 200) throw new Error(`the read floor answered ${floorRow.status}: ${await floorRow.text()}`);
+    } finally {
+      await preparing.stop();
+    }
+    const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+    const json = { 'content-type': 'application/json' };
+    let attempt = 0;
+    // A challenge per fresh user (a user may ask 10 a minute), whatever number of attempts it takes.
+    const challengers = await Promise.all(Array.from({ length: COLD_STARTS_PER_ROUTE * 3 }, (_, index) =>
+      mintDevToken({ embeddedDbDir }, { userId: crypto.randomUUID(), email: `cold-${index}@example.test`, expiresInSeconds: 3600 })));
+    const routes: { route: string; path: string; init: () => RequestInit }[] = [
+      { route: 'GET floor', path: '/api/health/live', init: () => ({}) },
+      { route: COLD_START_FLOOR, path: '/api/bench-floor', init: () => ({ method: 'POST', headers: { ...json, ...bearer(BILLING_SECRET) }, body: JSON.stringify(billingEvent(`${runId}-floor`, attempt++, start)) }) },
+      { route: 'read floor', path: '/api/bench-read-floor', init: () => ({ headers: bearer(meToken) }) },
+      { route: 'billing webhook', path: '/api/webhooks/subscription-billing', init: () => ({ method: 'POST', headers: { ...json, ...bearer(BILLING_SECRET) }, body: JSON.stringify(billingEvent(`${runId}-billing`, attempt++, start + DAY_MS)) }) },
+      { route: 'GET /api/me', path: '/api/me', init: () => ({ headers: bearer(meToken) }) },
+      { route: 'wallet challenge', path: '/api/wallet-link/challenge', init: () => ({ method: 'POST', headers: { ...json, ...bearer(challengers[attempt++ % challengers.length]!) }, body: JSON.stringify({ chain: 'evm', address: privateKeyToAccount(generatePrivateKey()).address, chainId: 1 }) }) },
+    ];
+    const samples = new Map<string, number[]>(routes.map(({ route }) => [route, []]));
+    for (let round = 0; round < COLD_STARTS_PER_ROUTE; round++) {
+      for (const { route, path: routePath, init } of routes) {
+        const fresh = await startNextServer({ env, readyRequest: { path: routePath, init }, pollMs: 5 });
+        await fresh.stop();
+        samples.get(route)!.push(Math.round(fresh.coldStartMs));
+        console.log(`  ${mode.padEnd(8)} cold start ${route.padEnd(20)} ${Math.round(fresh.coldStartMs)} ms`);
+      }
+    }
+    const results: ColdStart[] = routes.map(({ route, path: routePath }) => ({
+      mode, route, path: routePath, samplesMs: samples.get(route)!, medianMs: median(samples.get(route)!), bundleBytes: routeBundle(BENCH_BUILD.distDir, routePath)?.bytes ?? null,
+    }));
+    const floor = results.find((result) => result.route === COLD_START_FLOOR)!;
+    for (const result of results) result.toPostFloor = Math.round((result.medianMs / floor.medianMs) * 100) / 100;
+    return results;
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+const SOAK_MINUTES = Number(process.env.BENCH_SOAK_MINUTES ?? 10);
+/** Offered a second during the soak, each (below saturation: a day's traffic, not a stress test). */
+const SOAK_RATES = { billing: 100, account: 100, walletLinksEvery: 1_000, maintenanceEvery: 15_000 };
+const SOAK_CRON_SECRET = 'bench-cron-secret-0123456789abcdef0123456789abcdef';
+
+interface SoakResult {
+  mode: Mode;
+  minutes: number;
+  requests: { billing: number; account: number; walletLinks: number; maintenance: number; failed: number };
+  samples: RssSample[];
+  warmMiB: number;
+  endMiB: number;
+  growth: number;
+  peakRssMiB: number;
+}
+
+/**
+ * `npm run bench -- --soak`: one server for BENCH_SOAK_MINUTES (default 10) of mixed traffic below
+ * saturation (billing webhooks and GET /api/me at 100 a second each, a wallet linked by a fresh user
+ * every second, the maintenance cron every 15 s), its resident memory sampled every 5 s: growth
+ * from once warmed (10-30% of the run) to the end (the last 20%) must stay within 10%.
+ */
+async function benchSoak(mode: Mode, postgres: PostgresServer): Promise<SoakResult> {
+  const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-soak-${mode}-`));
+  const embeddedDbDir = path.join(folder, 'pglite');
+  let databaseUrl: string | undefined;
+  if (mode === 'postgres') {
+    const name = `bench_soak_${Date.now()}`;
+    await createDatabase(postgres.url(), name);
+    databaseUrl = postgres.url(name);
+  }
+  const server = await startNextServer({ env: { ...benchServerEnv(embeddedDbDir, databaseUrl), CRON_SECRET: SOAK_CRON_SECRET } });
+  const runId = `soak-${mode}-${Date.now()}`;
+  const start = Date.now();
+  const durationMs = SOAK_MINUTES * 60_000;
+  const requests = { billing: 0, account: 0, walletLinks: 0, maintenance: 0, failed: 0 };
+  try {
+    const meToken = await prepareAccountUser(server, embeddedDbDir, `${runId}-me`, (userId, entitlement, index) => {
+      const event = billingEvent(`${runId}-me`, index, start);
+      Object.assign(event.event, { app_user_id: userId, original_app_user_id: userId, aliases: [userId], entitlement_ids: [entitlement] });
+      return event;
+    });
+    const began = performance.now();
+    const samples: RssSample[] = [];
+    const sample = () => samples.push({ atMs: Math.round(performance.now() - began), rssMiB: server.rssMiB() });
+    sample();
+    const sampler = setInterval(sample, 5_000);
+    let running = true;
+    /** Every `everyMs` until the run ends: `work`, its failures counted. */
+    const every = async (everyMs: number, work: () => Promise<void>) => {
+      while (running) {
+        const started = performance.now();
+        await work().catch(() => requests.failed++);
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, everyMs - (performance.now() - started))));
+      }
+    };
+    const seconds = durationMs / 1000;
+    const background = [
+      every(SOAK_RATES.walletLinksEvery, async () => {
+        const token = await mintDevToken({ embeddedDbDir }, { userId: crypto.randomUUID(), email: 'soak@example.test', expiresInSeconds: 3600 });
+        await linkFreshWallets(server, token, 1);
+        requests.walletLinks++;
+      }),
+      every(SOAK_RATES.maintenanceEvery, async () => {
+        const response = await fetch(`${server.url}/api/cron/maintenance`, { headers: { authorization: `Bearer ${SOAK_CRON_SECRET}` } });
+        await response.arrayBuffer();
+        if (!response.ok) throw new Error(`maintenance answered ${response.status}`);
+        requests.maintenance++;
+      }),
+    ];
+    const timed = { durationSeconds: seconds, connections: FEW_CONNECTIONS, postgresPid: databaseUrl ? postgres.pid() : undefined };
+    const [billing, account] = await Promise.all([
+      runScenario(server, 'soak: billing webhook', {
+        ...timed, method: 'POST', path: '/api/webhooks/subscription-billing', headers: { authorization: `Bearer ${BILLING_SECRET}` }, overallRate: SOAK_RATES.billing,
+        next: (index) => ({ body: JSON.stringify(billingEvent(runId, index, start)) }),
+      }),
+      runScenario(server, 'soak: GET /api/me', { ...timed, method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${meToken}` }, overallRate: SOAK_RATES.account }),
+    ]);
+    running = false;
+    await Promise.all(background);
+    clearInterval(sampler);
+    sample();
+    requests.account = account.requests;
+    requests.billing = billing.requests;
+    requests.failed += billing.errors + billing.non2xx + account.errors + account.non2xx;
+    console.log(`  ${mode.padEnd(8)} soak: billing webhook p99 ${billing.p99} ms, GET /api/me p99 ${account.p99} ms`);
+    const growth = rssGrowth(samples, durationMs);
+    return { mode, minutes: SOAK_MINUTES, requests, samples, ...growth, peakRssMiB: server.peakRssMiB() };
+  } finally {
+    await server.stop();
+    if (process.env.BENCH_SERVER_LOG) writeFileSync(process.env.BENCH_SERVER_LOG, server.output());
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
 function markdownTable(modes: ModeResult[]): string {
   const lines = [
     '| mode | scenario | conns | req/s | x floor | x store floor | p50 ms | p99 ms | p99 x floor | p99 x store floor | errors | non-2xx | db calls/req | server CPU ms/req | Postgres CPU ms/req |',
@@ -830,12 +1059,47 @@ function markdownTable(modes: ModeResult[]): string {
         ...mode.billingProfile!.sqlFunctions!.map((f) => `| ${f.name} | ${f.callsPerEvent} | ${f.selfMsPerEvent.toFixed(3)} | ${f.totalMsPerCall.toFixed(3)} |`));
     }
   }
+  for (const mode of modes.filter((m) => m.scenarios.some((s) => s.ratioToReadFloor !== undefined))) {
+    lines.push('', `GET /api/me against the read floor (${mode.mode}):`, '', '| scenario | conns | req/s | x read floor | p99 ms | p99 x read floor |', '|---|---:|---:|---:|---:|---:|');
+    for (const s of mode.scenarios.filter((s) => isReadFloor(s.name) || s.ratioToReadFloor !== undefined)) {
+      lines.push(`| ${s.name} | ${s.connections} | ${s.rps} | ${s.ratioToReadFloor?.toFixed(2) ?? '1.00'} | ${s.p99} | ${s.p99ToReadFloor?.toFixed(2) ?? '1.00'} |`);
+    }
+  }
+  const readProfiled = modes.filter((mode) => mode.readProfiles);
+  if (readProfiled.length > 0) {
+    lines.push('', `Where GET /api/me's server CPU goes, beside its read floor's (CPU profile, ${FEW_CONNECTIONS} connections; ms per request):`, '',
+      `| part | ${readProfiled.map((mode) => `${mode.mode}: read floor | GET /api/me`).join(' | ')} |`,
+      `|---|${readProfiled.map(() => '---:|---:').join('|')}|`);
+    for (const bucket of PROFILE_BUCKETS) {
+      lines.push(`| ${bucket} | ${readProfiled.map((mode) => `${mode.readProfiles!.readFloor.msPerRequest[bucket].toFixed(3)} | ${mode.readProfiles!.account.msPerRequest[bucket].toFixed(3)}`).join(' | ')} |`);
+    }
+    const total = (profile: BillingProfile) => PROFILE_BUCKETS.reduce((sum, bucket) => sum + profile.msPerRequest[bucket], 0).toFixed(3);
+    lines.push(`| all | ${readProfiled.map((mode) => `${total(mode.readProfiles!.readFloor)} | ${total(mode.readProfiles!.account)}`).join(' | ')} |`);
+    for (const mode of readProfiled) {
+      lines.push('', `Heaviest functions of GET /api/me by self time (${mode.mode}): ${mode.readProfiles!.account.topFunctions.slice(0, 10).map((f) => `${f.name} (${f.source}) ${f.msPerRequest.toFixed(3)}`).join('; ')}`);
+    }
+  }
   for (const mode of modes.filter((m) => m.broadcastsPerRequest)) {
     lines.push('', `Broadcasts stored per request with Realtime's schema (${mode.mode}): ${Object.entries(mode.broadcastsPerRequest!).map(([name, n]) => `${name}: ${n}`).join('; ')}`);
   }
   lines.push('', '| mode | cold start (spawn to first 200 from /api/health) | peak RSS of the server |', '|---|---:|---:|');
   for (const mode of modes) lines.push(`| ${mode.mode} | ${mode.coldStartMs} ms | ${mode.peakRssMiB} MiB |`);
   return lines.join('\n');
+}
+
+function coldStartTable(coldStarts: ColdStart[]): string {
+  return [
+    `| mode | cold start of (spawn to its first answer) | median ms (${COLD_STARTS_PER_ROUTE} processes) | each ms | x POST floor | server bundle KiB |`,
+    '|---|---|---:|---:|---:|---:|',
+    ...coldStarts.map((c) => `| ${c.mode} | ${c.route} (${c.path}) | ${c.medianMs} | ${c.samplesMs.join(', ')} | ${c.toPostFloor?.toFixed(2) ?? ''} | ${c.bundleBytes === null ? '' : Math.round(c.bundleBytes / 1024)} |`),
+  ].join('\n');
+}
+
+/** Postgres mode: every route's cold start within 1.5x the POST floor's (the framework's own). */
+function coldStartTargets(coldStarts: ColdStart[]): TargetCheck[] {
+  return coldStarts.filter((c) => c.mode === 'postgres' && c.route !== COLD_START_FLOOR && c.route !== 'GET floor' && c.toPostFloor !== undefined).map((c) => ({
+    target: `postgres: cold start of ${c.route} <= 1.5x the POST floor's`, value: `${c.toPostFloor!.toFixed(2)}x (${c.medianMs} ms)`, met: c.toPostFloor! <= 1.5,
+  }));
 }
 
 interface TargetCheck {
@@ -895,6 +1159,16 @@ function targets(modes: ModeResult[]): TargetCheck[] {
     const factor = withEvents.p99 / Math.max(1, plain.p99);
     checks.push({ target: `postgres: billing webhook p99 at ${FIXED_RATE} req/s with events sent <= 1.5x without`, value: `${factor.toFixed(2)}x (${withEvents.p99} ms vs ${plain.p99} ms)`, met: factor <= 1.5 });
   }
+  // GET /api/me against the read floor: a verified token and one row read is all any authenticated
+  // read must pay; the account costs at most about 1.4x that (Postgres), 2x (embedded).
+  const readTarget = (mode: Mode, ratio: number, factor: number) => {
+    const at50 = find(mode, ACCOUNT_SCENARIO);
+    if (at50?.ratioToReadFloor !== undefined) checks.push({ target: `${mode}: ${ACCOUNT_SCENARIO} >= ${ratio} of the read floor's req/s`, value: at50.ratioToReadFloor.toFixed(2), met: at50.ratioToReadFloor >= ratio });
+    const at10 = find(mode, ACCOUNT_SCENARIO_FEW);
+    if (at10?.p99ToReadFloor !== undefined) checks.push({ target: `${mode}: ${ACCOUNT_SCENARIO_FEW} p99 <= ${factor}x the read floor's`, value: `${at10.p99ToReadFloor.toFixed(2)}x (${at10.p99} ms)`, met: at10.p99ToReadFloor <= factor });
+  };
+  readTarget('postgres', 0.7, 1.5);
+  readTarget('embedded', 0.5, 2);
   // The embedded database against the POST floor (its store floor is reported too).
   atLeast('embedded', billing, 0.5);
   p99Within('embedded', billingFew, 2);
@@ -946,22 +1220,51 @@ if (process.argv.includes('--reads')) {
   process.exit(process.exitCode ?? 0);
 }
 
+/** The machine's load average as a run begins (another job's CPU shows in every figure). */
+const loadAverage = () => os.loadavg().map((value) => value.toFixed(2)).join(' ');
+const loadAverageAtStart = loadAverage();
+console.log(`load average: ${loadAverageAtStart}`);
+
+// npm run bench -- --soak: mixed traffic for BENCH_SOAK_MINUTES on one server a mode (Postgres mode
+// unless BENCH_MODES says), and its memory's growth; then nothing else.
+if (process.argv.includes('--soak')) {
+  const postgres = await startPostgresServer();
+  const soaks: SoakResult[] = [];
+  try {
+    for (const mode of (process.env.BENCH_MODES ?? 'postgres').split(',') as Mode[]) soaks.push(await benchSoak(mode, postgres));
+  } finally {
+    await postgres.stop();
+  }
+  const checks = soaks.map((soak) => ({ target: `${soak.mode}: resident memory grows <= 10% over ${soak.minutes} minutes of mixed traffic`, value: `${(soak.growth * 100).toFixed(1)}% (${soak.warmMiB} -> ${soak.endMiB} MiB; peak ${soak.peakRssMiB} MiB)`, met: soak.growth <= 0.1 }));
+  const table = ['| mode | minutes | billing webhooks | GET /api/me | wallet links | maintenance runs | failed | RSS warmed MiB | RSS at the end MiB | growth | peak RSS MiB |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...soaks.map((soak) => `| ${soak.mode} | ${soak.minutes} | ${soak.requests.billing} | ${soak.requests.account} | ${soak.requests.walletLinks} | ${soak.requests.maintenance} | ${soak.requests.failed} | ${soak.warmMiB} | ${soak.endMiB} | ${(soak.growth * 100).toFixed(1)}% | ${soak.peakRssMiB} |`)].join('\n');
+  const lines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
+  mkdirSync('bench-results', { recursive: true });
+  writeFileSync(path.join('bench-results', 'latest-soak.json'), `${JSON.stringify({ date: new Date().toISOString(), machine, soaks, targets: checks }, null, 2)}\n`);
+  console.log(`\n${table}\n\n${lines}\n\nwritten: bench-results/latest-soak.json`);
+  process.exit(process.exitCode ?? 0);
+}
+
 const postgres = await startPostgresServer();
 const chain = await startLocalChain({ chainId: CONTRACT_CHAIN_ID });
 const modes: ModeResult[] = [];
+const coldStarts: ColdStart[] = [];
 let appReads: AppReadsCost | undefined;
 try {
   const selected = (process.env.BENCH_MODES ?? 'postgres,embedded').split(',') as Mode[];
   if (selected.includes('postgres') && (!ONLY || ONLY.some((prefix) => 'app reads'.startsWith(prefix)))) appReads = await benchAppReads(postgres);
-  for (const mode of selected) modes.push(await benchMode(mode, postgres, chain));
+  const onlyColdStarts = ONLY?.every((prefix) => 'cold start'.startsWith(prefix)) ?? false;
+  if (!onlyColdStarts) for (const mode of selected) modes.push(await benchMode(mode, postgres, chain));
+  // Cold starts last, with no other server running (BENCH_ONLY='cold start' runs them alone).
+  if (!ONLY || ONLY.some((prefix) => 'cold start'.startsWith(prefix))) for (const mode of selected) coldStarts.push(...await benchColdStarts(mode, postgres));
 } finally {
   await chain.stop();
   await postgres.stop();
 }
 
-const checks = targets(modes);
-const report = { date: new Date().toISOString(), machine, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, modes, appReads, targets: checks };
-const table = `${markdownTable(modes)}${appReads ? `\n\n${formatAppReads(appReads)}` : ''}`;
+const checks = [...targets(modes), ...coldStartTargets(coldStarts)];
+const report = { date: new Date().toISOString(), machine, loadAverageAtStart: loadAverageAtStart, durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, modes, coldStarts, appReads, targets: checks };
+const table = `${markdownTable(modes)}${coldStarts.length ? `\n\n${coldStartTable(coldStarts)}` : ''}${appReads ? `\n\n${formatAppReads(appReads)}` : ''}`;
 const targetLines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
 mkdirSync('bench-results', { recursive: true });
 writeFileSync(path.join('bench-results', 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);

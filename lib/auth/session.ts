@@ -1,4 +1,4 @@
-import { createClient, type SupabaseClient } from '@supabase/supabase-js';
+import type { SupabaseClient } from '@supabase/supabase-js';
 import { createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { getConfig, type Config } from '../config.ts';
 import { DomainError, type DomainErrorCode } from '../errors.ts';
@@ -85,11 +85,11 @@ async function verifySessionToken(token: string, config: Config): Promise<JWTPay
         return (await jwtVerify(token, publicKey, { ...common, algorithms: ['ES256'], issuer: DEV_ISSUER })).payload;
       }
       case 'hs256':
-        return (await jwtVerify(token, hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
+        return (await jwtVerify(token, await hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
       case 'supabase-jwks':
         // Projects on the legacy shared secret still sign HS256; only then is HS256 accepted.
         if (alg === 'HS256' && config.auth.jwtSecret) {
-          return (await jwtVerify(token, hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
+          return (await jwtVerify(token, await hs256Key(config), { ...common, algorithms: ['HS256'], issuer: config.auth.issuer })).payload;
         }
         return await verifyWithJwks(token, config.auth.supabaseUrl!, { ...common, algorithms: ['ES256', 'RS256'], issuer: config.auth.issuer });
     }
@@ -115,9 +115,21 @@ function authUnavailable(): DomainError {
   return new DomainError('auth_unavailable', 'The identity provider could not be reached to verify the session. Retry shortly.');
 }
 
-const textEncoder = new TextEncoder();
-function hs256Key(config: Config): Uint8Array {
-  return textEncoder.encode(config.auth.jwtSecret!);
+/**
+ * The legacy shared secret as a verification key, imported once. jose imports a secret given as
+ * bytes again on every verification (WebCrypto's importKey); the imported key is what it verifies
+ * with, so keeping it changes nothing about what is accepted. Only the key is kept, never a token
+ * or a verdict: every token is verified in full on every request. A new secret (a new
+ * configuration) is imported afresh.
+ */
+let hs256Imported: { secret: string; key: Promise<CryptoKey> } | undefined;
+function hs256Key(config: Config): Promise<CryptoKey> {
+  const secret = config.auth.jwtSecret!;
+  if (hs256Imported?.secret !== secret) {
+    const key = crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+    hs256Imported = { secret, key };
+  }
+  return hs256Imported.key;
 }
 
 const JWKS_TIMEOUT_MS = 5_000;
@@ -213,15 +225,18 @@ function forgetJwksFailures(host: string): void {
   for (const key of loggedJwksFailures) if (key.startsWith(`${host}\n`)) loggedJwksFailures.delete(key);
 }
 
-const authClients = new Map<string, SupabaseClient>();
-function authClient(config: Config): SupabaseClient {
+// supabase-js is loaded at the first liveness check, not with the routes that read this module:
+// reads (GET /api/me) never ask, and a cold start should not load what its request does not use.
+const authClients = new Map<string, Promise<SupabaseClient>>();
+function authClient(config: Config): Promise<SupabaseClient> {
   const key = `${config.auth.supabaseUrl}|${config.auth.apiKey}`;
   let client = authClients.get(key);
   if (!client) {
-    client = createClient(config.auth.supabaseUrl!, config.auth.apiKey!, {
+    client = import('@supabase/supabase-js').then(({ createClient }) => createClient(config.auth.supabaseUrl!, config.auth.apiKey!, {
       auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
-    });
+    }));
     authClients.set(key, client);
+    client.catch(() => authClients.delete(key));
   }
   return client;
 }
@@ -230,7 +245,7 @@ function authClient(config: Config): SupabaseClient {
 async function assertSessionAlive(token: string, userId: string, config: Config): Promise<void> {
   let result: Awaited<ReturnType<SupabaseClient['auth']['getUser']>>;
   try {
-    result = await authClient(config).auth.getUser(token);
+    result = await (await authClient(config)).auth.getUser(token);
   } catch {
     throw authUnavailable();
   }

@@ -4,7 +4,7 @@ import { DomainError, parseWithSchema } from '../errors.ts';
 import { log } from '../log.ts';
 import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
 import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
-import { decodeEvmSignature, decodeSolanaSignature, EVM_SIGNATURE_BYTES } from './verify.ts';
+import { decodeEvmSignature, decodeSolanaSignature, EVM_SIGNATURE_BYTES } from './signature-encoding.ts';
 
 /** Request bodies of the wallet-link endpoints are small; anything bigger is not a real client. */
 export const WALLET_BODY_MAX_BYTES = 32 * 1024;

@@ -6,8 +6,7 @@ import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { buildChallenge } from './challenge.ts';
 import { toWalletLink, toWalletLinks, type WalletLink, type WalletLinkRow } from './links.ts';
-import { verifyContractSignature, type ContractProofKind } from './contract-signatures.ts';
-import { verifyLinkProof } from './proof.ts';
+import type { ContractProofKind } from './contract-signatures.ts';
 import { isUuid } from '../uuid.ts';
 import type { ChallengeInput, LinkInput } from './schemas.ts';
 
@@ -74,6 +73,9 @@ export interface LinkResult {
  */
 export async function linkWallet(user: User, input: LinkInput, now = new Date()): Promise<LinkResult> {
   const config = getConfig();
+  // The signature checks (viem, the curves) load at the first link, not with every route of this
+  // module: a challenge, a list or an unlink never runs them, and a cold start pays for what it loads.
+  const { verifyLinkProof } = await import('./proof.ts');
   const proof = await verifyLinkProof(input, { appOrigin: config.appOrigin, now, contractChains: config.wallet.evmRpcUrls });
   let kind: 'eoa' | ContractProofKind = 'eoa';
   if (proof.kind === 'contract') {
@@ -89,6 +91,7 @@ export async function linkWallet(user: User, input: LinkInput, now = new Date())
       throw new DomainError('rate_limited', `At most 20 smart-contract wallet checks per account in 10 minutes; retry in ${seconds} s.`, { retryAfterSeconds: seconds });
     }
     const rpc = { chainId: proof.chainId, url: config.wallet.evmRpcUrls.get(proof.chainId)!, timeoutMs: config.wallet.evmRpcTimeoutMs };
+    const { verifyContractSignature } = await import('./contract-signatures.ts');
     const check = await verifyContractSignature(rpc, { address: input.address, message: input.message, signature: input.signature });
     if (check.outcome === 'unanswered') {
       if (check.providerFault) await refundContractCheck(user, proof.challengeId);

@@ -2,6 +2,7 @@ import { ed25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex, recoverMessageAddress } from 'viem';
 import { parseRfc3339 } from './abnf.ts';
 import { decodeBase58, type ChainFamily } from './address.ts';
+import { EVM_SIGNATURE_BYTES, SOLANA_SIGNATURE_BYTES } from './signature-encoding.ts';
 import { parseSignInMessage, type SignInMessage } from './sign-in-message.ts';
 
 /**
@@ -18,28 +19,9 @@ import { parseSignInMessage, type SignInMessage } from './sign-in-message.ts';
  * decoded from the address written in the message, never a key the client supplies.
  */
 
-export type DecodedSignature = { ok: true; bytes: Uint8Array } | { ok: false; code: 'invalid_request'; reason: string };
-
-/** The size of an ordinary wallet's signature (r, s, v); anything else can only be a contract wallet's. */
-export const EVM_SIGNATURE_BYTES = 65;
-const SOLANA_SIGNATURE_BYTES = 64;
-
-/** Hex bytes, any length: what a contract wallet's signature holds is for its contract to judge. */
-export function decodeEvmSignature(text: string): DecodedSignature {
-  if (!/^0x(?:[0-9a-fA-F]{2})+$/.test(text)) {
-    return { ok: false, code: 'invalid_request', reason: 'An EVM signature is "0x" followed by an even number of hexadecimal digits.' };
-  }
-  return { ok: true, bytes: Uint8Array.from(text.slice(2).match(/../g)!, (pair) => Number.parseInt(pair, 16)) };
-}
-
-export function decodeSolanaSignature(text: string): DecodedSignature {
-  const bytes = /^[1-9A-HJ-NP-Za-km-z]{1,100}$/.test(text) ? decodeBase58(text) : undefined;
-  if (!bytes) return { ok: false, code: 'invalid_request', reason: 'A Solana signature is base58 text.' };
-  if (bytes.length !== SOLANA_SIGNATURE_BYTES) {
-    return { ok: false, code: 'invalid_request', reason: `A Solana signature is ${SOLANA_SIGNATURE_BYTES} bytes; this one is ${bytes.length}.` };
-  }
-  return { ok: true, bytes };
-}
+// Decoding a signature's text needs none of the checks below (nor viem): it lives apart, so the
+// routes that only validate requests (a challenge) do not load them.
+export { decodeEvmSignature, decodeSolanaSignature, EVM_SIGNATURE_BYTES, type DecodedSignature } from './signature-encoding.ts';
 
 /** Does this 65-byte signature of `message` (personal_sign) recover `address`? Local: no RPC, ever. */
 export async function verifyEvmSignature(message: string, signature: Uint8Array, address: string): Promise<boolean> {

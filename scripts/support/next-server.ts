@@ -19,6 +19,8 @@ export interface NextServer {
   output(): string;
   /** Peak resident memory of the server process so far, in MiB (VmHWM). */
   peakRssMiB(): number;
+  /** Resident memory of the server process now, in MiB (VmRSS). */
+  rssMiB(): number;
   /** SIGKILL the server at once (a crash), without waiting. */
   crash(): void;
   stop(): Promise<void>;
@@ -104,6 +106,14 @@ export interface StartOptions {
   readyPath?: string;
   /** Listen on this port (default: a free one). */
   port?: number;
+  /**
+   * Wait for this request's answer instead of a GET of readyPath (the bench's cold starts: the
+   * process's first request is to the route measured). `init` is called for every attempt (a
+   * fresh body each time); `ok` says which status means up (default: 2xx).
+   */
+  readyRequest?: { path: string; init?: () => RequestInit; ok?: (status: number) => boolean };
+  /** Pause between attempts while the server is not up yet (default 50 ms). */
+  pollMs?: number;
 }
 
 export async function startNextServer(options: StartOptions = {}): Promise<NextServer> {
@@ -126,22 +136,27 @@ export async function startNextServer(options: StartOptions = {}): Promise<NextS
 
   const deadline = Date.now() + (options.timeoutMs ?? 60_000);
   let coldStartMs = -1;
+  const ready = options.readyRequest ?? { path: options.readyPath ?? '/api/health', ok: (status: number) => status === 200 };
+  const isUp = ready.ok ?? ((status: number) => status >= 200 && status < 300);
+  let lastStatus: number | undefined;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`next start exited (${child.exitCode}):\n${output}`);
     try {
-      const response = await fetch(`${url}${options.readyPath ?? '/api/health'}`);
-      if (response.status === 200) {
+      const response = await fetch(`${url}${ready.path}`, ready.init?.());
+      await response.arrayBuffer();
+      lastStatus = response.status;
+      if (isUp(response.status)) {
         coldStartMs = performance.now() - started;
         break;
       }
     } catch {
       // not listening yet
     }
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 50));
   }
   if (coldStartMs < 0) {
     killGroup(child.pid!, 'SIGKILL');
-    throw new Error(`next start did not answer ${options.readyPath ?? '/api/health'} within the time limit:\n${output}`);
+    throw new Error(`next start did not answer ${ready.path} within the time limit${lastStatus === undefined ? '' : ` (last status ${lastStatus})`}:\n${output}`);
   }
   const serverPid = findServerPid(child.pid!);
 
@@ -151,7 +166,8 @@ export async function startNextServer(options: StartOptions = {}): Promise<NextS
     serverPid,
     coldStartMs,
     output: () => output,
-    peakRssMiB: () => readPeakRssMiB(serverPid),
+    peakRssMiB: () => readStatusMiB(serverPid, 'VmHWM'),
+    rssMiB: () => readStatusMiB(serverPid, 'VmRSS'),
     crash: () => killGroup(child.pid!, 'SIGKILL'),
     async stop() {
       killGroup(child.pid!, 'SIGTERM');
@@ -172,10 +188,10 @@ function findServerPid(launcherPid: number): number {
   return child ? Number(child.split(/\s+/)[0]) : launcherPid;
 }
 
-function readPeakRssMiB(pid: number): number {
+function readStatusMiB(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+    const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0);
     return Math.round((kb / 1024) * 10) / 10;
   } catch {
     return 0;

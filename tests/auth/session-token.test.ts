@@ -119,6 +119,24 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
     }
   });
 
+  it('verifies HS256 with the secret configured now: a rotated secret refuses tokens signed with the old one', async () => {
+    const rotated = 'rotated-jwt-secret-that-is-at-least-32-characters-long';
+    const signedWithOld = await signWith('HS256', baseClaims());
+    let restore = setEnv({ SUPABASE_JWT_SECRET: HS256_SECRET });
+    try {
+      expect((await me(`Bearer ${signedWithOld}`)).status).toBe(200);
+    } finally {
+      restore();
+    }
+    restore = setEnv({ SUPABASE_JWT_SECRET: rotated });
+    try {
+      expect((await me(`Bearer ${signedWithOld}`)).status).toBe(401);
+      expect((await me(`Bearer ${await signWith('HS256', baseClaims(), {}, new TextEncoder().encode(rotated))}`)).status).toBe(200);
+    } finally {
+      restore();
+    }
+  });
+
   it('answers 503 auth_unavailable (not 401) when the JWKS cannot be fetched', async () => {
     const down = await startFakeSupabaseAuth();
     const restore = setEnv({ SUPABASE_URL: down.url });

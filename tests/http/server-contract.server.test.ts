@@ -274,7 +274,7 @@ describe.each([
     expect({ status: followed.status, redirected: followed.redirected, body: await followed.json() }).toEqual({ status: 200, redirected: true, body: { received: true } });
   });
 
-  it.each(['/api/bench-floor', '/api/bench-store-floor'])('has no bench floor: %s is a route only in the bench\'s own build', async (floorPath) => {
+  it.each(['/api/bench-floor', '/api/bench-store-floor', '/api/bench-read-floor'])('has no bench floor: %s is a route only in the bench\'s own build', async (floorPath) => {
     const floor = await request('POST', floorPath, { 'content-type': 'application/json' }, '{"event":{"id":"x","type":"TEST"}}');
     expect({ status: floor.status, type: floor.type, code: floor.code }).toEqual({ status: 404, type: 'application/problem+json', code: 'not_found' });
   });
