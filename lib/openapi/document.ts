@@ -215,7 +215,7 @@ export const OPERATIONS: Operation[] = [
     {
       method, path: '/api/cron/maintenance', tags: ['Operations'], security: 'cronSecret',
       summary: `Apply every retention rule (Vercel Cron, daily${method === 'post' ? '; or a scheduler that POSTs' : ''})`,
-      description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. '
+      description: 'Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows, outbound events past their 30 days) and runs billing\'s own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. '
         + 'GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.',
       answers: [{ status: 200, description: 'Counts of the run', schema: responses.maintenanceResponseSchema }],
       errors: ['invalid_cron_secret', 'rate_limited', 'cron_not_configured', ...ALWAYS],

@@ -194,6 +194,7 @@ export const maintenanceResponseSchema = z
     }),
     leagues: deletedSchema('deliveriesDeleted', 'League sync deliveries deleted (7 days after they arrived)'),
     billingSync: deletedSchema('refreshRequestsDeleted', 'Per-user refresh limiter rows deleted (10 minutes after the refresh)'),
+    events: deletedSchema('eventsDeleted', 'Outbound events deleted (30 days after they were written, once no endpoint waits for them; an erased user\'s customer.deleted once every endpoint has it)'),
     billing: z.looseObject({
       done: z.boolean(),
       partitionsMade: z.int(),

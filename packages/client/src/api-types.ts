@@ -249,13 +249,13 @@ export interface paths {
         };
         /**
          * Apply every retention rule (Vercel Cron, daily)
-         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
+         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows, outbound events past their 30 days) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
          */
         get: operations["getCronMaintenance"];
         put?: never;
         /**
          * Apply every retention rule (Vercel Cron, daily; or a scheduler that POSTs)
-         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
+         * @description Deletes what the retention rules say is no longer needed (expired wallet challenges, old league sync deliveries, old refresh limiter rows, outbound events past their 30 days) and runs billing's own maintenance, in bounded batches for about 20 s. Idempotent; two runs at once share the work; `done: false` means the next run goes on. `npm run db:maintain` runs the same. GET (Vercel Cron) and POST (a scheduler that posts) do the same; a request body is ignored.
          */
         post: operations["postCronMaintenance"];
         delete?: never;
@@ -838,6 +838,11 @@ export interface components {
             billingSync: {
                 /** @description Per-user refresh limiter rows deleted (10 minutes after the refresh) */
                 refreshRequestsDeleted: number;
+                done: boolean;
+            };
+            events: {
+                /** @description Outbound events deleted (30 days after they were written, once no endpoint waits for them; an erased user's customer.deleted once every endpoint has it) */
+                eventsDeleted: number;
                 done: boolean;
             };
             /** @description What billing's own step did to its event log: months made ahead, customers checkpointed, months dropped with their dedupe keys (BILLING_EVENTS_RETENTION_MONTHS) */
