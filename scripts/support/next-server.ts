@@ -117,7 +117,18 @@ export interface StartOptions {
 }
 
 export async function startNextServer(options: StartOptions = {}): Promise<NextServer> {
-  const port = options.port ?? await freePort();
+  // A port found free can be taken by another process before next binds it (tests run in parallel
+  // workers): then try another, unless the caller named the port.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNextServerOnce(options.port ?? await freePort(), options);
+    } catch (error) {
+      if (options.port !== undefined || attempt >= 3 || !/EADDRINUSE/.test(String(error))) throw error;
+    }
+  }
+}
+
+async function startNextServerOnce(port: number, options: StartOptions): Promise<NextServer> {
   const url = `http://127.0.0.1:${port}`;
   const env: Record<string, string> = {};
   for (const [key, value] of Object.entries({ ...process.env, NEXT_TELEMETRY_DISABLED: '1', ...options.env })) if (value !== undefined) env[key] = value;

@@ -183,7 +183,9 @@ export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
+    // Probed on every interface (IPv6 and IPv4), as `next start` without -H binds: a port free on
+    // 127.0.0.1 alone may still be taken on ::.
+    probe.listen(0, () => {
       const { port } = probe.address() as { port: number };
       probe.close(() => resolve(port));
     });
