@@ -1,5 +1,6 @@
 import { publishAccountChange } from '../account-changes.ts';
 import { getConfig } from '../config.ts';
+import { callDbGathered, type GatheredFunction } from '../db/gathered-calls.ts';
 import { callDb, DbError } from '../db/index.ts';
 import { describeEventEffects, type BillingEventPlan } from './event-effects.ts';
 import { CONTENT_DIGEST, type BillingEvent, type BillingWebhookBody } from './webhook-body.ts';
@@ -32,13 +33,17 @@ export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
   return { now, ignoreSandbox: config.billingIgnoreSandbox, syncAfter: config.revenuecat ? config.billingSyncAfter : 'none' };
 }
 
+/** Events that would wait for a pooled connection go together, each still its own transaction (lib/db/gathered-calls.ts). */
+export const RECORD_BILLING_EVENT: GatheredFunction = { fn: 'record_billing_event', procedure: 'record_billing_events' };
+
 /**
  * Record a RevenueCat event and apply its effects: ONE transaction of `public.record_billing_event`,
  * so the event row and the entitlement changes commit together or not at all, and a repeated event
  * id changes nothing. Safe to call again after any failure (RevenueCat retries with the same id); a
- * DbError from an unavailable database becomes 503 + Retry-After in the route. One database call
- * per event, through the pool, so a call that waits for one customer's lock holds one connection
- * and delays no other customer's (docs/decisions/gathered-calls.md).
+ * DbError from an unavailable database becomes 503 + Retry-After in the route. At most one database
+ * call per event: under load, events that would wait for a connection share one
+ * (RECORD_BILLING_EVENT), and a customer's held lock still delays no other customer's event
+ * (docs/decisions/gathered-calls.md).
  *
  * An event that came without an id is recognised by the digest of its content instead (the same
  * content within RevenueCat's retry window is a duplicate; see webhook-body.ts).
@@ -48,7 +53,7 @@ export function configuredRecordOptions(now: Date): RecordBillingEventOptions {
  */
 export async function recordBillingEvent(body: BillingWebhookBody, options: RecordBillingEventOptions): Promise<RecordBillingEventResult> {
   const plan = describeEventEffects(body.event, options.now, { ignoreSandbox: options.ignoreSandbox });
-  const record = () => callDb<Omit<RecordBillingEventResult, 'plan'>>('record_billing_event', {
+  const record = () => callDbGathered<Omit<RecordBillingEventResult, 'plan'>>(RECORD_BILLING_EVENT, {
     p_body: body, p_plan: plan, p_sync_after: options.syncAfter, p_content_digest: body[CONTENT_DIGEST] ?? null,
   });
   let result;

@@ -14,7 +14,15 @@ export type { DatabaseAdapter } from './adapter.ts';
  * (embedded PGlite, Postgres, or Supabase) is decided here from the configuration, once per process.
  */
 export async function callDb<T = unknown>(fn: string, args: Record<string, unknown> = {}): Promise<T> {
-  const db = await getDatabase();
+  return callDbOn<T>(await getDatabase(), fn, args);
+}
+
+/**
+ * callDb on an adapter already in hand. It reaches the adapter's call in the same turn (no await
+ * before it), so a pool counts the call's connection as taken before anything else runs
+ * (lib/db/gathered-calls.ts decides by that count).
+ */
+export async function callDbOn<T = unknown>(db: DatabaseAdapter, fn: string, args: Record<string, unknown>): Promise<T> {
   state.calls++;
   const stats = requestStats.getStore();
   if (!stats) return (await callRetryingConflicts(db, fn, args)) as T;
@@ -28,7 +36,7 @@ export async function callDb<T = unknown>(fn: string, args: Record<string, unkno
 }
 
 /** Deadlock detected, serialization failure: Postgres rolled the call back whole and says to try again. */
-const RETRYABLE_SQL_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
+export const RETRYABLE_SQL_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
 const CONFLICT_RETRIES = 2;
 
 /**
@@ -52,7 +60,7 @@ async function callRetryingConflicts(db: DatabaseAdapter, fn: string, args: Reco
  * A short random pause before a call that lost a conflict runs again, longer after each attempt:
  * the two sides of a deadlock, retried at once, could cross again.
  */
-function pauseBeforeConflictRetry(attempt: number): Promise<void> {
+export function pauseBeforeConflictRetry(attempt: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * (attempt + 1)));
 }
 
@@ -67,6 +75,16 @@ const requestStats = new AsyncLocalStorage<DbRequestStats>();
 /** Run `work`, counting the database calls it makes into `stats`. */
 export function countDbCalls<T>(stats: DbRequestStats, work: () => Promise<T>): Promise<T> {
   return requestStats.run(stats, work);
+}
+
+/** The counts of the request this code runs for, if any (a gathered call counts once for each of its requests). */
+export function currentDbRequestStats(): DbRequestStats | undefined {
+  return requestStats.getStore();
+}
+
+/** Count a call made outside callDb (a gathered call: once, whatever it carries). */
+export function countDbCall(): void {
+  state.calls++;
 }
 
 interface PortState {

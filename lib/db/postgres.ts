@@ -4,7 +4,7 @@ import { databasePoolFor } from '../config.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { toDbError } from './errors.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
-import { buildFunctionCall, type SqlCall } from './sql-call.ts';
+import { buildFunctionCall, buildProcedureCall, type SqlCall } from './sql-call.ts';
 
 /**
  * How long a call may wait, and where each bound lives. All three hold through Supabase's
@@ -29,6 +29,12 @@ export const DATABASE_WAITS = {
    * `postgres` role is 2 minutes).
    */
   callMs: 20_000,
+  /**
+   * For a lock, by one event inside a gathered call of several (lib/db/gathered-calls.ts): a held
+   * lock sends that event alone, to wait lockMs on a connection of its own, and never holds up the
+   * other events of the call more than this.
+   */
+  gatheredLockMs: 10,
 } as const;
 
 export interface PostgresOptions {
@@ -91,6 +97,30 @@ export async function openPostgres(options: PostgresOptions): Promise<DatabaseAd
     pool,
     async call(fn, args) {
       return (await query(buildFunctionCall(fn, args, { lockTimeoutMs: waits.lockMs })))?.result ?? null;
+    },
+    // Idle connections and room for new ones, less the calls already waiting for one (pg-pool
+    // queues a call that finds a connection idle until the next tick, then hands it that one).
+    hasFreeConnection: () => pool.idleCount + (max - pool.totalCount) - pool.waitingCount > 0,
+    async callProcedureWhenConnected(procedure, take) {
+      const client = await pool.connect().catch((error) => {
+        throw toDbError(error);
+      });
+      let failed: Error | undefined;
+      try {
+        const args = take();
+        if (!args) return undefined;
+        // Half the call's time for starting events (the procedure answers the rest as skipped), so
+        // the events it did run are answered well before this process stops waiting.
+        const bounds = { p_lock_timeout_ms: waits.gatheredLockMs, p_time_budget_ms: Math.floor(waits.callMs / 2) };
+        const { text, values } = buildProcedureCall(procedure, { ...args, ...bounds });
+        return (await client.query({ text, values, query_timeout: waits.callMs } as pg.QueryConfig)).rows[0] ?? {};
+      } catch (error) {
+        failed = error as Error;
+        throw toDbError(error);
+      } finally {
+        // As pool.query does: a connection whose call failed is closed, not reused.
+        client.release(failed);
+      }
     },
     close: async () => {
       if (!pool.ended) await pool.end();

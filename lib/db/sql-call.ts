@@ -1,4 +1,4 @@
-/** Build `select public.fn(a => $1, b => $2) as result` for the pg and PGlite adapters. */
+/** Build `select public.fn(a => $1, b => $2) as result` (and `call public.procedure(...)`) for the pg and PGlite adapters. */
 import pg from 'pg';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -32,6 +32,16 @@ export function buildFunctionCall(fn: string, args: Record<string, unknown>, opt
     text += ` from set_config('lock_timeout', $${values.length}, true) as call_settings`;
   }
   return { text, values };
+}
+
+/**
+ * Build `call public.procedure(a => $1, b => $2)`: its row holds the procedure's out parameters. A
+ * procedure that commits must be the statement itself (not inside a select, nor a transaction
+ * block), and a lock timeout ends with each commit, so bounds go to the procedure as arguments.
+ */
+export function buildProcedureCall(procedure: string, args: Record<string, unknown>): SqlCall {
+  const { list, values } = namedArguments(procedure, args);
+  return { text: `call public.${procedure}(${list})`, values };
 }
 
 function lockTimeoutSetting(ms: number): string {

@@ -1215,6 +1215,81 @@ $$;
 revoke all on function public.record_billing_event(jsonb,jsonb,text,text) from public, anon, authenticated;
 grant execute on function public.record_billing_event(jsonb,jsonb,text,text) to service_role;
 
+-- Several webhooks' events in one call, each its own transaction: what the server sends when
+-- events wait for a pooled connection anyway (lib/db/gathered-calls.ts). Under load that shares a
+-- call's fixed cost (parsing, planning, a round trip, a WAL flush) among up to ten events.
+--
+-- Each event is record_billing_event, committed before the next, so it commits or fails alone,
+-- exactly as it would have alone; its answer is `{result}`, `{error: {sqlstate, message, detail}}`
+-- or `{skipped}`, in order (p_answers).
+--
+-- One customer's held lock must never hold up the other customers' events in the call: an event
+-- waits at most p_lock_timeout_ms (a few milliseconds) for a lock, then is answered
+-- `{"skipped": "locked"}` and the server sends it alone, where it waits on a connection of its own.
+-- Past p_time_budget_ms the call starts no more events (`{"skipped": "time"}`, sent alone too),
+-- so it answers well before its caller stops waiting. The first event always runs.
+--
+-- Each event's commit does not wait for the WAL flush; the call ends with one transaction that
+-- does (a transactional logical message, open to every role, is the smallest write that makes a
+-- commit flush; PostgreSQL docs, "Asynchronous Commit"), and a flush reaches every earlier record
+-- too: when the answers leave, every event they report stored is on disk. If the call fails before
+-- its end (the connection drops), every event it carried is answered with an error and its
+-- sender's retry brings it back (stored again, or found a duplicate).
+create or replace procedure public.record_billing_events(
+  p_calls jsonb, p_lock_timeout_ms integer default null, p_time_budget_ms integer default null, inout p_answers jsonb default null)
+language plpgsql
+-- (No `set search_path`: a procedure with a SET clause may not commit. Every name is qualified instead.)
+as $$
+declare
+  v_count integer := pg_catalog.jsonb_array_length(p_calls);
+  v_started timestamptz := pg_catalog.clock_timestamp();
+  v_budget interval := pg_catalog.make_interval(secs => p_time_budget_ms operator(pg_catalog./) 1000.0);
+  v_call jsonb;
+  v_answer jsonb;
+  v_state text;
+  v_message text;
+  v_detail text;
+  v_stored boolean := false;
+begin
+  p_answers := '[]';
+  for v_index in 0 .. v_count operator(pg_catalog.-) 1 loop
+    v_call := p_calls operator(pg_catalog.->) v_index;
+    if v_index operator(pg_catalog.>) 0 and v_budget is not null
+       and pg_catalog.clock_timestamp() operator(pg_catalog.-) v_started operator(pg_catalog.>=) v_budget then
+      p_answers := p_answers operator(pg_catalog.||) '[{"skipped": "time"}]'::jsonb;
+      continue;
+    end if;
+    perform pg_catalog.set_config('synchronous_commit', 'off', true);
+    begin
+      if p_lock_timeout_ms is not null then
+        perform pg_catalog.set_config('lock_timeout', pg_catalog.format('%sms', p_lock_timeout_ms), true);
+      end if;
+      v_answer := pg_catalog.jsonb_build_object('result', public.record_billing_event(
+        p_body => v_call operator(pg_catalog.->) 'p_body',
+        p_plan => v_call operator(pg_catalog.->) 'p_plan',
+        p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
+        p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
+      v_stored := true;
+    exception
+      when lock_not_available then
+        v_answer := '{"skipped": "locked"}';
+      when others then
+        get stacked diagnostics v_state = returned_sqlstate, v_message = message_text, v_detail = pg_exception_detail;
+        v_answer := pg_catalog.jsonb_build_object('error', pg_catalog.jsonb_build_object('sqlstate', v_state, 'message', v_message,
+          'detail', case when v_detail operator(pg_catalog.=) '' then null else v_detail end));
+    end;
+    p_answers := p_answers operator(pg_catalog.||) pg_catalog.jsonb_build_array(v_answer);
+    commit;
+  end loop;
+  if v_stored then
+    perform pg_catalog.pg_logical_emit_message(true, 'record_billing_events', '');
+    commit;
+  end if;
+end;
+$$;
+revoke all on procedure public.record_billing_events(jsonb,integer,integer,jsonb) from public, anon, authenticated;
+grant execute on procedure public.record_billing_events(jsonb,integer,integer,jsonb) to service_role;
+
 -- Count every group's tail and its oldest receive time from the log (the migration that began
 -- counting tails, for the log as it stood; the scale seed, for what it writes). Returns how many groups have a tail.
 create or replace function public.billing_recount_tails()

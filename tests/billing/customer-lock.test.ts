@@ -7,9 +7,10 @@ import { suiteDatabase } from '../support/databases.ts';
 import { day, deliver, entitlementsOf, eventRow, purchase } from './support.ts';
 
 // One customer's held lock (a slow refold, a checkpoint, an operator's explain) may delay that
-// customer's webhooks, never another customer's: each event is its own call through the pool, so
-// the held customer's calls wait for the lock on their own connections and every other webhook
-// takes a free one. Through the route, over HTTP, on a real Postgres server, with the deployed pool.
+// customer's webhooks, never another customer's: the held customer's calls wait for the lock on
+// their own connections (one sent alone from a gathered call that found the lock held), and every
+// other webhook takes a free connection or a gathered call. Through the route, over HTTP, on a real
+// Postgres server, with the deployed pool.
 
 describe('a customer whose lock is held (postgres)', () => {
   const db = suiteDatabase('postgres');
@@ -51,27 +52,31 @@ describe('a customer whose lock is held (postgres)', () => {
   it('answers every other customer\'s webhook 200 while the lock is held, with no 503; the held customer\'s after the release', async () => {
     const held = `held-lock-${Date.now()}`;
     const others = Array.from({ length: 3 * poolSize * 4 }, (_, i) => purchase(`${held}-other-${i}`, 0.001, 0, 30));
-    // Two of the held customer's events (a delivery and another event of theirs): each waits on a
-    // connection of its own, and the pool has one more.
+    // Two of the held customer's events: one reaches the database alone and waits for the lock on a
+    // connection; the other comes in the middle of the burst, so it waits for a connection with the
+    // others and goes in a gathered call, which sends it alone again when it finds the lock held.
     const heldEvents = [purchase(held, 0.001, 0, 30), purchase(held, 0.002, 0, 30, { transaction_id: `${held}-second` })];
     expect(poolSize).toBeGreaterThan(heldEvents.length);
+    const gathered = countGatheredCalls();
     const release = await holdSubscriberLock(held);
     let heldAnswers: Promise<Awaited<ReturnType<typeof deliver>>[]> | undefined;
     let heldAnswered = false;
     try {
-      // The held customer's two events reach the database and wait for the lock, then the others come.
       const first = deliver(heldEvents[0]);
       await untilBackendsWaitForLocks(1);
+      const half = others.length / 2;
+      const otherAnswers = others.slice(0, half).map((body) => deliver(body));
       const second = deliver(heldEvents[1]);
-      await untilBackendsWaitForLocks(2);
+      otherAnswers.push(...others.slice(half).map((body) => deliver(body)));
       heldAnswers = Promise.all([first, second]).finally(() => (heldAnswered = true));
-      const otherAnswers = others.map((body) => deliver(body));
 
       const answered = await Promise.all(otherAnswers);
       expect(answered.map((response) => response.status)).toEqual(others.map(() => 200));
       expect(answered.every((response) => response.body?.received === true)).toBe(true);
+      expect(gathered.calls).toBeGreaterThan(0);
       // All of that while the held customer's two events still wait for the lock, each on a
-      // connection of its own: the others went through the connection left.
+      // connection of its own: the others went through the connections left.
+      await untilBackendsWaitForLocks(2);
       expect(heldAnswered).toBe(false);
       expect(await backendsWaitingForLocks()).toBe(2);
       for (const body of others) expect((await eventRow(db, body.event.id))?.count).toBe(1);
@@ -84,4 +89,16 @@ describe('a customer whose lock is held (postgres)', () => {
     for (const body of heldEvents) expect((await eventRow(db, body.event.id))?.count).toBe(1);
     expect((await entitlementsOf(db, held, new Date(day(1)))).map((view) => view.active)).toEqual([true]);
   });
+
+  /** Count the gathered calls the adapter makes from now on. */
+  function countGatheredCalls(): { calls: number } {
+    const counted = { calls: 0 };
+    const callProcedure = adapter.callProcedureWhenConnected!;
+    adapter.callProcedureWhenConnected = (procedure, take) => callProcedure(procedure, () => {
+      const args = take();
+      if (args) counted.calls++;
+      return args;
+    });
+    return counted;
+  }
 });

@@ -1,0 +1,199 @@
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { describeEventEffects } from '../../lib/billing/event-effects.ts';
+import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
+import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
+import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
+import { DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { openPostgres } from '../../lib/db/postgres.ts';
+import { suiteDatabase } from '../support/databases.ts';
+import { billingIssue, cancellation, day, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
+
+// Billing events that would wait for a pooled connection travel together, as one call of
+// public.record_billing_events that commits each on its own (lib/db/gathered-calls.ts); one that
+// finds a connection free goes alone. These tests start the calls in one turn of the event loop
+// against a pool of their own, so which go alone and which wait is known: as many as the pool has
+// connections go alone, the rest wait and go by tens.
+
+const NOW = new Date(day(70));
+const OPTIONS: RecordBillingEventOptions = { now: NOW, ignoreSandbox: false, syncAfter: 'none' };
+
+/** One subscriber's month: bought, renewed, a billing issue, cancelled, expired; five events. */
+const history = (user: string): BillingWebhookBody[] => [
+  purchase(user, 0.001, 0, 30),
+  renewal(user, 30.001, 30, 60),
+  billingIssue(user, 55.001, 30, 60, 62),
+  cancellation(user, 'UNSUBSCRIBE', 56.001, 30, 60),
+  expiration(user, 'UNSUBSCRIBE', 62.001, 30, 60),
+];
+
+/** A fixed shuffle (the same every run), so events of one subscriber arrive out of order too. */
+function shuffled<T>(items: T[], seed: number): T[] {
+  const out = [...items];
+  let state = seed;
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    const j = state % (i + 1);
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/** The arguments recordBillingEvent sends for this body (the gathered function's). */
+const recordArgs = (body: BillingWebhookBody, plan = describeEventEffects(body.event, NOW, { ignoreSandbox: false })) =>
+  ({ p_body: body, p_plan: plan, p_sync_after: 'none', p_content_digest: null });
+
+describe('billing events gathered into one call (postgres)', () => {
+  const db = suiteDatabase('postgres');
+  let adapter: Awaited<ReturnType<typeof openPostgres>> | undefined;
+
+  /** The service's port on a pool of `max` connections, counting the calls that go alone and the gathered ones (with how many events each carried). */
+  async function usePool(max: number, waits: Parameters<typeof openPostgres>[0]['waits'] = {}) {
+    adapter = await openPostgres({ connectionString: db.url!, max, migrate: false, waits });
+    const counts = { alone: 0, gathered: [] as number[] };
+    const { call, callProcedureWhenConnected } = adapter;
+    adapter.call = (fn, args) => {
+      counts.alone++;
+      return call(fn, args);
+    };
+    adapter.callProcedureWhenConnected = (procedure, take) => callProcedureWhenConnected!(procedure, () => {
+      const args = take();
+      if (args) counts.gathered.push((args.p_calls as unknown[]).length);
+      return args;
+    });
+    replaceDatabase(adapter);
+    return counts;
+  }
+  afterEach(async () => {
+    replaceDatabase(db.adapter);
+    await adapter?.close();
+    adapter = undefined;
+  });
+
+  it('sends alone what finds a connection free and the rest by tens, and leaves exactly what one-at-a-time delivery leaves', async () => {
+    const counts = await usePool(1);
+    const users = Array.from({ length: 12 }, (_, i) => `gathered-${i}-${Date.now()}`);
+    const events = (prefix: string) => shuffled(users.flatMap((user) => history(`${prefix}${user}`)), 7);
+    const together = events('t-');
+    const alone = events('a-');
+
+    const results = await Promise.all(together.map((body) => recordBillingEvent(body, OPTIONS)));
+    expect(results.every((result) => !result.duplicate)).toBe(true);
+    // The first took the pool's one connection; the 59 behind it went as six calls (10 x 5, then 9).
+    expect(counts.alone).toBe(1);
+    expect(counts.gathered).toEqual([10, 10, 10, 10, 10, 9]);
+    expect(Math.max(...counts.gathered)).toBe(MOST_CALLS_GATHERED);
+
+    for (const body of alone) await recordBillingEvent(body, OPTIONS);
+    for (const user of users) {
+      const gathered = await entitlementsOf(db, `t-${user}`, NOW);
+      expect(gathered.length).toBeGreaterThan(0);
+      expect(gathered).toEqual(await entitlementsOf(db, `a-${user}`, NOW));
+    }
+    for (const body of together) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
+  it('sends every call alone while connections are free: one at a time, nothing gathered', async () => {
+    const counts = await usePool(4);
+    for (let i = 0; i < 6; i++) await recordBillingEvent(purchase(`gathered-calm-${i}-${Date.now()}`, 0.001, 0, 30), OPTIONS);
+    // Four at once fit the pool of four.
+    await Promise.all(Array.from({ length: 4 }, (_, i) => recordBillingEvent(purchase(`gathered-four-${i}-${Date.now()}`, 0.001, 0, 30), OPTIONS)));
+    expect(counts).toEqual({ alone: 10, gathered: [] });
+  });
+
+  it('answers each gathered call as a call of its own would: a refused event refuses only itself, a repeated id is a duplicate', async () => {
+    const counts = await usePool(1);
+    const user = `gathered-answers-${Date.now()}`;
+    const first = purchase(user, 0.001, 0, 30);
+    const bad = renewal(user, 30.001, 30, 60);
+    const badPlan = { ...describeEventEffects(bad.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' };
+    const later = renewal(`${user}-other`, 30.001, 30, 60);
+    const filler = purchase(`${user}-filler`, 0.001, 0, 30);
+
+    const answers = await Promise.allSettled([
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(filler)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(bad, badPlan)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(first)),
+      callDbGathered(RECORD_BILLING_EVENT, recordArgs(later)),
+    ]);
+    expect(counts).toEqual({ alone: 1, gathered: [4] });
+
+    const [, firstAnswer, badAnswer, againAnswer, laterAnswer] = answers;
+    expect(firstAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied', ownerId: user } });
+    expect(badAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid', reason: 'invalid_request', sqlState: 'PT400' } });
+    expect((badAnswer as PromiseRejectedResult).reason).toBeInstanceOf(DbError);
+    expect(againAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: true, outcome: 'applied' } });
+    expect(laterAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, ownerId: `${user}-other` } });
+    expect(await eventRow(db, bad.event.id)).toBeUndefined();
+    expect((await eventRow(db, first.event.id))?.count).toBe(1);
+  });
+
+  it('answers the others when one gathered event carries a value Postgres refuses (a \\u0000 in its JSON): that one alone is refused, as invalid', async () => {
+    const counts = await usePool(1);
+    const user = `gathered-nul-${Date.now()}`;
+    const [before, after] = [`${user}-before`, `${user}-after`].map((id) => purchase(id, 0.001, 0, 30));
+    // The webhook refuses such a body before any database call (400 invalid_json); a gathered call
+    // must not let one refuse its neighbours either.
+    const bad = purchase(user, 0.001, 0, 30, { store_note: 'a\u0000b' });
+    const filler = purchase(`${user}-filler`, 0.001, 0, 30);
+    const answers = await Promise.allSettled([filler, before!, bad, after!].map((body) => callDbGathered(RECORD_BILLING_EVENT, recordArgs(body))));
+    expect(counts.gathered).toEqual([3]);
+    const [, beforeAnswer, badAnswer, afterAnswer] = answers;
+    expect(beforeAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+    expect(badAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid' } });
+    expect(afterAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+    expect(await eventRow(db, bad.event.id)).toBeUndefined();
+    for (const body of [before!, after!]) expect((await eventRow(db, body.event.id))?.count).toBe(1);
+  });
+
+  it('never lets a customer\'s held lock hold up the other events of a call: that event goes alone and waits there, the others are applied', async () => {
+    // A lock wait far longer than the test for the event sent alone: it waits until released.
+    const counts = await usePool(2, { lockMs: 600_000, callMs: 900_000 });
+    const held = `gathered-held-${Date.now()}`;
+    const lock = new pg.Client({ connectionString: db.url });
+    await lock.connect();
+    await lock.query('begin');
+    await lock.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [held]);
+    let heldAnswer: Promise<unknown> | undefined;
+    try {
+      const fillers = [0, 1].map((i) => purchase(`${held}-filler-${i}`, 0.001, 0, 30));
+      const others = [0, 1, 2].map((i) => purchase(`${held}-other-${i}`, 0.001, 0, 30));
+      const heldEvent = purchase(held, 0.001, 0, 30);
+      let heldDone = false;
+      const calls = [...fillers, others[0]!, heldEvent, ...others.slice(1)].map((body) => recordBillingEvent(body, OPTIONS));
+      heldAnswer = calls[3]!.finally(() => (heldDone = true));
+      const answered = await Promise.all([...calls.slice(0, 3), ...calls.slice(4)]);
+      expect(answered.map((result) => result.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
+      // The two fillers alone, the four behind them as one call, of which the held customer's went alone again.
+      expect(counts).toEqual({ alone: 3, gathered: [4] });
+      expect(heldDone).toBe(false);
+      expect(await eventRow(db, heldEvent.event.id)).toBeUndefined();
+    } finally {
+      await lock.query('rollback');
+      await lock.end();
+    }
+    expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: held });
+  });
+
+  it('fails the calls it carries when no connection comes in time, as each would have failed alone', async () => {
+    const counts = await usePool(1, { connectionMs: 200, lockMs: 600_000, callMs: 900_000 });
+    const held = `gathered-wait-${Date.now()}`;
+    const lock = new pg.Client({ connectionString: db.url });
+    await lock.connect();
+    await lock.query('begin');
+    await lock.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [held]);
+    try {
+      // The held customer's event takes the one connection and waits; the two behind it wait for the connection.
+      const first = recordBillingEvent(purchase(held, 0.001, 0, 30), OPTIONS);
+      const waiting = await Promise.allSettled([0, 1].map((i) => recordBillingEvent(purchase(`${held}-${i}`, 0.001, 0, 30), OPTIONS)));
+      expect(waiting.map((answer) => answer.status)).toEqual(['rejected', 'rejected']);
+      for (const answer of waiting) expect((answer as PromiseRejectedResult).reason).toMatchObject({ kind: 'unavailable' });
+      expect(counts.gathered).toEqual([]);
+      await lock.query('rollback');
+      await expect(first).resolves.toMatchObject({ outcome: 'applied' });
+    } finally {
+      await lock.end();
+    }
+  });
+});
