@@ -754,7 +754,7 @@ const snapshotFlows: Flow[] = [
 function orders(n: number, kind: DatabaseKind): number[][] {
   const identity = Array.from({ length: n }, (_, i) => i);
   if (kind === 'postgres') return n > 1 ? [identity, [...identity].reverse()] : [identity];
-  return deliveryOrders(n, { sample: 6, seed: 1111 });
+  return deliveryOrders(n, { sample: 4, seed: 1111 });
 }
 
 let revenuecat: FakeRevenueCat;

@@ -39,7 +39,7 @@ const cancellation = (u: string, reason: string, at: number, purchased: number, 
   billingEvent('cancellation-unsubscribe', u, { at, purchased, expires }, { cancel_reason: reason, ...fields });
 const expiration = (u: string, at: number, purchased: number, expires: number, fields = {}) => billingEvent('expiration', u, { at, purchased, expires }, fields);
 
-const orders = (n: number) => deliveryOrders(n, { sample: 12, seed: 11 });
+const orders = (n: number) => deliveryOrders(n, { sample: 8, seed: 11 });
 
 async function deliverAll(bodies: BillingWebhookBody[], order: number[]): Promise<void> {
   for (const index of order) {

@@ -314,7 +314,7 @@ const flows: Flow[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-const orders = (n: number) => deliveryOrders(n, { sample: 8, seed: 2711 });
+const orders = (n: number) => deliveryOrders(n, { sample: 5, seed: 2711 });
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID() });
 
 let revenuecat: FakeRevenueCat;

@@ -572,7 +572,7 @@ const flows: Flow[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-const orders = (n: number) => deliveryOrders(n, { sample: 8, seed: 2611 });
+const orders = (n: number) => deliveryOrders(n, { sample: 5, seed: 2611 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
   const count = flow.items(newUsers()).length;

@@ -249,7 +249,7 @@ async function deliverItem(item: FlowItem, users: Users, revenuecat: FakeRevenue
   expect((await syncSubscriber(users[item.snapshotOf as Role], { reason: 'user', maxSlotWaitMs: 3000 })).outcome).not.toBe('failed');
 }
 
-const orders = (n: number) => deliveryOrders(n, { sample: 6, seed: 4009 });
+const orders = (n: number) => deliveryOrders(n, { sample: 4, seed: 4009 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
   for (const order of orders(flow.items(newUsers()).length)) {
