@@ -310,20 +310,15 @@ as $$
 declare
   v_ids text[];
 begin
-  if tg_table_name = 'billing_subscribers' then
-    v_ids := array(select n.app_user_id from new_rows n join old_rows o on o.app_user_id = n.app_user_id
-                   where o.customer_id is distinct from n.customer_id);
+  -- (Each statement names only the transition tables its trigger has.)
+  if tg_op = 'INSERT' then
+    v_ids := array(select distinct n.app_user_id from new_rows n);
+  elsif tg_op = 'DELETE' then
+    v_ids := array(select distinct o.app_user_id from old_rows o);
   else
-    -- (Each statement names only the transition tables its trigger has.)
-    if tg_op = 'INSERT' then
-      v_ids := array(select distinct n.app_user_id from new_rows n);
-    elsif tg_op = 'DELETE' then
-      v_ids := array(select distinct o.app_user_id from old_rows o);
-    else
-      v_ids := array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o);
-    end if;
-    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
+    v_ids := array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o);
   end if;
+  v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
   insert into public.outbound_pending_users (user_id)
     select distinct u from unnest(v_ids) u where public.is_user_id(u) and not public.outbound_erasing(u)
     on conflict do nothing;
@@ -342,8 +337,27 @@ create trigger entitlements_outbound_update after update on public.entitlements
 create trigger entitlements_outbound_delete after delete on public.entitlements
   referencing old table as old_rows for each statement execute function public.outbound_entitlements_changed();
 
-create trigger billing_subscribers_outbound after update on public.billing_subscribers
-  referencing old table as old_rows new table as new_rows for each statement execute function public.outbound_entitlements_changed();
+-- A user merged into another customer, or out of one, now reads other rows: noted for the commit.
+-- A row trigger whose condition Postgres checks itself: every billing event updates its
+-- subscribers' rows, and only a merge changes customer_id, so the others cost nothing here.
+create or replace function public.outbound_subscriber_merged()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  if public.is_user_id(new.app_user_id) and not public.outbound_erasing(new.app_user_id) then
+    insert into public.outbound_pending_users (user_id) values (new.app_user_id) on conflict do nothing;
+  end if;
+  return null;
+end;
+$$;
+revoke all on function public.outbound_subscriber_merged() from public, anon, authenticated;
+grant execute on function public.outbound_subscriber_merged() to service_role;
+
+create trigger billing_subscribers_outbound after update of customer_id on public.billing_subscribers
+  for each row when (old.customer_id is distinct from new.customer_id) execute function public.outbound_subscriber_merged();
 
 -- At commit: each noted user reconciled, and the note gone.
 create or replace function public.outbound_reconcile_pending()

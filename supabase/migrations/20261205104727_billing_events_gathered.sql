@@ -2,7 +2,24 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
+drop trigger if exists "billing_subscribers_outbound" on "public"."billing_subscribers";
+
 set local check_function_bodies = off;
+
+CREATE OR REPLACE FUNCTION public.outbound_subscriber_merged()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+begin
+  if public.is_user_id(new.app_user_id) and not public.outbound_erasing(new.app_user_id) then
+    insert into public.outbound_pending_users (user_id) values (new.app_user_id) on conflict do nothing;
+  end if;
+  return null;
+end;
+$function$
+;
 
 CREATE OR REPLACE PROCEDURE public.record_billing_events(IN p_calls jsonb, IN p_lock_timeout_ms integer DEFAULT NULL::integer, IN p_time_budget_ms integer DEFAULT NULL::integer, INOUT p_answers jsonb DEFAULT NULL::jsonb)
  LANGUAGE plpgsql
@@ -56,6 +73,50 @@ end;
 $procedure$
 ;
 
--- Written by hand (the diff does not carry privileges): as supabase/schemas/03_billing_fold.sql declares.
+CREATE OR REPLACE FUNCTION public.billing_ids_erased(p_ids text[])
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select exists (
+    select 1 from public.billing_erased_ids
+    -- (billing_id_hash's rule written in: every billing event asks this for each id it names, and a
+    -- call of that function per id cost more than the check itself.)
+    where id_hash = any (array(select sha256(convert_to(id, 'UTF8')) from unnest(p_ids) as ids(id) where id is not null)))
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.outbound_entitlements_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_ids text[];
+begin
+  -- (Each statement names only the transition tables its trigger has.)
+  if tg_op = 'INSERT' then
+    v_ids := array(select distinct n.app_user_id from new_rows n);
+  elsif tg_op = 'DELETE' then
+    v_ids := array(select distinct o.app_user_id from old_rows o);
+  else
+    v_ids := array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o);
+  end if;
+  v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
+  insert into public.outbound_pending_users (user_id)
+    select distinct u from unnest(v_ids) u where public.is_user_id(u) and not public.outbound_erasing(u)
+    on conflict do nothing;
+  return null;
+end;
+$function$
+;
+
+CREATE TRIGGER billing_subscribers_outbound AFTER UPDATE OF customer_id ON public.billing_subscribers FOR EACH ROW WHEN ((old.customer_id IS DISTINCT FROM new.customer_id)) EXECUTE FUNCTION outbound_subscriber_merged();
+
+-- Written by hand (the diff does not carry privileges): as supabase/schemas declares.
 revoke all on procedure public.record_billing_events(jsonb,integer,integer,jsonb) from public, anon, authenticated;
 grant execute on procedure public.record_billing_events(jsonb,integer,integer,jsonb) to service_role;
+revoke all on function public.outbound_subscriber_merged() from public, anon, authenticated;
+grant execute on function public.outbound_subscriber_merged() to service_role;
