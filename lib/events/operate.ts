@@ -167,11 +167,8 @@ export const deadLettersQuerySchema = z.strictObject({
 
 /** Dead-lettered deliveries, newest first; 404 `endpoint_not_found` for an id the database does not know. */
 export async function listDeadLetters(query: z.output<typeof deadLettersQuerySchema>): Promise<{ deadLetters: DeadLetterView[] }> {
-  if (query.endpoint !== undefined) {
-    const { endpoints } = await readOutboxStatus();
-    if (!endpoints.some((endpoint) => endpoint.id === query.endpoint)) throw new DomainError('endpoint_not_found', 'No endpoint has this id: list them with GET /api/admin/events/endpoints.');
-  }
   const rows = await readDeadLetters(query.endpoint ?? null, query.limit);
+  if (rows === null) throw new DomainError('endpoint_not_found', 'No endpoint has this id: list them with GET /api/admin/events/endpoints.');
   return { deadLetters: rows.map(deadLetterView) };
 }
 

@@ -92,7 +92,8 @@ export function readOutboxStatus(): Promise<OutboxStatus> {
   return callDb('outbound_status', {});
 }
 
-export function readDeadLetters(endpointId: string | null, limit: number): Promise<DeadLetter[]> {
+/** Null when `endpointId` names no endpoint ever registered. */
+export function readDeadLetters(endpointId: string | null, limit: number): Promise<DeadLetter[] | null> {
   return callDb('outbound_dead_letters', { p_endpoint_id: endpointId, p_limit: limit });
 }
 

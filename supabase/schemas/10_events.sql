@@ -703,16 +703,20 @@ stable
 security definer
 set search_path = ''
 as $$
-  select coalesce(jsonb_agg(x order by x ->> 'last_attempt_at' desc), '[]'::jsonb) from (
-    select jsonb_build_object(
-      'endpoint_id', d.endpoint_id, 'event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence,
-      'created_at', e.created_at, 'attempts', d.attempts, 'first_attempt_at', d.first_attempt_at,
-      'last_attempt_at', d.last_attempt_at, 'last_error', d.last_error) as x
-    from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
-    where d.state = 'dead' and (p_endpoint_id is null or d.endpoint_id = p_endpoint_id)
-    order by d.last_attempt_at desc
-    limit least(greatest(coalesce(p_limit, 100), 1), 1000)
-  ) dead
+  -- Null for an endpoint id never registered (the route answers 404 endpoint_not_found).
+  select case when p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints p where p.id = p_endpoint_id) then null
+  else (
+    select coalesce(jsonb_agg(x order by x ->> 'last_attempt_at' desc), '[]'::jsonb) from (
+      select jsonb_build_object(
+        'endpoint_id', d.endpoint_id, 'event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence,
+        'created_at', e.created_at, 'attempts', d.attempts, 'first_attempt_at', d.first_attempt_at,
+        'last_attempt_at', d.last_attempt_at, 'last_error', d.last_error) as x
+      from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+      where d.state = 'dead' and (p_endpoint_id is null or d.endpoint_id = p_endpoint_id)
+      order by d.last_attempt_at desc
+      limit least(greatest(coalesce(p_limit, 100), 1), 1000)
+    ) dead)
+  end
 $$;
 revoke all on function public.outbound_dead_letters(text,integer) from public, anon, authenticated;
 grant execute on function public.outbound_dead_letters(text,integer) to service_role;
