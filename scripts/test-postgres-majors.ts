@@ -25,6 +25,10 @@ export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0
 // service's own code around it, the same on any major: it runs on the embedded Postgres 18.)
 const TESTS = ['tests/db/migrations.test.ts', 'tests/db/query-plans.test.ts', 'tests/db/app-reads.test.ts', 'tests/events/outbox.test.ts',
   'tests/billing/in-order-fold.test.ts', 'tests/billing/gathered-events.test.ts'];
+// The query plans at scale (most of a major's minute) are checked on 17 and not again on 15: both
+// plan a SQL function's statements on every call, where 18 keeps its plans, which is the difference
+// the check is about. `npm run test:postgres-majors -- 15` with PLANS_ON_15=1 runs them there too.
+const SKIPPED: Record<string, string[]> = process.env.PLANS_ON_15 ? {} : { '15': ['tests/db/query-plans.test.ts'] };
 
 const only = process.argv.slice(2);
 const unknown = only.filter((major) => !(major in SUPABASE_POSTGRES_MAJORS));
@@ -58,7 +62,8 @@ for (const [major, version] of Object.entries(SUPABASE_POSTGRES_MAJORS)) {
   const packageDir = installed(version);
   console.log(`== Postgres ${major} (${version})`);
   // The database tier's files, on this server alone (TEST_ENGINES=postgres: PGlite is the same whatever the server).
-  const run = spawnSync('npx', ['vitest', 'run', '--project', 'db', ...TESTS], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir, TEST_ENGINES: 'postgres' } });
+  const tests = TESTS.filter((file) => !SKIPPED[major]?.includes(file));
+  const run = spawnSync('npx', ['vitest', 'run', '--project', 'db', ...tests], { stdio: 'inherit', env: { ...process.env, POSTGRES_PACKAGE_DIR: packageDir, TEST_ENGINES: 'postgres' } });
   if (run.status !== 0) {
     console.error(`Postgres ${major}: the tests failed`);
     failed++;
