@@ -1,10 +1,9 @@
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { databasePoolFor } from '../../lib/config.ts';
 import { replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { suiteDatabase } from '../support/databases.ts';
-import { day, deliver, entitlementsOf, eventRow, purchase } from './support.ts';
+import { countAdapterCalls, day, deliver, entitlementsOf, eventRow, holdSubscriberLock, purchase } from './support.ts';
 
 // One customer's held lock (a slow refold, a checkpoint, an operator's explain) may delay that
 // customer's webhooks, never another customer's: the held customer's calls wait for the lock on
@@ -26,18 +25,6 @@ describe('a customer whose lock is held (postgres)', () => {
     await adapter.close();
   });
 
-  /** Hold the lock the service takes for a subscriber's group (an id not yet in a group is its own), from a connection of its own. */
-  async function holdSubscriberLock(user: string): Promise<() => Promise<void>> {
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    await client.query('begin');
-    await client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [user]);
-    return async () => {
-      await client.query('rollback');
-      await client.end();
-    };
-  }
-
   /** How many backends of this test's database wait for an advisory lock (other test files share the server). */
   async function backendsWaitingForLocks(): Promise<number> {
     const rows = await db.sql<{ n: string }>(`select count(*) as n from pg_locks where locktype = 'advisory' and not granted
@@ -57,8 +44,8 @@ describe('a customer whose lock is held (postgres)', () => {
     // others and goes in a gathered call, which sends it alone again when it finds the lock held.
     const heldEvents = [purchase(held, 0.001, 0, 30), purchase(held, 0.002, 0, 30, { transaction_id: `${held}-second` })];
     expect(poolSize).toBeGreaterThan(heldEvents.length);
-    const gathered = countGatheredCalls();
-    const release = await holdSubscriberLock(held);
+    const counts = countAdapterCalls(adapter);
+    const release = await holdSubscriberLock(db.url!, held);
     let heldAnswers: Promise<Awaited<ReturnType<typeof deliver>>[]> | undefined;
     let heldAnswered = false;
     try {
@@ -73,7 +60,7 @@ describe('a customer whose lock is held (postgres)', () => {
       const answered = await Promise.all(otherAnswers);
       expect(answered.map((response) => response.status)).toEqual(others.map(() => 200));
       expect(answered.every((response) => response.body?.received === true)).toBe(true);
-      expect(gathered.calls).toBeGreaterThan(0);
+      expect(counts.gathered.length).toBeGreaterThan(0);
       // All of that while the held customer's two events still wait for the lock, each on a
       // connection of its own: the others went through the connections left.
       await untilBackendsWaitForLocks(2);
@@ -90,15 +77,4 @@ describe('a customer whose lock is held (postgres)', () => {
     expect((await entitlementsOf(db, held, new Date(day(1)))).map((view) => view.active)).toEqual([true]);
   });
 
-  /** Count the gathered calls the adapter makes from now on. */
-  function countGatheredCalls(): { calls: number } {
-    const counted = { calls: 0 };
-    const callProcedure = adapter.callProcedureWhenConnected!;
-    adapter.callProcedureWhenConnected = (procedure, take) => callProcedure(procedure, () => {
-      const args = take();
-      if (args) counted.calls++;
-      return args;
-    });
-    return counted;
-  }
 });

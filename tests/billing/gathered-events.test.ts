@@ -1,4 +1,3 @@
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
@@ -7,7 +6,7 @@ import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls
 import { DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { suiteDatabase } from '../support/databases.ts';
-import { billingIssue, cancellation, day, entitlementsOf, eventRow, expiration, purchase, renewal } from './support.ts';
+import { billingIssue, cancellation, countAdapterCalls, day, entitlementsOf, eventRow, expiration, holdSubscriberLock, purchase, renewal } from './support.ts';
 
 // Billing events that would wait for a pooled connection travel together, as one call of
 // public.record_billing_events that commits each on its own (lib/db/gathered-calls.ts); one that
@@ -50,17 +49,7 @@ describe('billing events gathered into one call (postgres)', () => {
   /** The service's port on a pool of `max` connections, counting the calls that go alone and the gathered ones (with how many events each carried). */
   async function usePool(max: number, waits: Parameters<typeof openPostgres>[0]['waits'] = {}) {
     adapter = await openPostgres({ connectionString: db.url!, max, migrate: false, waits });
-    const counts = { alone: 0, gathered: [] as number[] };
-    const { call, callProcedureWhenConnected } = adapter;
-    adapter.call = (fn, args) => {
-      counts.alone++;
-      return call(fn, args);
-    };
-    adapter.callProcedureWhenConnected = (procedure, take) => callProcedureWhenConnected!(procedure, () => {
-      const args = take();
-      if (args) counts.gathered.push((args.p_calls as unknown[]).length);
-      return args;
-    });
+    const counts = countAdapterCalls(adapter);
     replaceDatabase(adapter);
     return counts;
   }
@@ -151,10 +140,7 @@ describe('billing events gathered into one call (postgres)', () => {
     // A lock wait far longer than the test for the event sent alone: it waits until released.
     const counts = await usePool(2, { lockMs: 600_000, callMs: 900_000 });
     const held = `gathered-held-${Date.now()}`;
-    const lock = new pg.Client({ connectionString: db.url });
-    await lock.connect();
-    await lock.query('begin');
-    await lock.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [held]);
+    const release = await holdSubscriberLock(db.url!, held);
     let heldAnswer: Promise<unknown> | undefined;
     try {
       const fillers = [0, 1].map((i) => purchase(`${held}-filler-${i}`, 0.001, 0, 30));
@@ -170,8 +156,7 @@ describe('billing events gathered into one call (postgres)', () => {
       expect(heldDone).toBe(false);
       expect(await eventRow(db, heldEvent.event.id)).toBeUndefined();
     } finally {
-      await lock.query('rollback');
-      await lock.end();
+      await release();
     }
     expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: held });
   });
@@ -179,21 +164,17 @@ describe('billing events gathered into one call (postgres)', () => {
   it('fails the calls it carries when no connection comes in time, as each would have failed alone', async () => {
     const counts = await usePool(1, { connectionMs: 200, lockMs: 600_000, callMs: 900_000 });
     const held = `gathered-wait-${Date.now()}`;
-    const lock = new pg.Client({ connectionString: db.url });
-    await lock.connect();
-    await lock.query('begin');
-    await lock.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [held]);
+    const release = await holdSubscriberLock(db.url!, held);
+    // The held customer's event takes the one connection and waits; the two behind it wait for the connection.
+    const first = recordBillingEvent(purchase(held, 0.001, 0, 30), OPTIONS);
     try {
-      // The held customer's event takes the one connection and waits; the two behind it wait for the connection.
-      const first = recordBillingEvent(purchase(held, 0.001, 0, 30), OPTIONS);
       const waiting = await Promise.allSettled([0, 1].map((i) => recordBillingEvent(purchase(`${held}-${i}`, 0.001, 0, 30), OPTIONS)));
       expect(waiting.map((answer) => answer.status)).toEqual(['rejected', 'rejected']);
       for (const answer of waiting) expect((answer as PromiseRejectedResult).reason).toMatchObject({ kind: 'unavailable' });
       expect(counts.gathered).toEqual([]);
-      await lock.query('rollback');
-      await expect(first).resolves.toMatchObject({ outcome: 'applied' });
     } finally {
-      await lock.end();
+      await release();
     }
+    await expect(first).resolves.toMatchObject({ outcome: 'applied' });
   });
 });

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import pg from 'pg';
 import { randomUUID } from 'node:crypto';
 import { expect, vi } from 'vitest';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
@@ -6,6 +7,7 @@ import * as billingRoute from '../../app/api/webhooks/subscription-billing/route
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import type { DatabaseAdapter } from '../../lib/db/index.ts';
 import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
 import type { TestDatabase } from '../support/databases.ts';
 import type { FakeCustomer, FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
@@ -241,4 +243,35 @@ export async function customersWaitingInAnOldMonth(db: TestDatabase, prefix: str
     await db.sql('update public.billing_subscribers set pending_since = $2 where app_user_id = $1', [user, start.toISOString()]);
   }
   return { month: start.toISOString().slice(0, 7).replace('-', '_'), users };
+}
+
+/**
+ * Hold the lock the service takes for a subscriber's group (an id not yet in a group is its own),
+ * from a connection of its own, until the returned function releases it.
+ */
+export async function holdSubscriberLock(databaseUrl: string, user: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query('begin');
+  await client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [user]);
+  return async () => {
+    await client.query('rollback');
+    await client.end();
+  };
+}
+
+/** From now on, count the adapter's calls that go alone and its gathered calls (with how many events each carried). */
+export function countAdapterCalls(adapter: DatabaseAdapter): { alone: number; gathered: number[] } {
+  const counts = { alone: 0, gathered: [] as number[] };
+  const { call, callProcedureWhenConnected } = adapter;
+  adapter.call = (fn, args) => {
+    counts.alone++;
+    return call(fn, args);
+  };
+  adapter.callProcedureWhenConnected = (procedure, take) => callProcedureWhenConnected!(procedure, () => {
+    const args = take();
+    if (args) counts.gathered.push((args.p_calls as unknown[]).length);
+    return args;
+  });
+  return counts;
 }
