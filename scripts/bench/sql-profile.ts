@@ -10,7 +10,9 @@
 // each, the same for the store floor's INSERT; then N more with every statement tracked: the time of
 // every statement the functions ran per renewal (nested ones included) with its planning time and how
 // often it was planned, the functions' times, and a
-// `select 1` for comparison. EXPLAIN=1 also prints one renewal's plans (auto_explain).
+// `select 1` for comparison. EXPLAIN=1 also prints one renewal's plans (auto_explain); CHANGE=file.sql
+// applies a change (functions replaced, say) after the migrations, to compare with a run without it.
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
@@ -113,6 +115,8 @@ async function profileAlone(): Promise<void> {
     await (await openPostgres({ connectionString: server.url(name) })).close(); // migrates
     const client = new pg.Client({ connectionString: server.url(name) });
     await client.connect();
+    // CHANGE=file.sql: a change to try (functions replaced), applied after the migrations.
+    if (process.env.CHANGE) await client.query(readFileSync(process.env.CHANGE, 'utf8'));
     const start = Date.now();
     const record = (body: ReturnType<typeof renewalBody>) => recordRenewal(client, body);
     for (let i = 0; i < SUBSCRIBERS; i++) await record(renewalBody(i, start));
