@@ -6,7 +6,7 @@ import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
   billingEvent, day, deliver, deliverFlowItem, deliveryOrders, entitlementsOf, expectEntitlementState, flowSettings, isoDay, LIFETIME, MONTHLY,
-  snapshot, type ExpectedState, type FlowItem,
+  play, PLAY_MONTHLY, snapshot, type ExpectedState, type FlowItem,
 } from './support.ts';
 
 /**
@@ -42,12 +42,20 @@ const oneTimeRefund = (u: string, tx: string, at: number) =>
   billingEvent('cancellation-customer-support', u, { at, purchased: 0, expires: at }, { product_id: LIFETIME, transaction_id: tx, original_transaction_id: tx, price: -79.99 });
 // Stripe: each subscription is its own original transaction.
 const stripe = (sub: string) => ({ store: 'STRIPE', product_id: MONTHLY, transaction_id: sub, original_transaction_id: sub });
-const subscribe = (u: string, sub: string, at: number) => billingEvent('initial-purchase', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
-const renew = (u: string, sub: string, at: number) => billingEvent('renewal', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
-const subscriptionRefund = (u: string, sub: string, at: number, purchased: number) =>
-  billingEvent('cancellation-customer-support', u, { at, purchased, expires: at }, { ...stripe(sub), price: -9.99 });
-const unsubscribe = (u: string, sub: string, at: number, purchased: number) =>
-  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires: purchased + 30 }, { ...stripe(sub), cancel_reason: 'UNSUBSCRIBE' });
+// Google Play: one product bought from two Google accounts (one app user signed in on both) is two
+// purchase tokens, two subscriptions; each event names its order id (GPA.…, a renewal's with `..0`,
+// `..1` after it) and, as the original transaction, the subscription's first order id (`play`).
+const GOOGLE_A = 'GPA.3345-1182-9034-55101';
+const GOOGLE_B = 'GPA.3371-4420-2286-73902';
+/** The events of one subscription of a store (`of`: its facts from its transaction id; Stripe unless said). */
+const subscribe = (u: string, sub: string, at: number, of = stripe) => billingEvent('initial-purchase', u, { at, purchased: at, expires: at + 30 }, of(sub));
+const renew = (u: string, sub: string, at: number, of = stripe) => billingEvent('renewal', u, { at, purchased: at, expires: at + 30 }, of(sub));
+const subscriptionRefund = (u: string, sub: string, at: number, purchased: number, of = stripe) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased, expires: at }, { ...of(sub), price: -9.99 });
+const unsubscribe = (u: string, sub: string, at: number, purchased: number, of = stripe) =>
+  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires: purchased + 30 }, { ...of(sub), cancel_reason: 'UNSUBSCRIBE' });
+/** A Play subscription's source as GET /api/me lists it. */
+const playSource = (fields: Record<string, unknown>) => expect.objectContaining({ productId: PLAY_MONTHLY, store: 'PLAY_STORE', environment: 'PRODUCTION', ...fields });
 
 const v1Time = (days: number | null) => (days === null ? null : new Date(day(days)).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 const v1Purchase = (id: string, tx: string, purchased: number) => ({ id, is_sandbox: false, purchase_date: v1Time(purchased), store: 'app_store', store_transaction_id: tx });
@@ -94,6 +102,47 @@ const flows: Flow[] = [
     name: 'two Stripe subscriptions of one product: cancelling one leaves the other renewing',
     items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), unsubscribe(u.alice, 'sub_A', 3, 0), renew(u.alice, 'sub_B', 31)],
     expected: [{ now: 40, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(61) } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product (two Google accounts): refunding one leaves the other renewing',
+    items: (u) => [subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), subscriptionRefund(u.alice, GOOGLE_A, 5, 0, play)],
+    expected: [{ now: 6, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(31), productId: PLAY_MONTHLY, store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(31) }), playSource({ status: 'refunded', active: false })],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: the other renews after one was refunded',
+    items: (u) => [
+      subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), subscriptionRefund(u.alice, GOOGLE_A, 5, 0, play),
+      renew(u.alice, `${GOOGLE_B}..0`, 31, play),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(61), store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(61) }), playSource({ status: 'refunded', active: false })],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: cancelling one leaves the other renewing, the cancelled one granting to its period\'s end',
+    items: (u) => [subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), unsubscribe(u.alice, GOOGLE_A, 3, 0, play)],
+    expected: [{ now: 6, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(31), store: 'PLAY_STORE',
+      sources: [
+        playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(31) }),
+        playSource({ status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(30) }),
+      ],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: after one was cancelled, the other renews',
+    items: (u) => [
+      subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), unsubscribe(u.alice, GOOGLE_A, 3, 0, play),
+      renew(u.alice, `${GOOGLE_B}..0`, 31, play),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(61), store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(61) }), playSource({ status: 'expired', active: false, willRenew: false })],
+    } } } }],
   },
   {
     name: 'a v1 sync listing the refunded subscription under the product key (its own transaction) keeps what v1 shows active',
