@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { syncSubscriber } from '../../lib/billing/sync.ts';
+import { getConfig } from '../../lib/config.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
   billingEvent, day, deliver, deliverFlowItem, deliveryOrders, entitlementsOf, expectEntitlementState, flowSettings, isoDay, LIFETIME, MONTHLY,
-  play, PLAY_MONTHLY, snapshot, type ExpectedState, type FlowItem,
+  play, PLAY_MONTHLY, READER_NAMES, READERS, readerSettings, snapshot, type ExpectedState, type FlowItem,
 } from './support.ts';
 
 /**
@@ -177,10 +178,7 @@ describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
   it.each(flows)('$name, in every delivery order', async (flow) => {
-    const restore = setEnv({
-      ...flowSettings(revenuecat),
-      ...(flow.v2 ? { REVENUECAT_V2_SECRET_API_KEY: revenuecat.v2ApiKey, REVENUECAT_PROJECT_ID: revenuecat.projectId } : {}),
-    });
+    const restore = setEnv(readerSettings(revenuecat, flow.v2 ? 'both' : 'v1'));
     try {
       const count = flow.items({ alice: 'x' }).length;
       for (const order of deliveryOrders(count, { sample: 8, seed: 5 })) {
@@ -213,8 +211,20 @@ describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
 /**
  * Sandbox beside production: in a deployment (sandbox purchases ignored), v1 keys subscriptions by
  * product, so a sandbox (TestFlight) purchase of the product a production purchase is of may be
- * the one it lists; the snapshot leaves it out, and that never ends the production purchase.
+ * the one it lists (and v2 lists it as a subscription of the sandbox environment); the snapshot
+ * leaves it out, and that never ends the production purchase. The deployment's rule is asked of
+ * local mode (BILLING_SANDBOX_GRANTS=false), whose dev-key session tokens the user's refresh route
+ * takes, so the refresh goes through POST /api/me/billing/sync as a user's does.
  */
+const productionPurchase = (user: string) =>
+  billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { store: 'APP_STORE', product_id: MONTHLY, transaction_id: 'P-1', original_transaction_id: 'P-1' });
+/** RevenueCat's record at day 2: under the product, a sandbox purchase of it that ran from day 1 to 1.5. */
+const sandboxListed: FakeCustomer = {
+  entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(1.5) }) },
+  subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(1), expires: day(1.5), sandbox: true, transactionId: 'S-1' }) },
+};
+const productionView = { id: 'pro', active: true, status: 'active', expiresAt: isoDay(30), environment: 'PRODUCTION', store: 'APP_STORE' };
+
 describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase of the same product, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
@@ -223,14 +233,10 @@ describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase
     try {
       for (const order of [[0, 1], [1, 0]]) {
         const user = `alice-${randomUUID()}`;
-        const production = billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { store: 'APP_STORE', product_id: MONTHLY, transaction_id: 'P-1', original_transaction_id: 'P-1' });
         const steps = [
-          async () => expect((await deliver(production)).status).toBe(200),
+          async () => expect((await deliver(productionPurchase(user))).status).toBe(200),
           async () => {
-            revenuecat.setCustomer(user, {
-              entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(1.5) }) },
-              subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(1), expires: day(1.5), sandbox: true, transactionId: 'S-1' }) },
-            });
+            revenuecat.setCustomer(user, sandboxListed);
             revenuecat.setClock(day(2));
             expect(await syncSubscriber(user, { reason: 'admin', maxSlotWaitMs: 10_000 })).toMatchObject({ outcome: expect.any(String) });
           },
@@ -244,4 +250,27 @@ describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase
       restore();
     }
   });
+
+  it.each(READERS.map((reader) => ({ reader, name: READER_NAMES[reader] })))(
+    'never ends the production purchase when the user refreshes through the route, reading $name, in either order', async ({ reader }) => {
+      const restore = setEnv({ ...readerSettings(revenuecat, reader), BILLING_SANDBOX_GRANTS: 'false' });
+      try {
+        expect(getConfig().billingIgnoreSandbox).toBe(true);
+        for (const order of [[0, 1], [1, 0]]) {
+          const users = { alice: randomUUID() };
+          const items: FlowItem[] = [productionPurchase(users.alice), snapshot('alice', 2, sandboxListed)];
+          const [v1Before, v2Before] = [revenuecat.requests.length, revenuecat.v2Requests.length];
+          for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
+          // The refresh read the configured record(s) and was filed.
+          expect({ order, v1: revenuecat.requests.length > v1Before, v2: revenuecat.v2Requests.length > v2Before }).toEqual({ order, v1: reader !== 'v2', v2: reader !== 'v1' });
+          expect(await db.sql(`select type from public.billing_events where app_user_id = $1 and type = 'SYNC'`, [users.alice])).toEqual([{ type: 'SYNC' }]);
+          expect({ order, views: await entitlementsOf(db, users.alice, new Date(day(3))) }).toMatchObject({ order, views: [productionView] });
+          // ... and it stays so to its own period's end.
+          expect({ order, views: await entitlementsOf(db, users.alice, new Date(day(29))) }).toMatchObject({ order, views: [productionView] });
+        }
+      } finally {
+        revenuecat.setClock(undefined);
+        restore();
+      }
+    });
 });
