@@ -4,8 +4,8 @@ import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/dat
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
-  apple, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, flowSettings, isoDay, isSnapshotItem, LIFETIME,
-  MONTHLY, play, purchase, receivedAt, refund, renewal, snapshot, transfer, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
+  apple, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, LIFETIME,
+  MONTHLY, play, purchase, readerSettings, receivedAt, refund, renewal, snapshot, transfer, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
 
 /**
  * The billing model against eleven more of RevenueCat's documented flows (grace with auto-renewal
@@ -358,11 +358,7 @@ afterAll(async () => {
 });
 
 /** The flow suites' settings, with REST v2 beside v1 or not. */
-const settings = (run: Run) => ({
-  ...flowSettings(revenuecat),
-  REVENUECAT_V2_SECRET_API_KEY: run === 'v2' ? revenuecat.v2ApiKey : undefined,
-  REVENUECAT_PROJECT_ID: run === 'v2' ? revenuecat.projectId : undefined,
-});
+const settings = (run: Run) => readerSettings(revenuecat, run === 'v2' ? 'both' : 'v1');
 
 describe.each(DATABASE_KINDS)('billing model: RevenueCat\'s flows in every delivery order, on %s', (kind) => {
   const db = suiteDatabase(kind);

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { syncSubscriber } from '../../lib/billing/sync.ts';
+import { getConfig } from '../../lib/config.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
   billingEvent, day, deliver, deliverFlowItem, deliveryOrders, entitlementsOf, expectEntitlementState, flowSettings, isoDay, LIFETIME, MONTHLY,
-  snapshot, type ExpectedState, type FlowItem,
+  play, PLAY_MONTHLY, READER_NAMES, READERS, readerSettings, snapshot, type ExpectedState, type FlowItem,
 } from './support.ts';
 
 /**
@@ -42,12 +43,20 @@ const oneTimeRefund = (u: string, tx: string, at: number) =>
   billingEvent('cancellation-customer-support', u, { at, purchased: 0, expires: at }, { product_id: LIFETIME, transaction_id: tx, original_transaction_id: tx, price: -79.99 });
 // Stripe: each subscription is its own original transaction.
 const stripe = (sub: string) => ({ store: 'STRIPE', product_id: MONTHLY, transaction_id: sub, original_transaction_id: sub });
-const subscribe = (u: string, sub: string, at: number) => billingEvent('initial-purchase', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
-const renew = (u: string, sub: string, at: number) => billingEvent('renewal', u, { at, purchased: at, expires: at + 30 }, stripe(sub));
-const subscriptionRefund = (u: string, sub: string, at: number, purchased: number) =>
-  billingEvent('cancellation-customer-support', u, { at, purchased, expires: at }, { ...stripe(sub), price: -9.99 });
-const unsubscribe = (u: string, sub: string, at: number, purchased: number) =>
-  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires: purchased + 30 }, { ...stripe(sub), cancel_reason: 'UNSUBSCRIBE' });
+// Google Play: one product bought from two Google accounts (one app user signed in on both) is two
+// purchase tokens, two subscriptions; each event names its order id (GPA.…, a renewal's with `..0`,
+// `..1` after it) and, as the original transaction, the subscription's first order id (`play`).
+const GOOGLE_A = 'GPA.3345-1182-9034-55101';
+const GOOGLE_B = 'GPA.3371-4420-2286-73902';
+/** The events of one subscription of a store (`of`: its facts from its transaction id; Stripe unless said). */
+const subscribe = (u: string, sub: string, at: number, of = stripe) => billingEvent('initial-purchase', u, { at, purchased: at, expires: at + 30 }, of(sub));
+const renew = (u: string, sub: string, at: number, of = stripe) => billingEvent('renewal', u, { at, purchased: at, expires: at + 30 }, of(sub));
+const subscriptionRefund = (u: string, sub: string, at: number, purchased: number, of = stripe) =>
+  billingEvent('cancellation-customer-support', u, { at, purchased, expires: at }, { ...of(sub), price: -9.99 });
+const unsubscribe = (u: string, sub: string, at: number, purchased: number, of = stripe) =>
+  billingEvent('cancellation-unsubscribe', u, { at, purchased, expires: purchased + 30 }, { ...of(sub), cancel_reason: 'UNSUBSCRIBE' });
+/** A Play subscription's source as GET /api/me lists it. */
+const playSource = (fields: Record<string, unknown>) => expect.objectContaining({ productId: PLAY_MONTHLY, store: 'PLAY_STORE', environment: 'PRODUCTION', ...fields });
 
 const v1Time = (days: number | null) => (days === null ? null : new Date(day(days)).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 const v1Purchase = (id: string, tx: string, purchased: number) => ({ id, is_sandbox: false, purchase_date: v1Time(purchased), store: 'app_store', store_transaction_id: tx });
@@ -96,6 +105,47 @@ const flows: Flow[] = [
     expected: [{ now: 40, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(61) } } } }],
   },
   {
+    name: 'two Google Play subscriptions of one product (two Google accounts): refunding one leaves the other renewing',
+    items: (u) => [subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), subscriptionRefund(u.alice, GOOGLE_A, 5, 0, play)],
+    expected: [{ now: 6, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(31), productId: PLAY_MONTHLY, store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(31) }), playSource({ status: 'refunded', active: false })],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: the other renews after one was refunded',
+    items: (u) => [
+      subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), subscriptionRefund(u.alice, GOOGLE_A, 5, 0, play),
+      renew(u.alice, `${GOOGLE_B}..0`, 31, play),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(61), store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(61) }), playSource({ status: 'refunded', active: false })],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: cancelling one leaves the other renewing, the cancelled one granting to its period\'s end',
+    items: (u) => [subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), unsubscribe(u.alice, GOOGLE_A, 3, 0, play)],
+    expected: [{ now: 6, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(31), store: 'PLAY_STORE',
+      sources: [
+        playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(31) }),
+        playSource({ status: 'cancelled_active', active: true, willRenew: false, expiresAt: isoDay(30) }),
+      ],
+    } } } }],
+  },
+  {
+    name: 'two Google Play subscriptions of one product: after one was cancelled, the other renews',
+    items: (u) => [
+      subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), unsubscribe(u.alice, GOOGLE_A, 3, 0, play),
+      renew(u.alice, `${GOOGLE_B}..0`, 31, play),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: {
+      active: true, status: 'active', willRenew: true, expiresAt: isoDay(61), store: 'PLAY_STORE',
+      sources: [playSource({ status: 'active', active: true, willRenew: true, expiresAt: isoDay(61) }), playSource({ status: 'expired', active: false, willRenew: false })],
+    } } } }],
+  },
+  {
     name: 'a v1 sync listing the refunded subscription under the product key (its own transaction) keeps what v1 shows active',
     items: (u) => [subscribe(u.alice, 'sub_A', 0), subscribe(u.alice, 'sub_B', 1), snapshot('alice', 6, twoSubscriptions('sub_A'))],
     expected: [{ now: 7, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(31) } } } }],
@@ -128,10 +178,7 @@ describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
   it.each(flows)('$name, in every delivery order', async (flow) => {
-    const restore = setEnv({
-      ...flowSettings(revenuecat),
-      ...(flow.v2 ? { REVENUECAT_V2_SECRET_API_KEY: revenuecat.v2ApiKey, REVENUECAT_PROJECT_ID: revenuecat.projectId } : {}),
-    });
+    const restore = setEnv(readerSettings(revenuecat, flow.v2 ? 'both' : 'v1'));
     try {
       const count = flow.items({ alice: 'x' }).length;
       for (const order of deliveryOrders(count, { sample: 8, seed: 5 })) {
@@ -164,8 +211,20 @@ describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
 /**
  * Sandbox beside production: in a deployment (sandbox purchases ignored), v1 keys subscriptions by
  * product, so a sandbox (TestFlight) purchase of the product a production purchase is of may be
- * the one it lists; the snapshot leaves it out, and that never ends the production purchase.
+ * the one it lists (and v2 lists it as a subscription of the sandbox environment); the snapshot
+ * leaves it out, and that never ends the production purchase. The deployment's rule is asked of
+ * local mode (BILLING_SANDBOX_GRANTS=false), whose dev-key session tokens the user's refresh route
+ * takes, so the refresh goes through POST /api/me/billing/sync as a user's does.
  */
+const productionPurchase = (user: string) =>
+  billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { store: 'APP_STORE', product_id: MONTHLY, transaction_id: 'P-1', original_transaction_id: 'P-1' });
+/** RevenueCat's record at day 2: under the product, a sandbox purchase of it that ran from day 1 to 1.5. */
+const sandboxListed: FakeCustomer = {
+  entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(1.5) }) },
+  subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(1), expires: day(1.5), sandbox: true, transactionId: 'S-1' }) },
+};
+const productionView = { id: 'pro', active: true, status: 'active', expiresAt: isoDay(30), environment: 'PRODUCTION', store: 'APP_STORE' };
+
 describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase of the same product, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
@@ -174,14 +233,10 @@ describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase
     try {
       for (const order of [[0, 1], [1, 0]]) {
         const user = `alice-${randomUUID()}`;
-        const production = billingEvent('initial-purchase', user, { at: 0, purchased: 0, expires: 30 }, { store: 'APP_STORE', product_id: MONTHLY, transaction_id: 'P-1', original_transaction_id: 'P-1' });
         const steps = [
-          async () => expect((await deliver(production)).status).toBe(200),
+          async () => expect((await deliver(productionPurchase(user))).status).toBe(200),
           async () => {
-            revenuecat.setCustomer(user, {
-              entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(1.5) }) },
-              subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(1), expires: day(1.5), sandbox: true, transactionId: 'S-1' }) },
-            });
+            revenuecat.setCustomer(user, sandboxListed);
             revenuecat.setClock(day(2));
             expect(await syncSubscriber(user, { reason: 'admin', maxSlotWaitMs: 10_000 })).toMatchObject({ outcome: expect.any(String) });
           },
@@ -195,4 +250,27 @@ describe.each(DATABASE_KINDS)('a deployment\'s refresh beside a sandbox purchase
       restore();
     }
   });
+
+  it.each(READERS.map((reader) => ({ reader, name: READER_NAMES[reader] })))(
+    'never ends the production purchase when the user refreshes through the route, reading $name, in either order', async ({ reader }) => {
+      const restore = setEnv({ ...readerSettings(revenuecat, reader), BILLING_SANDBOX_GRANTS: 'false' });
+      try {
+        expect(getConfig().billingIgnoreSandbox).toBe(true);
+        for (const order of [[0, 1], [1, 0]]) {
+          const users = { alice: randomUUID() };
+          const items: FlowItem[] = [productionPurchase(users.alice), snapshot('alice', 2, sandboxListed)];
+          const [v1Before, v2Before] = [revenuecat.requests.length, revenuecat.v2Requests.length];
+          for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
+          // The refresh read the configured record(s) and was filed.
+          expect({ order, v1: revenuecat.requests.length > v1Before, v2: revenuecat.v2Requests.length > v2Before }).toEqual({ order, v1: reader !== 'v2', v2: reader !== 'v1' });
+          expect(await db.sql(`select type from public.billing_events where app_user_id = $1 and type = 'SYNC'`, [users.alice])).toEqual([{ type: 'SYNC' }]);
+          expect({ order, views: await entitlementsOf(db, users.alice, new Date(day(3))) }).toMatchObject({ order, views: [productionView] });
+          // ... and it stays so to its own period's end.
+          expect({ order, views: await entitlementsOf(db, users.alice, new Date(day(29))) }).toMatchObject({ order, views: [productionView] });
+        }
+      } finally {
+        revenuecat.setClock(undefined);
+        restore();
+      }
+    });
 });

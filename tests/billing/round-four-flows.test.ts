@@ -1,18 +1,19 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, cancellation, deliverFlowItem, deliveryOrders, DOC, expectEntitlementState, flowSettings, isoDay, MONTHLY, purchase, refund,
-  renewal, snapshot, transfer, day, type ExpectedState, type FlowItem,
+  apple, cancellation, deliverFlowItem, deliveryOrders, DOC, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
+  readerSettings, refund, renewal, snapshot, transfer, day, type ExpectedState, type FlowItem,
 } from './support.ts';
 
 /**
  * Billing flows of the third outside audit that are about where an event's effect lands: a purchase
  * whose product the dashboard moved to another entitlement, and a TRANSFER that names an anonymous
  * id RevenueCat had already merged into a signed-in customer. Each runs through the real route and
- * SQL, on both engines, in every delivery order.
+ * SQL, on both engines, in every delivery order; a flow with syncs (the user's refresh) runs once per
+ * record a sync may read (REST v1, v2 alone, v1 + v2), as the model flows do, to the same end state.
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
@@ -93,14 +94,27 @@ afterAll(async () => {
 
 describe.each(DATABASE_KINDS)('billing round four: where an effect lands, in every delivery order, on %s', (kind) => {
   const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv(flowSettings(revenuecat));
-  });
-  afterAll(() => {
-    revenuecat.setClock(undefined);
-    restoreEnv();
-  });
+  afterAll(() => revenuecat.setClock(undefined));
 
-  for (const flow of flows) it(flow.name, () => runFlow(db, flow, revenuecat), 240_000);
+  for (const reader of READERS) {
+    describe(reader === 'v1' ? 'webhooks, and syncs reading REST v1' : `syncs reading ${READER_NAMES[reader]}`, () => {
+      let restoreEnv: () => void;
+      beforeAll(() => {
+        restoreEnv = setEnv(readerSettings(revenuecat, reader));
+      });
+      afterAll(() => restoreEnv());
+
+      for (const flow of flows) {
+        // A flow without a sync reads no record: it runs once.
+        const syncs = flow.items(newUsers()).some(isSnapshotItem);
+        if (reader !== 'v1' && !syncs) continue;
+        it(flow.name, async () => {
+          const [v1Before, v2Before] = [revenuecat.requests.length, revenuecat.v2Requests.length];
+          await runFlow(db, flow, revenuecat);
+          // The syncs read the configured record(s), and only those.
+          if (syncs) expect({ v1: revenuecat.requests.length > v1Before, v2: revenuecat.v2Requests.length > v2Before }).toEqual({ v1: reader !== 'v2', v2: reader !== 'v1' });
+        }, 240_000);
+      }
+    });
+  }
 });

@@ -228,6 +228,24 @@ export function flowSettings(revenuecat: FakeRevenueCat): Record<string, string>
 }
 
 /**
+ * Which of RevenueCat's records a sync reads (docs/sync.md): REST v1 alone, v2 alone, or both (v2's
+ * per-item record wins where they differ). A flow that syncs runs under each, to the same end state.
+ */
+export type Reader = 'v1' | 'v2' | 'both';
+export const READERS: readonly Reader[] = ['v1', 'v2', 'both'];
+export const READER_NAMES: Record<Reader, string> = { v1: 'REST v1', v2: 'REST v2 alone', both: 'REST v1 + v2' };
+
+/** The flow suites' settings (flowSettings) with the keys of the reader's API(s) only. */
+export function readerSettings(revenuecat: FakeRevenueCat, reader: Reader): Record<string, string | undefined> {
+  return {
+    ...flowSettings(revenuecat),
+    REVENUECAT_SECRET_API_KEY: reader === 'v2' ? undefined : revenuecat.apiKey,
+    REVENUECAT_V2_SECRET_API_KEY: reader === 'v1' ? undefined : revenuecat.v2ApiKey,
+    REVENUECAT_PROJECT_ID: reader === 'v1' ? undefined : revenuecat.projectId,
+  };
+}
+
+/**
  * A month past the default retention (15 months ago) with its partition made, and customers (fresh
  * ids, each with a purchase) whose oldest event not in a checkpoint counts as received in it: what a
  * retention run must checkpoint before it drops the month. Returns the month (YYYY_MM) and the ids.

@@ -1,4 +1,9 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as adminExportRoute from '../../app/api/admin/users/[userId]/export/route.ts';
 import * as exportRoute from '../../app/api/me/export/route.ts';
@@ -6,7 +11,7 @@ import { dbCallCount } from '../../lib/db/index.ts';
 import { accountExportSchema } from '../../lib/openapi/responses.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { deliverLeagues, deliverNow, linkWallet } from '../support/account-actions.ts';
-import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -89,5 +94,81 @@ describe.each(DATABASE_KINDS)('exporting an account on %s', (kind) => {
 
     const response = await callRoute(adminExportRoute, { params: { userId: user.userId }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
     expect(response.body).toMatchObject({ wallets: { links: [], challenges: [] }, billing: { entitlements: [], events: [] } });
+  });
+});
+
+/**
+ * `npm run user:export` as an operator runs it from a shell beside the database (PATH, HOME and the
+ * database's URL, nothing of this test run's settings): the script in a child process, its JSON on
+ * stdout, its refusals on stderr with a non-zero exit.
+ */
+describeOn('postgres')('npm run user:export', () => {
+  const db = suiteDatabase('postgres');
+  let restoreEnv: () => void;
+  beforeAll(() => {
+    restoreEnv = setEnv({ LOCAL_DEV: '1' });
+  });
+  afterAll(() => restoreEnv());
+  const run = (args: string[]) => promisify(execFile)(process.execPath, ['scripts/user-export.ts', ...args], {
+    env: { PATH: process.env.PATH!, HOME: process.env.HOME!, DATABASE_URL: db.url! } as unknown as NodeJS.ProcessEnv, timeout: 60_000,
+  });
+
+  it('prints one user\'s export as JSON: their wallet link, billing rows and event bodies, league membership; nothing of another user; what GET /api/me/export answers', async () => {
+    const [user, other] = [await testUser(), await testUser()];
+    const wallet = evmWallet();
+    const link = await linkWallet(user, wallet);
+    const otherLink = await linkWallet(other, evmWallet());
+    const purchase = await deliverNow('initial-purchase', user.userId);
+    const otherPurchase = await deliverNow('initial-purchase', other.userId);
+    const source = freshSource('export-script');
+    await deliverLeagues(delivery(source, { leagues: [league('L1', '2026-11-21T17:59:00Z', {
+      members: [{ externalUserId: 'u1', displayName: 'Ana', role: 'commissioner', appUserId: user.userId }, { externalUserId: 'u2', displayName: 'Bo', role: 'member', appUserId: other.userId }],
+    })] }));
+
+    const { stdout } = await run(['--user', user.userId]);
+    const exported = JSON.parse(stdout);
+    expect(accountExportSchema.safeParse(exported).success).toBe(true);
+    expect(exported.userId).toBe(user.userId);
+    expect(exported.wallets.links).toEqual([expect.objectContaining({ id: link.id, user_id: user.userId, address: wallet.address })]);
+    expect(exported.billing.ids).toEqual([user.userId]);
+    expect(exported.billing.subscribers).toEqual([expect.objectContaining({ app_user_id: user.userId })]);
+    expect(exported.billing.entitlements).toEqual([expect.objectContaining({ app_user_id: user.userId, entitlement_id: 'pro', status: 'active' })]);
+    expect(exported.billing.events).toEqual([expect.objectContaining({ eventId: purchase.event.id, type: 'INITIAL_PURCHASE', outcome: 'applied', body: purchase })]);
+    expect(exported.leagues).toEqual([{ league: expect.objectContaining({ source, external_id: 'L1' }), member: expect.objectContaining({ external_user_id: 'u1', app_user_id: user.userId }) }]);
+    for (const theirs of [other.userId, otherLink.id, otherPurchase.event.id]) expect(stdout).not.toContain(theirs);
+    const own = await callRoute(exportRoute, { headers: { authorization: user.authorization } });
+    expect({ ...exported, exportedAt: null }).toEqual({ ...own.body, exportedAt: null });
+  });
+
+  it('--out writes the same JSON to a file only its owner may read, and says what it holds', async () => {
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId);
+    const dir = mkdtempSync(path.join(tmpdir(), 'user-export-'));
+    try {
+      const file = path.join(dir, 'export.json');
+      const { stdout, stderr } = await run(['--user', user.userId, '--out', file]);
+      expect(stdout).toBe('');
+      expect(stderr).toBe(`Wrote ${file}: 1 billing events, 0 wallet links, 0 league memberships.\n`);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      const written = JSON.parse(readFileSync(file, 'utf8'));
+      expect(written).toMatchObject({ userId: user.userId, billing: { ids: [user.userId], entitlements: [expect.objectContaining({ entitlement_id: 'pro' })] } });
+      expect({ ...written, exportedAt: null }).toEqual({ ...JSON.parse((await run(['--user', user.userId])).stdout), exportedAt: null });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a missing --user (usage, exit 2) and an id that is not a user id (exit 1); a user id with no rows gets empty lists, as the route answers', async () => {
+    for (const args of [[], ['--user'], ['--out', 'export.json']]) {
+      await expect(run(args)).rejects.toMatchObject({ code: 2, stdout: '', stderr: expect.stringContaining('Usage: npm run user:export -- --user <user id>') });
+    }
+    await expect(run(['--user', 'not-a-uuid'])).rejects.toMatchObject({ code: 1, stdout: '', stderr: 'invalid_request: The user id must be a UUID.\n' });
+    // operations.md: "A user with none of these rows gets empty lists" (the id may be of a user since deleted); their own id is their billing id.
+    const nobody = randomUUID();
+    const { stdout } = await run(['--user', nobody]);
+    expect(JSON.parse(stdout)).toMatchObject({
+      userId: nobody, wallets: { links: [], challenges: [], contractChecks: [] },
+      billing: { ids: [nobody], subscribers: [], entitlements: [], syncQueue: [], syncRequests: [], events: [] }, leagues: [],
+    });
   });
 });
