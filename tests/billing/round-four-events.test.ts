@@ -233,8 +233,9 @@ const DEPLOYED = {
 
 /**
  * Deliver one item. In a deployment a webhook carries the deployment's secret and a refresh is the
- * sync the refresh route runs (its session tokens are Supabase's, which cannot be minted here);
- * in local mode both go through their routes.
+ * sync the refresh route runs (the route first asks the Supabase Auth server whether the session is
+ * still signed in, and this setting names none); in local mode with BILLING_SANDBOX_GRANTS=false,
+ * the same flows go through both routes.
  */
 async function deliverItem(item: FlowItem, users: Users, revenuecat: FakeRevenueCat): Promise<void> {
   if (isArrived(item)) return receivedAt(item.arrivedAt, () => deliverItem(item.item, users, revenuecat));
