@@ -67,6 +67,77 @@ $$;
 revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
 grant execute on function public.account_leagues(uuid) to service_role;
 
+-- GET /api/me's leagues kept per user between reads (get_account): building them was two thirds of
+-- the call for a user in 50 leagues (docs/benchmarks.md), and they change only when a leagues sync
+-- or an erasure writes. Never stale: every write that changes what account_leagues returns for a
+-- user (a membership added, changed or removed; a league's snapshot or deletion) empties the user's
+-- row and moves its version on, in the writing transaction (the triggers below). A read that built
+-- the leagues from what it saw stores them only if the version it read is still the row's: a write
+-- that committed meanwhile, or is still open (its row lock makes the read's store wait for it), wins.
+-- Nothing time-dependent is kept: entitlements are read afresh on every call.
+create table public.account_leagues_cache (
+  user_id uuid primary key,
+  -- null: emptied by a write, built again by the next read.
+  leagues jsonb,
+  version bigint not null default 0
+);
+alter table public.account_leagues_cache enable row level security;
+revoke all on table public.account_leagues_cache from public, anon, authenticated;
+grant select, insert, update, delete on table public.account_leagues_cache to service_role;
+
+-- Empty the cached leagues of these users (a row for each, so a read already under way cannot
+-- store what it built before this write).
+create or replace function public.account_leagues_changed(p_user_ids uuid[])
+returns void
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  insert into public.account_leagues_cache as c (user_id, leagues)
+  select distinct id, null::jsonb from unnest(p_user_ids) as ids(id) where id is not null
+  on conflict (user_id) do update set leagues = null, version = c.version + 1
+$$;
+revoke all on function public.account_leagues_changed(uuid[]) from public, anon, authenticated;
+grant execute on function public.account_leagues_changed(uuid[]) to service_role;
+
+-- The trigger function of the cache's triggers: on league_members, the app users of the rows the
+-- statement wrote; on leagues, the app users among the members of the leagues it changed.
+create or replace function public.account_leagues_cache_stale()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  if tg_table_name = 'leagues' then
+    perform public.account_leagues_changed(array(
+      select m.app_user_id from public.league_members m where m.league_id in (select o.id from old_rows o)));
+  elsif tg_op = 'INSERT' then
+    perform public.account_leagues_changed(array(select n.app_user_id from new_rows n));
+  elsif tg_op = 'DELETE' then
+    perform public.account_leagues_changed(array(select o.app_user_id from old_rows o));
+  else
+    perform public.account_leagues_changed(array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o));
+  end if;
+  return null;
+end;
+$$;
+revoke all on function public.account_leagues_cache_stale() from public, anon, authenticated;
+grant execute on function public.account_leagues_cache_stale() to service_role;
+
+create trigger league_members_account_cache_insert after insert on public.league_members
+  referencing new table as new_rows for each statement execute function public.account_leagues_cache_stale();
+create trigger league_members_account_cache_update after update on public.league_members
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_leagues_cache_stale();
+create trigger league_members_account_cache_delete after delete on public.league_members
+  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+-- (A league's insert has no members yet: their insert empties the rows.)
+create trigger leagues_account_cache_update after update on public.leagues
+  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+create trigger leagues_account_cache_delete after delete on public.leagues
+  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+
 -- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it: the
 -- source shown (place 1) with every source, read through entitlement_sources and
 -- entitlement_owner_ids, which my_entitlements reads through too.
@@ -115,16 +186,32 @@ grant execute on function public.account_entitlements(text,timestamp with time z
 
 create or replace function public.get_account(p_user_id uuid, p_now timestamptz default now())
 returns jsonb
-language sql
-stable
+language plpgsql
+volatile
 security definer
 set search_path = ''
 as $$
-  select jsonb_build_object(
+declare
+  v_leagues jsonb;
+  v_version bigint;
+begin
+  -- The leagues as cached (account_leagues_cache, above), else built and stored for the next read
+  -- unless a write moved the version on meanwhile.
+  select c.leagues, c.version into v_leagues, v_version from public.account_leagues_cache c where c.user_id = p_user_id;
+  if v_leagues is null then
+    v_leagues := public.account_leagues(p_user_id);
+    if v_version is null then
+      insert into public.account_leagues_cache (user_id, leagues) values (p_user_id, v_leagues) on conflict (user_id) do nothing;
+    else
+      update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
+    end if;
+  end if;
+  return jsonb_build_object(
     'wallets', public.account_wallets(p_user_id),
     'entitlements', public.account_entitlements(p_user_id::text, p_now),
-    'leagues', public.account_leagues(p_user_id)
-  )
+    'leagues', v_leagues
+  );
+end;
 $$;
 revoke all on function public.get_account(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.get_account(uuid,timestamp with time zone) to service_role;
@@ -153,6 +240,8 @@ begin
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
+  -- The leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
+  delete from public.account_leagues_cache where user_id = p_user_id;
   perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;

@@ -1,0 +1,122 @@
+import { describe, expect, it } from 'vitest';
+import pg from 'pg';
+import * as meRoute from '../../app/api/me/route.ts';
+import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
+import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
+import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
+import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { callRoute } from '../support/http.ts';
+import { testUser } from '../support/tokens.ts';
+
+// GET /api/me keeps a user's leagues between reads (account_leagues_cache, 07_account.sql). What it
+// answers must be what it would answer without the cache: every write that changes a user's
+// leagues shows on the next read, and a read racing a write never keeps what it built before it.
+
+type User = Awaited<ReturnType<typeof testUser>>;
+
+async function leaguesOf(user: User): Promise<Array<Record<string, unknown>>> {
+  const response = await callRoute(meRoute, { headers: { authorization: user.authorization } });
+  expect(response.status).toBe(200);
+  return response.body.leagues;
+}
+
+async function sync(body: unknown): Promise<void> {
+  const response = await callRoute(leaguesRoute, { method: 'POST', headers: { 'x-webhook-secret': DEV_WEBHOOK_SECRETS.leagues }, body });
+  expect(response.status).toBe(200);
+}
+
+const memberOf = (user: User, role = 'member') => ({ externalUserId: `ext-${user.userId.slice(0, 8)}`, displayName: 'Ana', role, appUserId: user.userId });
+
+async function cachedRow(db: TestDatabase, user: User) {
+  const [row] = await db.sql<{ leagues: unknown; version: string }>('select leagues, version from public.account_leagues_cache where user_id = $1', [user.userId]);
+  return row;
+}
+
+describe.each(DATABASE_KINDS)('GET /api/me\'s leagues between reads, on %s', (kind) => {
+  const db = suiteDatabase(kind);
+
+  it('shows every change a leagues sync makes on the next read: a new league, a rename, a role, a member removed, a league deleted', async () => {
+    const user = await testUser();
+    const other = await testUser();
+    const source = freshSource('cache');
+    expect(await leaguesOf(user)).toEqual([]);
+
+    await sync(delivery(source, { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
+    expect((await leaguesOf(user)).map((item) => [item.externalId, item.name, item.role])).toEqual([['A', 'Alpha', 'member']]);
+    expect((await cachedRow(db, user))?.leagues).not.toBeNull(); // read twice: the second from the cache
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha']);
+
+    await sync(delivery(source, { leagues: [league('A', at(2), { name: 'Alpha Renamed', members: [memberOf(user, 'commissioner')] })] }));
+    expect((await leaguesOf(user)).map((item) => [item.name, item.role])).toEqual([['Alpha Renamed', 'commissioner']]);
+
+    await sync(delivery(source, { leagues: [league('B', at(3), { name: 'Beta', members: [memberOf(user), memberOf(other)] })] }));
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Beta', 'Alpha Renamed']);
+    expect((await leaguesOf(other)).map((item) => item.name)).toEqual(['Beta']);
+
+    // Removed from Beta's members; the other member reads Beta still.
+    await sync(delivery(source, { leagues: [league('B', at(4), { name: 'Beta', members: [memberOf(other)] })] }));
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha Renamed']);
+    expect((await leaguesOf(other)).map((item) => item.name)).toEqual(['Beta']);
+
+    // A deleted league leaves its members' lists.
+    await sync(delivery(source, { deleted: [{ externalId: 'B', deletedAt: at(5) }] }));
+    expect(await leaguesOf(other)).toEqual([]);
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha Renamed']);
+  });
+
+  it('keeps nothing of an erased user: forgetting them removes the kept leagues too', async () => {
+    const user = await testUser();
+    await sync(delivery(freshSource('cache-forget'), { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha']);
+    expect(await cachedRow(db, user)).toBeDefined();
+    await db.sql('select public.forget_user($1)', [user.userId]);
+    expect(await cachedRow(db, user)).toBeUndefined();
+    expect(await leaguesOf(user)).toEqual([]);
+  });
+});
+
+describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
+  const db = suiteDatabase('postgres');
+
+  it.for(['no row kept yet', 'a row an earlier write emptied'])('a read that built the leagues before a write commits does not keep them (%s)', async (start) => {
+    const user = await testUser();
+    const source = freshSource('cache-race');
+    await sync(delivery(source, { leagues: [league('A', at(1), { name: 'Before', members: [memberOf(user)] })] }));
+    if (start === 'no row kept yet') {
+      await db.sql('delete from public.account_leagues_cache where user_id = $1', [user.userId]);
+    } else {
+      expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Before']);
+      await sync(delivery(source, { leagues: [league('A', at(2), { name: 'Before', members: [memberOf(user)] })] }));
+      expect(await cachedRow(db, user)).toMatchObject({ leagues: null });
+    }
+
+    // The writer renames the league and holds its transaction open.
+    const writer = new pg.Client({ connectionString: db.url });
+    await writer.connect();
+    try {
+      await writer.query('begin');
+      await writer.query(`update public.leagues set name = 'After', updated_at = updated_at + interval '1 second' where source = $1 and external_id = 'A'`, [source]);
+      // A read meanwhile sees the committed name and builds its answer from it; storing that waits
+      // for the writer's row (the writer emptied it), so the read is still out when the writer commits.
+      const reading = leaguesOf(user);
+      await waitForLockWait(db);
+      await writer.query('commit');
+      expect((await reading).map((item) => item.name)).toEqual(['Before']);
+    } finally {
+      await writer.end();
+    }
+    // What the read built is not kept: the next read shows the write.
+    expect((await cachedRow(db, user))?.leagues ?? null).toBeNull();
+    expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['After']);
+  });
+});
+
+/** Until a backend of this database waits for a lock (the read's store behind the writer's row). */
+async function waitForLockWait(db: TestDatabase): Promise<void> {
+  for (;;) {
+    const [{ waiting }] = await db.sql<{ waiting: string }>(
+      `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+    if (Number(waiting) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
