@@ -71,15 +71,21 @@ grant execute on function public.account_leagues(uuid) to service_role;
 -- the call for a user in 50 leagues (docs/benchmarks.md), and they change only when a leagues sync
 -- or an erasure writes. Never stale: every write that changes what account_leagues returns for a
 -- user (a membership added, changed or removed; a league's snapshot or deletion) empties the user's
--- row and moves its version on, in the writing transaction (the triggers below). A read that built
--- the leagues from what it saw stores them only if the version it read is still the row's: a write
--- that committed meanwhile, or is still open (its row lock makes the read's store wait for it), wins.
--- Nothing time-dependent is kept: entitlements are read afresh on every call.
+-- row and gives it a new version, in the writing transaction (the triggers below). A read that built
+-- the leagues stores them only if the row still has the version it read: a write that committed
+-- meanwhile, or is still open (its row lock makes the store wait for it), wins. A user's first read
+-- makes the row before it builds, so a write that commits from then on is seen too (one that leaves
+-- no row, an erasure, included). Versions come from a sequence, never reused. A user in no league
+-- has no row (an erased user among them: nothing names them here). Nothing time-dependent is kept:
+-- entitlements are read afresh on every call.
+create sequence public.account_leagues_cache_version;
+revoke all on sequence public.account_leagues_cache_version from public, anon, authenticated;
+
 create table public.account_leagues_cache (
   user_id uuid primary key,
   -- null: emptied by a write, built again by the next read.
   leagues jsonb,
-  version bigint not null default 0
+  version bigint not null default nextval('public.account_leagues_cache_version')
 );
 alter table public.account_leagues_cache enable row level security;
 revoke all on table public.account_leagues_cache from public, anon, authenticated;
@@ -94,9 +100,10 @@ volatile
 security definer
 set search_path = ''
 as $$
+  -- (In id order: two writes naming the same users lock their rows in one order.)
   insert into public.account_leagues_cache as c (user_id, leagues)
-  select distinct id, null::jsonb from unnest(p_user_ids) as ids(id) where id is not null
-  on conflict (user_id) do update set leagues = null, version = c.version + 1
+  select id, null::jsonb from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
+  on conflict (user_id) do update set leagues = null, version = nextval('public.account_leagues_cache_version')
 $$;
 revoke all on function public.account_leagues_changed(uuid[]) from public, anon, authenticated;
 grant execute on function public.account_leagues_changed(uuid[]) to service_role;
@@ -195,15 +202,25 @@ declare
   v_leagues jsonb;
   v_version bigint;
 begin
-  -- The leagues as cached (account_leagues_cache, above), else built and stored for the next read
-  -- unless a write moved the version on meanwhile.
+  -- The leagues as kept (account_leagues_cache, above), else built, and kept for the next read if
+  -- no write moved the row's version on meanwhile.
   select c.leagues, c.version into v_leagues, v_version from public.account_leagues_cache c where c.user_id = p_user_id;
   if v_leagues is null then
     v_leagues := public.account_leagues(p_user_id);
-    if v_version is null then
-      insert into public.account_leagues_cache (user_id, leagues) values (p_user_id, v_leagues) on conflict (user_id) do nothing;
-    else
-      update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
+    if v_leagues <> '[]'::jsonb then
+      if v_version is null then
+        -- The first read: the row first (a write committing from here on gives it a new version, and
+        -- one still open is waited for), then the leagues built again from what is committed by then.
+        insert into public.account_leagues_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
+        select c.version into v_version from public.account_leagues_cache c where c.user_id = p_user_id;
+        v_leagues := public.account_leagues(p_user_id);
+      end if;
+      if v_leagues <> '[]'::jsonb then
+        update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
+      else
+        -- (In no league by then, an erasure among the ways: no row.)
+        delete from public.account_leagues_cache where user_id = p_user_id and version = v_version and leagues is null;
+      end if;
     end if;
   end if;
   return jsonb_build_object(

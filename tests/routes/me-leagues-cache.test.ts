@@ -64,6 +64,12 @@ describe.each(DATABASE_KINDS)('GET /api/me\'s leagues between reads, on %s', (ki
     expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha Renamed']);
   });
 
+  it('keeps no row for a user in no league', async () => {
+    const user = await testUser();
+    expect(await leaguesOf(user)).toEqual([]);
+    expect(await cachedRow(db, user)).toBeUndefined();
+  });
+
   it('keeps nothing of an erased user: forgetting them removes the kept leagues too', async () => {
     const user = await testUser();
     await sync(delivery(freshSource('cache-forget'), { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
@@ -71,14 +77,17 @@ describe.each(DATABASE_KINDS)('GET /api/me\'s leagues between reads, on %s', (ki
     expect(await cachedRow(db, user)).toBeDefined();
     await db.sql('select public.forget_user($1)', [user.userId]);
     expect(await cachedRow(db, user)).toBeUndefined();
+    // A read with the erased user's token, still valid for a while, keeps nothing either.
     expect(await leaguesOf(user)).toEqual([]);
+    expect(await cachedRow(db, user)).toBeUndefined();
   });
 });
 
 describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
   const db = suiteDatabase('postgres');
 
-  it.for(['no row kept yet', 'a row an earlier write emptied'])('a read that built the leagues before a write commits does not keep them (%s)', async (start) => {
+  /** The user in league A of a fresh source; with `start`, no row kept yet or a row an earlier write emptied. */
+  async function userInALeague(start: string) {
     const user = await testUser();
     const source = freshSource('cache-race');
     await sync(delivery(source, { leagues: [league('A', at(1), { name: 'Before', members: [memberOf(user)] })] }));
@@ -89,25 +98,44 @@ describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
       await sync(delivery(source, { leagues: [league('A', at(2), { name: 'Before', members: [memberOf(user)] })] }));
       expect(await cachedRow(db, user)).toMatchObject({ leagues: null });
     }
+    return { user, source };
+  }
 
-    // The writer renames the league and holds its transaction open.
+  /** Run `write` in a transaction held open while GET /api/me reads, and commit it once the read waits for it. */
+  async function readDuring(user: User, write: (writer: pg.Client) => Promise<unknown>) {
     const writer = new pg.Client({ connectionString: db.url });
     await writer.connect();
     try {
       await writer.query('begin');
-      await writer.query(`update public.leagues set name = 'After', updated_at = updated_at + interval '1 second' where source = $1 and external_id = 'A'`, [source]);
-      // A read meanwhile sees the committed name and builds its answer from it; storing that waits
-      // for the writer's row (the writer emptied it), so the read is still out when the writer commits.
+      await write(writer);
       const reading = leaguesOf(user);
       await waitForLockWait(db);
       await writer.query('commit');
-      expect((await reading).map((item) => item.name)).toEqual(['Before']);
+      return (await reading).map((item) => item.name);
     } finally {
       await writer.end();
     }
-    // What the read built is not kept: the next read shows the write.
-    expect((await cachedRow(db, user))?.leagues ?? null).toBeNull();
+  }
+
+  it.for(['no row kept yet', 'a row an earlier write emptied'])('a read racing a rename keeps nothing older than the rename (%s)', async (start) => {
+    const { user, source } = await userInALeague(start);
+    const read = await readDuring(user, (writer) => writer.query(
+      `update public.leagues set name = 'After', updated_at = updated_at + interval '1 second' where source = $1 and external_id = 'A'`, [source]));
+    // A first read waits for the write before it builds, so it answers the new name; a read of an
+    // emptied row built from what was committed before, and answers the old one: both are what the
+    // database held at some instant of the read. Neither keeps the old name.
+    expect(read).toEqual(start === 'no row kept yet' ? ['After'] : ['Before']);
+    expect((await cachedRow(db, user))?.leagues ?? null).toEqual(start === 'no row kept yet' ? (await db.sql<{ leagues: unknown }>('select public.account_leagues($1) as leagues', [user.userId]))[0]!.leagues : null);
     expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['After']);
+  });
+
+  it.for(['no row kept yet', 'a row an earlier write emptied'])('a read racing an erasure keeps no row of the erased user (%s)', async (start) => {
+    const { user } = await userInALeague(start);
+    const read = await readDuring(user, (writer) => writer.query('select public.forget_user($1)', [user.userId]));
+    expect(read).toEqual(start === 'no row kept yet' ? [] : ['Before']);
+    expect(await cachedRow(db, user)).toBeUndefined();
+    expect(await leaguesOf(user)).toEqual([]);
+    expect(await cachedRow(db, user)).toBeUndefined();
   });
 });
 

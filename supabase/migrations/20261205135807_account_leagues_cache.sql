@@ -2,10 +2,13 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
-create table "public"."account_leagues_cache" (
+create sequence "public"."account_leagues_cache_version";
+
+
+  create table "public"."account_leagues_cache" (
     "user_id" uuid not null,
     "leagues" jsonb,
-    "version" bigint not null default 0
+    "version" bigint not null default nextval('account_leagues_cache_version'::regclass)
       );
 
 
@@ -45,9 +48,10 @@ CREATE OR REPLACE FUNCTION public.account_leagues_changed(p_user_ids uuid[])
  SECURITY DEFINER
  SET search_path TO ''
 AS $function$
+  -- (In id order: two writes naming the same users lock their rows in one order.)
   insert into public.account_leagues_cache as c (user_id, leagues)
-  select distinct id, null::jsonb from unnest(p_user_ids) as ids(id) where id is not null
-  on conflict (user_id) do update set leagues = null, version = c.version + 1
+  select id, null::jsonb from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
+  on conflict (user_id) do update set leagues = null, version = nextval('public.account_leagues_cache_version')
 $function$
 ;
 
@@ -89,15 +93,25 @@ declare
   v_leagues jsonb;
   v_version bigint;
 begin
-  -- The leagues as cached (account_leagues_cache, above), else built and stored for the next read
-  -- unless a write moved the version on meanwhile.
+  -- The leagues as kept (account_leagues_cache, above), else built, and kept for the next read if
+  -- no write moved the row's version on meanwhile.
   select c.leagues, c.version into v_leagues, v_version from public.account_leagues_cache c where c.user_id = p_user_id;
   if v_leagues is null then
     v_leagues := public.account_leagues(p_user_id);
-    if v_version is null then
-      insert into public.account_leagues_cache (user_id, leagues) values (p_user_id, v_leagues) on conflict (user_id) do nothing;
-    else
-      update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
+    if v_leagues <> '[]'::jsonb then
+      if v_version is null then
+        -- The first read: the row first (a write committing from here on gives it a new version, and
+        -- one still open is waited for), then the leagues built again from what is committed by then.
+        insert into public.account_leagues_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
+        select c.version into v_version from public.account_leagues_cache c where c.user_id = p_user_id;
+        v_leagues := public.account_leagues(p_user_id);
+      end if;
+      if v_leagues <> '[]'::jsonb then
+        update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
+      else
+        -- (In no league by then, an erasure among the ways: no row.)
+        delete from public.account_leagues_cache where user_id = p_user_id and version = v_version and leagues is null;
+      end if;
     end if;
   end if;
   return jsonb_build_object(
@@ -134,6 +148,7 @@ CREATE TRIGGER leagues_account_cache_delete AFTER DELETE ON public.leagues REFER
 CREATE TRIGGER leagues_account_cache_update AFTER UPDATE ON public.leagues REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION account_leagues_cache_stale();
 
 -- Written by hand (the diff does not carry privileges): as supabase/schemas declares.
+revoke all on sequence public.account_leagues_cache_version from public, anon, authenticated;
 revoke all on table public.account_leagues_cache from public, anon, authenticated;
 revoke all on function public.account_leagues_changed(uuid[]) from public, anon, authenticated;
 grant execute on function public.account_leagues_changed(uuid[]) to service_role;
