@@ -9,7 +9,7 @@ import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrders, DOC, entitlementsOf, event, expectEntitlementState, expiration,
+  apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, entitlementsOf, event, expectEntitlementState, expiration,
   isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem, flowSettings } from './support.ts';
 
 /**
@@ -747,15 +747,8 @@ const snapshotFlows: Flow[] = [
 // ---------------------------------------------------------------------------------------------
 // Harness.
 
-/**
- * PGlite: every order of n deliveries (n <= 4), or, for more, in order, reversed and a fixed sample
- * of others. Postgres (the same SQL, slower per call): in order and reversed, to keep the suite short.
- */
-function orders(n: number, kind: DatabaseKind): number[][] {
-  const identity = Array.from({ length: n }, (_, i) => i);
-  if (kind === 'postgres') return n > 1 ? [identity, [...identity].reverse()] : [identity];
-  return deliveryOrders(n, { sample: 4, seed: 1111 });
-}
+/** Every order (or a sample) on PGlite; in order and reversed on Postgres (deliveryOrdersOn). */
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'pglite', sample: 4, seed: 1111 });
 
 let revenuecat: FakeRevenueCat;
 

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeCustomer, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
-  apple, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, LIFETIME,
+  apple, billingIssue, cancellation, day, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, LIFETIME,
   MONTHLY, play, purchase, readerSettings, receivedAt, refund, renewal, snapshot, transfer, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
 
 /**
@@ -314,7 +314,8 @@ const flows: Flow[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-const orders = (n: number) => deliveryOrders(n, { sample: 5, seed: 2711 });
+/** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 5, seed: 2711 });
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID() });
 
 let revenuecat: FakeRevenueCat;
@@ -338,7 +339,7 @@ async function runFlow(db: TestDatabase, flow: Flow, run: Run, withRecord: boole
     if (run !== 'webhooks' && withRecord && flow.record) items.push(snapshot(flow.record.of, flow.record.at, flow.record.customer(users)));
     return items;
   };
-  for (const order of orders(itemsOf(newUsers()).length)) {
+  for (const order of orders(itemsOf(newUsers()).length, db.kind)) {
     const users = newUsers();
     const items = itemsOf(users);
     for (const index of order) await deliver(db, items[index]!, users);

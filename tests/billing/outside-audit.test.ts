@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, day, deliverFlowItem, deliveryOrders, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME,
+  apple, billingEvent, billingIssue, cancellation, day, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME,
   MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem, flowSettings } from './support.ts';
 
 /**
@@ -572,11 +572,12 @@ const flows: Flow[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-const orders = (n: number) => deliveryOrders(n, { sample: 5, seed: 2611 });
+/** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 5, seed: 2611 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
   const count = flow.items(newUsers()).length;
-  for (const order of orders(count)) {
+  for (const order of orders(count, db.kind)) {
     const users = newUsers();
     const items = flow.items(users);
     for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);

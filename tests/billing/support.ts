@@ -9,7 +9,7 @@ import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import type { DatabaseAdapter } from '../../lib/db/index.ts';
 import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
-import type { TestDatabase } from '../support/databases.ts';
+import type { DatabaseKind, TestDatabase } from '../support/databases.ts';
 import type { FakeCustomer, FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -98,6 +98,19 @@ export function deliveryOrders(n: number, { sample, seed }: { sample: number; se
     return all;
   }
   return [identity, [...identity].reverse(), ...fc.sample(fc.shuffledSubarray(identity, { minLength: n, maxLength: n }), { numRuns: sample, seed })];
+}
+
+/**
+ * A delivery-order suite's orders on one engine: deliveryOrders() on `everyOrderOn`; in order and
+ * reversed on the other. Both engines run the same SQL, so what depends on the order shows on one,
+ * and what depends on the engine shows in any order; trying every order on both doubled the
+ * longest suites. Each suite names its engine (audit.test.ts PGlite, the others Postgres), so
+ * between them both engines see every order of some suite.
+ */
+export function deliveryOrdersOn(kind: DatabaseKind, n: number, options: { everyOrderOn: DatabaseKind; sample: number; seed: number }): number[][] {
+  if (kind === options.everyOrderOn) return deliveryOrders(n, options);
+  const identity = Array.from({ length: n }, (_, i) => i);
+  return n > 1 ? [identity, [...identity].reverse()] : [identity];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import { recordLogScan, recordScenario } from './summary.ts';
  * the answer is 2xx (every table's row count and checksum, before and after).
  * RELIABILITY_FUZZ_RUNS sets the runs per property; RELIABILITY_SEED replays a run.
  */
-const RUNS = Number(process.env.RELIABILITY_FUZZ_RUNS ?? 25);
+const RUNS = Number(process.env.RELIABILITY_FUZZ_RUNS ?? 12);
 const SEED = Number(process.env.RELIABILITY_SEED ?? Date.now() % 2 ** 31);
 
 type Auth = 'none' | 'session' | 'billing' | 'leagues' | 'cron' | 'admin';

@@ -8,12 +8,12 @@ import { scanLogs, startStack, type ReliabilityStack } from './stack.ts';
 import { recordLogScan, recordScenario } from './summary.ts';
 
 /**
- * Load with faults: for 30 s (RELIABILITY_LOAD_SECONDS), 16 loopback connections send billing
+ * Load with faults: for 20 s (RELIABILITY_LOAD_SECONDS), 16 loopback connections send billing
  * webhooks without pause: 75% valid events (a tenth of them redeliveries of an id already sent,
  * possibly still in flight), 20% with bad credentials, 5% hostile bodies. Nothing may answer 5xx;
  * afterwards the event rows are exactly the unique valid ids and each has exactly one effect.
  */
-const DURATION_MS = Number(process.env.RELIABILITY_LOAD_SECONDS ?? 30) * 1000;
+const DURATION_MS = Number(process.env.RELIABILITY_LOAD_SECONDS ?? 20) * 1000;
 const CONCURRENCY = 16;
 const SEED = Number(process.env.RELIABILITY_SEED ?? Date.now() % 2 ** 31);
 
