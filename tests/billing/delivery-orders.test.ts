@@ -40,7 +40,7 @@ const cancellation = (u: string, reason: string, at: number, purchased: number, 
 const expiration = (u: string, at: number, purchased: number, expires: number, fields = {}) => billingEvent('expiration', u, { at, purchased, expires }, fields);
 
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
-const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 8, seed: 11 });
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 5, seed: 11 });
 
 async function deliverAll(bodies: BillingWebhookBody[], order: number[]): Promise<void> {
   for (const index of order) {

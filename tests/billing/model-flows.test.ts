@@ -315,7 +315,7 @@ const flows: Flow[] = [
 // ---------------------------------------------------------------------------------------------
 
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
-const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 5, seed: 2711 });
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 3, seed: 2711 });
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID() });
 
 let revenuecat: FakeRevenueCat;

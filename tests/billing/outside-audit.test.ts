@@ -573,7 +573,7 @@ const flows: Flow[] = [
 // ---------------------------------------------------------------------------------------------
 
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
-const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 5, seed: 2611 });
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 3, seed: 2611 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
   const count = flow.items(newUsers()).length;

@@ -181,7 +181,7 @@ describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
     const restore = setEnv(readerSettings(revenuecat, flow.v2 ? 'both' : 'v1'));
     try {
       const count = flow.items({ alice: 'x' }).length;
-      for (const order of deliveryOrders(count, { sample: 8, seed: 5 })) {
+      for (const order of deliveryOrders(count, { sample: 5, seed: 5 })) {
         // (A Supabase user: the snapshots are the user's own refresh.)
         const users = { alice: randomUUID() };
         const items = flow.items(users);
