@@ -4,7 +4,7 @@ import * as meRoute from '../../app/api/me/route.ts';
 import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, untilASessionWaitsForALock, type TestDatabase } from '../support/databases.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 
@@ -109,7 +109,7 @@ describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
       await writer.query('begin');
       await write(writer);
       const reading = leaguesOf(user);
-      await waitForLockWait(db);
+      await untilASessionWaitsForALock(db);
       await writer.query('commit');
       return (await reading).map((item) => item.name);
     } finally {
@@ -138,13 +138,3 @@ describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
     expect(await cachedRow(db, user)).toBeUndefined();
   });
 });
-
-/** Until a backend of this database waits for a lock (the read's store behind the writer's row). */
-async function waitForLockWait(db: TestDatabase): Promise<void> {
-  for (;;) {
-    const [{ waiting }] = await db.sql<{ waiting: string }>(
-      `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
-    if (Number(waiting) > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

@@ -138,3 +138,17 @@ export function suiteDatabase(kind: DatabaseKind, options: TestDatabaseOptions =
     close: () => opened().close(),
   };
 }
+
+/**
+ * Until a session of this database waits for a lock (a row or a transaction another session holds
+ * open): the moment a race test commits its writer. Other test files share the server, so only this
+ * database's sessions count.
+ */
+export async function untilASessionWaitsForALock(db: TestDatabase): Promise<void> {
+  for (;;) {
+    const [{ waiting }] = await db.sql<{ waiting: string }>(
+      `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+    if (Number(waiting) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -7,7 +7,7 @@ import { CHALLENGE_TTL_MS } from '../../lib/wallets/challenge.ts';
 import { parseChallengeRequest, parseLinkRequest } from '../../lib/wallets/schemas.ts';
 import { issueChallenge, linkWallet, listWalletLinks, unlinkWallet, type ChallengeResponse } from '../../lib/wallets/service.ts';
 import { formatSignInMessage, parseSignInMessage } from '../../lib/wallets/sign-in-message.ts';
-import { DATABASE_KINDS, describeOn, suiteDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, untilASessionWaitsForALock } from '../support/databases.ts';
 import { evmWallet, highSTwin, networkOf, solanaWallet, type TestWallet } from './wallets.ts';
 
 /**
@@ -274,9 +274,7 @@ describeOn('postgres')('wallet_link insert race on the real Postgres server', ()
       await client.query("select public.wallet_link(p_user_id => $1, p_challenge_id => $2, p_message => $3, p_chain => $4, p_address_key => $5, p_kind => 'eoa')",
         [a.userId, ca.challengeId, ca.message, 'evm', wallet.address.toLowerCase()]);
       const loser = codeOf(callDb('wallet_link', { p_user_id: b.userId, p_challenge_id: cb.challengeId, p_message: cb.message, p_chain: 'evm', p_address_key: wallet.address.toLowerCase(), p_kind: 'eoa' }));
-      for (let waiting = 0; waiting === 0;) {
-        [{ waiting }] = (await client.query<{ waiting: number }>(`select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows as [{ waiting: number }];
-      }
+      await untilASessionWaitsForALock(db);
       await client.query('commit');
       expect(await loser).toBe('wallet_already_linked');
     } finally {
