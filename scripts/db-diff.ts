@@ -68,7 +68,8 @@ export async function diffDeclaredSchema(): Promise<SchemaDiff> {
     const migration = await migra(migrated, declared, { unsafe: true, schema: 'public', withPrivileges: true });
     // Only for this migration's transaction: a session-wide setting would outlive it on the
     // connection that ran it (the embedded database's, in local mode).
-    const sql = migration.sql.trim().replaceAll('set check_function_bodies = off;', 'set local check_function_bodies = off;');
+    const diff = migration.sql.trim().replaceAll('set check_function_bodies = off;', 'set local check_function_bodies = off;');
+    const sql = [...returnTypeDrops(await functionResults(migrated), await functionResults(declared)), diff].filter(Boolean).join('\n\n');
     if (sql) await withSession(migrated, (session) => session.exec(sql));
     const remaining = compareCatalogs(
       await withSession(migrated, readCatalog),
@@ -79,6 +80,30 @@ export async function diffDeclaredSchema(): Promise<SchemaDiff> {
   } finally {
     await server.stop();
   }
+}
+
+/** Each function of `public` (its signature) with what it returns. */
+async function functionResults(url: string): Promise<Map<string, string>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ signature: string; result: string }>(`
+      select format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)) as signature, pg_get_function_result(p.oid) as result
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'`);
+    return new Map(rows.map((row) => [row.signature, row.result]));
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * A function whose return type changed: migra writes CREATE OR REPLACE, which Postgres refuses for
+ * another return type, so it is dropped first (its grants go with it: the check after lists them,
+ * to write by hand).
+ */
+export function returnTypeDrops(migrated: ReadonlyMap<string, string>, declared: ReadonlyMap<string, string>): string[] {
+  return [...migrated].filter(([signature, result]) => declared.has(signature) && declared.get(signature) !== result)
+    .map(([signature, result]) => `-- Returns ${declared.get(signature)} where it returned ${result}: Postgres changes that only by a drop.\ndrop function ${signature};`);
 }
 
 if (import.meta.main) {

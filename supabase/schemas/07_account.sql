@@ -37,8 +37,8 @@ grant execute on function public.wallets_delete_user_rows() to service_role;
 
 -- GET /api/me: the caller's leagues (not deleted), with the caller's role in each, newest first.
 -- A user linked to two members of one league gets the league once, as commissioner if either is.
--- Read through member_leagues (as my_leagues reads them). Keys are those of the API; updatedAt is
--- UTC with microseconds (lib/leagues trims the zeros).
+-- Read through member_leagues (as my_leagues reads them). As the API answers them: its keys, and
+-- updatedAt in UTC without trailing zero fractions ("2026-11-21T17:59:00Z", "...:00.25Z").
 create or replace function public.account_leagues(p_user_id uuid)
 returns jsonb
 language sql
@@ -56,7 +56,7 @@ as $$
         'season', l.season,
         'status', l.status,
         'role', l.role,
-        'updatedAt', to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        'updatedAt', regexp_replace(to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z'
       )
       order by l.updated_at desc, l.source, l.external_id
     ),
@@ -67,33 +67,36 @@ $$;
 revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
 grant execute on function public.account_leagues(uuid) to service_role;
 
--- GET /api/me's leagues kept per user between reads (get_account): building them was two thirds of
--- the call for a user in 50 leagues (docs/benchmarks.md), and they change only when a leagues sync
--- or an erasure writes. Never stale: every write that changes what account_leagues returns for a
--- user (a membership added, changed or removed; a league's snapshot or deletion) empties the user's
--- row and gives it a new version, in the writing transaction (the triggers below). A read that built
--- the leagues stores them only if the row still has the version it read: a write that committed
--- meanwhile, or is still open (its row lock makes the store wait for it), wins. A user's first read
--- makes the row before it builds, so a write that commits from then on is seen too (one that leaves
--- no row, an erasure, included). Versions come from a sequence, never reused. A user in no league
--- has no row (an erased user among them: nothing names them here). Nothing time-dependent is kept:
--- entitlements are read afresh on every call.
-create sequence public.account_leagues_cache_version;
-revoke all on sequence public.account_leagues_cache_version from public, anon, authenticated;
+-- GET /api/me's wallets and leagues kept per user between reads (get_account), as the API's JSON
+-- text: building them was most of the call for a user in 50 leagues (docs/benchmarks.md), and they
+-- change only when a wallet is linked or unlinked, a leagues sync writes, or an erasure. Never stale: every write that changes
+-- what account_wallets or account_leagues returns for a user (a link made, changed or removed; a
+-- membership added, changed or removed; a league's snapshot or deletion) empties the user's row and
+-- gives it a new version, in the writing transaction (the triggers below). A read that built them
+-- stores them only if the row still has the version it read: a write that committed meanwhile, or
+-- is still open (its row lock makes the store wait for it), wins. A user's first read makes the row
+-- before it builds, so a write that commits from then on is seen too (one that leaves no row, an
+-- erasure, included). Versions come from a sequence, never reused. A user with no wallet and in no
+-- league has no row (an erased user among them: nothing names them here). Nothing time-dependent
+-- is kept: entitlements are read afresh on every call.
+create sequence public.account_cache_version;
+revoke all on sequence public.account_cache_version from public, anon, authenticated;
 
-create table public.account_leagues_cache (
+create table public.account_cache (
   user_id uuid primary key,
-  -- null: emptied by a write, built again by the next read.
-  leagues jsonb,
-  version bigint not null default nextval('public.account_leagues_cache_version')
+  -- GET /api/me's `wallets` and `leagues`, JSON text as answered; both null: emptied by a write,
+  -- built again by the next read.
+  wallets text,
+  leagues text,
+  version bigint not null default nextval('public.account_cache_version')
 );
-alter table public.account_leagues_cache enable row level security;
-revoke all on table public.account_leagues_cache from public, anon, authenticated;
-grant select, insert, update, delete on table public.account_leagues_cache to service_role;
+alter table public.account_cache enable row level security;
+revoke all on table public.account_cache from public, anon, authenticated;
+grant select, insert, update, delete on table public.account_cache to service_role;
 
--- Empty the cached leagues of these users (a row for each, so a read already under way cannot
--- store what it built before this write).
-create or replace function public.account_leagues_changed(p_user_ids uuid[])
+-- Empty the kept wallets and leagues of these users (a row for each, so a read already under way
+-- cannot store what it built before this write).
+create or replace function public.account_changed(p_user_ids uuid[])
 returns void
 language sql
 volatile
@@ -101,16 +104,16 @@ security definer
 set search_path = ''
 as $$
   -- (In id order: two writes naming the same users lock their rows in one order.)
-  insert into public.account_leagues_cache as c (user_id, leagues)
-  select id, null::jsonb from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
-  on conflict (user_id) do update set leagues = null, version = nextval('public.account_leagues_cache_version')
+  insert into public.account_cache as c (user_id)
+  select id from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
+  on conflict (user_id) do update set wallets = null, leagues = null, version = nextval('public.account_cache_version')
 $$;
-revoke all on function public.account_leagues_changed(uuid[]) from public, anon, authenticated;
-grant execute on function public.account_leagues_changed(uuid[]) to service_role;
+revoke all on function public.account_changed(uuid[]) from public, anon, authenticated;
+grant execute on function public.account_changed(uuid[]) to service_role;
 
--- The trigger function of the cache's triggers: on league_members, the app users of the rows the
--- statement wrote; on leagues, the app users among the members of the leagues it changed.
-create or replace function public.account_leagues_cache_stale()
+-- The trigger function of the cache's triggers: on wallet_links and league_members, the users of
+-- the rows the statement wrote; on leagues, the app users among the members of the leagues it changed.
+create or replace function public.account_cache_stale()
 returns trigger
 language plpgsql
 security definer
@@ -118,32 +121,46 @@ set search_path = ''
 as $$
 begin
   if tg_table_name = 'leagues' then
-    perform public.account_leagues_changed(array(
+    perform public.account_changed(array(
       select m.app_user_id from public.league_members m where m.league_id in (select o.id from old_rows o)));
+  elsif tg_table_name = 'wallet_links' then
+    if tg_op = 'INSERT' then
+      perform public.account_changed(array(select n.user_id from new_rows n));
+    elsif tg_op = 'DELETE' then
+      perform public.account_changed(array(select o.user_id from old_rows o));
+    else
+      perform public.account_changed(array(select n.user_id from new_rows n union select o.user_id from old_rows o));
+    end if;
   elsif tg_op = 'INSERT' then
-    perform public.account_leagues_changed(array(select n.app_user_id from new_rows n));
+    perform public.account_changed(array(select n.app_user_id from new_rows n));
   elsif tg_op = 'DELETE' then
-    perform public.account_leagues_changed(array(select o.app_user_id from old_rows o));
+    perform public.account_changed(array(select o.app_user_id from old_rows o));
   else
-    perform public.account_leagues_changed(array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o));
+    perform public.account_changed(array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o));
   end if;
   return null;
 end;
 $$;
-revoke all on function public.account_leagues_cache_stale() from public, anon, authenticated;
-grant execute on function public.account_leagues_cache_stale() to service_role;
+revoke all on function public.account_cache_stale() from public, anon, authenticated;
+grant execute on function public.account_cache_stale() to service_role;
 
+create trigger wallet_links_account_cache_insert after insert on public.wallet_links
+  referencing new table as new_rows for each statement execute function public.account_cache_stale();
+create trigger wallet_links_account_cache_update after update on public.wallet_links
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_cache_stale();
+create trigger wallet_links_account_cache_delete after delete on public.wallet_links
+  referencing old table as old_rows for each statement execute function public.account_cache_stale();
 create trigger league_members_account_cache_insert after insert on public.league_members
-  referencing new table as new_rows for each statement execute function public.account_leagues_cache_stale();
+  referencing new table as new_rows for each statement execute function public.account_cache_stale();
 create trigger league_members_account_cache_update after update on public.league_members
-  referencing old table as old_rows new table as new_rows for each statement execute function public.account_leagues_cache_stale();
+  referencing old table as old_rows new table as new_rows for each statement execute function public.account_cache_stale();
 create trigger league_members_account_cache_delete after delete on public.league_members
-  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+  referencing old table as old_rows for each statement execute function public.account_cache_stale();
 -- (A league's insert has no members yet: their insert empties the rows.)
 create trigger leagues_account_cache_update after update on public.leagues
-  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+  referencing old table as old_rows for each statement execute function public.account_cache_stale();
 create trigger leagues_account_cache_delete after delete on public.leagues
-  referencing old table as old_rows for each statement execute function public.account_leagues_cache_stale();
+  referencing old table as old_rows for each statement execute function public.account_cache_stale();
 
 -- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it: the
 -- source shown (place 1) with every source, read through entitlement_sources and
@@ -192,42 +209,43 @@ revoke all on function public.account_entitlements(text,timestamp with time zone
 grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
 
 create or replace function public.get_account(p_user_id uuid, p_now timestamptz default now())
-returns jsonb
+returns text
 language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
 declare
-  v_leagues jsonb;
+  v_wallets text;
+  v_leagues text;
   v_version bigint;
 begin
-  -- The leagues as kept (account_leagues_cache, above), else built, and kept for the next read if
-  -- no write moved the row's version on meanwhile.
-  select c.leagues, c.version into v_leagues, v_version from public.account_leagues_cache c where c.user_id = p_user_id;
-  if v_leagues is null then
-    v_leagues := public.account_leagues(p_user_id);
-    if v_leagues <> '[]'::jsonb then
-      if v_version is null then
-        -- The first read: the row first (a write committing from here on gives it a new version, and
-        -- one still open is waited for), then the leagues built again from what is committed by then.
-        insert into public.account_leagues_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
-        select c.version into v_version from public.account_leagues_cache c where c.user_id = p_user_id;
-        v_leagues := public.account_leagues(p_user_id);
-      end if;
-      if v_leagues <> '[]'::jsonb then
-        update public.account_leagues_cache set leagues = v_leagues where user_id = p_user_id and version = v_version;
-      else
-        -- (In no league by then, an erasure among the ways: no row.)
-        delete from public.account_leagues_cache where user_id = p_user_id and version = v_version and leagues is null;
-      end if;
+  -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
+  -- if no write moved the row's version on meanwhile.
+  select c.wallets, c.leagues, c.version into v_wallets, v_leagues, v_version from public.account_cache c where c.user_id = p_user_id;
+  if v_wallets is null then
+    v_wallets := public.account_wallets(p_user_id)::text;
+    v_leagues := public.account_leagues(p_user_id)::text;
+    if v_version is null and (v_wallets <> '[]' or v_leagues <> '[]') then
+      -- The first read: the row first (a write committing from here on gives it a new version, and
+      -- one still open is waited for), then both built again from what is committed by then.
+      insert into public.account_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
+      select c.version into v_version from public.account_cache c where c.user_id = p_user_id;
+      v_wallets := public.account_wallets(p_user_id)::text;
+      v_leagues := public.account_leagues(p_user_id)::text;
+    end if;
+    if v_wallets <> '[]' or v_leagues <> '[]' then
+      update public.account_cache set wallets = v_wallets, leagues = v_leagues where user_id = p_user_id and version = v_version;
+    elsif v_version is not null then
+      -- (No wallet and in no league by then, an erasure among the ways: no row.)
+      delete from public.account_cache where user_id = p_user_id and version = v_version and wallets is null;
     end if;
   end if;
-  return jsonb_build_object(
-    'wallets', public.account_wallets(p_user_id),
-    'entitlements', public.account_entitlements(p_user_id::text, p_now),
-    'leagues', v_leagues
-  );
+  -- The account as JSON text: the wallets and leagues as kept (the API's shape already), and the
+  -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is kept
+  -- is copied into the answer, never parsed or escaped again (a third of the call's cost as jsonb).
+  return '{"wallets":' || v_wallets || ',"entitlements":' || public.account_entitlements(p_user_id::text, p_now)::text
+    || ',"leagues":' || v_leagues || '}';
 end;
 $$;
 revoke all on function public.get_account(uuid,timestamp with time zone) from public, anon, authenticated;
@@ -257,8 +275,8 @@ begin
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
-  -- The leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
-  delete from public.account_leagues_cache where user_id = p_user_id;
+  -- The wallets and leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
+  delete from public.account_cache where user_id = p_user_id;
   perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;

@@ -125,7 +125,7 @@ describeOn('postgres')('query plans at scale on postgres', () => {
       await client.query('begin');
       await client.query('drop index public.league_members_app_user_id_idx');
       // (Built afresh: the workload above read this user's leagues into the cache.)
-      await client.query('delete from public.account_leagues_cache where user_id = $1', [user!.app_user_id]);
+      await client.query('delete from public.account_cache where user_id = $1', [user!.app_user_id]);
       await client.query('select public.get_account($1, now())', [user!.app_user_id]);
       await client.query('rollback');
     } finally {

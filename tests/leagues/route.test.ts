@@ -2,8 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as route from '../../app/api/webhooks/leagues-sync/route.ts';
+import type { AccountLeague } from '../../lib/leagues/account-leagues.ts';
 import { callDb, closeDatabase, dbCallCount } from '../../lib/db/index.ts';
-import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { DATABASE_KINDS, engineOn, useTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteRequest } from '../support/http.ts';
@@ -43,7 +43,7 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
       expect({ status: again.status, body: again.body })
         .toEqual({ status: 200, body: { received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 1, duplicate: true } });
     }
-    expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: appUserId }))).toEqual([{
+    expect(await callDb<AccountLeague[]>('account_leagues', { p_user_id: appUserId })).toEqual([{
       source: 'sleeper', externalId: '1249067741470539776', name: 'Sunday Funday', sport: 'nfl', season: '2026',
       status: 'in_season', role: 'commissioner', updatedAt: '2026-11-21T17:59:00Z',
     }]);

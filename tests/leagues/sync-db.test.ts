@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import type { AccountLeague } from '../../lib/leagues/account-leagues.ts';
 import { callDb, dbCallCount, DbError } from '../../lib/db/index.ts';
-import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { applyLeaguesSync, toApplyLeaguesSyncArgs } from '../../lib/leagues/sync.ts';
 import { leaguesSyncBodySchema } from '../../lib/leagues/sync-schema.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
@@ -69,7 +69,7 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
     const user = randomUUID();
     const live = league('x', at(10), { members: [member(1, { appUserId: user }), member(2)] });
     expect(await apply(delivery(source, { leagues: [live] }))).toEqual(counts(1, 0, 0, 0));
-    expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: user }))).toHaveLength(1);
+    expect(await callDb<AccountLeague[]>('account_leagues', { p_user_id: user })).toHaveLength(1);
 
     const steps = [
       { name: 'deletion older than the snapshot', body: { deleted: [{ externalId: 'x', deletedAt: at(5) }] }, result: counts(0, 0, 1, 0), deleted: null },
@@ -90,7 +90,7 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
         expect(stored!.members).toEqual([]);
         expect(await callDb('account_leagues', { p_user_id: user })).toEqual([]);
       } else {
-        expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: user }))).toHaveLength(1);
+        expect(await callDb<AccountLeague[]>('account_leagues', { p_user_id: user })).toHaveLength(1);
       }
     }
   });
@@ -217,12 +217,12 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
     }));
     await apply(delivery(source, { deleted: [{ externalId: 'gone', deletedAt: at(4) }] }));
 
-    expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: ana }))).toEqual([
+    expect(await callDb<AccountLeague[]>('account_leagues', { p_user_id: ana })).toEqual([
       { source, externalId: 'newer', name: 'Sunday Funday', sport: 'nfl', season: '2026', status: 'drafting', role: 'commissioner', updatedAt: at(2) },
       { source, externalId: 'older', name: 'League older', sport: 'nfl', season: '2025', status: 'in_season', role: 'member', updatedAt: at(1) },
       { source, externalId: 'twice', name: 'League twice', sport: 'nfl', season: '2025', status: 'in_season', role: 'commissioner', updatedAt: at(0) },
     ]);
-    expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: randomUUID() }))).toEqual([]);
+    expect(await callDb<AccountLeague[]>('account_leagues', { p_user_id: randomUUID() })).toEqual([]);
   });
 
   it('keeps microseconds and compares at that precision', async () => {
@@ -232,6 +232,19 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
     await apply(delivery(source, { leagues: [league('p', base, { members: [member(1, { appUserId: user })] })] }));
     expect(await apply(delivery(source, { leagues: [league('p', '2025-06-01T12:00:00.123455Z')] }))).toEqual(counts(0, 0, 1, 0));
     expect(await apply(delivery(source, { leagues: [league('p', '2025-06-01T14:00:00.123456+02:00')] }))).toEqual(counts(0, 1, 0, 0));
-    expect(toAccountLeagues(await callDb('account_leagues', { p_user_id: user }))[0]!.updatedAt).toBe(base);
+    expect((await callDb<AccountLeague[]>('account_leagues', { p_user_id: user }))[0]!.updatedAt).toBe(base);
+  });
+
+  it.each([
+    { sent: '2026-11-21T17:59:00.000000Z', shown: '2026-11-21T17:59:00Z' },
+    { sent: '2026-11-21T17:50:00Z', shown: '2026-11-21T17:50:00Z' },
+    { sent: '2026-11-21T17:59:10.120000Z', shown: '2026-11-21T17:59:10.12Z' },
+    { sent: '2026-11-21T17:59:00.5+01:00', shown: '2026-11-21T16:59:00.5Z' },
+    { sent: '2026-11-21T17:59:00.123456Z', shown: '2026-11-21T17:59:00.123456Z' },
+  ])('shows updatedAt $sent in UTC as $shown (no trailing zero fractions)', async ({ sent, shown }) => {
+    const source = freshSource();
+    const user = randomUUID();
+    await apply(delivery(source, { leagues: [league('t', sent, { members: [member(1, { appUserId: user })] })] }));
+    expect((await callDb<AccountLeague[]>('account_leagues', { p_user_id: user })).map((shownLeague) => shownLeague.updatedAt)).toEqual([shown]);
   });
 });

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { toAccountLeagues } from '../../lib/leagues/account-leagues.ts';
 import { toApplyLeaguesSyncArgs, toLeaguesSyncResult } from '../../lib/leagues/sync.ts';
 import { createLeaguesSyncBodySchema, LEAGUES_SYNC_LIMITS } from '../../lib/leagues/sync-schema.ts';
 import { fieldErrors } from '../../lib/http/problem.ts';
@@ -130,23 +129,5 @@ describe('toLeaguesSyncResult', () => {
   it('answers the counts, and duplicate only on a replay', () => {
     expect(toLeaguesSyncResult({ upserted: 1, unchanged: 2, stale: 3, deleted: 4 })).toEqual({ received: true, upserted: 1, unchanged: 2, stale: 3, deleted: 4 });
     expect(toLeaguesSyncResult({ upserted: 1, unchanged: 0, stale: 0, deleted: 0, duplicate: true })).toEqual({ received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 0, duplicate: true });
-  });
-});
-
-describe('toAccountLeagues', () => {
-  const row = { source: 's', externalId: 'x', name: 'N', sport: 'nfl', season: '2026', status: 'complete', role: 'member', extra: 'dropped' };
-  const cases = [
-    { stored: '2026-11-21T17:59:00.000000Z', shown: '2026-11-21T17:59:00Z' },
-    { stored: '2026-11-21T17:59:00.120000Z', shown: '2026-11-21T17:59:00.12Z' },
-    { stored: '2026-11-21T17:59:00.123456Z', shown: '2026-11-21T17:59:00.123456Z' },
-  ];
-  it.each(cases)('shows $stored as $shown and keeps only the API fields', ({ stored, shown }) => {
-    expect(toAccountLeagues([{ ...row, updatedAt: stored }])).toEqual([
-      { source: 's', externalId: 'x', name: 'N', sport: 'nfl', season: '2026', status: 'complete', role: 'member', updatedAt: shown },
-    ]);
-  });
-  it('maps no leagues to []', () => {
-    expect(toAccountLeagues([])).toEqual([]);
-    expect(toAccountLeagues(null)).toEqual([]);
   });
 });

@@ -5,12 +5,15 @@ import * as leaguesRoute from '../../app/api/webhooks/leagues-sync/route.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { at, delivery, freshSource, league } from '../leagues/fixtures.ts';
 import { DATABASE_KINDS, suiteDatabase, untilASessionWaitsForALock, type TestDatabase } from '../support/databases.ts';
+import { getMe, linkWallet, unlinkWallet } from '../support/account-actions.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
+import { evmWallet, solanaWallet } from '../wallets/wallets.ts';
 
-// GET /api/me keeps a user's leagues between reads (account_leagues_cache, 07_account.sql). What it
-// answers must be what it would answer without the cache: every write that changes a user's
-// leagues shows on the next read, and a read racing a write never keeps what it built before it.
+// GET /api/me keeps a user's wallets and leagues between reads (account_cache, 07_account.sql). What
+// it answers must be what it would answer without the cache: every write that changes a user's
+// wallets or leagues shows on the next read, and a read racing a write never keeps what it built
+// before it.
 
 type User = Awaited<ReturnType<typeof testUser>>;
 
@@ -28,11 +31,12 @@ async function sync(body: unknown): Promise<void> {
 const memberOf = (user: User, role = 'member') => ({ externalUserId: `ext-${user.userId.slice(0, 8)}`, displayName: 'Ana', role, appUserId: user.userId });
 
 async function cachedRow(db: TestDatabase, user: User) {
-  const [row] = await db.sql<{ leagues: unknown; version: string }>('select leagues, version from public.account_leagues_cache where user_id = $1', [user.userId]);
+  const [row] = await db.sql<{ wallets: string | null; leagues: string | null; version: string }>(
+    'select wallets, leagues, version from public.account_cache where user_id = $1', [user.userId]);
   return row;
 }
 
-describe.each(DATABASE_KINDS)('GET /api/me\'s leagues between reads, on %s', (kind) => {
+describe.each(DATABASE_KINDS)('GET /api/me\'s wallets and leagues between reads, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
   it('shows every change a leagues sync makes on the next read: a new league, a rename, a role, a member removed, a league deleted', async () => {
@@ -64,26 +68,50 @@ describe.each(DATABASE_KINDS)('GET /api/me\'s leagues between reads, on %s', (ki
     expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha Renamed']);
   });
 
-  it('keeps no row for a user in no league', async () => {
+  it('shows every wallet linked or unlinked on the next read, beside the leagues kept', async () => {
     const user = await testUser();
-    expect(await leaguesOf(user)).toEqual([]);
+    await sync(delivery(freshSource('cache-wallets'), { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
+    expect((await getMe(user)).wallets).toEqual([]);
+    const evm = await linkWallet(user, evmWallet());
+    expect((await getMe(user)).wallets).toEqual([evm]);
+    expect((await cachedRow(db, user))?.wallets).not.toBeNull(); // read twice: the second from the cache
+    const solana = await linkWallet(user, solanaWallet());
+    const both = await getMe(user);
+    expect({ wallets: both.wallets, leagues: both.leagues.map((item) => item.name) }).toEqual({ wallets: [evm, solana], leagues: ['Alpha'] });
+    await unlinkWallet(user, evm.id);
+    expect((await getMe(user)).wallets).toEqual([solana]);
+    // A write by hand (an operator's) empties the row as the routes' writes do.
+    await db.sql('delete from public.wallet_links where user_id = $1', [user.userId]);
+    expect((await getMe(user)).wallets).toEqual([]);
+  });
+
+  it('keeps a row for a user with wallets and in no league, and none for a user with neither', async () => {
+    const user = await testUser();
+    expect(await getMe(user)).toMatchObject({ wallets: [], leagues: [] });
+    expect(await cachedRow(db, user)).toBeUndefined();
+    const link = await linkWallet(user, evmWallet());
+    expect(await getMe(user)).toMatchObject({ wallets: [link], leagues: [] });
+    expect(await cachedRow(db, user)).toMatchObject({ leagues: '[]' });
+    await unlinkWallet(user, link.id);
+    expect(await getMe(user)).toMatchObject({ wallets: [], leagues: [] });
     expect(await cachedRow(db, user)).toBeUndefined();
   });
 
-  it('keeps nothing of an erased user: forgetting them removes the kept leagues too', async () => {
+  it('keeps nothing of an erased user: forgetting them removes the kept wallets and leagues too', async () => {
     const user = await testUser();
     await sync(delivery(freshSource('cache-forget'), { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
+    await linkWallet(user, evmWallet());
     expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Alpha']);
     expect(await cachedRow(db, user)).toBeDefined();
     await db.sql('select public.forget_user($1)', [user.userId]);
     expect(await cachedRow(db, user)).toBeUndefined();
     // A read with the erased user's token, still valid for a while, keeps nothing either.
-    expect(await leaguesOf(user)).toEqual([]);
+    expect(await getMe(user)).toMatchObject({ wallets: [], leagues: [] });
     expect(await cachedRow(db, user)).toBeUndefined();
   });
 });
 
-describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
+describe('GET /api/me\'s kept wallets and leagues and a write still open (postgres)', () => {
   const db = suiteDatabase('postgres');
 
   /** The user in league A of a fresh source; with `start`, no row kept yet or a row an earlier write emptied. */
@@ -92,7 +120,7 @@ describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
     const source = freshSource('cache-race');
     await sync(delivery(source, { leagues: [league('A', at(1), { name: 'Before', members: [memberOf(user)] })] }));
     if (start === 'no row kept yet') {
-      await db.sql('delete from public.account_leagues_cache where user_id = $1', [user.userId]);
+      await db.sql('delete from public.account_cache where user_id = $1', [user.userId]);
     } else {
       expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['Before']);
       await sync(delivery(source, { leagues: [league('A', at(2), { name: 'Before', members: [memberOf(user)] })] }));
@@ -125,7 +153,7 @@ describe('GET /api/me\'s leagues and a write still open (postgres)', () => {
     // emptied row built from what was committed before, and answers the old one: both are what the
     // database held at some instant of the read. Neither keeps the old name.
     expect(read).toEqual(start === 'no row kept yet' ? ['After'] : ['Before']);
-    expect((await cachedRow(db, user))?.leagues ?? null).toEqual(start === 'no row kept yet' ? (await db.sql<{ leagues: unknown }>('select public.account_leagues($1) as leagues', [user.userId]))[0]!.leagues : null);
+    expect((await cachedRow(db, user))?.leagues ?? null).toEqual(start === 'no row kept yet' ? (await db.sql<{ leagues: string }>('select public.account_leagues($1)::text as leagues', [user.userId]))[0]!.leagues : null);
     expect((await leaguesOf(user)).map((item) => item.name)).toEqual(['After']);
   });
 
