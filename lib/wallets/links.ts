@@ -1,7 +1,8 @@
 /**
  * The public shape of a wallet link, shared by POST/GET /api/wallet-link and GET /api/me.
  * The SQL functions (wallet_link, account_wallets) return rows already in this shape; the mapper
- * types them and normalises `createdAt` to ISO 8601 UTC.
+ * types them for the wallet routes and normalises `createdAt` to ISO 8601 UTC. GET /api/me answers
+ * account_wallets' JSON as it is (kept between reads: get_account_json).
  */
 export type WalletLink =
   | { id: string; chain: 'evm'; address: string; chainId: number; kind: WalletProofKind; scope: EvmLinkScope; accountId: string; createdAt: string }

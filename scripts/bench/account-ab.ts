@@ -1,11 +1,11 @@
-// Does a change to the SQL make GET /api/me's read cheaper? An A/B of `get_account` on one Postgres
+// Does a change to the SQL make GET /api/me's read cheaper? An A/B of `get_account_json` on one Postgres
 // server, as sql-ab.ts does for a renewal.
 //
 // `node scripts/bench/account-ab.ts [change.sql]` (under a minute): two databases migrated alike,
 // change.sql run on B only (none: A against itself, the noise), the bench's account in each (3
 // wallets, the entitlements `pro` and `plus` bought through record_billing_event, 50 leagues
 // naming the user through apply_leagues_sync), then rounds of N (default 2,000) calls of
-// get_account as the service makes them (the same statement, with lock_timeout), A and B
+// get_account_json as the service makes them (the same statement, with lock_timeout), A and B
 // alternating, each through a connection of its own. Prints each round's Postgres CPU per call
 // (the calling backend's, from /proc), the medians, and whether A and B answered alike.
 import { readFileSync } from 'node:fs';
@@ -58,7 +58,7 @@ try {
     clients.set(side, client);
   }
   const now = new Date();
-  const call = buildFunctionCall('get_account', { p_user_id: userId, p_now: now }, { lockTimeoutMs: 5_000 });
+  const call = buildFunctionCall('get_account_json', { p_user_id: userId, p_now: now }, { lockTimeoutMs: 5_000 });
   const answers = new Map<'A' | 'B', string>();
   const perCall = { A: [] as number[], B: [] as number[] };
   for (let round = 0; round < rounds; round++) {
@@ -78,7 +78,7 @@ try {
   const comparable = (text: string) => text.replace(/"id":"[0-9a-f-]{36}"/g, '"id":""').replace(/"createdAt":"[^"]*"/g, '"createdAt":""');
   console.log(comparable(answers.get('A')!) === comparable(answers.get('B')!) ? 'A and B answered alike' : `A and B answered differently:\nA ${answers.get('A')}\nB ${answers.get('B')}`);
   for (const side of ['A', 'B'] as const) {
-    console.log(`${side}: Postgres CPU per get_account call ${perCall[side].map((ms) => ms.toFixed(3)).join(' ')}; median ${median(perCall[side]).toFixed(3)} ms`);
+    console.log(`${side}: Postgres CPU per get_account_json call ${perCall[side].map((ms) => ms.toFixed(3)).join(' ')}; median ${median(perCall[side]).toFixed(3)} ms`);
   }
   for (const client of clients.values()) await client.end();
 } finally {

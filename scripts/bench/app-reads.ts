@@ -2,7 +2,7 @@
 // `npm run bench -- --reads`): has_entitlement() in a row-level security policy of the app's own
 // table, wrapped in a select as Supabase advises (once per statement) and not (once per row), against
 // the same table without the call; has_entitlement() itself; reading my_entitlements beside
-// get_account(); and the access token hook. Each timed by EXPLAIN ANALYZE (the server's own time,
+// get_account_json(); and the access token hook. Each timed by EXPLAIN ANALYZE (the server's own time,
 // no round trip), the median of several runs, as the role PostgREST or Supabase Auth would use.
 import pg from 'pg';
 import { openPostgres } from '../../lib/db/postgres.ts';
@@ -70,7 +70,7 @@ export async function measureAppReads(databaseUrl: string): Promise<AppReadsCost
     const perRow = await time(count, 'authenticated', withPolicy(`public.has_entitlement('pro')`));
     const calls = await time(`select count(*) filter (where public.has_entitlement('pro')) from generate_series(1, 10000)`, 'authenticated');
     const myEntitlementsMs = await time('select * from public.my_entitlements', 'authenticated');
-    const getAccountMs = await time('select public.get_account($1, now())', 'service_role', [], [user]);
+    const getAccountMs = await time('select public.get_account_json($1, now())', 'service_role', [], [user]);
     const iat = Math.floor(Date.now() / 1000);
     const hookMs = await time('select public.custom_access_token_hook($1)', 'supabase_auth_admin', [], [{ user_id: user, claims: { sub: user, iat, exp: iat + 3600 } }]);
     await client.query('drop table public.bench_articles');
@@ -95,7 +95,7 @@ export function formatAppReads(cost: AppReadsCost): string {
     `| the same, policy \`using ((select public.has_entitlement('pro')))\` (once per statement) | ${cost.policyMs.wrapped} |`,
     `| the same, policy \`using (public.has_entitlement('pro'))\` (once per row) | ${cost.policyMs.perRow} |`,
     `| \`select * from my_entitlements\` (as the user) | ${cost.myEntitlementsMs} |`,
-    `| \`get_account()\` (GET /api/me's call) | ${cost.getAccountMs} |`,
+    `| \`get_account_json()\` (GET /api/me's call) | ${cost.getAccountMs} |`,
     `| \`custom_access_token_hook()\` (as supabase_auth_admin) | ${cost.hookMs} |`,
     '',
     `has_entitlement() itself: ${cost.hasEntitlementUs} µs a call.`,

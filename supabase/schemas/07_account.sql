@@ -67,7 +67,7 @@ $$;
 revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
 grant execute on function public.account_leagues(uuid) to service_role;
 
--- GET /api/me's wallets and leagues kept per user between reads (get_account), as the API's JSON
+-- GET /api/me's wallets and leagues kept per user between reads (get_account_json), as the API's JSON
 -- text: building them was most of the call for a user in 50 leagues (docs/benchmarks.md), and they
 -- change only when a wallet is linked or unlinked, a leagues sync writes, or an erasure. Never stale: every write that changes
 -- what account_wallets or account_leagues returns for a user (a link made, changed or removed; a
@@ -76,9 +76,14 @@ grant execute on function public.account_leagues(uuid) to service_role;
 -- stores them only if the row still has the version it read: a write that committed meanwhile, or
 -- is still open (its row lock makes the store wait for it), wins. A user's first read makes the row
 -- before it builds, so a write that commits from then on is seen too (one that leaves no row, an
--- erasure, included). Versions come from a sequence, never reused. A user with no wallet and in no
--- league has no row (an erased user among them: nothing names them here). Nothing time-dependent
--- is kept: entitlements are read afresh on every call.
+-- erasure, included). Versions come from a sequence, never reused. A TRUNCATE of any of the three
+-- tables empties every row (it takes the table's lock, so it waits for the reads under way). A
+-- user with no wallet and in no league has no row (an erased user among them: nothing names them
+-- here). Nothing time-dependent is kept: entitlements are read afresh on every call. What the
+-- triggers cannot see must empty the table itself: a migration that changes what
+-- account_wallets or account_leagues return (or wallet_link_json, member_leagues, which they
+-- read) deletes its rows (tests/db/account-cache-migrations.unit.test.ts holds migrations to
+-- that), and so does a bulk load run with triggers off (session_replication_role = replica).
 create sequence public.account_cache_version;
 revoke all on sequence public.account_cache_version from public, anon, authenticated;
 
@@ -112,7 +117,8 @@ revoke all on function public.account_changed(uuid[]) from public, anon, authent
 grant execute on function public.account_changed(uuid[]) to service_role;
 
 -- The trigger function of the cache's triggers: on wallet_links and league_members, the users of
--- the rows the statement wrote; on leagues, the app users among the members of the leagues it changed.
+-- the rows the statement wrote; on leagues, the app users among the members of the leagues it
+-- changed; a TRUNCATE of any of them, everyone.
 create or replace function public.account_cache_stale()
 returns trigger
 language plpgsql
@@ -120,7 +126,9 @@ security definer
 set search_path = ''
 as $$
 begin
-  if tg_table_name = 'leagues' then
+  if tg_op = 'TRUNCATE' then
+    delete from public.account_cache;
+  elsif tg_table_name = 'leagues' then
     perform public.account_changed(array(
       select m.app_user_id from public.league_members m where m.league_id in (select o.id from old_rows o)));
   elsif tg_table_name = 'wallet_links' then
@@ -161,6 +169,12 @@ create trigger leagues_account_cache_update after update on public.leagues
   referencing old table as old_rows for each statement execute function public.account_cache_stale();
 create trigger leagues_account_cache_delete after delete on public.leagues
   referencing old table as old_rows for each statement execute function public.account_cache_stale();
+create trigger wallet_links_account_cache_truncate after truncate on public.wallet_links
+  for each statement execute function public.account_cache_stale();
+create trigger league_members_account_cache_truncate after truncate on public.league_members
+  for each statement execute function public.account_cache_stale();
+create trigger leagues_account_cache_truncate after truncate on public.leagues
+  for each statement execute function public.account_cache_stale();
 
 -- GET /api/me: the caller's entitlements at p_now, ONE item per entitlement id, ordered by it: the
 -- source shown (place 1) with every source, read through entitlement_sources and
@@ -208,7 +222,7 @@ $$;
 revoke all on function public.account_entitlements(text,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
 
-create or replace function public.get_account(p_user_id uuid, p_now timestamptz default now())
+create or replace function public.get_account_json(p_user_id uuid, p_now timestamptz default now())
 returns text
 language plpgsql
 volatile
@@ -223,7 +237,7 @@ begin
   -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
   -- if no write moved the row's version on meanwhile.
   select c.wallets, c.leagues, c.version into v_wallets, v_leagues, v_version from public.account_cache c where c.user_id = p_user_id;
-  if v_wallets is null then
+  if v_wallets is null or v_leagues is null then
     v_wallets := public.account_wallets(p_user_id)::text;
     v_leagues := public.account_leagues(p_user_id)::text;
     if v_version is null and (v_wallets <> '[]' or v_leagues <> '[]') then
@@ -242,11 +256,26 @@ begin
     end if;
   end if;
   -- The account as JSON text: the wallets and leagues as kept (the API's shape already), and the
-  -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is kept
-  -- is copied into the answer, never parsed or escaped again (a third of the call's cost as jsonb).
+  -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is
+  -- kept is copied into the answer, never parsed or escaped again (a third of the call's cost).
   return '{"wallets":' || v_wallets || ',"entitlements":' || public.account_entitlements(p_user_id::text, p_now)::text
     || ',"leagues":' || v_leagues || '}';
 end;
+$$;
+revoke all on function public.get_account_json(uuid,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.get_account_json(uuid,timestamp with time zone) to service_role;
+
+-- get_account_json as jsonb: what the service's code before get_account_json called. Kept so that
+-- code answers as it did while a deployment migrates before it deploys (docs/deploy.md); a later
+-- release drops it.
+create or replace function public.get_account(p_user_id uuid, p_now timestamptz default now())
+returns jsonb
+language sql
+volatile
+security definer
+set search_path = ''
+as $$
+  select public.get_account_json(p_user_id, p_now)::jsonb
 $$;
 revoke all on function public.get_account(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.get_account(uuid,timestamp with time zone) to service_role;
@@ -774,7 +803,7 @@ create trigger leagues_broadcast_delete after delete on public.leagues
   referencing old table as old_rows for each statement execute function public.leagues_broadcast();
 
 -- Who executes what. The views and the functions they read through: signed-in users (the service
--- role reads through get_account). has_entitlement: signed-in users and the service role. The hook:
+-- role reads through get_account_json). has_entitlement: signed-in users and the service role. The hook:
 -- Supabase Auth alone. On Supabase, default privileges hand every new object to anon and
 -- authenticated: everything is revoked first.
 revoke all on public.my_entitlements, public.my_wallet_links, public.my_leagues from public, anon, authenticated, service_role;

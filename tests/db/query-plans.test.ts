@@ -62,7 +62,7 @@ const DRIVEN = [
   'record_billing_event', 'billing_log_and_fold', 'billing_lock_group', 'billing_apply_event', 'billing_group_state', 'billing_refold_group',
   'billing_take_checkpoint', 'billing_checkpoint_tail', 'billing_log_event', 'billing_mark_sync', 'record_billing_snapshot', 'billing_subscriber_known', 'billing_sync_begin', 'billing_sync_failed',
   'billing_sync_found_nothing', 'billing_sync_claim', 'wallet_issue_challenge', 'wallet_link', 'wallet_start_contract_check', 'wallet_refund_contract_check', 'account_wallets',
-  'wallet_unlink', 'apply_leagues_sync', 'get_account', 'account_entitlements', 'account_leagues', 'run_maintenance', 'wallets_maintain',
+  'wallet_unlink', 'apply_leagues_sync', 'get_account_json', 'account_entitlements', 'account_leagues', 'run_maintenance', 'wallets_maintain',
   'leagues_maintain', 'billing_sync_maintain', 'billing_maintain', 'billing_ensure_partitions', 'forget_user', 'wallets_forget_user',
   'leagues_forget_user', 'billing_forget_user', 'billing_events_page', 'billing_events_by_id', 'billing_rebuild_group', 'billing_store_plans',
   'billing_group_rows', 'billing_events_without_plan', 'billing_subscribers_page', 'billing_subscribers_count', 'billing_sync_run_place',
@@ -119,14 +119,14 @@ describeOn('postgres')('query plans at scale on postgres', () => {
     const plans: CapturedPlan[] = [];
     client.on('notice', (notice) => {
       const parsed = parseAutoExplainNotice(notice.message ?? '');
-      if (parsed) plans.push({ step: 'get_account without league_members_app_user_id_idx', ...parsed });
+      if (parsed) plans.push({ step: 'get_account_json without league_members_app_user_id_idx', ...parsed });
     });
     try {
       await client.query('begin');
       await client.query('drop index public.league_members_app_user_id_idx');
       // (Built afresh: the workload above read this user's leagues into the cache.)
       await client.query('delete from public.account_cache where user_id = $1', [user!.app_user_id]);
-      await client.query('select public.get_account($1, now())', [user!.app_user_id]);
+      await client.query('select public.get_account_json($1, now())', [user!.app_user_id]);
       await client.query('rollback');
     } finally {
       await client.end();

@@ -85,6 +85,26 @@ describe.each(DATABASE_KINDS)('GET /api/me\'s wallets and leagues between reads,
     expect((await getMe(user)).wallets).toEqual([]);
   });
 
+  it('empties every kept row when a table is truncated by hand', async () => {
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    expect((await getMe(user)).wallets).toHaveLength(1);
+    expect(await cachedRow(db, user)).toBeDefined();
+    await db.sql('truncate public.wallet_links');
+    expect(await cachedRow(db, user)).toBeUndefined();
+    expect((await getMe(user)).wallets).toEqual([]);
+  });
+
+  it('answers through get_account, as the code before get_account_json read it, what GET /api/me shows', async () => {
+    const user = await testUser();
+    const link = await linkWallet(user, evmWallet());
+    await sync(delivery(freshSource('cache-compat'), { leagues: [league('A', at(1), { name: 'Alpha', members: [memberOf(user)] })] }));
+    const me = await getMe(user);
+    const [{ account }] = await db.sql<{ account: { wallets: unknown[]; entitlements: unknown[]; leagues: unknown[] } }>(
+      'select public.get_account($1, now()) as account', [user.userId]);
+    expect(account).toEqual({ wallets: [link], entitlements: [], leagues: me.leagues });
+  });
+
   it('keeps a row for a user with wallets and in no league, and none for a user with neither', async () => {
     const user = await testUser();
     expect(await getMe(user)).toMatchObject({ wallets: [], leagues: [] });

@@ -2,9 +2,6 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
--- Returns text where it returned jsonb: Postgres changes that only by a drop.
-drop function public.get_account(p_user_id uuid, p_now timestamp with time zone);
-
 create sequence "public"."account_cache_version";
 
 drop trigger if exists "league_members_account_cache_delete" on "public"."league_members";
@@ -67,7 +64,9 @@ CREATE OR REPLACE FUNCTION public.account_cache_stale()
  SET search_path TO ''
 AS $function$
 begin
-  if tg_table_name = 'leagues' then
+  if tg_op = 'TRUNCATE' then
+    delete from public.account_cache;
+  elsif tg_table_name = 'leagues' then
     perform public.account_changed(array(
       select m.app_user_id from public.league_members m where m.league_id in (select o.id from old_rows o)));
   elsif tg_table_name = 'wallet_links' then
@@ -100,6 +99,47 @@ AS $function$
   insert into public.account_cache as c (user_id)
   select id from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
   on conflict (user_id) do update set wallets = null, leagues = null, version = nextval('public.account_cache_version')
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.get_account_json(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_wallets text;
+  v_leagues text;
+  v_version bigint;
+begin
+  -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
+  -- if no write moved the row's version on meanwhile.
+  select c.wallets, c.leagues, c.version into v_wallets, v_leagues, v_version from public.account_cache c where c.user_id = p_user_id;
+  if v_wallets is null or v_leagues is null then
+    v_wallets := public.account_wallets(p_user_id)::text;
+    v_leagues := public.account_leagues(p_user_id)::text;
+    if v_version is null and (v_wallets <> '[]' or v_leagues <> '[]') then
+      -- The first read: the row first (a write committing from here on gives it a new version, and
+      -- one still open is waited for), then both built again from what is committed by then.
+      insert into public.account_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
+      select c.version into v_version from public.account_cache c where c.user_id = p_user_id;
+      v_wallets := public.account_wallets(p_user_id)::text;
+      v_leagues := public.account_leagues(p_user_id)::text;
+    end if;
+    if v_wallets <> '[]' or v_leagues <> '[]' then
+      update public.account_cache set wallets = v_wallets, leagues = v_leagues where user_id = p_user_id and version = v_version;
+    elsif v_version is not null then
+      -- (No wallet and in no league by then, an erasure among the ways: no row.)
+      delete from public.account_cache where user_id = p_user_id and version = v_version and wallets is null;
+    end if;
+  end if;
+  -- The account as JSON text: the wallets and leagues as kept (the API's shape already), and the
+  -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is
+  -- kept is copied into the answer, never parsed or escaped again (a third of the call's cost).
+  return '{"wallets":' || v_wallets || ',"entitlements":' || public.account_entitlements(p_user_id::text, p_now)::text
+    || ',"leagues":' || v_leagues || '}';
+end;
 $function$
 ;
 
@@ -158,43 +198,12 @@ $function$
 ;
 
 CREATE OR REPLACE FUNCTION public.get_account(p_user_id uuid, p_now timestamp with time zone DEFAULT now())
- RETURNS text
- LANGUAGE plpgsql
+ RETURNS jsonb
+ LANGUAGE sql
  SECURITY DEFINER
  SET search_path TO ''
 AS $function$
-declare
-  v_wallets text;
-  v_leagues text;
-  v_version bigint;
-begin
-  -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
-  -- if no write moved the row's version on meanwhile.
-  select c.wallets, c.leagues, c.version into v_wallets, v_leagues, v_version from public.account_cache c where c.user_id = p_user_id;
-  if v_wallets is null then
-    v_wallets := public.account_wallets(p_user_id)::text;
-    v_leagues := public.account_leagues(p_user_id)::text;
-    if v_version is null and (v_wallets <> '[]' or v_leagues <> '[]') then
-      -- The first read: the row first (a write committing from here on gives it a new version, and
-      -- one still open is waited for), then both built again from what is committed by then.
-      insert into public.account_cache (user_id) values (p_user_id) on conflict (user_id) do nothing;
-      select c.version into v_version from public.account_cache c where c.user_id = p_user_id;
-      v_wallets := public.account_wallets(p_user_id)::text;
-      v_leagues := public.account_leagues(p_user_id)::text;
-    end if;
-    if v_wallets <> '[]' or v_leagues <> '[]' then
-      update public.account_cache set wallets = v_wallets, leagues = v_leagues where user_id = p_user_id and version = v_version;
-    elsif v_version is not null then
-      -- (No wallet and in no league by then, an erasure among the ways: no row.)
-      delete from public.account_cache where user_id = p_user_id and version = v_version and wallets is null;
-    end if;
-  end if;
-  -- The account as JSON text: the wallets and leagues as kept (the API's shape already), and the
-  -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is kept
-  -- is copied into the answer, never parsed or escaped again (a third of the call's cost as jsonb).
-  return '{"wallets":' || v_wallets || ',"entitlements":' || public.account_entitlements(p_user_id::text, p_now)::text
-    || ',"leagues":' || v_leagues || '}';
-end;
+  select public.get_account_json(p_user_id, p_now)::jsonb
 $function$
 ;
 
@@ -212,9 +221,15 @@ grant truncate on table "public"."account_cache" to "service_role";
 
 grant update on table "public"."account_cache" to "service_role";
 
+CREATE TRIGGER league_members_account_cache_truncate AFTER TRUNCATE ON public.league_members FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
+
+CREATE TRIGGER leagues_account_cache_truncate AFTER TRUNCATE ON public.leagues FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
+
 CREATE TRIGGER wallet_links_account_cache_delete AFTER DELETE ON public.wallet_links REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
 
 CREATE TRIGGER wallet_links_account_cache_insert AFTER INSERT ON public.wallet_links REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
+
+CREATE TRIGGER wallet_links_account_cache_truncate AFTER TRUNCATE ON public.wallet_links FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
 
 CREATE TRIGGER wallet_links_account_cache_update AFTER UPDATE ON public.wallet_links REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION account_cache_stale();
 
@@ -235,5 +250,5 @@ revoke all on function public.account_changed(uuid[]) from public, anon, authent
 grant execute on function public.account_changed(uuid[]) to service_role;
 revoke all on function public.account_cache_stale() from public, anon, authenticated;
 grant execute on function public.account_cache_stale() to service_role;
-revoke all on function public.get_account(uuid,timestamp with time zone) from public, anon, authenticated;
-grant execute on function public.get_account(uuid,timestamp with time zone) to service_role;
+revoke all on function public.get_account_json(uuid,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.get_account_json(uuid,timestamp with time zone) to service_role;
