@@ -516,6 +516,11 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     const profile = await profileWhile(server.output, async () => {
       requests = (await run(name, spec)).requests;
     });
+    // The whole profile, for Chrome's DevTools (Performance > Load profile) or `node --cpu-prof`'s readers.
+    if (process.env.BENCH_PROFILE_DIR) {
+      mkdirSync(process.env.BENCH_PROFILE_DIR, { recursive: true });
+      writeFileSync(path.join(process.env.BENCH_PROFILE_DIR, `${mode}-${name.replace(/[^a-z0-9]+/gi, '-')}.cpuprofile`), JSON.stringify(profile));
+    }
     const sqlFunctions = databaseUrl && sqlBefore ? functionCosts(sqlBefore, await functionStats(databaseUrl), sqlRoot) : undefined;
     const summary = summarizeProfile(profile);
     const perRequest = (ms: number) => Math.round((ms / Math.max(1, requests)) * 1000) / 1000;

@@ -5,14 +5,19 @@
 -- The caller's links, oldest first, as a JSON array of the public link shape. GET /api/wallet-link
 -- answers with it, and GET /api/me embeds it as `wallets`.
 create or replace function public.account_wallets(p_user_id uuid)
-returns jsonb
+returns json
 language sql
 stable
 security definer
 set search_path = ''
 as $$
-  select coalesce(jsonb_agg(public.wallet_link_json(l) order by l.created_at, l.id), '[]'::jsonb)
+  -- json, not jsonb: the keys in the API's order (as the wallet routes answer a link).
+  select coalesce(json_agg(json_strip_nulls(json_build_object(
+    'id', w->'id', 'chain', w->'chain', 'address', w->'address', 'chainId', w->'chainId', 'cluster', w->'cluster',
+    'kind', w->'kind', 'scope', w->'scope', 'accountId', w->'accountId', 'createdAt', w->'createdAt'))
+    order by l.created_at, l.id), '[]'::json)
   from public.wallet_links l
+  cross join lateral public.wallet_link_json(l) w
   where l.user_id = p_user_id
 $$;
 revoke all on function public.account_wallets(uuid) from public, anon, authenticated;
@@ -40,15 +45,15 @@ grant execute on function public.wallets_delete_user_rows() to service_role;
 -- Read through member_leagues (as my_leagues reads them). As the API answers them: its keys, and
 -- updatedAt in UTC without trailing zero fractions ("2026-11-21T17:59:00Z", "...:00.25Z").
 create or replace function public.account_leagues(p_user_id uuid)
-returns jsonb
+returns json
 language sql
 stable
 security definer
 set search_path = ''
 as $$
   select coalesce(
-    jsonb_agg(
-      jsonb_build_object(
+    json_agg(
+      json_build_object(
         'source', l.source,
         'externalId', l.external_id,
         'name', l.name,
@@ -60,7 +65,7 @@ as $$
       )
       order by l.updated_at desc, l.source, l.external_id
     ),
-    '[]'::jsonb
+    '[]'::json
   )
   from public.member_leagues(p_user_id) l
 $$;

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 const SHAPERS = ['wallet_link_json', 'account_wallets', 'account_leagues', 'member_leagues'];
 const MIGRATIONS = path.join('supabase', 'migrations');
 /** The migration that made account_cache (earlier ones kept no wallets, or nothing). */
-const FIRST = '20261205163113_account_cache.sql';
+const FIRST = '20261205164729_account_cache.sql';
 
 /** The functions of SHAPERS a migration (re)defines, when it neither makes account_cache nor empties it. */
 export function shapesWithoutEmptying(sql: string): string[] {

@@ -2,6 +2,12 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
+-- Returns json where it returned jsonb: Postgres changes that only by a drop.
+drop function public.account_leagues(p_user_id uuid);
+
+-- Returns json where it returned jsonb: Postgres changes that only by a drop.
+drop function public.account_wallets(p_user_id uuid);
+
 create sequence "public"."account_cache_version";
 
 drop trigger if exists "league_members_account_cache_delete" on "public"."league_members";
@@ -144,14 +150,14 @@ $function$
 ;
 
 CREATE OR REPLACE FUNCTION public.account_leagues(p_user_id uuid)
- RETURNS jsonb
+ RETURNS json
  LANGUAGE sql
  STABLE SECURITY DEFINER
  SET search_path TO ''
 AS $function$
   select coalesce(
-    jsonb_agg(
-      jsonb_build_object(
+    json_agg(
+      json_build_object(
         'source', l.source,
         'externalId', l.external_id,
         'name', l.name,
@@ -163,9 +169,26 @@ AS $function$
       )
       order by l.updated_at desc, l.source, l.external_id
     ),
-    '[]'::jsonb
+    '[]'::json
   )
   from public.member_leagues(p_user_id) l
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.account_wallets(p_user_id uuid)
+ RETURNS json
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  -- json, not jsonb: the keys in the API's order (as the wallet routes answer a link).
+  select coalesce(json_agg(json_strip_nulls(json_build_object(
+    'id', w->'id', 'chain', w->'chain', 'address', w->'address', 'chainId', w->'chainId', 'cluster', w->'cluster',
+    'kind', w->'kind', 'scope', w->'scope', 'accountId', w->'accountId', 'createdAt', w->'createdAt'))
+    order by l.created_at, l.id), '[]'::json)
+  from public.wallet_links l
+  cross join lateral public.wallet_link_json(l) w
+  where l.user_id = p_user_id
 $function$
 ;
 
@@ -252,3 +275,7 @@ revoke all on function public.account_cache_stale() from public, anon, authentic
 grant execute on function public.account_cache_stale() to service_role;
 revoke all on function public.get_account_json(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.get_account_json(uuid,timestamp with time zone) to service_role;
+revoke all on function public.account_wallets(uuid) from public, anon, authenticated;
+grant execute on function public.account_wallets(uuid) to service_role;
+revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
+grant execute on function public.account_leagues(uuid) to service_role;
