@@ -69,7 +69,8 @@ try {
       let answer: unknown;
       for (let i = 0; i < perRound; i++) answer = (await client.query(call.text, call.values)).rows[0]!.result;
       perCall[side].push((cpuMsOf(backend) - before) / perRound);
-      answers.set(side, JSON.stringify(answer));
+      // (JSON text; written again compactly, as the server answers it.)
+      answers.set(side, JSON.stringify(typeof answer === 'string' ? JSON.parse(answer) : answer));
     }
   }
   const a = JSON.parse(answers.get('A')!) as { wallets: unknown[]; entitlements: unknown[]; leagues: unknown[] };
