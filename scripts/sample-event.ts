@@ -13,7 +13,7 @@
 //   --production  environment PRODUCTION (default SANDBOX, which grants in local mode only)
 //   --print    print the body and send nothing
 import './load-env.ts';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEV_USER } from '../lib/auth/dev-user.ts';
@@ -102,7 +102,10 @@ async function main() {
   if (response.status !== 200) process.exit(1);
   if (type !== 'TRANSFER' && period) {
     mkdirSync(path.dirname(stateFile), { recursive: true });
-    writeFileSync(stateFile, `${JSON.stringify({ ...state, [key]: period }, null, 2)}\n`);
+    // Written whole, then renamed over the old file: a run at the same moment reads one or the other.
+    const written = `${stateFile}.${process.pid}.tmp`;
+    writeFileSync(written, `${JSON.stringify({ ...state, [key]: period }, null, 2)}\n`);
+    renameSync(written, stateFile);
   }
 }
 

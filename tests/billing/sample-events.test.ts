@@ -103,15 +103,18 @@ describeOn('pglite')('npm run sample-event against the running service', () => {
     expect(Object.keys(state)).toEqual([`${server.url} ${DEV_USER.id}`]);
   });
 
-  // (Twenty runs of the script, one after another: a minute or more on a busy machine.)
+  // (Twenty runs of the script, three at a time: each is mostly a process starting.)
   it('a refund (CANCELLATION CUSTOMER_SUPPORT) for another user; every type is answered 200', { timeout: 120_000 }, async () => {
     const user = randomUUID();
     await sample(['--type', 'INITIAL_PURCHASE', '--user', user]);
     expect((await sample(['--type', 'CANCELLATION', '--reason', 'CUSTOMER_SUPPORT', '--user', user])).stdout).toMatch(/^CANCELLATION CUSTOMER_SUPPORT .* -> 200/);
     expect(await pro(user)).toMatchObject({ active: false, status: 'refunded' });
-    for (const type of SAMPLE_EVENT_TYPES) {
-      expect((await sample(['--type', type, '--user', user])).stdout, type).toContain(' -> 200 {"received":true}');
-    }
+    const types = [...SAMPLE_EVENT_TYPES];
+    const answered: Record<string, string> = {};
+    await Promise.all(Array.from({ length: 3 }, async () => {
+      for (let type = types.shift(); type; type = types.shift()) answered[type] = (await sample(['--type', type, '--user', user])).stdout;
+    }));
+    for (const type of SAMPLE_EVENT_TYPES) expect(answered[type], type).toContain(' -> 200 {"received":true}');
   });
 
   it('signs with the configured secret when one is set, and says when the service is not there or the type is unknown', async () => {

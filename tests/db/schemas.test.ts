@@ -61,7 +61,11 @@ function declaredFunctions(): Map<string, string[]> {
   return found;
 }
 
-describe.each(DATABASE_KINDS)('supabase/schemas and supabase/migrations, on %s', { timeout: 180_000 }, (kind) => {
+// On one engine: what is compared is the SQL, the same on both, and what deploys is Postgres, where it
+// takes a tenth of PGlite's time (3 s against 40 in a full run); PGlite when the run leaves Postgres out.
+const SCHEMA_ENGINES: DatabaseKind[] = DATABASE_KINDS.includes('postgres') ? ['postgres'] : DATABASE_KINDS;
+
+describe.each(SCHEMA_ENGINES)('supabase/schemas and supabase/migrations, on %s', { timeout: 180_000 }, (kind) => {
   it('build the same schema, object by object (else: npm run db:diff -- <name> writes the migration)', async () => {
     const migrated = await emptySupabaseDatabase(kind);
     const declared = await emptySupabaseDatabase(kind);
