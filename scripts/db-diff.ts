@@ -84,16 +84,10 @@ export async function diffDeclaredSchema(): Promise<SchemaDiff> {
 
 /** Each function of `public` (its signature) with what it returns. */
 async function functionResults(url: string): Promise<Map<string, string>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ signature: string; result: string }>(`
-      select format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)) as signature, pg_get_function_result(p.oid) as result
-      from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'`);
-    return new Map(rows.map((row) => [row.signature, row.result]));
-  } finally {
-    await client.end();
-  }
+  const { rows } = await withSession(url, (session) => session.query(`
+    select format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)) as signature, pg_get_function_result(p.oid) as result
+    from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'`));
+  return new Map(rows.map((row) => [String(row.signature), String(row.result)]));
 }
 
 /**
