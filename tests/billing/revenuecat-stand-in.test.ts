@@ -9,7 +9,7 @@ import * as sweepRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as standInRoute from '../../app/api/dev/revenuecat/v1/subscribers/[appUserId]/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import { ConfigError, describeConfig, loadConfig, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
-import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, migratedEmbeddedDbDir, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -70,7 +70,7 @@ describe.each(DATABASE_KINDS)('the stand-in over real HTTP on %s', (kind) => {
     server = await startRouteServer([[/^\/api\/dev\/revenuecat\/v1\/subscribers\/(?<appUserId>[^/]+)$/, standInRoute]]);
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-stand-in-'));
     restoreEnv = setEnv({
-      REVENUECAT_STAND_IN: '1', APP_ORIGIN: server.url, EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), LOCAL_DEV: '1', CRON_SECRET,
+      REVENUECAT_STAND_IN: '1', APP_ORIGIN: server.url, EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), LOCAL_DEV: '1', CRON_SECRET,
       REVENUECAT_SECRET_API_KEY: undefined, REVENUECAT_API_URL: undefined, REVENUECAT_REQUESTS_PER_SECOND: '100', BILLING_SYNC_AFTER: 'none',
     });
   });

@@ -11,7 +11,7 @@ import { DEV_USER } from '../../lib/auth/dev-user.ts';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { buildSampleEvent, SAMPLE_EVENT_TYPES, type SamplePeriod } from '../../lib/billing/sample-events.ts';
 import { billingWebhookBodySchema } from '../../lib/billing/webhook-body.ts';
-import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { describeOn, migratedEmbeddedDbDir, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 import { startRouteServer, type RouteServer } from '../support/route-server.ts';
@@ -64,7 +64,7 @@ describeOn('pglite')('npm run sample-event against the running service', () => {
   beforeAll(async () => {
     server = await startRouteServer([[/^\/api\/webhooks\/subscription-billing$/, billingRoute], [/^\/api\/me$/, meRoute]]);
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-samples-'));
-    restoreEnv = setEnv({ EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), SUBSCRIPTION_WEBHOOK_SECRET: undefined, LOCAL_DEV: undefined, DATABASE_URL: undefined, BILLING_SYNC_AFTER: 'none' });
+    restoreEnv = setEnv({ EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), SUBSCRIPTION_WEBHOOK_SECRET: undefined, LOCAL_DEV: undefined, DATABASE_URL: undefined, BILLING_SYNC_AFTER: 'none' });
   });
   afterAll(async () => {
     restoreEnv();

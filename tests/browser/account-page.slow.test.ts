@@ -10,6 +10,7 @@ import { hexToString, type Hex } from 'viem';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startLocalChain, type LocalChain } from '../../scripts/support/local-chain.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -41,7 +42,7 @@ describe.skipIf(!hasChromium)('the account page in Chromium', () => {
     chain = await startLocalChain({ chainId: 31337 });
     server = await startNextServer({
       env: {
-        EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn',
+        EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn',
         WALLET_EVM_CHAIN_IDS: '1,8453,31337', WALLET_EVM_RPC_URLS: `31337=${chain.url}`,
       },
     });

@@ -11,6 +11,7 @@ import { localUserIdFor } from '../../lib/web/session-cookie.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -33,7 +34,7 @@ describe.skipIf(!hasChromium)('the account page, live, in Chromium', () => {
     requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-live-'));
     server = await startNextServer({
-      env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn', REVENUECAT_SECRET_API_KEY: undefined },
+      env: { EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn', REVENUECAT_SECRET_API_KEY: undefined },
     });
     browser = await launchChromium();
   }, 240_000);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -23,7 +24,7 @@ describe.skipIf(!hasChromium)('page security headers and the session token, in C
     requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-security-'));
     server = await startNextServer({
-      env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },
+      env: { EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },
     });
     browser = await launchChromium();
   }, 240_000);

@@ -7,6 +7,7 @@ import { localUserIdFor } from '../../lib/web/session-cookie.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -30,7 +31,7 @@ describe.skipIf(!hasChromium)('Refresh purchases on the account page, in Chromiu
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-refresh-'));
     server = await startNextServer({
       env: {
-        EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn',
+        EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn',
         REVENUECAT_SECRET_API_KEY: revenuecat.apiKey, REVENUECAT_API_URL: revenuecat.url, REVENUECAT_REQUESTS_PER_SECOND: '50',
         // A RevenueCat key is a real secret: local sign-in beside it is asked for.
         LOCAL_DEV: '1',
@@ -86,7 +87,7 @@ describe.skipIf(!hasChromium)('Refresh purchases on the account page, in Chromiu
   it('has no button when the service has no RevenueCat key', async () => {
     const plainDir = mkdtempSync(path.join(tmpdir(), 'account-link-refresh-plain-'));
     const plain = await startNextServer({
-      env: { EMBEDDED_DB_DIR: path.join(plainDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn', REVENUECAT_SECRET_API_KEY: undefined },
+      env: { EMBEDDED_DB_DIR: migratedEmbeddedDbDir(plainDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn', REVENUECAT_SECRET_API_KEY: undefined },
     });
     try {
       const page = await browser.newPage();

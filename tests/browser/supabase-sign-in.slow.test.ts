@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { startFakeSupabaseAuth, type FakeSupabaseAuth } from '../support/fake-supabase-auth.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
@@ -50,7 +51,7 @@ describe.skipIf(!hasChromium)('the account page with Supabase Auth, in Chromium'
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-browser-supabase-'));
     server = await startNextServer({
       env: {
-        EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'),
+        EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir),
         SUPABASE_URL: auth.url,
         SUPABASE_PUBLISHABLE_KEY: auth.apiKey,
         NEXT_PUBLIC_SUPABASE_URL: auth.url,

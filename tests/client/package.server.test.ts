@@ -7,6 +7,7 @@ import { mintDevToken } from '../../lib/auth/dev-key.ts';
 import { buildSampleEvent } from '../../lib/billing/sample-events.ts';
 import { DEV_WEBHOOK_SECRETS, loadConfig } from '../../lib/config.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
 
@@ -63,7 +64,7 @@ beforeAll(async () => {
   requireProductionBuild();
   work = mkdtempSync(path.join(tmpdir(), 'client-package-'));
   const dataDir = path.join(work, 'service');
-  server = await startNextServer({ env: { EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' } });
+  server = await startNextServer({ env: { EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' } });
 
   // Two users signed in with the server's dev key; one bought the `pro` entitlement (a webhook).
   const config = loadConfig({ EMBEDDED_DB_DIR: path.join(dataDir, 'pglite') });

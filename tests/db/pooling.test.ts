@@ -1,14 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { readdirSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { databasePoolFor } from '../../lib/config.ts';
 import { DbError } from '../../lib/db/errors.ts';
-import { runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
-import { clientSession, DATABASE_WAITS, openPostgres } from '../../lib/db/postgres.ts';
-import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
-import { dbPush } from '../support/supabase-cli.ts';
-import { supabaseShapedDatabase } from '../support/supabase-database.ts';
+import { DATABASE_WAITS, openPostgres } from '../../lib/db/postgres.ts';
+import { describeOn, migrateCounting, openTestDatabase, type TestDatabase } from '../support/databases.ts';
 
 /**
  * The Postgres adapter as Supabase's transaction-mode pooler needs it (no state left on a server
@@ -154,36 +150,12 @@ describeOn('postgres')('the Postgres adapter through a transaction-mode pooler a
     });
   });
 
-  /** runMigrations on a database, with the statements it sent. */
-  async function migrateCounting(url: string): Promise<{ applied: string[]; statements: string[] }> {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      const session = clientSession(client);
-      const statements: string[] = [];
-      const counting: SqlSession = {
-        query: (text, values) => (statements.push(text), session.query(text, values)),
-        exec: (sql) => (statements.push(sql), session.exec(sql)),
-      };
-      return { applied: await runMigrations(counting), statements };
-    } finally {
-      await client.end();
-    }
-  }
-
+  // (The same after `supabase db push` applied them: tests/db/supabase-cli.test.ts.)
   it('answers from two reads when every migration is applied: no transaction, no lock, no write', async () => {
     const { applied, statements } = await migrateCounting(db.url!);
     expect(applied).toEqual([]);
     expect(statements).toHaveLength(2);
     expect(statements.join('\n')).not.toMatch(/\b(begin|insert|create|lock)\b/i);
-  });
-
-  it('answers from two reads too when `supabase db push` applied them all', { timeout: 300_000 }, async () => {
-    const url = await supabaseShapedDatabase();
-    expect((await dbPush(url)).migrations).toHaveLength(readdirSync('supabase/migrations').filter((file) => file.endsWith('.sql')).length);
-    const { applied, statements } = await migrateCounting(url);
-    expect(applied).toEqual([]);
-    expect(statements).toHaveLength(2);
   });
 });
 

@@ -9,6 +9,7 @@ import * as healthRoute from '../../app/api/health/route.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { pendingMigrations, readMigrationFiles, splitStatements } from '../../lib/db/migrate.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
+import { migrateCounting } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { dbPush, migrationList, supabaseCli } from '../support/supabase-cli.ts';
@@ -122,6 +123,12 @@ describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.11
       expect(rows[0]!.versions).toEqual(files.map((file) => file.version));
     });
 
+    // The runner finds nothing to apply from two reads: no transaction, no lock, no write.
+    const counted = await migrateCounting(url);
+    expect(counted.applied).toEqual([]);
+    expect(counted.statements).toHaveLength(2);
+    expect(counted.statements.join('\n')).not.toMatch(/\b(begin|insert|create|lock)\b/i);
+
     const before = { ledger, schema: await schemaFingerprint(url) };
     const migrate = await npmRunMigrate(url);
     expect(migrate.stdout.trim()).toBe('up to date');
@@ -131,7 +138,7 @@ describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.11
     expect(await health(url)).toEqual({ status: 200, body: { status: 'ok', database: 'ok', mode: 'postgres' } });
   });
 
-  it('after `npm run migrate`, `supabase db push` has nothing to push and `migration list` shows them on both sides; the service serves', async () => {
+  it('after `npm run migrate`, `supabase db push` has nothing to push and `migration list` shows them on both sides; the service serves; `supabase migration fetch` writes back what `supabase db push` turns into the same schema', async () => {
     const url = await supabaseShapedDatabase({ realtime: true });
     const migrate = await npmRunMigrate(url);
     expect(migrate.stdout.trim()).toBe(`applied ${files.length}: ${files.map((file) => file.fileName).join(', ')}`);
@@ -144,23 +151,20 @@ describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.11
     expect(await listed(url)).toEqual(listedEqual);
 
     expect(await health(url)).toEqual({ status: 200, body: { status: 'ok', database: 'ok', mode: 'postgres' } });
-  });
 
-  it('what `supabase migration fetch` writes back from the runner\'s ledger, `supabase db push` turns into the same schema', async () => {
-    const source = await supabaseShapedDatabase({ realtime: true });
-    expect((await npmRunMigrate(source)).stdout).toContain(`applied ${files.length}: `);
-
-    // A project folder of its own: the fetched files replace the folder's, not this repository's.
+    // What `supabase migration fetch` writes back from the runner's ledger, `supabase db push` turns
+    // into the same schema. (A project folder of its own: the fetched files replace the folder's,
+    // not this repository's.)
     const workdir = mkdtempSync(path.join(tmpdir(), 'supabase-fetch-'));
     try {
       mkdirSync(path.join(workdir, 'supabase'));
       copyFileSync('supabase/config.toml', path.join(workdir, 'supabase', 'config.toml'));
-      await supabaseCli(['migration', 'fetch'], source, { workdir });
+      await supabaseCli(['migration', 'fetch'], url, { workdir });
       expect(readdirSync(path.join(workdir, 'supabase', 'migrations')).sort()).toEqual(files.map((file) => file.fileName));
 
       const target = await supabaseShapedDatabase({ realtime: true });
       expect(await dbPush(target, { workdir })).toMatchObject({ migrations: files.map((file) => file.fileName) });
-      expect(await schemaFingerprint(target)).toEqual(await schemaFingerprint(source));
+      expect(await schemaFingerprint(target)).toEqual(await schemaFingerprint(url));
     } finally {
       rmSync(workdir, { recursive: true, force: true });
     }

@@ -8,6 +8,7 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { startWebhookReceiver, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
 import { fixture } from '../billing/fixtures.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -34,7 +35,7 @@ describe.each([
     const secret = `whsec_${randomBytes(32).toString('base64')}`;
     receiver = await startWebhookReceiver({ secrets: secret });
     env = {
-      EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), LOCAL_DEV: '1', CRON_SECRET, LOG_LEVEL: 'warn',
+      EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), LOCAL_DEV: '1', CRON_SECRET, LOG_LEVEL: 'warn',
       EVENTS_WEBHOOK_URL: receiver.url, EVENTS_WEBHOOK_SECRET: secret,
       DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, VERCEL: undefined,
     };

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATOR_SECRET_FAILURES } from '../../lib/auth/operator-secret.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -50,7 +51,7 @@ const operator = (server: NextServer, from: string, headers: Record<string, stri
 function serverEnv(dataDir: string, more: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   return {
     // Local mode on this machine's embedded database, with a real admin secret beside it.
-    EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), LOCAL_DEV: '1', ADMIN_API_SECRET: ADMIN_SECRET, CORS_ORIGINS: FRONTEND,
+    EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), LOCAL_DEV: '1', ADMIN_API_SECRET: ADMIN_SECRET, CORS_ORIGINS: FRONTEND,
     DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, VERCEL: undefined, TRUSTED_PROXY_HOPS: undefined, LOG_LEVEL: 'warn', ...more,
   };
 }

@@ -8,6 +8,7 @@ import * as meRoute from '../../app/api/me/route.ts';
 import * as webhookRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { ConfigError, loadConfig, parseCorsOrigins } from '../../lib/config.ts';
 import { hasChromium, launchChromium } from '../support/browser.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
@@ -132,7 +133,7 @@ describe.skipIf(!hasChromium)('a frontend on another origin, in Chromium', () =>
     requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-cors-'));
     service = await startNextServer({
-      env: { CORS_ORIGINS: allowedOrigin, EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },
+      env: { CORS_ORIGINS: allowedOrigin, EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), DATABASE_URL: undefined, SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, LOG_LEVEL: 'warn' },
     });
     browser = await launchChromium();
   }, 300_000);

@@ -7,6 +7,7 @@ import { mintDevToken } from '../../lib/auth/dev-key.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { authorizationGrammarCases } from '../support/authorization-grammar.ts';
+import { migratedEmbeddedDbDir } from '../support/databases.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
@@ -86,7 +87,7 @@ describe.each([
   beforeAll(async () => {
     requireProductionBuild();
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-contract-'));
-    const embeddedDbDir = path.join(dataDir, 'pglite');
+    const embeddedDbDir = migratedEmbeddedDbDir(dataDir);
     token = await mintDevToken({ embeddedDbDir }, { userId: UUID, email: 'contract@example.test' });
     server = await startNextServer({
       everyInterface,

@@ -10,7 +10,7 @@ import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, 
 import { migrationTarget } from '../../lib/db/migrate.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
-import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { describeOn, migratedEmbeddedDbDir, suiteDatabase } from '../support/databases.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startNextServer, type NextServer } from '../../scripts/support/next-server.ts';
 import { DEPLOYMENT_SETTINGS } from '../support/env.ts';
@@ -103,7 +103,7 @@ describe('the operator commands while the local service holds the embedded datab
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-operator-'));
     // A newcomer's local mode with the RevenueCat stand-in: nothing else configured.
     const local = {
-      EMBEDDED_DB_DIR: path.join(dataDir, 'pglite'), REVENUECAT_STAND_IN: '1', BILLING_SYNC_AFTER: 'none',
+      EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), REVENUECAT_STAND_IN: '1', BILLING_SYNC_AFTER: 'none',
       DATABASE_URL: undefined, POSTGRES_URL: undefined, POSTGRES_URL_NON_POOLING: undefined, SUPABASE_URL: undefined, SUPABASE_SECRET_KEY: undefined,
       SUPABASE_JWT_SECRET: undefined, NEXT_PUBLIC_SUPABASE_URL: undefined, APP_ORIGIN: undefined, LOCAL_DEV: undefined, VERCEL: undefined,
       SUBSCRIPTION_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET: undefined, REVENUECAT_SECRET_API_KEY: undefined, REVENUECAT_API_URL: undefined,

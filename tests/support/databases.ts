@@ -2,11 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, inject } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
-import { openPostgres } from '../../lib/db/postgres.ts';
+import { runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
+import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
 import { selectedEngines, type DatabaseKind } from '../setup/engines.ts';
 
@@ -151,4 +153,34 @@ export async function untilASessionWaitsForALock(db: TestDatabase): Promise<void
     if (Number(waiting) > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** `runMigrations` on a Postgres database, with every statement it sent (what a deployed instance asks before it serves). */
+export async function migrateCounting(url: string): Promise<{ applied: string[]; statements: string[] }> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const session = clientSession(client);
+    const statements: string[] = [];
+    const counting: SqlSession = {
+      query: (text, values) => (statements.push(text), session.query(text, values)),
+      exec: (sql) => (statements.push(sql), session.exec(sql)),
+    };
+    return { applied: await runMigrations(counting), statements };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The embedded database folder for a server or script a test starts, already migrated: a copy of
+ * the run's PGlite template in `<dataDir>/pglite`. Applying every migration on PGlite costs several
+ * seconds of CPU at the server's first request; the newcomer's first start, which does, has tests of
+ * its own (the README tour, `next dev`, the startup log). Without the PGlite engine this run
+ * (TEST_ENGINES), the folder is left to the server to make.
+ */
+export function migratedEmbeddedDbDir(dataDir: string): string {
+  const dir = path.join(dataDir, 'pglite');
+  if (engineOn('pglite')) cpSync(inject('pgliteTemplateDir'), dir, { recursive: true });
+  return dir;
 }
