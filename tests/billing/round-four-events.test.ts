@@ -5,10 +5,10 @@ import { syncSubscriber } from '../../lib/billing/sync.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { getConfig } from '../../lib/config.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, billingEvent, cancellation, day, deliver, deliverFlowItem, deliveryOrders, DOC, event, eventRow, expectEntitlementState, flowSettings, isoDay,
+  apple, billingEvent, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, event, eventRow, expectEntitlementState, flowSettings, isoDay,
   isSnapshotItem, MONTHLY, purchase, receivedAt, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
 
 /**
@@ -17,8 +17,8 @@ import {
  * grant and its failed validation, record-only events that merge ids), a RENEWAL after a
  * CANCELLATION (Stripe never sends UNCANCELLATION, Apple's can be lost; Apple's trial cancelled
  * less than 24 hours before it converts), and a TRANSFER stamped in the year 4466 followed by a
- * transfer back. Each runs through the real webhook route and SQL, on both engines, in every
- * delivery order (all orders up to four items). Each `doc` quotes the page the expectation comes from.
+ * transfer back. Each runs through the real webhook route and SQL, on both engines: in every
+ * delivery order on Postgres (all orders up to four items), in order and reversed on PGlite. Each `doc` quotes the page the expectation comes from.
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
@@ -250,10 +250,11 @@ async function deliverItem(item: FlowItem, users: Users, revenuecat: FakeRevenue
   expect((await syncSubscriber(users[item.snapshotOf as Role], { reason: 'user', maxSlotWaitMs: 3000 })).outcome).not.toBe('failed');
 }
 
-const orders = (n: number) => deliveryOrders(n, { sample: 4, seed: 4009 });
+/** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 4, seed: 4009 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
-  for (const order of orders(flow.items(newUsers()).length)) {
+  for (const order of orders(flow.items(newUsers()).length, db.kind)) {
     const users = newUsers();
     const items = flow.items(users);
     for (const index of order) await deliverItem(items[index]!, users, revenuecat);

@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, cancellation, deliverFlowItem, deliveryOrders, DOC, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
+  apple, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
   readerSettings, refund, renewal, snapshot, transfer, day, type ExpectedState, type FlowItem,
 } from './support.ts';
 
@@ -12,7 +12,7 @@ import {
  * Billing flows of the third outside audit that are about where an event's effect lands: a purchase
  * whose product the dashboard moved to another entitlement, and a TRANSFER that names an anonymous
  * id RevenueCat had already merged into a signed-in customer. Each runs through the real route and
- * SQL, on both engines, in every delivery order; a flow with syncs (the user's refresh) runs once per
+ * SQL, on both engines, in every delivery order on Postgres (in order and reversed on PGlite); a flow with syncs (the user's refresh) runs once per
  * record a sync may read (REST v1, v2 alone, v1 + v2), as the model flows do, to the same end state.
  */
 type Role = 'alice' | 'bob' | 'anon';
@@ -72,11 +72,12 @@ const flows: Flow[] = [
   },
 ];
 
-const orders = (n: number) => deliveryOrders(n, { sample: 6, seed: 4004 });
+/** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
+const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 6, seed: 4004 });
 
 async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
   const count = flow.items(newUsers()).length;
-  for (const order of orders(count)) {
+  for (const order of orders(count, db.kind)) {
     const users = newUsers();
     const items = flow.items(users);
     for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);

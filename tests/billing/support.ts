@@ -86,7 +86,7 @@ export async function eventRow(db: TestDatabase, eventId: string) {
  * The delivery orders a flow is tried in: every order of n deliveries (n <= 4), or, for more, in
  * order, reversed and `sample` others drawn with `seed` (the same ones every run).
  */
-export function deliveryOrders(n: number, { sample, seed }: { sample: number; seed: number }): number[][] {
+function deliveryOrders(n: number, { sample, seed }: { sample: number; seed: number }): number[][] {
   const identity = Array.from({ length: n }, (_, i) => i);
   if (n <= 4) {
     const all: number[][] = [];
