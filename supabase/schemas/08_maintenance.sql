@@ -252,6 +252,7 @@ declare
   v_after_since timestamptz := '-infinity';
   v_after_id text := '';
   v_batch integer;
+  v_tried integer := 0;
   v_group text;
   v_state record;
   v_copied boolean;
@@ -279,9 +280,13 @@ begin
     limit 100
   loop
     v_batch := v_batch + 1;
+    v_tried := v_tried + 1;
     v_after_since := v_candidate.pending_since;
     v_after_id := v_candidate.group_id;
-    if clock_timestamp() > v_deadline then
+    -- Every group but the first waits for budget: a call whose partitions took all of it (a slow or
+    -- busy database) still moves the backlog by a group, so the job never ends a run on a call
+    -- that did nothing but had work.
+    if v_tried > 1 and clock_timestamp() > v_deadline then
       v_tried_before := v_candidate.pending_since;
       exit batches;
     end if;
