@@ -34,7 +34,8 @@ export default defineConfig({
           // one imports the routes, Next's request handling and zod again (the Postgres half of the
           // tier took 222 s this way against 271 s, and a fifth less CPU). What a file sets it
           // undoes (setEnv's restore, suiteDatabase's close, vi.useRealTimers); what a server
-          // instance keeps in memory starts afresh for each file (tests/setup/fresh-instance.ts).
+          // instance keeps in memory is reset for each file by tests/setup/fresh-instance.ts (a
+          // module that keeps something new per instance adds its reset there).
           isolate: false,
         },
       },

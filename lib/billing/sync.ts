@@ -82,6 +82,11 @@ export function requireRevenueCat() {
  */
 let budgetSpentUntil = 0;
 
+/** Forget that RevenueCat's budget was found spent, as a fresh instance starts (tests: each file). */
+export function resetBudgetSpent(): void {
+  budgetSpentUntil = 0;
+}
+
 export async function syncSubscriber(appUserId: string, options: SyncOptions): Promise<SyncResult> {
   const revenuecat = requireRevenueCat();
   const deadline = options.deadline ?? Date.now() + SYNC_BUDGET_MS;

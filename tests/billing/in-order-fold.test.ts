@@ -208,11 +208,11 @@ describe.each(DATABASE_KINDS)('the in-order shortcut of the fold on %s', (kind) 
     }), { numRuns: RUNS });
     // Both paths were exercised: the property says something about the shortcut. How many events
     // take each path varies with the random histories (98-178 shortcut events, ~500 fold events in
-    // runs of 100 histories; 10 in a run of 25), so the bound sits well below the fewest seen: a
+    // runs of 100 histories; 10 in one of 25 on PGlite), so the bound sits well below the fewest seen: a
     // shortcut that stopped taking events (or most of them) fails it, a run of unlucky histories
     // does not.
     console.log(`${kind}: ${taken.shortcut} events took the shortcut, ${taken.fold} the fold`);
-    expect(taken.shortcut).toBeGreaterThan(RUNS / 8);
+    expect(taken.shortcut).toBeGreaterThan(kind === 'postgres' ? Math.max(10, RUNS / 4) : RUNS / 8);
     expect(taken.fold).toBeGreaterThan(RUNS);
   }, 300_000);
 
