@@ -252,7 +252,6 @@ declare
   v_after_since timestamptz := '-infinity';
   v_after_id text := '';
   v_batch integer;
-  v_tried integer := 0;
   v_group text;
   v_state record;
   v_copied boolean;
@@ -280,13 +279,13 @@ begin
     limit 100
   loop
     v_batch := v_batch + 1;
-    v_tried := v_tried + 1;
     v_after_since := v_candidate.pending_since;
     v_after_id := v_candidate.group_id;
-    -- Every group but the first waits for budget: a call whose partitions took all of it (a slow or
-    -- busy database) still moves the backlog by a group, so the job never ends a run on a call
-    -- that did nothing but had work.
-    if v_tried > 1 and clock_timestamp() > v_deadline then
+    -- The budget holds once a group was worked on (checkpointed, or failed): a call whose partitions
+    -- took all of it (a slow or busy database) still takes up the backlog's first group, so the job
+    -- never ends a run on a call that had work and did none. (A group a webhook checkpointed
+    -- meanwhile is passed over below and does not count.)
+    if v_checkpoints + v_busy + jsonb_array_length(v_failed) + cardinality(v_plans_missing) > 0 and clock_timestamp() > v_deadline then
       v_tried_before := v_candidate.pending_since;
       exit batches;
     end if;
