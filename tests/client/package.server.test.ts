@@ -64,10 +64,11 @@ beforeAll(async () => {
   requireProductionBuild();
   work = mkdtempSync(path.join(tmpdir(), 'client-package-'));
   const dataDir = path.join(work, 'service');
-  server = await startNextServer({ env: { EMBEDDED_DB_DIR: migratedEmbeddedDbDir(dataDir), APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' } });
+  const embeddedDbDir = migratedEmbeddedDbDir(dataDir);
+  server = await startNextServer({ env: { EMBEDDED_DB_DIR: embeddedDbDir, APP_ORIGIN: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, LOG_LEVEL: 'warn' } });
 
   // Two users signed in with the server's dev key; one bought the `pro` entitlement (a webhook).
-  const config = loadConfig({ EMBEDDED_DB_DIR: path.join(dataDir, 'pglite') });
+  const config = loadConfig({ EMBEDDED_DB_DIR: embeddedDbDir });
   const mint = async (label: string) => {
     const userId = crypto.randomUUID();
     return { userId, token: await mintDevToken(config, { userId, email: `${label}@example.test` }) };
