@@ -285,7 +285,8 @@ begin
     -- took all of it (a slow or busy database) still takes up the backlog's first group, so the job
     -- never ends a run on a call that had work and did none. (A group a webhook checkpointed
     -- meanwhile is passed over below and does not count.)
-    if v_checkpoints + v_busy + jsonb_array_length(v_failed) + cardinality(v_plans_missing) > 0 and clock_timestamp() > v_deadline then
+    -- (A busy group is among the failed ones too.)
+    if v_checkpoints + jsonb_array_length(v_failed) + cardinality(v_plans_missing) > 0 and clock_timestamp() > v_deadline then
       v_tried_before := v_candidate.pending_since;
       exit batches;
     end if;
