@@ -377,6 +377,9 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
   // to be given back, so one challenge bought any number of eth_calls.
   it('holds a challenge to 5 checks when the account an ERC-6492 factory deploys answers with more than 1 MB', async () => {
     const warn = vi.spyOn(log, 'warn');
+    // Time enough for the node to compute and send its answer on a busy machine: the size cap, not
+    // the suite's short timeout, is what ends each check here.
+    const restoreTimeout = setEnv({ WALLET_EVM_RPC_TIMEOUT_MS: '15000' });
     try {
       const user = await testUser();
       const hostile = await otherChain.hostileAccount(300_000n);
@@ -398,6 +401,7 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
       expect(otherRpc.answerBytes).toEqual([expect.any(Number)]);
       expect(otherRpc.answerBytes[0]).toBeLessThan(1024);
     } finally {
+      restoreTimeout();
       warn.mockRestore();
     }
   });
