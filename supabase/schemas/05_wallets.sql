@@ -104,13 +104,14 @@ revoke all on sequence public.wallet_contract_checks_id_seq from public, anon, a
 -- `scope`: 'evm' (the key's link: this address on every EVM chain) or 'chain' (a contract's: this
 -- address on chain `chainId` only), and `accountId`, the CAIP-10 id of the account on the chain the
 -- proof was made on (for scope 'chain', the link's key). Solana links are unchanged.
-create or replace function public.wallet_link_json(l public.wallet_links)
-returns jsonb
+-- As json, its keys in the API's order (GET /api/me copies it into its answer as it is).
+create or replace function public.wallet_link_api_json(l public.wallet_links)
+returns json
 language sql
 stable
 set search_path = ''
 as $$
-  select jsonb_strip_nulls(jsonb_build_object(
+  select json_strip_nulls(json_build_object(
     'id', l.id,
     'chain', l.chain,
     'address', l.address,
@@ -120,6 +121,18 @@ as $$
     'scope', case when l.chain = 'evm' then case when l.contract_chain_id is null then 'evm' else 'chain' end end,
     'accountId', case when l.chain = 'evm' then 'eip155:' || l.chain_id || ':' || l.address end,
     'createdAt', to_char(l.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+$$;
+revoke all on function public.wallet_link_api_json(wallet_links) from public, anon, authenticated;
+grant execute on function public.wallet_link_api_json(wallet_links) to authenticated, service_role;
+
+-- The same as jsonb, for the SQL that reads or compares its fields.
+create or replace function public.wallet_link_json(l public.wallet_links)
+returns jsonb
+language sql
+stable
+set search_path = ''
+as $$
+  select public.wallet_link_api_json(l)::jsonb
 $$;
 revoke all on function public.wallet_link_json(wallet_links) from public, anon, authenticated;
 grant execute on function public.wallet_link_json(wallet_links) to authenticated, service_role;

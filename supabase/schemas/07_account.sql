@@ -12,12 +12,8 @@ security definer
 set search_path = ''
 as $$
   -- json, not jsonb: the keys in the API's order (as the wallet routes answer a link).
-  select coalesce(json_agg(json_strip_nulls(json_build_object(
-    'id', w->'id', 'chain', w->'chain', 'address', w->'address', 'chainId', w->'chainId', 'cluster', w->'cluster',
-    'kind', w->'kind', 'scope', w->'scope', 'accountId', w->'accountId', 'createdAt', w->'createdAt'))
-    order by l.created_at, l.id), '[]'::json)
+  select coalesce(json_agg(public.wallet_link_api_json(l) order by l.created_at, l.id), '[]'::json)
   from public.wallet_links l
-  cross join lateral public.wallet_link_json(l) w
   where l.user_id = p_user_id
 $$;
 revoke all on function public.account_wallets(uuid) from public, anon, authenticated;
@@ -86,7 +82,7 @@ grant execute on function public.account_leagues(uuid) to service_role;
 -- user with no wallet and in no league has no row (an erased user among them: nothing names them
 -- here). Nothing time-dependent is kept: entitlements are read afresh on every call. What the
 -- triggers cannot see must empty the table itself: a migration that changes what
--- account_wallets or account_leagues return (or wallet_link_json, member_leagues, which they
+-- account_wallets or account_leagues return (or wallet_link_api_json, member_leagues, which they
 -- read) deletes its rows (tests/db/account-cache-migrations.unit.test.ts holds migrations to
 -- that), and so does a bulk load run with triggers off (session_replication_role = replica).
 create sequence public.account_cache_version;

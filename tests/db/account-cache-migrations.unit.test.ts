@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 // GET /api/me's kept wallets and leagues (account_cache, supabase/schemas/07_account.sql) are the
 // JSON these functions build: their triggers empty a row when the tables change, but nothing sees a
 // migration that changes the functions themselves. Such a migration empties the kept rows.
-const SHAPERS = ['wallet_link_json', 'account_wallets', 'account_leagues', 'member_leagues'];
+const SHAPERS = ['wallet_link_api_json', 'wallet_link_json', 'account_wallets', 'account_leagues', 'member_leagues'];
 const MIGRATIONS = path.join('supabase', 'migrations');
 /** The migration that made account_cache (earlier ones kept no wallets, or nothing). */
 const FIRST = '20261205164729_account_cache.sql';

@@ -84,6 +84,7 @@ const API_ROLE_GRANTS = [
   'entitlement_sources: authenticated may execute',
   'has_entitlement: authenticated may execute',
   'member_leagues: authenticated may execute',
+  'wallet_link_api_json: authenticated may execute',
   'wallet_link_json: authenticated may execute',
 ];
 
