@@ -689,7 +689,8 @@ begin
   end loop;
 
   -- Lineage: when a subscription changes product, the new product's rows continue the old one's
-  -- subscription (same original transaction, or the product the old row named as pending). The
+  -- subscription (same original transaction, or the product the old row named as pending, begun
+  -- where the old period ends). The
   -- later-started (the grant that began its period came later; for a row no grant began here, such
   -- as one a CANCELLATION of a subscription bought before this service created, its period's
   -- purchase) supersedes: every row of the older
@@ -707,7 +708,13 @@ begin
       and o.status = any (c_granting)
       and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
       and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
-      and (n.original_transaction_id = o.original_transaction_id or n.product_id = o.pending_product_id
+      and (n.original_transaction_id = o.original_transaction_id
+           -- The product the old row named as pending continues it only from the old period's end,
+           -- where a change at period end takes effect (within an hour, for the stores' clocks): a
+           -- purchase of that product already under way is another subscription (a second Play
+           -- account or Apple ID), which the change does not end.
+           or (n.product_id = o.pending_product_id
+               and greatest(n.period_purchased_at, n.granted_at) >= o.expires_at - interval '1 hour')
            -- Google Play replaced it at once with a product it did not name (a PRODUCT_CHANGE without
            -- new_product_id): the Play subscription that began after it is the replacement.
            or (o.pending_product_id = '*' and upper(coalesce(o.store, '')) = 'PLAY_STORE' and upper(coalesce(n.store, '')) = 'PLAY_STORE'

@@ -568,6 +568,55 @@ const flows: Flow[] = [
     ],
     expected: [{ now: 31, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(60 + sec(1790)) } } } }],
   },
+
+  // --- A change at period end names a product the customer also buys on its own --------------
+  {
+    name: 'O39 two Google accounts: a change of basic to premium at period end leaves basic, paid to its end, granting beside the other account\'s premium',
+    doc: `"Product Change at Period End ... The customer will retain their entitlement based on the original product." (${DOC.flows}); original_transaction_id: "transaction_id of the original transaction in the subscription" (${DOC.types}): the premium bought on day 5 is another subscription`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.3900-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.3900-0000-0000-00002', 'premium:monthly'), entitlement_ids: ['premium'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.3900-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'], new_product_id: 'premium:monthly' }),
+    ],
+    expected: [{ now: 11, state: { alice: {
+      basic: { active: true, expiresAt: isoDay(30), productId: 'basic:monthly' },
+      premium: { active: true, expiresAt: isoDay(35), productId: 'premium:monthly' } } } }],
+  },
+  {
+    name: 'O40 two Google accounts, one entitlement: the other account\'s premium refunded; basic, changing to premium at period end, still grants to its end',
+    doc: `"The customer will retain their entitlement based on the original product." (${DOC.flows}); a refund is of one purchase: "Granting a refund will immediately expire the subscription" (https://www.revenuecat.com/docs/subscription-guidance/refunds)`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, play('GPA.4000-0000-0000-00001', 'basic:monthly')),
+      purchase(u.alice, 5, 5, 35, play('GPA.4000-0000-0000-00002', 'premium:monthly')),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.4000-0000-0000-00001', 'basic:monthly'), new_product_id: 'premium:monthly' }),
+      refund(u.alice, 12, 5, 12, play('GPA.4000-0000-0000-00002', 'premium:monthly')),
+    ],
+    expected: [{ now: 13, state: { alice: { pro: { active: true, expiresAt: isoDay(30), productId: 'basic:monthly' } } } }],
+  },
+  {
+    name: 'O41 two Apple IDs: a yearly paid to day 365 with a downgrade to monthly scheduled keeps granting after the other Apple ID\'s monthly lapses',
+    doc: `"The customer will retain their entitlement based on the original product. When the customer encounters their next renewal, a RENEWAL event will be dispatched" (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 365, apple('4100000000000001', '4100000000000001', YEARLY)),
+      purchase(u.alice, 5, 5, 35, apple('4100000000000002', '4100000000000002', MONTHLY)),
+      event('product-change', u.alice, 10, 0, 365, { ...apple('4100000000000001', '4100000000000001', YEARLY), new_product_id: MONTHLY }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 12, 5, 35, apple('4100000000000002', '4100000000000002', MONTHLY)),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: { active: true, expiresAt: isoDay(365), productId: YEARLY } } } }],
+  },
+  {
+    name: 'O42 two Google accounts: when the change at period end takes effect (a new order at the old period\'s end), it replaces basic; the other account\'s premium is untouched',
+    doc: `"When the product change goes into effect you will receive a RENEWAL event on Apple and Stripe or a INITIAL_PURCHASE event on Google Play." (${DOC.manage}); "the user's entitlements will be replaced by the entitlements from the new product." (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.4200-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.4200-0000-0000-00002', 'premium:monthly'), entitlement_ids: ['premium'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.4200-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'], new_product_id: 'premium:monthly' }),
+      purchase(u.alice, 30 + sec(1), 30, 60, { ...play('GPA.4200-0000-0000-00003', 'premium:monthly'), entitlement_ids: ['premium'] }),
+    ],
+    expected: [{ now: 31, state: { alice: {
+      basic: { active: false, willRenew: false },
+      premium: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
