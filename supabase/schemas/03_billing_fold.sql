@@ -716,9 +716,12 @@ begin
            or (n.product_id = o.pending_product_id
                and greatest(n.period_purchased_at, n.granted_at) >= o.expires_at - interval '1 hour')
            -- Google Play replaced it at once with a product it did not name (a PRODUCT_CHANGE without
-           -- new_product_id): the Play subscription that began after it is the replacement.
+           -- new_product_id): the Play subscription that began after it is the replacement. Not one
+           -- begun before the change (the old row's last event, within an hour for a bundle's order):
+           -- that is another subscription, and the old row grants to the end of what was paid.
            or (o.pending_product_id = '*' and upper(coalesce(o.store, '')) = 'PLAY_STORE' and upper(coalesce(n.store, '')) = 'PLAY_STORE'
-               and n.original_transaction_id is not null))
+               and n.original_transaction_id is not null
+               and greatest(n.period_purchased_at, n.granted_at) >= o.last_event_at - interval '1 hour'))
       -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
       and n.status <> 'temporary'
       and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')

@@ -617,6 +617,32 @@ const flows: Flow[] = [
       basic: { active: false, willRenew: false },
       premium: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
   },
+  {
+    name: 'O43 two Google accounts: basic replaced at once by a product whose purchase is lost keeps granting to its paid end; the other account\'s premium, begun before the change, is not the replacement',
+    doc: `new_product_id is "Only available in PRODUCT_CHANGE events for Play Store subscriptions with the DEFERRED replacement mode and App Store subscriptions" (${DOC.types}); "Old subscription is cancelled, and new subscription takes effect immediately." (${DOC.manage}): the replacement begins at the change, not before it`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.4300-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.4300-0000-0000-00002', 'premium:monthly'), entitlement_ids: ['premium'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.4300-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'], new_product_id: undefined }),
+    ],
+    expected: [{ now: 11, state: { alice: {
+      basic: { active: true, willRenew: false, expiresAt: isoDay(30) },
+      premium: { active: true, willRenew: true, expiresAt: isoDay(35) } } } }],
+  },
+  {
+    name: 'O44 two Google accounts: basic replaced at once ends where its replacement began, not where the other account\'s premium began',
+    doc: `"Old subscription is cancelled, and new subscription takes effect immediately." and the change arrives as "a INITIAL_PURCHASE event on Google Play" (${DOC.manage})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.4400-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.4400-0000-0000-00002', 'premium:monthly'), entitlement_ids: ['premium'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.4400-0000-0000-00001', 'basic:monthly'), entitlement_ids: ['basic'], new_product_id: undefined }),
+      purchase(u.alice, 10 + sec(1), 10, 40, { ...play('GPA.4400-0000-0000-00003', 'plus:monthly'), entitlement_ids: ['plus'] }),
+    ],
+    expected: [{ now: 11, state: { alice: {
+      basic: { active: false, willRenew: false, expiresAt: isoDay(10 + sec(1)) },
+      premium: { active: true, expiresAt: isoDay(35) },
+      plus: { active: true, willRenew: true, expiresAt: isoDay(40) } } } }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
