@@ -65,7 +65,8 @@ export interface SnapshotSource {
    * A one-time purchase (REST v1 lists each purchase): it describes that purchase, known by its
    * transaction id, and never another purchase of its product. A subscription (v1 keys them by
    * product, and knows only the latest transaction) that matches no row by transaction id stands
-   * for the latest purchase of its product the customer holds.
+   * for the purchase of its product it renews (its period ends where the shown one begins),
+   * else the latest the customer holds.
    */
   purchaseOnly?: boolean;
   /**

@@ -458,12 +458,19 @@ begin
     if cardinality(v_match) = 0 and coalesce((v_source->>'purchaseOnly')::boolean, false) then
       v_match := array[public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId')];
     elsif cardinality(v_match) = 0 then
+      -- (A subscription's latest transaction is new here when its RENEWAL webhook has not come: the
+      -- purchase it renews is one whose period ends where the shown one begins, or is that period,
+      -- and that renews; not a later purchase of the product that has ended, from a second Google
+      -- account or Apple ID.)
       v_match := array(
         select e.source_key from public.entitlements e
         where e.app_user_id = v_owner and e.product_id = v_source->>'productId'
           and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
           and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
-        order by e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
+        order by (coalesce(e.expires_at, 'infinity') <= (v_source->>'purchasedAt')::timestamptz + interval '1 hour'
+                  or e.period_purchased_at between (v_source->>'purchasedAt')::timestamptz - interval '1 hour'
+                                               and (v_source->>'purchasedAt')::timestamptz + interval '1 hour') desc nulls last,
+                 e.will_renew desc, e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
         limit 1);
       if coalesce((v_source->>'grantedElsewhere')::boolean, false) and exists (
         select 1 from public.entitlements e

@@ -39,6 +39,7 @@ const newUsers = (): Users => ({
 const sec = (seconds: number) => seconds / 86_400;
 const BASIC = 'com.example.basic.monthly';
 const PREMIUM = 'com.example.premium.monthly';
+const PRO_PLAY = 'pro_monthly:monthly';
 /** One App Store subscription lineage (one original transaction) across products. */
 const lineage = (product: string, tx: string, entitlement: string) => ({ ...apple(tx, '5000000100000001', product), entitlement_ids: [entitlement] });
 const stripe = (tx: string, product = 'prod_PRO', subscription = 'sub_1PROMONTHLY') =>
@@ -642,6 +643,50 @@ const flows: Flow[] = [
       basic: { active: false, willRenew: false, expiresAt: isoDay(10 + sec(1)) },
       premium: { active: true, expiresAt: isoDay(35) },
       plus: { active: true, willRenew: true, expiresAt: isoDay(40) } } } }],
+  },
+
+  // --- A sync names a renewal whose RENEWAL webhook was lost, beside an ended second purchase ----
+  {
+    name: 'O45 two Google accounts: a sync shows the live one renewed under a new order; its CANCELLATION then stops it renewing (the ended one is not taken for it)',
+    doc: `v1 keys subscriptions by product and names the latest store_transaction_id (https://www.revenuecat.com/docs/api-v1/customer-info-model); "A CANCELLATION webhook is sent ... At the end of the billing cycle, an EXPIRATION webhook is sent" (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.4500-0000-0000-00001', PRO_PLAY), entitlement_ids: ['pro'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.4500-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 20, 5, 35, { ...play('GPA.4500-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      expiration(u.alice, 'UNSUBSCRIBE', 35 + sec(1), 5, 35, { ...play('GPA.4500-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      snapshot('alice', 40, { entitlements: { pro: ent(PRO_PLAY, { purchased: day(30), expires: day(60) }) },
+        subscriptions: { [PRO_PLAY]: sub({ store: 'play_store', purchased: day(30), expires: day(60), transactionId: 'GPA.4500-0000-0000-00001..0' }) } }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 45, 30, 60, { ...play('GPA.4500-0000-0000-00001..0', PRO_PLAY), entitlement_ids: ['pro'] }),
+    ],
+    expected: [{ now: 46, state: { alice: { pro: { active: true, willRenew: false, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'O46 two Google accounts: a sync shows the live one renewed under a new order; its refund then ends access',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (https://www.revenuecat.com/docs/subscription-guidance/refunds)`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...play('GPA.4600-0000-0000-00001', PRO_PLAY), entitlement_ids: ['pro'] }),
+      purchase(u.alice, 5, 5, 35, { ...play('GPA.4600-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 20, 5, 35, { ...play('GPA.4600-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      expiration(u.alice, 'UNSUBSCRIBE', 35 + sec(1), 5, 35, { ...play('GPA.4600-0000-0000-00002', PRO_PLAY), entitlement_ids: ['pro'] }),
+      snapshot('alice', 40, { entitlements: { pro: ent(PRO_PLAY, { purchased: day(30), expires: day(60) }) },
+        subscriptions: { [PRO_PLAY]: sub({ store: 'play_store', purchased: day(30), expires: day(60), transactionId: 'GPA.4600-0000-0000-00001..0' }) } }),
+      refund(u.alice, 45, 30, 45, { ...play('GPA.4600-0000-0000-00001..0', PRO_PLAY), entitlement_ids: ['pro'] }),
+    ],
+    expected: [{ now: 46, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'O47 two Apple IDs: a sync shows the live one renewed (its RENEWAL lost); its refund then ends access',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (https://www.revenuecat.com/docs/subscription-guidance/refunds); v1 names the latest store_transaction_id (https://www.revenuecat.com/docs/api-v1/customer-info-model)`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, apple('4700000000000001', '4700000000000001')),
+      purchase(u.alice, 5, 5, 35, apple('4700000000000005', '4700000000000005')),
+      cancellation(u.alice, 'UNSUBSCRIBE', 20, 5, 35, apple('4700000000000005', '4700000000000005')),
+      expiration(u.alice, 'UNSUBSCRIBE', 35 + sec(1), 5, 35, apple('4700000000000005', '4700000000000005')),
+      snapshot('alice', 40, { entitlements: { pro: ent(MONTHLY, { purchased: day(30), expires: day(60) }) },
+        subscriptions: { [MONTHLY]: sub({ purchased: day(30), expires: day(60), transactionId: '4700000000000002' }) } }),
+      refund(u.alice, 45, 30, 45, apple('4700000000000002', '4700000000000001')),
+    ],
+    expected: [{ now: 46, state: { alice: { pro: { active: false } } } }],
   },
 ];
 
