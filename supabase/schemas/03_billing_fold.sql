@@ -318,6 +318,8 @@ declare
   v_source_keys jsonb := '[]'::jsonb;
   -- Whether a flag, refund or revocation has reached the rows of entitlements the event does not name.
   v_spread boolean := false;
+  v_unnamed boolean;
+  v_row_expires timestamptz;
 begin
   -- Owner: each candidate stands for its customer (the id RevenueCat's aliasing already merged it
   -- into, whose rows hold the customer's state); the first of those that already holds rows (one
@@ -630,23 +632,30 @@ begin
       if v_status is null or (v_status_from is not null and not v_row.status = any (v_status_from)) then
         v_status := v_row.status;
       end if;
+      -- A row of an entitlement the event does not name (reached through its purchase) only loses:
+      -- the product no longer grants that entitlement, so nothing here extends it, puts it in grace
+      -- or turns its renewal on; a cancellation or refund still ends what it grants.
+      v_unnamed := v_entitlement is not null and v_row.entitlement_id <> v_entitlement;
+      if v_unnamed and v_status = 'grace' then v_status := v_row.status; end if;
+      v_row_expires := case v_effect->>'expiry'
+        when 'set' then v_expires
+        -- The later of the two; an event without an expiry says nothing about it.
+        when 'extend' then case when v_expires is null or v_row.expires_at is null then v_row.expires_at
+                                else greatest(v_row.expires_at, v_expires) end
+        -- A cancellation saying the row's current period already ended (the same transaction, or
+        -- without transaction ids the same purchase): it ended then.
+        when 'period' then case when v_expires is null then v_row.expires_at
+                                when coalesce(v_period->>'transactionId' = v_row.transaction_id, v_purchased = v_row.period_purchased_at, false)
+                                  then v_expires
+                                when v_row.expires_at is null then v_row.expires_at
+                                else greatest(v_row.expires_at, v_expires) end
+        else v_row.expires_at end;
+      if v_unnamed then v_row_expires := least(v_row.expires_at, v_row_expires); end if;
       v_new_period := v_purchased is not null and v_purchased > v_row.period_purchased_at;
       update public.entitlements set
         status = v_status,
-        will_renew = case v_renewal when 'on' then true when 'off' then false else v_row.will_renew end,
-        expires_at = case v_effect->>'expiry'
-                       when 'set' then v_expires
-                       -- The later of the two; an event without an expiry says nothing about it.
-                       when 'extend' then case when v_expires is null or v_row.expires_at is null then v_row.expires_at
-                                               else greatest(v_row.expires_at, v_expires) end
-                       -- A cancellation saying the row's current period already ended (the same
-                       -- transaction, or without transaction ids the same purchase): it ended then.
-                       when 'period' then case when v_expires is null then v_row.expires_at
-                                               when coalesce(v_period->>'transactionId' = v_row.transaction_id, v_purchased = v_row.period_purchased_at, false)
-                                                 then v_expires
-                                               when v_row.expires_at is null then v_row.expires_at
-                                               else greatest(v_row.expires_at, v_expires) end
-                       else v_row.expires_at end,
+        will_renew = case v_renewal when 'on' then v_row.will_renew or not v_unnamed when 'off' then false else v_row.will_renew end,
+        expires_at = v_row_expires,
         grace_expires_at = case when v_status = 'grace' then greatest(v_row.grace_expires_at, (v_effect->>'graceExpiresAt')::timestamptz) end,
         pending_product_id = case when v_effect->>'pendingProductId' is null then v_row.pending_product_id
                                   else nullif(v_effect->>'pendingProductId', v_row.product_id) end,

@@ -688,6 +688,32 @@ const flows: Flow[] = [
     ],
     expected: [{ now: 46, state: { alice: { pro: { active: false } } } }],
   },
+
+  // --- The dashboard moved the product to another entitlement: the old one only loses ----------
+  {
+    name: 'O48 a product moved from pro to premium: the CANCELLATION of its renewed period (naming premium) does not bring back pro, which the renewal did not extend',
+    doc: `entitlement_ids: "Entitlement identifiers of the subscription" (${DOC.types}), the product's entitlements when the event was sent: the renewed period grants premium, not pro, and a cancellation of it only stops its renewal`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...apple('4800000000000001', '4800000000000001'), entitlement_ids: ['pro'] }),
+      renewal(u.alice, 30 + sec(1), 30, 60, { ...apple('4800000000000002', '4800000000000001'), entitlement_ids: ['premium'] }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 40, 30, 60, { ...apple('4800000000000002', '4800000000000001'), entitlement_ids: ['premium'] }),
+    ],
+    expected: [{ now: 45, state: { alice: {
+      pro: { active: false },
+      premium: { active: true, willRenew: false, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'O49 a product moved from pro to premium: a BILLING_ISSUE in grace (naming premium) puts premium in grace, not pro',
+    doc: `entitlement_ids: "Entitlement identifiers of the subscription" (${DOC.types}); "If billing succeeds at any point during the grace period, you'll receive a RENEWAL event and entitlements won't be revoked" (${DOC.flows}): grace is the named entitlements'`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...apple('4900000000000001', '4900000000000001'), entitlement_ids: ['pro'] }),
+      renewal(u.alice, 30 + sec(1), 30, 60, { ...apple('4900000000000002', '4900000000000001'), entitlement_ids: ['premium'] }),
+      billingIssue(u.alice, 60 + sec(1), 30, 60, 76, { ...apple('4900000000000002', '4900000000000001'), entitlement_ids: ['premium'] }),
+    ],
+    expected: [{ now: 65, state: { alice: {
+      pro: { active: false },
+      premium: { active: true, status: 'grace', willRenew: false } } } }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
