@@ -50,6 +50,7 @@ declare
   v_spread boolean := false;
   v_unnamed boolean;
   v_row_expires timestamptz;
+  v_shown_start timestamptz;
 begin
   -- Owner: each candidate stands for its customer (the id RevenueCat's aliasing already merged it
   -- into, whose rows hold the customer's state); the first of those that already holds rows (one
@@ -194,14 +195,14 @@ begin
       -- purchase it renews is one whose period ends where the shown one begins, or is that period,
       -- and that renews; not a later purchase of the product that has ended, from a second Google
       -- account or Apple ID.)
+      v_shown_start := (v_source->>'purchasedAt')::timestamptz;
       v_match := array(
         select e.source_key from public.entitlements e
         where e.app_user_id = v_owner and e.product_id = v_source->>'productId'
           and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
           and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
-        order by (coalesce(e.expires_at, 'infinity') <= (v_source->>'purchasedAt')::timestamptz + interval '1 hour'
-                  or e.period_purchased_at between (v_source->>'purchasedAt')::timestamptz - interval '1 hour'
-                                               and (v_source->>'purchasedAt')::timestamptz + interval '1 hour') desc nulls last,
+        order by (coalesce(e.expires_at, 'infinity') <= v_shown_start + interval '1 hour'
+                  or e.period_purchased_at between v_shown_start - interval '1 hour' and v_shown_start + interval '1 hour') desc nulls last,
                  e.will_renew desc, e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
         limit 1);
       if coalesce((v_source->>'grantedElsewhere')::boolean, false) and exists (
