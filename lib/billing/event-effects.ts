@@ -54,8 +54,8 @@ import type { BillingEvent } from './webhook-body.ts';
  *
  * Flags, refunds and revocations apply to the row's current period or a later one; a flag extends
  * the expiry to the later of the two (Stripe's retry window; a CANCELLATION whose RENEWAL is still
- * on its way). One with `entitlement_ids` null (the dashboard mapping changed) applies to every
- * row its source already has.
+ * on its way). One with `entitlement_ids` null (the product maps to no entitlement) applies to every
+ * row its source already has, and there only takes away (public.billing_apply_event).
  *
  * Identity: the event names one RevenueCat customer (app_user_id, original_app_user_id, aliases).
  * Its real (non-anonymous) ids are the owner candidates, app_user_id first; the database stands each

@@ -35,6 +35,7 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
   const at = record.requestDateMs;
   const activeUntil = new Map(record.activeEntitlements.map((entitlement) => [entitlement.lookupKey, entitlement.expiresAt]));
   const sources = new Map<string, SnapshotSource>();
+  const otherSubscriptions: SnapshotSource[] = [];
 
   for (const item of record.subscriptions) {
     const productId = item.productId ?? item.storeIdentifier ?? `promotional:${item.itemId ?? 'unnamed'}`;
@@ -52,9 +53,17 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
       mapping: item.entitlementsComplete ? 'complete' : 'partial',
       asEventsSaid: false,
     };
-    // Keyed by product (one row a product and entitlement): the item that grants, then the one ending last.
+    // One item a product stands for a subscription of it not known here by its transaction (a
+    // renewal whose webhook has not come): the item that grants, then the one ending last. Every
+    // other item of the product is written to the row its own transaction id names, if any (a
+    // second subscription of the product that v2 says no longer gives access ends there).
     const kept = sources.get(productId);
-    if (!kept || outranks(source, kept)) sources.set(productId, source);
+    if (!kept || outranks(source, kept)) {
+      if (kept) otherSubscriptions.push({ ...kept, matchOnly: true });
+      sources.set(productId, source);
+    } else {
+      otherSubscriptions.push({ ...source, matchOnly: true });
+    }
   }
 
   // One-time purchases, each its own source (an entitlement's source is a purchase: v2 lists each
@@ -93,7 +102,7 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
     return [id, until === null ? null : new Date(until).toISOString()];
   }));
   return snapshotPlan(appUserId, at, record.originalCustomerId, options, {
-    sources: [...sources.values(), ...oneTime],
+    sources: [...sources.values(), ...otherSubscriptions, ...oneTime],
     entitlementIds: complete ? listed : null,
     entitlementExpiries,
   });
@@ -134,7 +143,7 @@ function purchaseEnd(ids: string[], activeUntil: Map<string, number | null>, at:
 }
 
 /** Whether `a` says more of the product than `b`: it grants and `b` does not, or it ends later. */
-function outranks(a: SnapshotSource, b: SnapshotSource): boolean {
+export function outranks(a: SnapshotSource, b: SnapshotSource): boolean {
   const grants = (source: SnapshotSource) => ['active', 'cancelled_active', 'grace'].includes(source.status);
   const ends = (source: SnapshotSource) => (source.expiresAt === null ? Infinity : Date.parse(source.graceExpiresAt ?? source.expiresAt));
   return grants(a) !== grants(b) ? grants(a) : ends(a) > ends(b);

@@ -1,7 +1,7 @@
 import type { RevenueCatEntitlement, RevenueCatNonSubscription, RevenueCatSubscription, SubscriberResponse } from '../revenuecat/subscriber.ts';
 import type { V2Customer, V2Item, V2Record } from '../revenuecat/v2.ts';
 import { isAnonymousId, MAX_IDS_PER_EVENT, type BillingEventPlan, type EntitlementStatus } from './event-effects.ts';
-import { v2SubscriptionState } from './snapshot-v2.ts';
+import { outranks, v2SubscriptionState } from './snapshot-v2.ts';
 
 /**
  * What a snapshot of RevenueCat's record MEANS (GET /v1/subscribers/{id}), decided without the
@@ -69,6 +69,13 @@ export interface SnapshotSource {
    * else the latest the customer holds.
    */
   purchaseOnly?: boolean;
+  /**
+   * Another subscription of a product the record lists more than once (REST v2 lists each
+   * subscription with its own `store_subscription_identifier`): it writes only the row its
+   * transaction id names, and nothing when no row has it (the product's other item, which grants
+   * or ends last, is the one that stands for a purchase not known here).
+   */
+  matchOnly?: boolean;
   /**
    * A subscription that does not grant, while an entitlement v1 shows it for does: another purchase
    * of the product grants it (a second subscription of the product; v1 lists the refunded one
@@ -232,9 +239,16 @@ export function trimV2Snapshot(record: V2Record, appUserId: string): Record<stri
  * pause, period type), and what neither grants keeps v1's (a refund's time).
  */
 function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: SnapshotSource[], v2: V2Customer, at: number): void {
+  const sameSubscription = subscriptionsV1Shows(sources, v2.subscriptions, at);
   for (const item of v2.subscriptions) {
     if (item.productId === null) continue;
     const source = findSource(sources, item);
+    if (source && !sameSubscription.has(item)) {
+      // Another subscription of the product (v1 keys subscriptions by product and shows one): what
+      // v2 says of it is written to the row of its own transaction, if the service has one.
+      otherPurchases.push({ ...v2SubscriptionSource(item.productId, item, at), matchOnly: true });
+      continue;
+    }
     if (source) {
       grantsFromV2(source, item.entitlementIds, item.entitlementsComplete);
       // (An item that says nothing of access, gives_access absent, differs in nothing.)
@@ -249,13 +263,7 @@ function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: Sn
       continue;
     }
     // Only v2 shows it (v1 keyed it otherwise): what v2 says of access.
-    sources.set(item.productId, {
-      ...blankSource(item.productId, item),
-      ...v2SubscriptionState(item, at, undefined),
-      purchasedAt: item.startsAt === null ? null : new Date(item.startsAt).toISOString(),
-      entitlementIds: [...item.entitlementIds],
-      mapping: item.entitlementsComplete ? 'complete' : 'partial',
-    });
+    sources.set(item.productId, v2SubscriptionSource(item.productId, item, at));
   }
   // One-time purchases: each as its own purchase where v1 lists it with the same store identifier
   // (REST v2's `store_purchase_identifier`, v1's `store_transaction_id`): owned, or refunded.
@@ -288,6 +296,38 @@ function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: Sn
       Object.assign(source, { status: 'refunded', willRenew: false, expiresAt: new Date(at).toISOString(), graceExpiresAt: null, asEventsSaid: false });
     }
   }
+}
+
+/** A v2 subscription item as a source of its own: what v2 says of access. */
+function v2SubscriptionSource(productId: string, item: V2Item, at: number): SnapshotSource {
+  return {
+    ...blankSource(productId, item),
+    ...v2SubscriptionState(item, at, undefined),
+    purchasedAt: item.startsAt === null ? null : new Date(item.startsAt).toISOString(),
+    entitlementIds: [...item.entitlementIds],
+    mapping: item.entitlementsComplete ? 'complete' : 'partial',
+  };
+}
+
+/**
+ * The v2 subscription items that are the subscription v1 shows for their product: the only item of
+ * the product, or, where v2 lists several (two Google accounts or Apple IDs), the one whose latest
+ * transaction is v1's (`store_subscription_identifier`, v1's `store_transaction_id`), else the one
+ * that grants, then ends last (what v1's record of the product shows).
+ */
+function subscriptionsV1Shows(sources: Map<string, SnapshotSource>, items: V2Item[], at: number): Set<V2Item> {
+  const bySource = new Map<SnapshotSource, V2Item[]>();
+  for (const item of items) {
+    const source = item.productId === null ? undefined : findSource(sources, item);
+    if (source) bySource.set(source, [...(bySource.get(source) ?? []), item]);
+  }
+  const shown = new Set<V2Item>();
+  for (const [source, candidates] of bySource) {
+    const sameTransaction = candidates.find((item) => item.storeIdentifier !== null && item.storeIdentifier === source.transactionId);
+    shown.add(sameTransaction ?? candidates.reduce((best, item) =>
+      (outranks(v2SubscriptionSource(item.productId!, item, at), v2SubscriptionSource(best.productId!, best, at)) ? item : best)));
+  }
+  return shown;
 }
 
 /** The v1 source of the product v2 names: the same store identifier (or Play subscription id), store and environment. */

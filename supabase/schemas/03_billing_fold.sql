@@ -404,7 +404,11 @@ begin
   -- purchase claims the product's row of a record that did not know it (a sync of a subscription
   -- REST v1 lists by product, an event without transaction ids, a row kept from before sources were
   -- purchases): the same purchase, now known. An event that names none is about the purchase of its
-  -- product the customer holds: the product's row, else the latest purchase of the product.
+  -- product the customer holds: the product's row, else the purchase its own period says (the one
+  -- whose period it is, by purchase time or end; else the one whose period ends where it begins:
+  -- a renewal), else the latest purchase of the product. (Its `purchased_at_ms` and
+  -- `expiration_at_ms` are the transaction's, RevenueCat's event fields: with two subscriptions of
+  -- one product, the latest is not always the one it is about.)
   if v_period->>'productId' is not null then
     v_product_key := public.billing_source_key(p_plan->>'environment', v_store, v_period->>'productId', null, null);
     if v_source_key <> v_product_key then
@@ -416,7 +420,9 @@ begin
       select e.source_key into v_key from public.entitlements e
       where e.app_user_id = v_owner and e.product_id = v_period->>'productId'
         and upper(coalesce(e.environment, 'PRODUCTION')) = v_env_key and upper(coalesce(e.store, '')) = upper(coalesce(v_store, ''))
-      order by e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
+      order by (e.period_purchased_at = v_purchased or e.expires_at = v_period_expires) desc nulls last,
+               (e.expires_at between v_purchased - interval '1 hour' and v_purchased + interval '1 hour') desc nulls last,
+               e.period_purchased_at desc nulls last, e.granted_at desc nulls last, e.source_key
       limit 1;
       v_source_key := coalesce(v_key, v_source_key);
       v_key := null;
@@ -449,7 +455,9 @@ begin
   -- latest purchase of the product the customer holds here, or the product's source when there is
   -- none (the first event naming the purchase claims it); none at all for a subscription that does
   -- not grant while its entitlement does (grantedElsewhere) when the customer holds several
-  -- purchases of the product: it may be any of them but the one that grants.
+  -- purchases of the product: it may be any of them but the one that grants; none either for a
+  -- second subscription of a product REST v2 lists twice (matchOnly): the product's other item
+  -- stands for the purchase not known here.
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
     v_match := array(
       select distinct e.source_key from public.entitlements e
@@ -460,6 +468,8 @@ begin
       order by 1);
     if cardinality(v_match) = 0 and coalesce((v_source->>'purchaseOnly')::boolean, false) then
       v_match := array[public.billing_source_key(v_source->>'environment', v_source->>'store', v_source->>'productId', null, v_source->>'transactionId')];
+    elsif cardinality(v_match) = 0 and coalesce((v_source->>'matchOnly')::boolean, false) then
+      v_match := '{}';
     elsif cardinality(v_match) = 0 then
       -- (A subscription's latest transaction is new here when its RENEWAL webhook has not come: the
       -- purchase it renews is one whose period ends where the shown one begins, or is that period,
@@ -635,8 +645,10 @@ begin
       end if;
       -- A row of an entitlement the event does not name (reached through its purchase) only loses:
       -- the product no longer grants that entitlement, so nothing here extends it, puts it in grace
-      -- or turns its renewal on; a cancellation or refund still ends what it grants.
-      v_unnamed := v_entitlement is not null and v_row.entitlement_id <> v_entitlement;
+      -- or turns its renewal on; a cancellation or refund still ends what it grants. An event that
+      -- names none at all (entitlement_ids null: "the product_id is not mapped to any entitlements",
+      -- RevenueCat's event fields) names none of its rows either.
+      v_unnamed := v_entitlement is null or v_row.entitlement_id <> v_entitlement;
       if v_unnamed and v_status = 'grace' then v_status := v_row.status; end if;
       v_row_expires := case v_effect->>'expiry'
         when 'set' then v_expires

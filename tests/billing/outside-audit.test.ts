@@ -714,6 +714,62 @@ const flows: Flow[] = [
       pro: { active: false },
       premium: { active: true, status: 'grace', willRenew: false } } } }],
   },
+  {
+    name: 'O50 a product unmapped from every entitlement: the CANCELLATION of its renewed period (entitlement_ids null) does not extend pro, which the renewal did not',
+    doc: `entitlement_ids: "It can be NULL if the product_id is not mapped to any entitlements" (${DOC.types}): the renewed period grants nothing, and a cancellation of it only stops its renewal`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...apple('5000000000000001', '5000000000000001'), entitlement_ids: ['pro'] }),
+      renewal(u.alice, 30 + sec(1), 30, 60, { ...apple('5000000000000002', '5000000000000001'), entitlement_ids: null }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 40, 30, 60, { ...apple('5000000000000002', '5000000000000001'), entitlement_ids: null }),
+    ],
+    expected: [{ now: 20, state: { alice: { pro: { active: true, expiresAt: isoDay(30) } } } }, { now: 45, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'O51 a product unmapped from every entitlement: a BILLING_ISSUE in grace (entitlement_ids null) does not put pro in grace',
+    doc: `entitlement_ids: "It can be NULL if the product_id is not mapped to any entitlements" (${DOC.types}); grace keeps the entitlements of the product, and it has none`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...apple('5100000000000001', '5100000000000001'), entitlement_ids: ['pro'] }),
+      billingIssue(u.alice, 30 + sec(1), 0, 30, 46, { ...apple('5100000000000001', '5100000000000001'), entitlement_ids: null }),
+    ],
+    expected: [{ now: 35, state: { alice: { pro: { active: false } } } }],
+  },
+
+  // --- An event without transaction ids beside two subscriptions of its product --------------
+  {
+    name: 'O52 two Stripe subscriptions of one product: a refund without transaction ids of the older one\'s period refunds that one, not the newer',
+    doc: `purchased_at_ms: "Time when the transaction was purchased"; CANCELLATION: "A subscription or non-renewing purchase has been cancelled or refunded" (${DOC.types}): the event's own period says which subscription it is about`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripe('in_A1', 'prod_PRO', 'sub_A')),
+      renewal(u.alice, 30 + sec(1), 30, 60, stripe('in_A2', 'prod_PRO', 'sub_A')),
+      purchase(u.alice, 40, 40, 70, stripe('in_B1', 'prod_PRO', 'sub_B')),
+      refund(u.alice, 45, 30, 45, { ...stripe('in_A2', 'prod_PRO', 'sub_A'), transaction_id: undefined, original_transaction_id: undefined }),
+      refund(u.alice, 50, 40, 50, stripe('in_B1', 'prod_PRO', 'sub_B')),
+    ],
+    expected: [{ now: 51, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'O53 two Stripe subscriptions of one product: a CANCELLATION without transaction ids of the older one\'s period stops that one renewing',
+    doc: `"When a customer cancels their subscription, a CANCELLATION webhook is sent" (${DOC.flows}); purchased_at_ms and expiration_at_ms are the transaction's (${DOC.types})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripe('in_A1', 'prod_PRO', 'sub_A')),
+      renewal(u.alice, 30 + sec(1), 30, 60, stripe('in_A2', 'prod_PRO', 'sub_A')),
+      purchase(u.alice, 40, 40, 70, stripe('in_B1', 'prod_PRO', 'sub_B')),
+      cancellation(u.alice, 'UNSUBSCRIBE', 45, 30, 60, { ...stripe('in_A2', 'prod_PRO', 'sub_A'), transaction_id: undefined, original_transaction_id: undefined }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 46, 40, 70, stripe('in_B1', 'prod_PRO', 'sub_B')),
+    ],
+    expected: [{ now: 50, state: { alice: { pro: { active: true, willRenew: false } } } }],
+  },
+  {
+    name: 'O54 two Stripe subscriptions of one product: a RENEWAL without transaction ids renews the one whose period ends where it begins, not the newer',
+    doc: `RENEWAL: "An existing subscription has been renewed" (${DOC.types}); its purchased_at_ms is when the renewed period began, where the older subscription's ended`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripe('in_A1', 'prod_PRO', 'sub_A')),
+      purchase(u.alice, 20, 20, 50, stripe('in_B1', 'prod_PRO', 'sub_B')),
+      renewal(u.alice, 30 + sec(1), 30, 60, { ...stripe('in_A2', 'prod_PRO', 'sub_A'), transaction_id: undefined, original_transaction_id: undefined }),
+      cancellation(u.alice, 'UNSUBSCRIBE', 35, 20, 50, stripe('in_B1', 'prod_PRO', 'sub_B')),
+    ],
+    expected: [{ now: 40, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
   billingEvent, day, deliver, deliverFlowItem, deliveryOrdersOn, entitlementsOf, expectEntitlementState, flowSettings, isoDay, LIFETIME, MONTHLY,
-  play, PLAY_MONTHLY, READER_NAMES, READERS, readerSettings, snapshot, type ExpectedState, type FlowItem,
+  play, PLAY_MONTHLY, READER_NAMES, READERS, readerSettings, snapshot, type ExpectedState, type FlowItem, type Reader,
 } from './support.ts';
 
 /**
@@ -31,8 +31,8 @@ interface Flow {
   name: string;
   items: (u: Record<Role, string>) => FlowItem[];
   expected: ExpectedState[];
-  /** REST v2 configured beside v1. */
-  v2?: boolean;
+  /** The REST API(s) a sync reads (default: v1 alone). */
+  reader?: Reader;
 }
 
 // One-time purchases: NON_RENEWING_PURCHASE names the purchase's transaction; its refund (a
@@ -72,6 +72,26 @@ const twoSubscriptions = (listedTransaction: string): FakeCustomer => ({
   entitlements: { pro: v1Entitlement(MONTHLY, { purchased: day(1), expires: day(31) }) },
   subscriptions: { [MONTHLY]: v1Subscription({ purchased: day(0), expires: day(30), refunded: day(5), store: 'stripe', transactionId: listedTransaction }) },
 });
+
+/**
+ * RevenueCat's record of two Google Play subscriptions of one product (two Google accounts), one
+ * refunded (its webhook lost). REST v2 lists each as a Subscription of its own, named by its latest
+ * order id (`store_subscription_identifier`), `gives_access` false for the refunded one; v1 keys
+ * subscriptions by product and shows one of them. (The stand-in derives v2 from v1's keys: the
+ * product key and its base-plan form are one product in v2 and one key in what the service reads
+ * of v1, the later key; `listed` says which subscription that is, and v2 lists it second.)
+ */
+const twoPlaySubscriptions = (refunded: 'A' | 'B', listed: 'A' | 'B'): FakeCustomer => {
+  const entries = {
+    A: v1Subscription({ purchased: day(0), expires: day(30), store: 'play_store', transactionId: GOOGLE_A, refunded: refunded === 'A' ? day(5) : undefined }),
+    B: v1Subscription({ purchased: day(1), expires: day(31), store: 'play_store', transactionId: GOOGLE_B, refunded: refunded === 'B' ? day(5) : undefined }),
+  };
+  const other = listed === 'A' ? 'B' : 'A';
+  return {
+    entitlements: { pro: v1Entitlement(PLAY_MONTHLY, { purchased: day(refunded === 'A' ? 1 : 0), expires: day(refunded === 'A' ? 31 : 30) }) },
+    subscriptions: { 'pro_monthly': { ...entries[other], product_plan_identifier: 'monthly' }, [PLAY_MONTHLY]: entries[listed] },
+  };
+};
 
 const flows: Flow[] = [
   {
@@ -162,23 +182,44 @@ const flows: Flow[] = [
   },
   {
     name: 'a v1 and v2 sync of two one-time purchases, the first refunded: granted by the second',
-    v2: true,
+    reader: 'both',
     items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), snapshot('alice', 3, twoLifetimes(['L-1']))],
     expected: [{ now: 4, state: { alice: { pro: { active: true, status: 'active', expiresAt: null } } } }],
   },
   {
     name: 'a v1 and v2 sync of two one-time purchases, both refunded: ended',
-    v2: true,
+    reader: 'both',
     items: (u) => [oneTime(u.alice, 'L-1', 0), oneTime(u.alice, 'L-2', 1), snapshot('alice', 3, twoLifetimes(['L-1', 'L-2']))],
     expected: [{ now: 4, state: { alice: { pro: { active: false } } } }],
   },
+  // Two subscriptions of one product in RevenueCat's record, one refunded: each ends or grants on its own.
+  ...(['v2', 'both'] as const).flatMap((reader) => (['A', 'B'] as const).flatMap((listed): Flow[] => [
+    {
+      name: `a ${READER_NAMES[reader]} sync of two Google Play subscriptions of one product (v1 showing ${listed}), the newer refunded (its webhook lost): it ends, the older grants to its end`,
+      reader,
+      items: (u) => [subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), snapshot('alice', 6, twoPlaySubscriptions('B', listed))],
+      expected: [
+        { now: 7, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(30) } } } },
+        { now: 30.5, state: { alice: { pro: { active: false } } } },
+      ],
+    },
+    {
+      name: `a ${READER_NAMES[reader]} sync of two Google Play subscriptions of one product (v1 showing ${listed}), the older refunded (its webhook lost): refunding the newer then ends access`,
+      reader,
+      items: (u) => [
+        subscribe(u.alice, GOOGLE_A, 0, play), subscribe(u.alice, GOOGLE_B, 1, play), snapshot('alice', 6, twoPlaySubscriptions('A', listed)),
+        subscriptionRefund(u.alice, GOOGLE_B, 8, 1, play),
+      ],
+      expected: [{ now: 9, state: { alice: { pro: { active: false } } } }],
+    },
+  ])),
 ];
 
 describe.each(DATABASE_KINDS)('a source is a purchase, on %s', (kind) => {
   const db = suiteDatabase(kind);
 
   it.each(flows)('$name, in its delivery orders', async (flow) => {
-    const restore = setEnv(readerSettings(revenuecat, flow.v2 ? 'both' : 'v1'));
+    const restore = setEnv(readerSettings(revenuecat, flow.reader ?? 'v1'));
     try {
       const count = flow.items({ alice: 'x' }).length;
       for (const order of deliveryOrdersOn(kind, count, { everyOrderOn: 'postgres', sample: 5, seed: 5 })) {
