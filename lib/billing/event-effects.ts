@@ -44,7 +44,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * | PRODUCT_CHANGE                                        | flag: pending product = new_product_id                                   |
  * | PRODUCT_CHANGE, Google Play, no new_product_id        | flag: an immediate replacement: will not renew, cancelled_active, and    |
  * |                                                       |   the next Play subscription of the customer supersedes it               |
- * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED)          |
+ * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED;          |
+ * |                                                       |   refunded, renewal kept, when it is CUSTOMER_SUPPORT: a refund)         |
  * | TRANSFER                                              | move: the rows of transferred_from (of the event's environment, and      |
  * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
@@ -409,9 +410,15 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       // unless the pause takes effect (its EXPIRATION); only an unsubscribe turns renewal off.
       return { ...flag, autoResumeAt: validTime(readTime(event.auto_resume_at_ms)) };
     case 'EXPIRATION': {
-      const paused = readText(event.expiration_reason)?.toUpperCase() === 'SUBSCRIPTION_PAUSED';
+      const reason = readText(event.expiration_reason)?.toUpperCase();
+      // Ended by a refund (CUSTOMER_SUPPORT): refunded, and auto-renewal as it was, as the refund's
+      // own CANCELLATION leaves it ("this does not mean that a subscription's autorenewal
+      // preference has been deactivated since refunds can be given without cancelling a
+      // subscription", RevenueCat's cancellation and expiration reasons), so a REFUND_REVERSED
+      // after it brings back a renewing subscription.
+      const status: EntitlementStatus = reason === 'SUBSCRIPTION_PAUSED' ? 'paused' : reason === 'CUSTOMER_SUPPORT' ? 'refunded' : 'expired';
       return {
-        ...FLAG, action: 'revoke', status: paused ? 'paused' : 'expired', renewal: 'off',
+        ...FLAG, action: 'revoke', status, renewal: reason === 'CUSTOMER_SUPPORT' ? 'keep' : 'off',
         expiry: period.expiresAt ? 'set' : null, expiresAt: period.expiresAt, createsRow: true,
       };
     }

@@ -770,6 +770,25 @@ const flows: Flow[] = [
     ],
     expected: [{ now: 40, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
   },
+
+  // --- A refund's EXPIRATION, then the refund reversed ------------------------------------------
+  {
+    name: 'O55 an App Store refund, its EXPIRATION (CUSTOMER_SUPPORT), then REFUND_REVERSED: active and renewing again, as before the refund',
+    doc: `CUSTOMER_SUPPORT: "Note that this does not mean that a subscription's autorenewal preference has been deactivated since refunds can be given without cancelling a subscription"; REFUND_REVERSED: "A refund has been reversed" (${DOC.types})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      refund(u.alice, 5, 0, 5),
+      expiration(u.alice, 'CUSTOMER_SUPPORT', 5 + sec(2), 0, 5),
+      event('refund-reversed', u.alice, 8, 0, 30),
+    ],
+    expected: [{ now: 9, state: { alice: { pro: { active: true, status: 'active', willRenew: true, expiresAt: isoDay(30) } } } }],
+  },
+  {
+    name: 'O56 an App Store refund told only by its EXPIRATION (CUSTOMER_SUPPORT): no access, refunded',
+    doc: `CUSTOMER_SUPPORT: "Customer received a refund from Apple support" (${DOC.types}); "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30), expiration(u.alice, 'CUSTOMER_SUPPORT', 5, 0, 5)],
+    expected: [{ now: 6, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
