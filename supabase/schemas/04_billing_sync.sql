@@ -364,6 +364,16 @@ begin
   delete from public.entitlements where app_user_id = any (v_ids);
   get diagnostics v_rows = row_count;
   update public.billing_subscribers set base_rows = '[]'::jsonb where app_user_id = any (v_ids) and base_rows is not null;
+  -- Another id RevenueCat merged into the user's (legacy aliasing: the user held its rows) holds its
+  -- own again, now and in its group's checkpoints: an event naming only that id is its own, never
+  -- the erased user's, whose rows, events and outbound events end here (customer.deleted is their
+  -- last). An event that names the erased id too still keeps nothing and grants nothing (below).
+  update public.billing_subscribers s set
+    customer_id = case when s.customer_id = any (v_ids) then null else s.customer_id end,
+    base_customer = case when s.base_customer = any (v_ids) then null else s.base_customer end
+  where s.group_id in (select g.group_id from public.billing_subscribers g where g.app_user_id = any (v_ids))
+    and not s.app_user_id = any (v_ids)
+    and (s.customer_id = any (v_ids) or s.base_customer = any (v_ids));
   delete from public.billing_sync_queue where app_user_id = any (v_ids);
   delete from public.billing_sync_requests where app_user_id = any (v_ids);
   update public.billing_events set

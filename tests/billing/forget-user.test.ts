@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { rebuildBilling } from '../../lib/billing/rebuild.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
@@ -48,4 +50,50 @@ describe.each(DATABASE_KINDS)('deleting a user, billing, on %s', (kind) => {
     expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [legacy, user])).toEqual([]);
     expect(await entitlementsOf(db, user, new Date(day(31)))).toEqual([]);
   });
+
+  it('an id merged into the erased user holds its own rows again: its later events grant it, never the erased user', async () => {
+    const [erased, other] = [randomUUID(), randomUUID()];
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: 'erasure-receiver', types: null }])]);
+    // One RevenueCat customer with two real ids (legacy aliasing); the event's app_user_id holds the rows.
+    const both = { original_app_user_id: other, aliases: [erased, other] };
+    expect((await deliver(billingEvent('initial-purchase', erased, { at: 0, purchased: 0, expires: 30 }, both))).status).toBe(200);
+    expect(await db.sql('select customer_id from public.billing_subscribers where app_user_id = $1', [other])).toEqual([{ customer_id: erased }]);
+    await db.sql('select public.forget_user($1::uuid)', [erased]);
+
+    // RevenueCat renews the other id's subscription, naming only it: 200, and the other id's.
+    const renewals = [1, 2].map((n) => billingEvent('renewal', other, { at: 30 * n + 0.001, purchased: 30 * n, expires: 30 * n + 30 }, { transaction_id: `100${n}` }));
+    for (const body of renewals) expect((await deliver(body)).status).toBe(200);
+    expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [erased, other])).toEqual([{ app_user_id: other }]);
+    expect((await entitlementsOf(db, other, new Date(day(61))))[0]).toMatchObject({ active: true, expiresAt: new Date(day(90)).toISOString() });
+    expect(await entitlementsOf(db, erased, new Date(day(61)))).toEqual([]);
+    // A rebuild (a fold from the group's checkpoints) does not point the other id back at the erased one.
+    await rebuildBilling({ apply: true, ignoreSandbox: false });
+    expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [erased, other])).toEqual([{ app_user_id: other }]);
+    // The erased user's outbound events end with customer.deleted: nothing after it.
+    expect(await db.sql('select type from public.outbound_events where user_id = $1 order by created_at, sequence', [erased])).toEqual([{ type: 'customer.deleted' }]);
+    await db.sql(`select public.outbound_set_endpoints('[]'::jsonb)`);
+  });
+
+  it('the migration that brought this detaches the ids merged into users erased before it', async () => {
+    const [erased, other] = [randomUUID(), randomUUID()];
+    expect((await deliver(billingEvent('initial-purchase', erased, { at: 0, purchased: 0, expires: 30 }, { original_app_user_id: other, aliases: [erased, other] }))).status).toBe(200);
+    await db.sql('select public.forget_user($1::uuid)', [erased]);
+    // What the erasure of before left: the other id still pointing at the erased one, now and in its checkpoint.
+    await db.sql('update public.billing_subscribers set customer_id = $1, base_customer = $1 where app_user_id = $2', [erased, other]);
+
+    await db.sql(DETACH_ERASED_CUSTOMERS);
+
+    expect(await db.sql('select customer_id, base_customer from public.billing_subscribers where app_user_id = $1', [other])).toEqual([{ customer_id: null, base_customer: null }]);
+    expect((await deliver(billingEvent('renewal', other, { at: 30.001, purchased: 30, expires: 60 }, { transaction_id: '1001' }))).status).toBe(200);
+    expect((await entitlementsOf(db, other, new Date(day(31))))[0]).toMatchObject({ active: true });
+    expect(await entitlementsOf(db, erased, new Date(day(31)))).toEqual([]);
+  });
 });
+
+/** The data part of the migration that made billing_forget_user detach merged ids, as written there. */
+const DETACH_MARKER = '-- Data: ids merged into a user erased before this migration';
+const DETACH_ERASED_CUSTOMERS = (() => {
+  const dir = 'supabase/migrations';
+  const text = readdirSync(dir).map((file) => readFileSync(path.join(dir, file), 'utf8')).find((sql) => sql.includes(DETACH_MARKER))!;
+  return text.slice(text.indexOf(DETACH_MARKER));
+})();

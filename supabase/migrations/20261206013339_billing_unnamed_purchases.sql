@@ -523,3 +523,70 @@ begin
 end;
 $function$
 ;
+
+CREATE OR REPLACE FUNCTION public.billing_forget_user(p_user_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  -- The user's id, and the id that holds their rows when RevenueCat merged theirs into it.
+  v_ids text[] := array_remove(array[p_user_id::text, (select customer_id from public.billing_subscribers where app_user_id = p_user_id::text)], null);
+  v_rows integer;
+  v_events integer;
+begin
+  delete from public.entitlements where app_user_id = any (v_ids);
+  get diagnostics v_rows = row_count;
+  update public.billing_subscribers set base_rows = '[]'::jsonb where app_user_id = any (v_ids) and base_rows is not null;
+  -- Another id RevenueCat merged into the user's (legacy aliasing: the user held its rows) holds its
+  -- own again, now and in its group's checkpoints: an event naming only that id is its own, never
+  -- the erased user's, whose rows, events and outbound events end here (customer.deleted is their
+  -- last). An event that names the erased id too still keeps nothing and grants nothing (below).
+  update public.billing_subscribers s set
+    customer_id = case when s.customer_id = any (v_ids) then null else s.customer_id end,
+    base_customer = case when s.base_customer = any (v_ids) then null else s.base_customer end
+  where s.group_id in (select g.group_id from public.billing_subscribers g where g.app_user_id = any (v_ids))
+    and not s.app_user_id = any (v_ids)
+    and (s.customer_id = any (v_ids) or s.base_customer = any (v_ids));
+  delete from public.billing_sync_queue where app_user_id = any (v_ids);
+  delete from public.billing_sync_requests where app_user_id = any (v_ids);
+  update public.billing_events set
+    body = jsonb_build_object('event', jsonb_build_object('id', event_id, 'type', type)),
+    plan = null,
+    subject_id = null,
+    app_user_id = null,
+    owner_id = null,
+    moved_ids = '{}'
+  -- The same rows as "subject_id, app_user_id or owner_id is one of v_ids", each arm an index:
+  -- an event's app_user_id and owner are nearly always its subject, so only the events where they
+  -- are not are indexed by them.
+  where subject_id = any (v_ids)
+     or (app_user_id = any (v_ids) and app_user_id is distinct from subject_id)
+     or (owner_id = any (v_ids) and owner_id is distinct from subject_id);
+  get diagnostics v_events = row_count;
+  -- Erased for good: later events and syncs naming these ids keep nothing and grant nothing.
+  insert into public.billing_erased_ids (id_hash)
+  select public.billing_id_hash(id) from unnest(v_ids) as ids(id)
+  on conflict (id_hash) do update set erased_at = now();
+  -- RevenueCat's own record of the customer: the service deletes it there when the operator opted
+  -- in (REVENUECAT_DELETE_ON_ERASE), and drops the row otherwise (lib/billing/erasure.ts).
+  insert into public.billing_revenuecat_deletions (app_user_id) values (p_user_id::text)
+  on conflict (app_user_id) do nothing;
+  return jsonb_build_object('entitlements', v_rows, 'billingEventsErased', v_events);
+end;
+$function$
+;
+
+-- Data: ids merged into a user erased before this migration still point at the erased id; they
+-- hold their own rows again, as billing_forget_user now leaves them (an id erased itself stays as
+-- it is).
+update public.billing_subscribers s set
+  customer_id = case when exists (select 1 from public.billing_erased_ids x where x.id_hash = public.billing_id_hash(s.customer_id))
+                     then null else s.customer_id end,
+  base_customer = case when exists (select 1 from public.billing_erased_ids x where x.id_hash = public.billing_id_hash(s.base_customer))
+                       then null else s.base_customer end
+where (s.customer_id is not null or s.base_customer is not null)
+  and exists (select 1 from public.billing_erased_ids x
+              where x.id_hash in (public.billing_id_hash(s.customer_id), public.billing_id_hash(s.base_customer)))
+  and not exists (select 1 from public.billing_erased_ids x where x.id_hash = public.billing_id_hash(s.app_user_id));
