@@ -252,7 +252,9 @@ begin
     if v_item is null or not (v_item ->> 'active')::boolean then
       delete from public.outbound_told_entitlements where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
       perform public.outbound_emit(p_user_id, 'entitlement.revoked', jsonb_build_object(
-        'entitlement', coalesce(v_item, v_told.entitlement || '{"active": false}'),
+        -- Gone from the list (removed): as last told, granting nothing (not `active` with active
+        -- false, which a receiver reading the status would take for access).
+        'entitlement', coalesce(v_item, v_told.entitlement || '{"active": false, "status": "expired", "will_renew": false, "grace_expires_at": null}'),
         -- The effective status says why (expired, refunded, transferred, paused); gone: removed.
         'reason', coalesce(v_item ->> 'status', 'removed')));
       v_written := v_written + 1;

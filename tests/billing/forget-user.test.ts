@@ -54,23 +54,34 @@ describe.each(DATABASE_KINDS)('deleting a user, billing, on %s', (kind) => {
   it('an id merged into the erased user holds its own rows again: its later events grant it, never the erased user', async () => {
     const [erased, other] = [randomUUID(), randomUUID()];
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: 'erasure-receiver', types: null }])]);
+    // Days of the flows' clock: the purchase grants now, so the outbox tells it.
+    const today = Math.floor((Date.now() - day(0)) / 86_400_000);
     // One RevenueCat customer with two real ids (legacy aliasing); the event's app_user_id holds the rows.
     const both = { original_app_user_id: other, aliases: [erased, other] };
-    expect((await deliver(billingEvent('initial-purchase', erased, { at: 0, purchased: 0, expires: 30 }, both))).status).toBe(200);
+    expect((await deliver(billingEvent('initial-purchase', erased, { at: today - 5, purchased: today - 5, expires: today + 25 }, both))).status).toBe(200);
     expect(await db.sql('select customer_id from public.billing_subscribers where app_user_id = $1', [other])).toEqual([{ customer_id: erased }]);
+    const toldOther = async () => (await db.sql<{ type: string; data: { reason?: string; entitlement: Record<string, unknown> } }>(
+      'select type, data from public.outbound_events where user_id = $1 order by sequence', [other]));
+    expect((await toldOther()).map((event) => event.type)).toEqual(['entitlement.granted']);
     await db.sql('select public.forget_user($1::uuid)', [erased]);
 
+    // The other id saw the erased user's rows (one customer): they are gone from its list, told as such.
+    expect((await toldOther()).at(-1)).toMatchObject({
+      type: 'entitlement.revoked', data: { reason: 'removed', entitlement: { active: false, status: 'expired', will_renew: false } } });
+
     // RevenueCat renews the other id's subscription, naming only it: 200, and the other id's.
-    const renewals = [1, 2].map((n) => billingEvent('renewal', other, { at: 30 * n + 0.001, purchased: 30 * n, expires: 30 * n + 30 }, { transaction_id: `100${n}` }));
+    const renewals = [1, 2].map((n) => billingEvent('renewal', other, { at: today + 25 * n - 24.9, purchased: today + 25 * n - 25, expires: today + 25 * n + 5 }, { transaction_id: `100${n}` }));
     for (const body of renewals) expect((await deliver(body)).status).toBe(200);
     expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [erased, other])).toEqual([{ app_user_id: other }]);
-    expect((await entitlementsOf(db, other, new Date(day(61))))[0]).toMatchObject({ active: true, expiresAt: new Date(day(90)).toISOString() });
-    expect(await entitlementsOf(db, erased, new Date(day(61)))).toEqual([]);
+    expect((await entitlementsOf(db, other, new Date(day(today + 30))))[0]).toMatchObject({ active: true, expiresAt: new Date(day(today + 55)).toISOString() });
+    expect(await entitlementsOf(db, erased, new Date(day(today + 30)))).toEqual([]);
     // A rebuild (a fold from the group's checkpoints) does not point the other id back at the erased one.
     await rebuildBilling({ apply: true, ignoreSandbox: false });
     expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [erased, other])).toEqual([{ app_user_id: other }]);
-    // The erased user's outbound events end with customer.deleted: nothing after it.
-    expect(await db.sql('select type from public.outbound_events where user_id = $1 order by created_at, sequence', [erased])).toEqual([{ type: 'customer.deleted' }]);
+    // The erased user's outbound events end with customer.deleted (the grant before it still waits
+    // for its delivery): nothing after it, in time or in number.
+    expect(await db.sql('select type, sequence::int as sequence from public.outbound_events where user_id = $1 order by created_at, sequence', [erased]))
+      .toEqual([{ type: 'entitlement.granted', sequence: 1 }, { type: 'customer.deleted', sequence: 2 }]);
     await db.sql(`select public.outbound_set_endpoints('[]'::jsonb)`);
   });
 

@@ -578,6 +578,71 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.outbound_reconcile_entitlements(p_user_id text)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_view jsonb;
+  v_owners text[];
+  v_told record;
+  v_item jsonb;
+  v_until timestamptz;
+  v_written integer := 0;
+begin
+  if not public.is_user_id(p_user_id) or public.outbound_erasing(p_user_id) then
+    return 0;
+  end if;
+  perform public.outbound_lock_user(p_user_id);
+  v_view := public.account_entitlements(p_user_id, now());
+  v_owners := public.entitlement_owner_ids(p_user_id);
+
+  for v_told in
+    select t.entitlement_id, t.entitlement, t.grants_until from public.outbound_told_entitlements t
+    where t.user_id = p_user_id order by t.entitlement_id collate "C"
+  loop
+    v_item := (select x from jsonb_array_elements(v_view) x where x ->> 'entitlement_id' = v_told.entitlement_id);
+    if v_item is null or not (v_item ->> 'active')::boolean then
+      delete from public.outbound_told_entitlements where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+      perform public.outbound_emit(p_user_id, 'entitlement.revoked', jsonb_build_object(
+        -- Gone from the list (removed): as last told, granting nothing (not `active` with active
+        -- false, which a receiver reading the status would take for access).
+        'entitlement', coalesce(v_item, v_told.entitlement || '{"active": false, "status": "expired", "will_renew": false, "grace_expires_at": null}'),
+        -- The effective status says why (expired, refunded, transferred, paused); gone: removed.
+        'reason', coalesce(v_item ->> 'status', 'removed')));
+      v_written := v_written + 1;
+    else
+      v_until := public.outbound_grants_until(v_owners, v_told.entitlement_id);
+      if public.outbound_entitlement_changed(v_told.entitlement, v_item) then
+        update public.outbound_told_entitlements set entitlement = v_item, grants_until = v_until
+        where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+        perform public.outbound_emit(p_user_id, 'entitlement.updated', jsonb_build_object('entitlement', v_item, 'previous', v_told.entitlement));
+        v_written := v_written + 1;
+      elsif v_until is distinct from v_told.grants_until then
+        update public.outbound_told_entitlements set grants_until = v_until
+        where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
+      end if;
+    end if;
+  end loop;
+
+  for v_item in
+    select x from jsonb_array_elements(v_view) x
+    where (x ->> 'active')::boolean
+      and not exists (select 1 from public.outbound_told_entitlements t where t.user_id = p_user_id and t.entitlement_id = x ->> 'entitlement_id')
+    order by x ->> 'entitlement_id' collate "C"
+  loop
+    insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, grants_until)
+      values (p_user_id, v_item ->> 'entitlement_id', v_item, public.outbound_grants_until(v_owners, v_item ->> 'entitlement_id'));
+    perform public.outbound_emit(p_user_id, 'entitlement.granted', jsonb_build_object('entitlement', v_item));
+    v_written := v_written + 1;
+  end loop;
+  return v_written;
+end;
+$function$
+;
+
 -- Data: ids merged into a user erased before this migration still point at the erased id; they
 -- hold their own rows again, as billing_forget_user now leaves them (an id erased itself stays as
 -- it is).
