@@ -243,7 +243,7 @@ function completeFromV2(sources: Map<string, SnapshotSource>, otherPurchases: Sn
   for (const item of v2.subscriptions) {
     if (item.productId === null) continue;
     const source = findSource(sources, item);
-    if (source && !sameSubscription.has(item)) {
+    if (!sameSubscription.has(item)) {
       // Another subscription of the product (v1 keys subscriptions by product and shows one): what
       // v2 says of it is written to the row of its own transaction, if the service has one.
       otherPurchases.push({ ...v2SubscriptionSource(item.productId, item, at), matchOnly: true });
@@ -310,20 +310,23 @@ function v2SubscriptionSource(productId: string, item: V2Item, at: number): Snap
 }
 
 /**
- * The v2 subscription items that are the subscription v1 shows for their product: the only item of
- * the product, or, where v2 lists several (two Google accounts or Apple IDs), the one whose latest
- * transaction is v1's (`store_subscription_identifier`, v1's `store_transaction_id`), else the one
- * that grants, then ends last (what v1's record of the product shows).
+ * The v2 subscription items that stand for their product: the only item of the product, or, where
+ * v2 lists several (two Google accounts or Apple IDs), the one whose latest transaction is v1's
+ * (`store_subscription_identifier`, v1's `store_transaction_id`), else the one that grants, then
+ * ends last (what v1's record of the product shows). Items of a product v1 does not show are
+ * grouped by product the same way.
  */
 function subscriptionsV1Shows(sources: Map<string, SnapshotSource>, items: V2Item[], at: number): Set<V2Item> {
-  const bySource = new Map<SnapshotSource, V2Item[]>();
+  const bySource = new Map<SnapshotSource | string, V2Item[]>();
   for (const item of items) {
-    const source = item.productId === null ? undefined : findSource(sources, item);
-    if (source) bySource.set(source, [...(bySource.get(source) ?? []), item]);
+    if (item.productId === null) continue;
+    const key = findSource(sources, item) ?? item.productId;
+    bySource.set(key, [...(bySource.get(key) ?? []), item]);
   }
   const shown = new Set<V2Item>();
   for (const [source, candidates] of bySource) {
-    const sameTransaction = candidates.find((item) => item.storeIdentifier !== null && item.storeIdentifier === source.transactionId);
+    const sameTransaction = typeof source === 'string' ? undefined
+      : candidates.find((item) => item.storeIdentifier !== null && item.storeIdentifier === source.transactionId);
     shown.add(sameTransaction ?? candidates.reduce((best, item) =>
       (outranks(v2SubscriptionSource(item.productId!, item, at), v2SubscriptionSource(best.productId!, best, at)) ? item : best)));
   }

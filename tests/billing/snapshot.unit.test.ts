@@ -120,6 +120,21 @@ describe('describeSnapshot: a product of RevenueCat\'s record at the snapshot\'s
     expect(byProduct.coins).toMatchObject({ status: 'refunded', asEventsSaid: false, entitlementIds: [] });
   });
 
+  it('with REST v2 listing two subscriptions of one product, the one v1 shows (else the one that grants) stands for it; the other goes only to its own row', () => {
+    const subscriptionItem = (storeIdentifier: string, givesAccess: boolean, endsAt: number) => ({
+      productId: 'pro_monthly', store: 'PLAY_STORE', environment: 'PRODUCTION' as const, entitlementIds: ['pro'], entitlementsComplete: true,
+      status: givesAccess ? 'active' : 'expired', givesAccess, autoRenewalStatus: 'will_renew', endsAt, startsAt: AT - 10 * DAY, storeIdentifier,
+    });
+    // The ended one (refunded) listed first: v2's order does not decide.
+    const items = [subscriptionItem('GPA.B', false, AT - DAY), subscriptionItem('GPA.A', true, AT + 20 * DAY)];
+    const sourcesOf = (subscriptions: Record<string, unknown>) => describeSnapshot(subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: { subscriptions } }), 'u',
+      { eventId: 'sync:5', v2: { subscriptions: items, purchases: [] } }).snapshot.sources.map((source) => [source.transactionId, source.status, source.matchOnly ?? false]);
+    // v1 shows B (its latest transaction): B's record is written as v2 says of B; A only to A's own row.
+    expect(sourcesOf({ pro_monthly: subscription({ store: 'play_store', store_transaction_id: 'GPA.B' }) })).toEqual([['GPA.B', 'expired', false], ['GPA.A', 'active', true]]);
+    // v1 shows neither (it keyed the product otherwise): the one that grants stands for it.
+    expect(sourcesOf({})).toEqual([['GPA.A', 'active', false], ['GPA.B', 'expired', true]]);
+  });
+
   it('lists every entitlement RevenueCat shows, expired or sandbox ones too (a row of one it does not list stops granting)', () => {
     const response = subscriberResponseSchema.parse({ request_date_ms: AT, subscriber: {
       subscriptions: { a: subscription({ is_sandbox: true }), b: subscription({ expires_date: iso(AT - DAY) }) },
