@@ -66,23 +66,54 @@ async function registerEndpoints(endpoints: readonly EventEndpoint[]): Promise<v
   registered = key;
 }
 
+/**
+ * One endpoint's due deliveries: up to DELIVERY_BATCH attempts in flight, each settled as it ends
+ * (with the others that end in the same turn of the event loop, in one call), and the queue claimed
+ * again as soon as any ends. So a user's next event goes out as soon as their last one is settled,
+ * and an attempt that hangs holds back only its own user's queue, not the others claimed with it.
+ */
 async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number) {
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 30;
-  while (performance.now() < deadline) {
-    const claimed = await claimDeliveries(endpoint.id, DELIVERY_BATCH, leaseSeconds);
-    if (claimed.length === 0) {
-      report.done = true;
-      break;
-    }
-    const outcomes = await Promise.all(claimed.map((delivery) => attempt(endpoint, delivery, timeoutMs)));
+  const inFlight = new Set<Promise<void>>();
+  const ended: DeliveryOutcome[] = [];
+  let failure: { error: unknown } | undefined;
+  const settleEnded = async () => {
+    const outcomes = ended.splice(0);
+    if (outcomes.length === 0) return;
     await settleDeliveries(endpoint.id, outcomes);
     for (const outcome of outcomes) {
       if (outcome.outcome === 'delivered') report.delivered++;
       else if (outcome.outcome === 'dead') report.dead++;
       else report.retried++;
     }
+  };
+  try {
+    for (;;) {
+      // What ended is settled before the queue is claimed again: a user's next event is claimable
+      // only once their last one is settled.
+      await settleEnded();
+      const open = failure === undefined && performance.now() < deadline;
+      const claimed = open && inFlight.size < DELIVERY_BATCH ? await claimDeliveries(endpoint.id, DELIVERY_BATCH - inFlight.size, leaseSeconds) : [];
+      for (const delivery of claimed) {
+        const running: Promise<void> = attempt(endpoint, delivery, timeoutMs)
+          .then((outcome) => void ended.push(outcome), (error: unknown) => void (failure ??= { error }))
+          .finally(() => inFlight.delete(running));
+        inFlight.add(running);
+      }
+      if (inFlight.size === 0) {
+        if (ended.length > 0) continue; // ended while the claim was under way: settled, then looked for again
+        report.done = open && claimed.length === 0;
+        break;
+      }
+      await Promise.race(inFlight);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  } finally {
+    await Promise.allSettled(inFlight);
   }
+  await settleEnded();
+  if (failure) throw failure.error;
   return report;
 }
 
@@ -110,37 +141,56 @@ export const LAPSE_SCAN_EVERY_MS = 30_000;
 /** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
 
-let running: Promise<void> | undefined;
-let again = false;
+// The after-write run of each endpoint in this process, and whether a write asked for one more.
+const endpointRuns = new Map<string, { running: Promise<void>; again: boolean }>();
+let lapseRun: Promise<void> | undefined;
 let lastLapseScan = -Infinity;
 
 /**
- * Move the outbox after a write, without delaying its response: one run at a time per process;
- * a write during a run asks for one more, so bursts of writes make few runs. Never throws: what
- * it could not send is due for the next run (the cron's at the latest).
+ * Move the outbox after a write, without delaying its response: each endpoint on its own run, one
+ * at a time per endpoint and process (a slow or hanging endpoint holds up only its own deliveries);
+ * a write during a run asks that run for one more, so bursts of writes make few runs. Lapses are
+ * looked for beside them, at most every LAPSE_SCAN_EVERY_MS. Never throws: what it could not send
+ * is due for the next run (the cron's at the latest).
  */
 export function moveOutboxAfterWrite(): Promise<void> {
-  if (running) {
-    again = true;
-    return running;
+  const endpoints = safeEndpoints();
+  const runs = endpoints.map((endpoint) => moveEndpointAfterWrite(endpoints, endpoint));
+  if (!lapseRun && performance.now() - lastLapseScan >= LAPSE_SCAN_EVERY_MS) {
+    lastLapseScan = performance.now();
+    lapseRun = tellDueLapses(performance.now() + AFTER_WRITE_BUDGET_MS)
+      .then(() => undefined, (error: unknown) => {
+        log.warn({ err: { message: (error as Error).message } }, 'telling lapses after a write failed; the next run retries');
+      })
+      .finally(() => {
+        lapseRun = undefined;
+      });
   }
-  running = (async () => {
+  return Promise.all([...runs, lapseRun]).then(() => undefined);
+}
+
+function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: EventEndpoint): Promise<void> {
+  const current = endpointRuns.get(endpoint.id);
+  if (current) {
+    current.again = true;
+    return current.running;
+  }
+  const run = { again: false, running: Promise.resolve() };
+  run.running = (async () => {
     try {
       do {
-        again = false;
-        const endpoints = safeEndpoints();
-        const lapses = performance.now() - lastLapseScan >= LAPSE_SCAN_EVERY_MS;
-        if (!lapses && endpoints.length === 0) break;
-        if (lapses) lastLapseScan = performance.now();
-        await runOutboundEvents({ budgetMs: AFTER_WRITE_BUDGET_MS, endpoints, lapses });
-      } while (again);
+        run.again = false;
+        await registerEndpoints(endpoints);
+        await deliverToEndpoint(endpoint, performance.now() + AFTER_WRITE_BUDGET_MS, DELIVERY_TIMEOUT_MS);
+      } while (run.again);
     } catch (error) {
-      log.warn({ err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
+      log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
     } finally {
-      running = undefined;
+      endpointRuns.delete(endpoint.id);
     }
   })();
-  return running;
+  endpointRuns.set(endpoint.id, run);
+  return run.running;
 }
 
 function safeEndpoints(): readonly EventEndpoint[] {

@@ -46,12 +46,12 @@ export interface WebhookReceiver {
    * event that never comes fails with a reason rather than at the test's own timeout.
    */
   waitFor(predicate: (received: ReceivedEvent[]) => boolean, timeoutMs?: number): Promise<ReceivedEvent[]>;
-  setBehaviour(behaviour: ReceiverBehaviour | ((req: IncomingMessage) => ReceiverBehaviour)): void;
+  setBehaviour(behaviour: ReceiverBehaviour | ((req: IncomingMessage, body: string) => ReceiverBehaviour)): void;
   close(): Promise<void>;
 }
 
 /** `port`: listen there (a receiver back after an outage, at the address the sender knows); default a free one. */
-export async function startWebhookReceiver(options: { secrets: string | string[]; behaviour?: (req: IncomingMessage) => ReceiverBehaviour; port?: number }): Promise<WebhookReceiver> {
+export async function startWebhookReceiver(options: { secrets: string | string[]; behaviour?: (req: IncomingMessage, body: string) => ReceiverBehaviour; port?: number }): Promise<WebhookReceiver> {
   const verifiers = [options.secrets].flat().map((secret) => new Webhook(secret));
   let behaviourOf = options.behaviour ?? (() => 'ok' as const);
   const received: ReceivedEvent[] = [];
@@ -63,7 +63,7 @@ export async function startWebhookReceiver(options: { secrets: string | string[]
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
     const headers = Object.fromEntries(Object.entries(req.headers).map(([name, value]) => [name, [value ?? ''].flat().join(', ')]));
-    const behaviour = behaviourOf(req);
+    const behaviour = behaviourOf(req, body);
     let parsed: { type?: unknown; data?: unknown } | undefined;
     try {
       parsed = JSON.parse(body) as typeof parsed;

@@ -9,7 +9,7 @@ import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
-import { forgetRegisteredEndpoints, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { forgetRegisteredEndpoints, moveOutboxAfterWrite, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
 import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
 import { verifyWebhook } from '../../packages/client/src/webhooks.ts';
@@ -188,6 +188,45 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
       ]);
       expect(ofUser(fast.received, user.userId).map((r) => (r.data as { sequence: number }).sequence)).toEqual([1, 2]);
     } finally {
+      await fast.close();
+      await slow.close();
+    }
+  });
+
+  it('keeps one user\'s hanging attempt from holding up another user\'s events at the same endpoint', async () => {
+    const [stuck, other] = [await testUser(), await testUser()];
+    receiver.setBehaviour((_req, body) => (body.includes(stuck.userId) ? 'hang' : 'ok'));
+    await linkWallet(stuck, evmWallet());
+    await linkWallet(other, evmWallet());
+    await linkWallet(other, evmWallet());
+    // The stuck attempt lasts until the receiver lets go; the other user's second event, claimed
+    // once their first is settled, arrives meanwhile.
+    const running = run({ timeoutMs: 120_000 });
+    await receiver.waitFor((received) => ofUser(received, other.userId).length === 2, 20_000);
+    expect(ofUser(receiver.received, stuck.userId).map((r) => r.behaviour)).toEqual(['hang']);
+    await receiver.close(); // the stuck attempt fails now, to be sent again later
+    expect((await running).endpoints[0]).toMatchObject({ delivered: 2, retried: 1 });
+  });
+
+  it('after a write, keeps a hanging endpoint from holding up another endpoint\'s next events', async () => {
+    const [fastSecret, slowSecret] = [secret(), secret()];
+    const [fast, slow] = [await startWebhookReceiver({ secrets: fastSecret }), await startWebhookReceiver({ secrets: slowSecret, behaviour: () => 'hang' })];
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: fast.url, secret: fastSecret }, { url: slow.url, secret: slowSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers both
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      const first = moveOutboxAfterWrite(); // the first write's after(): its attempt at the slow endpoint hangs (15 s)
+      await fast.waitFor((received) => ofUser(received, user.userId).length === 1, 20_000);
+      await linkWallet(user, evmWallet());
+      void moveOutboxAfterWrite(); // the second write's, while the slow attempt is under way
+      // Well within the slow attempt's timeout: the fast endpoint's run does not wait for it.
+      await fast.waitFor((received) => ofUser(received, user.userId).length === 2, 10_000);
+      await slow.close();
+      await first;
+    } finally {
+      restore();
       await fast.close();
       await slow.close();
     }
