@@ -104,6 +104,10 @@ create table public.outbound_deliveries (
   last_attempt_at timestamptz,
   last_error text,
   delivered_at timestamptz,
+  -- The last attempt that failed (its time and number): last_error's, kept when a later attempt
+  -- delivers, so the status names the failure and not the attempt that recovered from it.
+  last_failed_at timestamptz,
+  last_failed_attempt integer,
   primary key (endpoint_id, event_id)
 );
 alter table public.outbound_deliveries enable row level security;
@@ -619,6 +623,8 @@ begin
       delivered_at = case when r.outcome = 'delivered' then now() end,
       next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, now()) else d.next_attempt_at end,
       last_error = case when r.outcome = 'delivered' then d.last_error else left(r.error, 500) end,
+      last_failed_at = case when r.outcome = 'delivered' then d.last_failed_at else now() end,
+      last_failed_attempt = case when r.outcome = 'delivered' then d.last_failed_attempt else d.attempts end,
       leased_until = null
   from jsonb_to_recordset(p_results) as r(event_id uuid, outcome text, retry_at timestamptz, error text)
   where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
@@ -683,10 +689,10 @@ as $$
                               where d.endpoint_id = p.id and d.state = 'pending'),
         'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
         'last_delivered_at', (select max(d.delivered_at) from public.outbound_deliveries d where d.endpoint_id = p.id),
-        'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_attempt_at, 'error', d.last_error, 'attempts', d.attempts)
+        'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)
                          from public.outbound_deliveries d
-                         where d.endpoint_id = p.id and d.last_error is not null and d.last_attempt_at is not null
-                         order by d.last_attempt_at desc limit 1)
+                         where d.endpoint_id = p.id and d.last_error is not null and d.last_failed_at is not null
+                         order by d.last_failed_at desc limit 1)
       ) order by p.retired_at nulls first, p.id)
       from public.outbound_endpoints p), '[]'::jsonb),
     'events', (select count(*) from public.outbound_events),

@@ -106,5 +106,7 @@ const DETACH_MARKER = '-- Data: ids merged into a user erased before this migrat
 const DETACH_ERASED_CUSTOMERS = (() => {
   const dir = 'supabase/migrations';
   const text = readdirSync(dir).map((file) => readFileSync(path.join(dir, file), 'utf8')).find((sql) => sql.includes(DETACH_MARKER))!;
-  return text.slice(text.indexOf(DETACH_MARKER));
+  const from = text.indexOf(DETACH_MARKER);
+  const next = text.indexOf('\n\n--', from); // the statement ends where the next comment block begins
+  return text.slice(from, next === -1 ? undefined : next);
 })();

@@ -151,6 +151,14 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     expect(got.map((r) => [(r.data as { sequence: number }).sequence, r.behaviour])).toEqual([[1, 'fail500'], [1, 'ok'], [2, 'ok']]);
     expect(got[0]!.id).toBe(got[1]!.id); // the receiver's idempotency key is stable across retries
     expect(got[0]!.body).toBe(got[1]!.body);
+    // The endpoint's last failure is still the failed attempt (its time and number), not the one that delivered.
+    const [{ status }] = await db.sql<{ status: { endpoints: { id: string; last_failure: { at: string; attempts: number; error: string } | null }[] } }>(
+      'select public.outbound_status() as status');
+    const [delivery] = await db.sql<{ failed_at: string; delivered_at: string }>(
+      "select to_jsonb(last_failed_at) #>> '{}' as failed_at, to_jsonb(delivered_at) #>> '{}' as delivered_at from public.outbound_deliveries where user_id = $1 and sequence = 1", [user.userId]);
+    const lastFailure = status.endpoints.find((endpoint) => endpoint.id === endpoints[0]!.id)!.last_failure!;
+    expect({ attempts: lastFailure.attempts, error: lastFailure.error, at: Date.parse(lastFailure.at) }).toEqual({ attempts: 1, error: expect.stringContaining('500'), at: Date.parse(delivery!.failed_at) });
+    expect(Date.parse(delivery!.failed_at)).toBeLessThan(Date.parse(delivery!.delivered_at));
   });
 
   it('counts a hang, a redirect and a 2xx that outlasts the timeout as failures, and sends again until answered in time', async () => {

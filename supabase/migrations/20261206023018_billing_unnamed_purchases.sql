@@ -2,6 +2,10 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
+alter table "public"."outbound_deliveries" add column "last_failed_at" timestamp with time zone;
+
+alter table "public"."outbound_deliveries" add column "last_failed_attempt" integer;
+
 set local check_function_bodies = off;
 
 CREATE OR REPLACE FUNCTION public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamp with time zone)
@@ -643,6 +647,60 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.outbound_settle(p_endpoint_id text, p_results jsonb)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+declare
+  v_count integer;
+begin
+  update public.outbound_deliveries d
+  set state = case r.outcome when 'delivered' then 'delivered' when 'dead' then 'dead' else 'pending' end,
+      delivered_at = case when r.outcome = 'delivered' then now() end,
+      next_attempt_at = case when r.outcome = 'retry' then coalesce(r.retry_at, now()) else d.next_attempt_at end,
+      last_error = case when r.outcome = 'delivered' then d.last_error else left(r.error, 500) end,
+      last_failed_at = case when r.outcome = 'delivered' then d.last_failed_at else now() end,
+      last_failed_attempt = case when r.outcome = 'delivered' then d.last_failed_attempt else d.attempts end,
+      leased_until = null
+  from jsonb_to_recordset(p_results) as r(event_id uuid, outcome text, retry_at timestamptz, error text)
+  where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
+    and r.outcome in ('delivered', 'retry', 'dead');
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.outbound_status()
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO ''
+AS $function$
+  select jsonb_build_object(
+    'endpoints', coalesce((
+      select jsonb_agg(jsonb_build_object(
+        'id', p.id, 'types', p.types, 'registered_at', p.registered_at, 'retired_at', p.retired_at,
+        'pending', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'pending'),
+        'oldest_pending_at', (select min(e.created_at) from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+                              where d.endpoint_id = p.id and d.state = 'pending'),
+        'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
+        'last_delivered_at', (select max(d.delivered_at) from public.outbound_deliveries d where d.endpoint_id = p.id),
+        'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)
+                         from public.outbound_deliveries d
+                         where d.endpoint_id = p.id and d.last_error is not null and d.last_failed_at is not null
+                         order by d.last_failed_at desc limit 1)
+      ) order by p.retired_at nulls first, p.id)
+      from public.outbound_endpoints p), '[]'::jsonb),
+    'events', (select count(*) from public.outbound_events),
+    'last_event_at', (select max(created_at) from public.outbound_events),
+    'lapses_due', (select count(*) from public.outbound_told_entitlements t where t.grants_until <= now())
+  )
+$function$
+;
+
 -- Data: ids merged into a user erased before this migration still point at the erased id; they
 -- hold their own rows again, as billing_forget_user now leaves them (an id erased itself stays as
 -- it is).
@@ -655,3 +713,8 @@ where (s.customer_id is not null or s.base_customer is not null)
   and exists (select 1 from public.billing_erased_ids x
               where x.id_hash in (public.billing_id_hash(s.customer_id), public.billing_id_hash(s.base_customer)))
   and not exists (select 1 from public.billing_erased_ids x where x.id_hash = public.billing_id_hash(s.app_user_id));
+
+-- Data: a failure recorded before the failed attempt's time was kept is that of a delivery not
+-- delivered since (a delivered one's is unknown, and left out of the status).
+update public.outbound_deliveries set last_failed_at = last_attempt_at, last_failed_attempt = attempts
+where last_error is not null and state <> 'delivered' and last_failed_at is null;
