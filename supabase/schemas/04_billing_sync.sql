@@ -363,7 +363,11 @@ declare
 begin
   delete from public.entitlements where app_user_id = any (v_ids);
   get diagnostics v_rows = row_count;
-  update public.billing_subscribers set base_rows = '[]'::jsonb where app_user_id = any (v_ids) and base_rows is not null;
+  -- The erased ids' own rows point at no customer any more (now and in their checkpoints): should
+  -- the same id sign up again (public.billing_unerase_user), its events are its own, never those of
+  -- the customer it was merged into.
+  update public.billing_subscribers set base_rows = case when base_rows is not null then '[]'::jsonb end, customer_id = null, base_customer = null
+  where app_user_id = any (v_ids) and (base_rows is not null or customer_id is not null or base_customer is not null);
   -- Another id RevenueCat merged into the user's (legacy aliasing: the user held its rows) holds its
   -- own again, now and in its group's checkpoints: an event naming only that id is its own, never
   -- the erased user's, whose rows, events and outbound events end here (customer.deleted is their

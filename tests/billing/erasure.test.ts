@@ -93,6 +93,21 @@ describe.each(DATABASE_KINDS)('an erased user stays erased, on %s', (kind) => {
     const [erasedFirst] = await db.sql<{ body: unknown }>('select body from public.billing_events where event_id = $1', [first.event.id]);
     expect(erasedFirst!.body).toEqual({ event: { id: first.event.id, type: 'INITIAL_PURCHASE' } });
   });
+
+  it('an id that had been merged into another customer, erased and back, buys for itself, never for that customer', async () => {
+    const [user, holder] = [randomUUID(), randomUUID()];
+    // Legacy aliasing: the holder's purchase names the user as the same customer.
+    expect((await deliver(billingEvent('initial-purchase', holder, { at: 0, purchased: 0, expires: 30 }, { original_app_user_id: holder, aliases: [holder, user] }))).status).toBe(200);
+    expect(await db.sql('select customer_id from public.billing_subscribers where app_user_id = $1', [user])).toEqual([{ customer_id: holder }]);
+    await eraseUser(user, 'merged@example.test');
+    await db.sql('insert into auth.users (id, email) values ($1, $2)', [user, 'merged@example.test']);
+
+    const purchase = billingEvent('initial-purchase', user, { at: 40, purchased: 40, expires: 70 }, { product_id: 'com.example.second', transaction_id: '7000', original_transaction_id: '7000' });
+    expect((await deliver(purchase)).status).toBe(200);
+    expect(await db.sql('select app_user_id from public.entitlements where app_user_id in ($1, $2)', [user, holder])).toEqual([{ app_user_id: user }]);
+    expect((await entitlementsOf(db, user, new Date(day(41))))[0]).toMatchObject({ active: true, productId: 'com.example.second' });
+    expect(await entitlementsOf(db, holder, new Date(day(41)))).toEqual([]);
+  });
 });
 
 /** Every row of a public table whose text contains `needle`: "table: row". */
