@@ -266,6 +266,17 @@ function billingEvent(runId: string, index: number, start: number, subscribers: 
   };
 }
 
+/**
+ * The same event from a Supabase user: its app user id a lower-case uuid, one per subscriber, so
+ * every change it makes is told to receivers (outbound events are for Supabase users only).
+ */
+function fromSupabaseUser(body: ReturnType<typeof billingEvent>) {
+  const number = Number(body.event.app_user_id.slice('bench-subscriber-'.length));
+  const user = `00000000-0000-4000-8000-${number.toString(16).padStart(12, '0')}`;
+  Object.assign(body.event, { app_user_id: user, aliases: [body.event.original_app_user_id, user], original_transaction_id: `otx-${user}` });
+  return body;
+}
+
 function leaguesDelivery(runId: string, index: number, appUserId?: string) {
   const updatedAt = new Date(Date.UTC(2026, 10, 21, 12) + index * 1000).toISOString();
   return {
@@ -815,8 +826,9 @@ async function billingWithSyncsAfterResponses(postgres: PostgresServer, baseEnv:
 }
 
 /**
- * The billing webhook on a server with outbound events on: every event it causes is sent to a
- * receiver on this machine (Standard Webhooks, verified there) after the response. Measured at
+ * The billing webhook on a server with outbound events on, its subscribers Supabase users: every
+ * event it causes (a grant for a first purchase, an update for each renewal) is sent to a receiver
+ * on this machine (Standard Webhooks, verified there) after the response. Measured at
  * saturation (against the store floor, as the plain webhook is) and at the fixed rate (its p99
  * against the plain webhook's): the sending runs after the 200, so the webhook's own cost is the
  * outbox row its transaction writes, and the sending takes CPU from the webhooks only at saturation.
@@ -833,15 +845,15 @@ async function billingWithEventsSent(postgres: PostgresServer, baseEnv: Record<s
     const start = Date.now();
     await runScenario(server, 'warm-up', {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, amount: WARM_UP_REQUESTS,
-      next: (index) => ({ body: JSON.stringify(billingEvent(`events-warm-${start}`, index, start - DAY_MS, 'warm-up')) }),
+      next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-warm-${start}`, index, start - DAY_MS, 'warm-up'))) }),
     });
     results.push(await runScenario(server, EVENTS_SCENARIO, {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(),
-      next: (index) => ({ body: JSON.stringify(billingEvent(`events-u-${start}`, index, start)) }),
+      next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-u-${start}`, index, start))) }),
     }));
     results.push(await runScenario(server, EVENTS_FIXED_RATE_SCENARIO, {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(), connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
-      next: (index) => ({ body: JSON.stringify(billingEvent(`events-r-${start}`, index, start + DAY_MS)) }),
+      next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-r-${start}`, index, start + DAY_MS))) }),
     }));
     const verified = receiver.received.filter((r) => r.verified).length;
     console.log(`  (the receiver got ${receiver.received.length} events during and after those runs, ${verified} verified)`);

@@ -16,6 +16,12 @@ export interface RecordBillingEventResult {
   ownerId: string | null;
   /** Subscribers it marked for a sync from RevenueCat (to run after the response). */
   syncIds: string[];
+  /**
+   * Whether the outbox may have something to send because of it: it changed what a Supabase user
+   * reads (its commit may have written outbound events), or it is a duplicate (the first delivery's
+   * events may be waiting still). Otherwise nothing was written for a receiver.
+   */
+  usersNoted: boolean;
   plan: BillingEventPlan;
 }
 
@@ -67,7 +73,10 @@ export async function recordBillingEvent(body: BillingWebhookBody, options: Reco
   }
   // Committed: the owner's open pages (and those of ids a transfer took it from) read it again.
   if (!result.duplicate && result.outcome === 'applied') publishAccountChange([result.ownerId, ...plan.movedIds], 'entitlements', options.now);
-  return { duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [], plan };
+  return {
+    duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [],
+    usersNoted: result.duplicate || result.usersNoted === true, plan,
+  };
 }
 
 /** The subscriber ids whose stored events lack plans, when that is why the database refused. */

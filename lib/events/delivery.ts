@@ -146,17 +146,28 @@ const endpointRuns = new Map<string, { running: Promise<void>; again: boolean }>
 let lapseRun: Promise<void> | undefined;
 let lastLapseScan = -Infinity;
 
+/** Whether a write has anything for moveOutboxAfterWrite to do: an endpoint to send its events to, or a lapse scan due. */
+export function outboxWorkAfterWrite(usersNoted: boolean): boolean {
+  return (usersNoted && safeEndpoints().length > 0) || lapseScanDue();
+}
+
+function lapseScanDue(): boolean {
+  return !lapseRun && performance.now() - lastLapseScan >= LAPSE_SCAN_EVERY_MS;
+}
+
 /**
  * Move the outbox after a write, without delaying its response: each endpoint on its own run, one
  * at a time per endpoint and process (a slow or hanging endpoint holds up only its own deliveries);
- * a write during a run asks that run for one more, so bursts of writes make few runs. Lapses are
- * looked for beside them, at most every LAPSE_SCAN_EVERY_MS. Never throws: what it could not send
- * is due for the next run (the cron's at the latest).
+ * a write during a run asks that run for one more, so bursts of writes make few runs. A write that
+ * noted no Supabase user (`usersNoted: false`: it wrote no event) starts no run: what is due from
+ * before waits for the next write that did, the server's schedule or the cron. Lapses are looked for
+ * beside them, at most every LAPSE_SCAN_EVERY_MS. Never throws: what it could not send is due for
+ * the next run (the cron's at the latest).
  */
-export function moveOutboxAfterWrite(): Promise<void> {
-  const endpoints = safeEndpoints();
+export function moveOutboxAfterWrite({ usersNoted = true }: { usersNoted?: boolean } = {}): Promise<void> {
+  const endpoints = usersNoted ? safeEndpoints() : [];
   const runs = endpoints.map((endpoint) => moveEndpointAfterWrite(endpoints, endpoint));
-  if (!lapseRun && performance.now() - lastLapseScan >= LAPSE_SCAN_EVERY_MS) {
+  if (lapseScanDue()) {
     lastLapseScan = performance.now();
     lapseRun = tellDueLapses(performance.now() + AFTER_WRITE_BUDGET_MS)
       .then(() => undefined, (error: unknown) => {

@@ -848,8 +848,8 @@ declare
   v_received timestamptz := now();
   v_rank smallint := coalesce((p_plan->>'rank')::smallint, 1);
   v_subject text := p_plan->>'subjectId';
-  v_linked text[] := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb)));
-  v_candidates text[] := array(select value from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)));
+  v_linked text[];
+  v_candidates text[];
   v_ignored boolean;
   v_new_source boolean := false;
   v_after_snapshot boolean := false;
@@ -864,6 +864,10 @@ declare
   v_outcome text;
   v_result jsonb;
 begin
+  -- (One statement for both: every statement costs its start-up, and every event runs this one.)
+  select array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'linkedIds', '[]'::jsonb))),
+         array(select value from jsonb_array_elements_text(coalesce(p_plan->'ownerCandidates', '[]'::jsonb)))
+  into v_linked, v_candidates;
   v_ignored := p_plan->>'ignoredReason' is not null or v_subject is null or not v_subject = any (v_linked);
 
   -- 1. Record, exactly once. A concurrent delivery of the same id waits here for this one to commit.
@@ -1211,7 +1215,10 @@ begin
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'The billing event plan does not match the body.';
   end if;
   -- An event naming an erased user keeps no personal data and grants nothing (04_billing_sync.sql).
-  select e.body, e.plan into p_body, p_plan from public.billing_erased_event(p_body, p_plan) e;
+  -- (Asked first on its own: most events name no erased id, and then nothing is copied.)
+  if public.billing_event_names_erased(p_body, p_plan) then
+    select e.body, e.plan into p_body, p_plan from public.billing_erased_event(p_body, p_plan) e;
+  end if;
   if p_content_digest is not null then
     -- The first delivery of this content in the window takes the digest; a concurrent one waits
     -- here for it to commit, then finds it.
@@ -1248,7 +1255,10 @@ begin
   elsif coalesce((v_result->>'afterSnapshot')::boolean, false) and p_sync_after <> 'none' then
     v_sync := public.billing_mark_sync(array[v_owner], 'after_snapshot');
   end if;
-  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' || jsonb_build_object('syncIds', to_jsonb(v_sync));
+  -- usersNoted: whether it changed what a Supabase user reads, so its commit may write outbound
+  -- events (public.outbound_pending_users): the server moves the outbox after the response only then.
+  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' || jsonb_build_object('syncIds', to_jsonb(v_sync),
+    'usersNoted', exists (select 1 from public.outbound_pending_users where tx = pg_current_xact_id()));
 end;
 $$;
 revoke all on function public.record_billing_event(jsonb,jsonb,text,text) from public, anon, authenticated;
@@ -1475,6 +1485,8 @@ declare
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
   v_checkpoint boolean := false;
+  v_merges_nothing boolean;
+  v_setting text;
 begin
   -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
   if p_plan ? 'snapshot' or (p_plan->>'move' is not null and not v_merge)
@@ -1531,16 +1543,23 @@ begin
   end if;
   -- A merge that merges nothing: the ids it names (and the customers they point at) hold no rows
   -- to move, and every one of them already points at the owner.
+  -- (One statement: the ids it names, all members; with the customers they point at; none of those,
+  -- nor any member pointing at one, pointing elsewhere than the owner.)
   if v_merge then
-    v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
-    if not v_moved <@ v_members then
-      return null;
-    end if;
-    v_moved := v_moved || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
-                                where m.id = any (v_moved) and m.customer is not null and m.customer <> v_owner and not m.customer = any (v_moved));
-    if exists (select 1 from unnest(v_members, v_customers) as m(id, customer)
-               where (m.id = any (v_moved) or m.customer = any (v_moved)) and m.id <> v_owner
-                 and m.customer is distinct from v_owner) then
+    with named as (
+      select array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner) as ids
+    ), moved as (
+      select n.ids <@ v_members as known,
+             n.ids || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
+                            where m.id = any (n.ids) and m.customer is not null and m.customer <> v_owner and not m.customer = any (n.ids)) as ids
+      from named n
+    )
+    select mv.ids, mv.known and not exists (
+             select 1 from unnest(v_members, v_customers) as m(id, customer)
+             where (m.id = any (mv.ids) or m.customer = any (mv.ids)) and m.id <> v_owner and m.customer is distinct from v_owner)
+    into v_moved, v_merges_nothing
+    from moved mv;
+    if not v_merges_nothing then
       return null;
     end if;
   end if;
@@ -1549,13 +1568,10 @@ begin
   -- sources), none to move; then the one it changes.
   v_source_key := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                             p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
-  if exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key <> v_source_key) then
-    return null;
-  end if;
   -- A purchase that granted another entitlement too (the dashboard moved its product since): the
-  -- fold's step decides what this event does to that row.
+  -- fold's step decides what this event does to that row. (Both in one statement.)
   if exists (select 1 from public.entitlements e
-             where e.app_user_id = v_owner and e.source_key = v_source_key and e.entitlement_id <> v_effect->>'entitlementId') then
+             where e.app_user_id = v_owner and (e.source_key <> v_source_key or e.entitlement_id <> v_effect->>'entitlementId')) then
     return null;
   end if;
   foreach v_id in array v_moved loop
@@ -1594,7 +1610,20 @@ begin
     update public.billing_subscribers set folded_key = v_key, tail_events = v_tail + 1, pending_since = coalesce(v_pending, p_received)
     where app_user_id = v_group;
   end if;
+  -- The row's readers (its owner and the ids merged into it: members of this group) are told here,
+  -- from the members read above; the entitlements trigger skips this update rather than look them
+  -- up again (public.entitlements_changed, 10_events.sql). Most owners have no reader that is a
+  -- Supabase user, and then nothing more runs.
+  -- (Assigned, not performed: an assignment is evaluated as an expression, a PERFORM as a query.)
+  v_setting := set_config('account_link.readers_told', 'on', true);
   perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
+  v_setting := set_config('account_link.readers_told', '', true);
+  -- (The group's ids as one text first: a plain expression, so a group without a Supabase user's
+  -- id runs no query here. Ids that hold spaces can only make it look further, never skip one.)
+  if array_to_string(v_members, ' ') ~ '(^| )[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( |$)' then
+    perform public.entitlement_readers_changed(array(select m.id from unnest(v_members, v_customers) as m(id, customer)
+                                                     where m.id = v_owner or m.customer = v_owner));
+  end if;
   perform public.billing_log_event(p_body, p_plan, p_received, 'applied', v_owner, false);
   return jsonb_build_object('duplicate', false, 'outcome', 'applied', 'ownerId', v_owner, 'groupId', v_group,
                             'newSource', false, 'afterSnapshot', false, 'inOrder', true);

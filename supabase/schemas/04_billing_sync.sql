@@ -448,11 +448,33 @@ $$;
 revoke all on function public.billing_ids_erased(text[]) from public, anon, authenticated;
 grant execute on function public.billing_ids_erased(text[]) to service_role;
 
+-- Whether a webhook event names an erased id: app_user_id, original_app_user_id, aliases,
+-- transferred_from, transferred_to, or any id of its plan.
+create or replace function public.billing_event_names_erased(p_body jsonb, p_plan jsonb)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select public.billing_ids_erased(array(
+    select p_body->'event'->>'app_user_id'
+    union all select p_body->'event'->>'original_app_user_id'
+    union all select p_plan->>'appUserId'
+    union all select p_plan->>'subjectId'
+    union all
+    select jsonb_array_elements_text(case when jsonb_typeof(p_body->'event'->f) = 'array' then p_body->'event'->f else '[]'::jsonb end)
+    from unnest(array['aliases', 'transferred_from', 'transferred_to']) as fields(f)
+    union all
+    select jsonb_array_elements_text(case when jsonb_typeof(p_plan->f) = 'array' then p_plan->f else '[]'::jsonb end)
+    from unnest(array['linkedIds', 'ownerCandidates', 'movedIds']) as fields(f)))
+$$;
+revoke all on function public.billing_event_names_erased(jsonb,jsonb) from public, anon, authenticated;
+grant execute on function public.billing_event_names_erased(jsonb,jsonb) to service_role;
+
 -- A webhook event as record_billing_event stores and applies it: unchanged, unless it names an
--- erased id (app_user_id, original_app_user_id, aliases, transferred_from, transferred_to, or any
--- id of its plan). Then the body keeps only the event's id, type, time and environment (what
--- deduplication, ordering and the log need; every id, subscriber attribute, transaction id,
--- product, price, country and store detail is dropped) and the plan is an ignored one (reason
+-- erased id (public.billing_event_names_erased). Then the body keeps only the event's id, type,
+-- time and environment (what deduplication, ordering and the log need; every id, subscriber
+-- attribute, transaction id, product, price, country and store detail is dropped) and the plan is an ignored one (reason
 -- `erased`) that names no id, owner or effect: the event is logged as ignored, filed under no one.
 create or replace function public.billing_erased_event(p_body jsonb, p_plan jsonb)
 returns table (body jsonb, plan jsonb)
@@ -463,17 +485,7 @@ as $$
 declare
   v_event jsonb := p_body->'event';
 begin
-  if not public.billing_ids_erased(array(
-       select v_event->>'app_user_id'
-       union all select v_event->>'original_app_user_id'
-       union all select p_plan->>'appUserId'
-       union all select p_plan->>'subjectId'
-       union all
-       select jsonb_array_elements_text(case when jsonb_typeof(v_event->f) = 'array' then v_event->f else '[]'::jsonb end)
-       from unnest(array['aliases', 'transferred_from', 'transferred_to']) as fields(f)
-       union all
-       select jsonb_array_elements_text(case when jsonb_typeof(p_plan->f) = 'array' then p_plan->f else '[]'::jsonb end)
-       from unnest(array['linkedIds', 'ownerCandidates', 'movedIds']) as fields(f))) then
+  if not public.billing_event_names_erased(p_body, p_plan) then
     return query select p_body, p_plan;
     return;
   end if;

@@ -605,8 +605,9 @@ grant execute on function public.send_account_changed(text,text[]) to service_ro
 
 -- The users whose rows a statement changed, told `what` changed: TG_ARGV[0] is the kind of change,
 -- TG_ARGV[1] the column that holds the user's id. The rows are read from the statement's transition
--- tables (new_rows for an insert, old_rows for a delete, both for an update). For entitlements, the
--- ids merged into a changed row's owner read it too (billing_subscribers.customer_id).
+-- tables (new_rows for an insert, old_rows for a delete, both for an update). (Entitlements have
+-- their own trigger, public.entitlements_changed in 10_events.sql: their readers include the ids
+-- merged into a row's owner, and are noted for outbound events too.)
 create or replace function public.account_rows_broadcast()
 returns trigger
 language plpgsql
@@ -625,9 +626,6 @@ begin
                        when 'DELETE' then 'select %1$I::text as id from old_rows'
                        else 'select %1$I::text as id from new_rows union select %1$I::text from old_rows' end;
   execute format('select array(select distinct id from (' || v_rows || ') r where id is not null)', tg_argv[1]) into v_ids;
-  if v_what = 'entitlements' and cardinality(v_ids) > 0 then
-    v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
-  end if;
   perform public.send_account_changed(v_what, v_ids);
   return null;
 end;
@@ -763,15 +761,6 @@ create policy billing_subscribers_read_by_auth on public.billing_subscribers
 create policy entitlements_read_by_auth on public.entitlements
   for select to supabase_auth_admin
   using (true);
-
-create trigger entitlements_broadcast_insert after insert on public.entitlements
-  referencing new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
-
-create trigger entitlements_broadcast_update after update on public.entitlements
-  referencing old table as old_rows new table as new_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
-
-create trigger entitlements_broadcast_delete after delete on public.entitlements
-  referencing old table as old_rows for each statement execute function public.account_rows_broadcast('entitlements', 'app_user_id');
 
 create trigger wallet_links_broadcast_insert after insert on public.wallet_links
   referencing new table as new_rows for each statement execute function public.account_rows_broadcast('wallets', 'user_id');

@@ -305,9 +305,29 @@ alter table public.outbound_pending_users enable row level security;
 revoke all on table public.outbound_pending_users from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_pending_users to service_role;
 
--- The owners of the rows a statement changed (from its transition tables, as the broadcasts read
--- them), and the users merged into them (they read those rows), noted for the commit.
-create or replace function public.outbound_entitlements_changed()
+-- Everyone who reads entitlement rows that changed (the rows' owners and the ids merged into them):
+-- noted for the commit (outbound events) and told now (Realtime's account_changed, 07_account.sql).
+create or replace function public.entitlement_readers_changed(p_ids text[])
+returns void
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  insert into public.outbound_pending_users (user_id)
+    select distinct u from unnest(p_ids) u where public.is_user_id(u) and not public.outbound_erasing(u)
+    on conflict do nothing;
+  if public.can_broadcast() then
+    perform public.send_account_changed('entitlements', p_ids);
+  end if;
+end;
+$$;
+revoke all on function public.entitlement_readers_changed(text[]) from public, anon, authenticated;
+grant execute on function public.entitlement_readers_changed(text[]) to service_role;
+
+-- The readers of the rows a statement changed: their owners (from its transition tables) and the
+-- ids merged into them.
+create or replace function public.entitlements_changed()
 returns trigger
 language plpgsql
 security definer
@@ -325,23 +345,26 @@ begin
     v_ids := array(select n.app_user_id from new_rows n union select o.app_user_id from old_rows o);
   end if;
   v_ids := v_ids || array(select s.app_user_id from public.billing_subscribers s where s.customer_id = any (v_ids));
-  insert into public.outbound_pending_users (user_id)
-    select distinct u from unnest(v_ids) u where public.is_user_id(u) and not public.outbound_erasing(u)
-    on conflict do nothing;
+  perform public.entitlement_readers_changed(v_ids);
   return null;
 end;
 $$;
-revoke all on function public.outbound_entitlements_changed() from public, anon, authenticated;
-grant execute on function public.outbound_entitlements_changed() to service_role;
+revoke all on function public.entitlements_changed() from public, anon, authenticated;
+grant execute on function public.entitlements_changed() to service_role;
 
-create trigger entitlements_outbound_insert after insert on public.entitlements
-  referencing new table as new_rows for each statement execute function public.outbound_entitlements_changed();
+create trigger entitlements_changed_insert after insert on public.entitlements
+  referencing new table as new_rows for each statement execute function public.entitlements_changed();
 
-create trigger entitlements_outbound_update after update on public.entitlements
-  referencing old table as old_rows new table as new_rows for each statement execute function public.outbound_entitlements_changed();
+-- The in-order fold (public.billing_fold_in_order) tells the readers of its one update itself, from
+-- the group it has already read under its lock, and sets account_link.readers_told around that
+-- update: this trigger would look the same readers up again, on every renewal.
+create trigger entitlements_changed_update after update on public.entitlements
+  referencing old table as old_rows new table as new_rows for each statement
+  when (current_setting('account_link.readers_told', true) is distinct from 'on')
+  execute function public.entitlements_changed();
 
-create trigger entitlements_outbound_delete after delete on public.entitlements
-  referencing old table as old_rows for each statement execute function public.outbound_entitlements_changed();
+create trigger entitlements_changed_delete after delete on public.entitlements
+  referencing old table as old_rows for each statement execute function public.entitlements_changed();
 
 -- A user merged into another customer, or out of one, now reads other rows: noted for the commit.
 -- A row trigger whose condition Postgres checks itself: every billing event updates its

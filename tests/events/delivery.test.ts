@@ -240,6 +240,22 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     }
   });
 
+  it('after a write that noted no Supabase user, starts no run (the events due wait for the next write that did)', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const user = await testUser();
+      await linkWallet(user, evmWallet()); // its event is due now
+      await moveOutboxAfterWrite({ usersNoted: false }); // a custom id's webhook, say: nothing for a receiver
+      expect(ofUser(receiver.received, user.userId)).toEqual([]);
+      await moveOutboxAfterWrite({ usersNoted: true });
+      expect(typesOf(ofUser(receiver.received, user.userId))).toEqual(['wallet.linked']);
+    } finally {
+      restore();
+    }
+  });
+
   it('sends what was leased to an attempt that never settled (the process died) once the lease runs out', async () => {
     const user = await testUser();
     await linkWallet(user, evmWallet());

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { deliver, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet, unlinkWallet } from '../support/account-actions.ts';
@@ -79,6 +80,59 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await deliver(event('renewal', now - DAY_MS));
     // An older event that changes nothing once folded in its place: no event.
     expect(summary(await writtenDuring(db, buyer.userId, () => deliver(event('subscriber-alias', now - 2 * DAY_MS))))).toEqual([]);
+  });
+
+  it('tells a renewal the fold applies in order (its shortcut) to the buyer, and to a user merged into a custom id\'s customer, with a live update each', async () => {
+    const now = Date.now();
+    const buyer = await testUser();
+    const merged = await testUser();
+    const legacy = `custom-${randomUUID()}`; // a custom app user id (no Supabase user), holding the rows
+    const broadcasts = (userId: string) => db.sql<{ what: string }>("select payload->>'what' as what from realtime.messages where topic = $1", [`user:${userId}`]);
+    const event = (name: string, ids: { app: string; aliases: string[] }, atMs: number, expiresMs: number) => fixture(name, {
+      id: `evt-${randomUUID()}`, app_user_id: ids.app, aliases: ids.aliases, original_app_user_id: ids.app, original_transaction_id: `otx-${ids.app}`,
+      event_timestamp_ms: atMs, purchased_at_ms: atMs, expiration_at_ms: expiresMs,
+    });
+    // The renewal as recordBillingEvent sends it, answering whether the shortcut applied it.
+    const renewInOrder = async (body: ReturnType<typeof fixture>) => {
+      const [row] = await db.sql<{ result: { inOrder?: boolean } }>('select public.record_billing_event(p_body => $1, p_plan => $2) as result',
+        [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event, new Date()))]);
+      return row!.result.inOrder ?? false;
+    };
+
+    await deliver(event('initial-purchase', { app: buyer.userId, aliases: [buyer.userId] }, now - 2 * DAY_MS, now + 28 * DAY_MS));
+    // The custom id buys with the user aliased to it: the user is merged into the custom id's customer.
+    await deliver(event('initial-purchase', { app: legacy, aliases: [legacy, merged.userId] }, now - 2 * DAY_MS, now + 28 * DAY_MS));
+    const before = { buyer: (await broadcasts(buyer.userId)).length, merged: (await broadcasts(merged.userId)).length };
+
+    const buyerEvents = await writtenDuring(db, buyer.userId, async () =>
+      expect(await renewInOrder(event('renewal', { app: buyer.userId, aliases: [buyer.userId] }, now - DAY_MS, now + 58 * DAY_MS))).toBe(true));
+    expect(summary(buyerEvents)).toEqual([['entitlement.updated', 'active']]);
+    expect(Date.parse(buyerEvents[0]!.data.entitlement!.expires_at as string)).toBe(now + 58 * DAY_MS);
+    const mergedEvents = await writtenDuring(db, merged.userId, async () =>
+      expect(await renewInOrder(event('renewal', { app: legacy, aliases: [legacy] }, now - DAY_MS, now + 58 * DAY_MS))).toBe(true));
+    expect(summary(mergedEvents)).toEqual([['entitlement.updated', 'active']]);
+    expect((await broadcasts(buyer.userId)).slice(before.buyer)).toEqual([{ what: 'entitlements' }]);
+    expect((await broadcasts(merged.userId)).slice(before.merged)).toEqual([{ what: 'entitlements' }]);
+  });
+
+  it('says whether a webhook noted a Supabase user (so the server moves the outbox after it): the buyer, a user merged into a custom id, not a custom id alone', async () => {
+    const now = Date.now();
+    const record = async (appUserId: string, aliases: string[]) => {
+      const body = fixture('initial-purchase', {
+        id: `evt-${randomUUID()}`, app_user_id: appUserId, aliases, original_app_user_id: appUserId,
+        event_timestamp_ms: now, purchased_at_ms: now, expiration_at_ms: now + 30 * DAY_MS,
+      });
+      const [row] = await db.sql<{ result: { usersNoted?: boolean; outcome: string } }>('select public.record_billing_event(p_body => $1, p_plan => $2) as result',
+        [JSON.stringify(body), JSON.stringify(describeEventEffects(body.event, new Date()))]);
+      return row!.result;
+    };
+    const buyer = await testUser();
+    const merged = await testUser();
+    expect(await record(buyer.userId, [buyer.userId])).toMatchObject({ outcome: 'applied', usersNoted: true });
+    const custom = `custom-${randomUUID()}`;
+    expect(await record(custom, [custom])).toMatchObject({ outcome: 'applied', usersNoted: false });
+    const legacy = `custom-${randomUUID()}`;
+    expect(await record(legacy, [legacy, merged.userId])).toMatchObject({ outcome: 'applied', usersNoted: true });
   });
 
   it('tells a wallet linked and unlinked, with the link as the API shows it', async () => {

@@ -18,11 +18,11 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     authenticateWebhook(request, 'subscription');
     const body = await readJsonWith(request, billingWebhookBodySchema);
     annotate({ eventId: body.event.id, type: body.event.type });
-    const { duplicate, outcome, ownerId, syncIds, plan } = await recordBillingEvent(body, configuredRecordOptions(new Date()));
+    const { duplicate, outcome, ownerId, syncIds, usersNoted, plan } = await recordBillingEvent(body, configuredRecordOptions(new Date()));
     crashAfterCommitIfAsked(plan.eventId); // reliability suite only; inert unless FAULT_CRASH_AFTER_COMMIT is set (lib/faults.ts)
     annotate({ ownerId, duplicate, outcome, reason: plan.ignoredReason, syncIds: syncIds.length });
     if (syncIds.length > 0) afterResponse(() => syncMarkedAfterWebhook(syncIds, plan.eventId));
-    moveOutboxAfterResponse(); // the events it caused, and lapses come due (lib/events/delivery.ts)
+    moveOutboxAfterResponse({ usersNoted }); // the events it caused, and lapses come due (lib/events/delivery.ts)
     return json({ received: true });
   },
 });
