@@ -71,7 +71,10 @@ export const SUBSCRIBERS = 1_000;
 
 /** The bench's event (scripts/bench.ts): RevenueCat's sample shape, an anonymous alias, ~1 KB. */
 export function renewalBody(index: number, start: number) {
-  const subscriber = `profile-subscriber-${index % SUBSCRIBERS}`;
+  // SUPABASE_USERS=1: the subscribers are Supabase users (uuid ids), so each change is told as an outbound event.
+  const subscriber = process.env.SUPABASE_USERS === '1'
+    ? `00000000-0000-4000-8000-${(index % SUBSCRIBERS).toString(16).padStart(12, '0')}`
+    : `profile-subscriber-${index % SUBSCRIBERS}`;
   const anonymous = `$RCAnonymousID:${(index % SUBSCRIBERS).toString(16).padStart(32, '0')}`;
   const at = start + index;
   return {
@@ -117,6 +120,8 @@ async function profileAlone(): Promise<void> {
     await client.connect();
     // CHANGE=file.sql: a change to try (functions replaced), applied after the migrations.
     if (process.env.CHANGE) await client.query(readFileSync(process.env.CHANGE, 'utf8'));
+    // With Supabase users, one endpoint to send their events to (each event gets its delivery row).
+    if (process.env.SUPABASE_USERS === '1') await client.query(`select public.outbound_set_endpoints('[{"id": "profile", "types": null}]'::jsonb)`);
     const start = Date.now();
     const record = (body: ReturnType<typeof renewalBody>) => recordRenewal(client, body);
     // The subscribers' first purchases (a new group each, so not the in-order shortcut: the bench's

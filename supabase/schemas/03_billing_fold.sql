@@ -1485,7 +1485,6 @@ declare
   v_row public.entitlements%rowtype;
   v_checkpoint_due boolean := false;
   v_checkpoint boolean := false;
-  v_merges_nothing boolean;
   v_setting text;
 begin
   -- The plan: one grant of a named entitlement, one owner candidate, no snapshot, no transfer.
@@ -1543,23 +1542,16 @@ begin
   end if;
   -- A merge that merges nothing: the ids it names (and the customers they point at) hold no rows
   -- to move, and every one of them already points at the owner.
-  -- (One statement: the ids it names, all members; with the customers they point at; none of those,
-  -- nor any member pointing at one, pointing elsewhere than the owner.)
   if v_merge then
-    with named as (
-      select array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner) as ids
-    ), moved as (
-      select n.ids <@ v_members as known,
-             n.ids || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
-                            where m.id = any (n.ids) and m.customer is not null and m.customer <> v_owner and not m.customer = any (n.ids)) as ids
-      from named n
-    )
-    select mv.ids, mv.known and not exists (
-             select 1 from unnest(v_members, v_customers) as m(id, customer)
-             where (m.id = any (mv.ids) or m.customer = any (mv.ids)) and m.id <> v_owner and m.customer is distinct from v_owner)
-    into v_moved, v_merges_nothing
-    from moved mv;
-    if not v_merges_nothing then
+    v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
+    if not v_moved <@ v_members then
+      return null;
+    end if;
+    v_moved := v_moved || array(select distinct m.customer from unnest(v_members, v_customers) as m(id, customer)
+                                where m.id = any (v_moved) and m.customer is not null and m.customer <> v_owner and not m.customer = any (v_moved));
+    if exists (select 1 from unnest(v_members, v_customers) as m(id, customer)
+               where (m.id = any (v_moved) or m.customer = any (v_moved)) and m.id <> v_owner
+                 and m.customer is distinct from v_owner) then
       return null;
     end if;
   end if;
