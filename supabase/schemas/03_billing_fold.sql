@@ -1610,9 +1610,8 @@ begin
   v_setting := set_config('account_link.readers_told', 'on', true);
   perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
   v_setting := set_config('account_link.readers_told', '', true);
-  -- (The group's ids as one text first: a plain expression, so a group without a Supabase user's
-  -- id runs no query here. Ids that hold spaces can only make it look further, never skip one.)
-  if array_to_string(v_members, ' ') ~ '(^| )[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( |$)' then
+  -- (Asked of the group's ids first: a group without a Supabase user's id runs no query here.)
+  if public.names_user_id(v_members) then
     perform public.entitlement_readers_changed(array(select m.id from unnest(v_members, v_customers) as m(id, customer)
                                                      where m.id = v_owner or m.customer = v_owner));
   end if;

@@ -474,8 +474,9 @@ grant execute on function public.billing_event_names_erased(jsonb,jsonb) to serv
 -- A webhook event as record_billing_event stores and applies it: unchanged, unless it names an
 -- erased id (public.billing_event_names_erased). Then the body keeps only the event's id, type,
 -- time and environment (what deduplication, ordering and the log need; every id, subscriber
--- attribute, transaction id, product, price, country and store detail is dropped) and the plan is an ignored one (reason
--- `erased`) that names no id, owner or effect: the event is logged as ignored, filed under no one.
+-- attribute, transaction id, product, price, country and store detail is dropped) and the plan is
+-- an ignored one (reason `erased`) that names no id, owner or effect: the event is logged as
+-- ignored, filed under no one.
 create or replace function public.billing_erased_event(p_body jsonb, p_plan jsonb)
 returns table (body jsonb, plan jsonb)
 language plpgsql

@@ -21,17 +21,43 @@
 
 -- Ids events are told for: Supabase users (a lower-case uuid). RevenueCat's anonymous ids and
 -- custom app user ids are nobody a receiver knows; their purchases are told when they reach a
--- user (a TRANSFER, an alias: the merged user reads the customer's rows).
+-- user (a TRANSFER, an alias: the merged user reads the customer's rows). The shape, unanchored,
+-- is one function for the two checks below (immutable: a constant once planned).
+create or replace function public.user_id_pattern()
+returns text
+language sql
+immutable
+set search_path = ''
+as $$
+  select '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+$$;
+revoke all on function public.user_id_pattern() from public, anon, authenticated;
+grant execute on function public.user_id_pattern() to service_role;
+
 create or replace function public.is_user_id(p_id text)
 returns boolean
 language sql
 immutable
 set search_path = ''
 as $$
-  select p_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+  select p_id ~ ('^' || public.user_id_pattern() || '$')
 $$;
 revoke all on function public.is_user_id(text) from public, anon, authenticated;
 grant execute on function public.is_user_id(text) to service_role;
+
+-- Whether any of these ids is a Supabase user's, as one match over the ids joined by spaces (no
+-- query runs: the in-order fold asks it on every renewal). An id that holds a space can only make
+-- it say yes where no id is a user's, never no where one is.
+create or replace function public.names_user_id(p_ids text[])
+returns boolean
+language sql
+immutable
+set search_path = ''
+as $$
+  select array_to_string(p_ids, ' ') ~ ('(^| )' || public.user_id_pattern() || '( |$)')
+$$;
+revoke all on function public.names_user_id(text[]) from public, anon, authenticated;
+grant execute on function public.names_user_id(text[]) to service_role;
 
 -- The events, oldest first by (user, sequence). `data` is the internal shape (the rows as
 -- account_entitlements and wallet_link_json return them); lib/events/messages.ts makes the body a

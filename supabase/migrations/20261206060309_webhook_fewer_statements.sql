@@ -79,6 +79,27 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.user_id_pattern()
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}'
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.names_user_id(p_ids text[])
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select array_to_string(p_ids, ' ') ~ ('(^| )' || public.user_id_pattern() || '( |$)')
+$function$
+;
+
+
 CREATE OR REPLACE FUNCTION public.account_rows_broadcast()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -282,9 +303,8 @@ begin
   v_setting := set_config('account_link.readers_told', 'on', true);
   perform public.billing_grant(v_row, p_plan, v_effect, v_event_id, v_event_at);
   v_setting := set_config('account_link.readers_told', '', true);
-  -- (The group's ids as one text first: a plain expression, so a group without a Supabase user's
-  -- id runs no query here. Ids that hold spaces can only make it look further, never skip one.)
-  if array_to_string(v_members, ' ') ~ '(^| )[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}( |$)' then
+  -- (Asked of the group's ids first: a group without a Supabase user's id runs no query here.)
+  if public.names_user_id(v_members) then
     perform public.entitlement_readers_changed(array(select m.id from unnest(v_members, v_customers) as m(id, customer)
                                                      where m.id = v_owner or m.customer = v_owner));
   end if;
@@ -414,6 +434,16 @@ end;
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.is_user_id(p_id text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select p_id ~ ('^' || public.user_id_pattern() || '$')
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.record_billing_event(p_body jsonb, p_plan jsonb, p_sync_after text DEFAULT 'none'::text, p_content_digest text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -500,3 +530,7 @@ revoke all on function public.entitlement_readers_changed(text[]) from public, a
 grant execute on function public.entitlement_readers_changed(text[]) to service_role;
 revoke all on function public.entitlements_changed() from public, anon, authenticated;
 grant execute on function public.entitlements_changed() to service_role;
+revoke all on function public.names_user_id(text[]) from public, anon, authenticated;
+grant execute on function public.names_user_id(text[]) to service_role;
+revoke all on function public.user_id_pattern() from public, anon, authenticated;
+grant execute on function public.user_id_pattern() to service_role;
