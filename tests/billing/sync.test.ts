@@ -293,7 +293,8 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     // A cancellation at day 12 (after the snapshot), then a snapshot taken at day 11 that arrives late.
     expect((await deliver(billingEvent('cancellation-unsubscribe', user.userId, { at: 12, purchased: 0, expires: 30 }))).status).toBe(200);
     revenuecat.setClock(day(11));
-    await new Promise((resolve) => setTimeout(resolve, 5_100)); // the user's refresh limit
+    // The user's refresh limit (one per 5 s) passed: their last refresh moved back, not waited for.
+    await db.sql(`update public.billing_sync_requests set requested_at = requested_at - interval '5 seconds' where app_user_id = $1`, [user.userId]);
     expect((await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } })).status).toBe(200);
     expect((await entitlementsOf(db, user.userId, new Date(day(13))))[0]).toMatchObject({ status: 'cancelled_active', willRenew: false, active: true });
   });
