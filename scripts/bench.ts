@@ -847,14 +847,22 @@ async function billingWithEventsSent(postgres: PostgresServer, baseEnv: Record<s
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, amount: WARM_UP_REQUESTS,
       next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-warm-${start}`, index, start - DAY_MS, 'warm-up'))) }),
     });
-    results.push(await runScenario(server, EVENTS_SCENARIO, {
+    // Where the outbox's Postgres time goes in each run: its functions per webhook event.
+    const withOutboxCosts = async (run: () => Promise<ScenarioResult>) => {
+      const before = await functionStats(postgres.url(name));
+      const result = await run();
+      const costs = functionCosts(before, await functionStats(postgres.url(name))).filter((f) => f.name.startsWith('outbound_') || f.name === 'record_billing_event');
+      console.log(`  (${result.name}: Postgres ms per event in ${costs.map((f) => `${f.name} ${f.selfMsPerEvent.toFixed(3)} self, ${f.callsPerEvent} calls`).join('; ')})`);
+      return result;
+    };
+    results.push(await withOutboxCosts(() => runScenario(server, EVENTS_SCENARIO, {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(),
       next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-u-${start}`, index, start))) }),
-    }));
-    results.push(await runScenario(server, EVENTS_FIXED_RATE_SCENARIO, {
+    })));
+    results.push(await withOutboxCosts(() => runScenario(server, EVENTS_FIXED_RATE_SCENARIO, {
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(), connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
       next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-r-${start}`, index, start + DAY_MS))) }),
-    }));
+    })));
     const verified = receiver.received.filter((r) => r.verified).length;
     console.log(`  (the receiver got ${receiver.received.length} events during and after those runs, ${verified} verified)`);
     return results;
