@@ -140,12 +140,6 @@ export function forgetRegisteredEndpoints(): void {
 export const LAPSE_SCAN_EVERY_MS = 30_000;
 /** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
-/**
- * How long a run after a write waits before it claims: the writes of that time share one claim
- * and their settles, where one run per write claimed one or two events a call (at 200 webhooks a
- * second, most of what sending cost the database).
- */
-export const AFTER_WRITE_GATHER_MS = 25;
 
 // The after-write run of each endpoint in this process, and whether a write asked for one more.
 const endpointRuns = new Map<string, { running: Promise<void>; again: boolean }>();
@@ -164,8 +158,7 @@ function lapseScanDue(): boolean {
 /**
  * Move the outbox after a write, without delaying its response: each endpoint on its own run, one
  * at a time per endpoint and process (a slow or hanging endpoint holds up only its own deliveries);
- * a write during a run asks that run for one more, and each run waits AFTER_WRITE_GATHER_MS before
- * it claims, so bursts of writes make few runs and few claims. A write that
+ * a write during a run asks that run for one more, so bursts of writes make few runs. A write that
  * noted no Supabase user (`usersNoted: false`: it wrote no event) starts no run: what is due from
  * before waits for the next write that did, the server's schedule or the cron. Lapses are looked for
  * beside them, at most every LAPSE_SCAN_EVERY_MS. Never throws: what it could not send is due for
@@ -197,7 +190,6 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   run.running = (async () => {
     try {
       do {
-        await new Promise((resolve) => setTimeout(resolve, AFTER_WRITE_GATHER_MS));
         run.again = false;
         await registerEndpoints(endpoints);
         await deliverToEndpoint(endpoint, performance.now() + AFTER_WRITE_BUDGET_MS, DELIVERY_TIMEOUT_MS);
