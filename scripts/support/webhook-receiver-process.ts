@@ -19,24 +19,42 @@ type Reply = { url: string } | { received: number; verified: number };
 
 export async function startReceiverProcess(secrets: string[]): Promise<ReceiverProcess> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, RECEIVER_SECRETS: secrets.join(',') }, stdio: 'inherit' });
-  const [ready] = (await once(child, 'message')) as [Reply];
-  if (!('url' in ready)) throw new Error('the receiver process did not say where it listens');
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  // Its next message, or an error if it ends first (a receiver that failed to start, or crashed).
+  const reply = (): Promise<Reply> => new Promise((resolve, reject) => {
+    const onMessage = (message: Reply) => {
+      child.off('exit', onExit);
+      resolve(message);
+    };
+    const onExit = (code: number | null, signal: string | null) => {
+      child.off('message', onMessage);
+      reject(new Error(`the receiver process ended (${signal ?? `exit code ${code}`}) without answering`));
+    };
+    child.once('message', onMessage);
+    child.once('exit', onExit);
+  });
+  const close = async () => {
+    if (exited()) return;
+    const ended = once(child, 'exit');
+    child.kill();
+    await ended;
+  };
+  const ready = await reply();
+  if (!('url' in ready)) {
+    await close();
+    throw new Error('the receiver process did not say where it listens');
+  }
   return {
     url: ready.url,
     pid: child.pid!,
     async counts() {
-      const reply = once(child, 'message') as Promise<[Reply]>;
+      const answer = reply();
       child.send('counts');
-      const [answer] = await reply;
-      if (!('received' in answer)) throw new Error('the receiver process did not answer its counts');
-      return answer;
+      const counts = await answer;
+      if (!('received' in counts)) throw new Error('the receiver process did not answer its counts');
+      return counts;
     },
-    async close() {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill();
-      await exited;
-    },
+    close,
   };
 }
 

@@ -11,8 +11,9 @@ import {
  * The billing model against eleven more of RevenueCat's documented flows (grace with auto-renewal
  * turned off and on, Stripe giving up, lifetimes v1 does not show, a lost webhook, a Play pause
  * that renews, a promotional grant revoked early, an event stamped far in the future, a reversed
- * refund, Google Play's immediate upgrade). Each flow runs in every order RevenueCat may deliver it
- * (all orders up to four deliveries, else in order, reversed and a fixed sample), on both engines,
+ * refund, Google Play's immediate upgrade). Each flow runs in the orders RevenueCat may deliver it
+ * (every order up to three deliveries, six that hold every order of any three of four, else in
+ * order, reversed and a fixed sample), on both engines,
  * through the real routes and SQL:
  *   - webhooks alone (its snapshot items left out),
  *   - webhooks and syncs from RevenueCat's stand-in with REST v1 only (the flow's snapshots, and

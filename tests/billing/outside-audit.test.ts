@@ -14,8 +14,8 @@ import {
  * Stripe's retry window, upgrades then refunds, aliases then transfers, sandbox beside production,
  * snapshots of RevenueCat's record), with realistic bodies (tests/billing/fixtures) and millisecond
  * timestamps where RevenueCat's own are that close. Every flow runs through the real route and SQL on
- * both engines in every order RevenueCat may deliver it (all orders up to four deliveries, else in
- * order, reversed and a fixed sample), and the state is read as GET /api/me shows it after the last
+ * both engines in the orders RevenueCat may deliver it (every order up to three deliveries, six
+ * that hold every order of any three of four, else in order, reversed and a fixed sample), and the state is read as GET /api/me shows it after the last
  * event. Each `doc` quotes the page the expectation comes from.
  */
 type Role = 'alice' | 'bob' | 'carol' | 'dave' | 'anon';

@@ -17,8 +17,9 @@ import {
  * grant and its failed validation, record-only events that merge ids), a RENEWAL after a
  * CANCELLATION (Stripe never sends UNCANCELLATION, Apple's can be lost; Apple's trial cancelled
  * less than 24 hours before it converts), and a TRANSFER stamped in the year 4466 followed by a
- * transfer back. Each runs through the real webhook route and SQL, on both engines: in every
- * delivery order on Postgres (all orders up to four items), in order and reversed on PGlite. Each `doc` quotes the page the expectation comes from.
+ * transfer back. Each runs through the real webhook route and SQL, on both engines: in the
+ * delivery orders of deliveryOrdersOn on Postgres (every order up to three items, six that hold
+ * every order of any three of four), in order and reversed on PGlite. Each `doc` quotes the page the expectation comes from.
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
