@@ -15,19 +15,20 @@ CREATE OR REPLACE FUNCTION public.outbound_claim(p_endpoint_id text, p_limit int
  SET search_path TO ''
 AS $function$
 declare
-  v_due uuid[];
+  v_due tid[];
   v_claimed jsonb;
 begin
   if p_limit is null or p_limit < 1 or p_limit > 1000 or p_lease_seconds is null or p_lease_seconds < 1 or p_lease_seconds > 3600 then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600.';
   end if;
   v_due := array(
-    select d.event_id from public.outbound_deliveries d
+    select d.ctid from public.outbound_deliveries d
     where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now()
       and (d.leased_until is null or d.leased_until <= now())
       and d.sequence = (
-        select min(head.sequence) from public.outbound_deliveries head
-        where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending')
+        select head.sequence from public.outbound_deliveries head
+        where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
+        order by head.sequence limit 1)
     order by d.next_attempt_at, d.sequence
     limit p_limit
     for update skip locked);
@@ -35,7 +36,7 @@ begin
     update public.outbound_deliveries d
     set leased_until = now() + make_interval(secs => p_lease_seconds), attempts = d.attempts + 1,
         first_attempt_at = coalesce(d.first_attempt_at, now()), last_attempt_at = now()
-    where d.endpoint_id = p_endpoint_id and d.event_id = any (v_due)
+    where d.ctid = any (v_due)
     returning d.event_id, d.attempts, d.first_attempt_at
   )
   select coalesce(jsonb_agg(jsonb_build_object(

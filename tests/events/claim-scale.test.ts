@@ -1,0 +1,47 @@
+import { expect, it } from 'vitest';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
+
+/**
+ * The claim's work does not grow with the deliveries behind it. Before Postgres first analyzes the
+ * deliveries table (it grows by hundreds a second; autovacuum analyzes it when it comes round),
+ * every plan looks as cheap as another, and a claim once read the endpoint's whole queue for each
+ * delivery it looked at: 45 ms a claim after 14,000 deliveries. Counted in index entries read
+ * (this transaction's own count), not in time. Postgres only: the plan and its
+ * statistics are the server's.
+ */
+describeOn('postgres')('claiming deliveries with many behind, before the table is analyzed, on postgres', () => {
+  const db = suiteDatabase('postgres');
+
+  it('reads a few hundred index entries for 20 deliveries, with 6,000 delivered and 4,000 waiting behind them, before and after the table is analyzed', async () => {
+    await db.sql(`insert into public.outbound_endpoints (id) values ('claim-scale')`);
+    // 1,000 users, each with 6 events delivered and 4 waiting.
+    await db.sql(`insert into public.outbound_events (user_id, sequence, type, data)
+      select 'claim-scale-' || (i % 1000), i / 1000 + 1, 'entitlement.updated', '{}' from generate_series(0, 9999) i`);
+    await db.sql(`insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, state, delivered_at)
+      select 'claim-scale', id, user_id, sequence, case when sequence <= 6 then 'delivered' else 'pending' end, case when sequence <= 6 then now() end
+      from public.outbound_events where user_id like 'claim-scale-%'`);
+
+    const claimOnce = () => db.connection(async (sql) => {
+      await sql('begin');
+      try {
+        const [{ claimed }] = (await sql(`select public.outbound_claim('claim-scale', 20, 60) as claimed`)) as [{ claimed: Array<{ user_id: string; sequence: number }> }];
+        // Index entries read in this transaction, every index of the table (idx_tup_read's count, this transaction's own).
+        const [{ read }] = (await sql(`select coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int as read
+          from pg_index i where i.indrelid = 'public.outbound_deliveries'::regclass`)) as [{ read: number }];
+        return { claimed, read };
+      } finally {
+        await sql('rollback');
+      }
+    });
+    // Before the table is analyzed, then after (the claim rolled back each time).
+    for (const when of ['before analyze', 'after analyze']) {
+      if (when === 'after analyze') await db.sql('analyze public.outbound_deliveries');
+      const seen = await claimOnce();
+      // Twenty users' heads (their 7th event), one each.
+      expect({ when, claimed: seen.claimed.length, users: new Set(seen.claimed.map((d) => d.user_id)).size }).toEqual({ when, claimed: 20, users: 20 });
+      expect(seen.claimed.every((d) => Number(d.sequence) === 7)).toBe(true);
+      // About two index entries per delivery looked at (the due index, the head's), not the queue per delivery.
+      expect(seen.read, when).toBeLessThan(500);
+    }
+  });
+});
