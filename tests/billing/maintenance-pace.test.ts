@@ -120,6 +120,9 @@ describeOn('postgres')('billing maintenance beside other clients (real Postgres 
     await holder.client.query(`select pg_advisory_xact_lock(hashtextextended('billing_group:' || $1, 0))`, [first]);
     const traffic = await startTraffic();
     const calls: BillingMaintenance[] = [];
+    // The holder's rollback, awaited before its client ends (ended first, the query under way fails
+    // with "Connection terminated", unhandled).
+    let released: Promise<unknown> | undefined;
     try {
       const result = await maintainBilling({
         // A call's budget past the 200 ms a checkpoint waits for a customer's lock.
@@ -128,7 +131,7 @@ describeOn('postgres')('billing maintenance beside other clients (real Postgres 
           calls.push(call);
           if (calls.filter((c) => c.gaveWay).length === 3) {
             traffic.stop();
-            void holder.client.query('rollback');
+            released ??= holder.client.query('rollback');
           }
         },
       });
@@ -143,6 +146,7 @@ describeOn('postgres')('billing maintenance beside other clients (real Postgres 
       expect(result.done).toBe(true);
     } finally {
       await traffic.close();
+      await released;
       await holder.client.end();
     }
   });
