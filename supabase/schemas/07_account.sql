@@ -80,7 +80,7 @@ grant execute on function public.account_leagues(uuid) to service_role;
 -- erasure, included). Versions come from a sequence, never reused. A TRUNCATE of any of the three
 -- tables empties every row (it takes the table's lock, so it waits for the reads under way). A
 -- user with no wallet and in no league has no row (an erased user among them: nothing names them
--- here). Nothing time-dependent is kept: entitlements are read afresh on every call. What the
+-- here). The entitlements are kept apart (account_entitlements_cache, below). What the
 -- triggers cannot see must empty the table itself: a migration that changes what
 -- account_wallets or account_leagues return (or wallet_link_api_json, member_leagues, which they
 -- read) deletes its rows (tests/db/account-cache-migrations.unit.test.ts holds migrations to
@@ -223,6 +223,69 @@ $$;
 revoke all on function public.account_entitlements(text,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
 
+-- GET /api/me's entitlements kept per user between reads, as the JSON text account_entitlements
+-- returns. Unlike the wallets and leagues, nothing empties them: a read checks that what it finds
+-- still holds, by what it was built from, and builds and stores it again when it does not.
+--   - The same rows: their owners (entitlement_owner_ids: the user and the customers merged into
+--     them) and the versions of the owners' entitlement rows, each a (ctid, xmin) pair. Every
+--     insert or update writes a new version of a row, at a place (ctid) no live version holds, by a
+--     transaction (xmin) that never writes again, and a delete leaves one fewer: rows that changed
+--     in any way never show the versions they were kept with. (xmin is kept as written when a row
+--     is frozen; a rewrite of the table, VACUUM FULL, moves every row, so nothing kept holds.)
+--   - The same time: account_entitlements depends on the time asked only through whether each
+--     row's grants_until is past, so its answer holds from the last grants_until at or before the
+--     time it was built to the first one after it (valid_from, valid_until). An access that ends
+--     by time is read afresh at its end, with no write to tell.
+-- Both are read in the statement that builds the answer, so they describe exactly what it was built
+-- from: a write that commits during a read makes the next read build again, whatever the order.
+-- What a read cannot check is the functions themselves: a migration that changes what
+-- account_entitlements or entitlement_sources return deletes the rows
+-- (tests/db/account-cache-migrations.unit.test.ts holds migrations to that).
+create table public.account_entitlements_cache (
+  user_id uuid primary key,
+  owner_ids text[] not null,
+  row_ids tid[] not null,
+  row_xmins xid[] not null,
+  valid_from timestamptz not null,
+  valid_until timestamptz not null,
+  entitlements text not null
+);
+alter table public.account_entitlements_cache enable row level security;
+revoke all on table public.account_entitlements_cache from public, anon, authenticated;
+grant select, insert, update, delete on table public.account_entitlements_cache to service_role;
+
+-- Build a user's entitlements at p_now and keep them, with what they were built from (above).
+create or replace function public.account_entitlements_keep(p_user_id uuid, p_now timestamptz)
+returns text
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_kept public.account_entitlements_cache;
+begin
+  -- One statement: the answer, its owners, their rows' versions and the times it holds between,
+  -- all from one snapshot.
+  select p_user_id, o.ids,
+         coalesce(array_agg(e.ctid order by e.ctid) filter (where e.ctid is not null), '{}'),
+         coalesce(array_agg(e.xmin order by e.ctid) filter (where e.ctid is not null), '{}'),
+         coalesce(max(e.grants_until) filter (where e.grants_until <= p_now), '-infinity'),
+         coalesce(min(e.grants_until) filter (where e.grants_until > p_now), 'infinity'),
+         public.account_entitlements(p_user_id::text, p_now)::text
+    into v_kept
+  from (select public.entitlement_owner_ids(p_user_id::text) as ids) o
+  left join public.entitlements e on e.app_user_id = any (o.ids)
+  group by o.ids;
+  insert into public.account_entitlements_cache as c values (v_kept.*)
+    on conflict (user_id) do update set owner_ids = excluded.owner_ids, row_ids = excluded.row_ids, row_xmins = excluded.row_xmins,
+      valid_from = excluded.valid_from, valid_until = excluded.valid_until, entitlements = excluded.entitlements;
+  return v_kept.entitlements;
+end;
+$$;
+revoke all on function public.account_entitlements_keep(uuid,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.account_entitlements_keep(uuid,timestamp with time zone) to service_role;
+
 create or replace function public.get_account_json(p_user_id uuid, p_now timestamptz default now())
 returns text
 language plpgsql
@@ -234,10 +297,20 @@ declare
   v_wallets text;
   v_leagues text;
   v_version bigint;
+  v_entitlements text;
 begin
   -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
-  -- if no write moved the row's version on meanwhile.
-  select c.wallets, c.leagues, c.version into v_wallets, v_leagues, v_version from public.account_cache c where c.user_id = p_user_id;
+  -- if no write moved the row's version on meanwhile; the entitlements as kept if they still hold
+  -- (account_entitlements_cache, above: the same owners, the same rows, a time they hold at).
+  select c.wallets, c.leagues, c.version, k.entitlements into v_wallets, v_leagues, v_version, v_entitlements
+  from (select) one
+  left join public.account_cache c on c.user_id = p_user_id
+  left join public.account_entitlements_cache k on k.user_id = p_user_id
+    and p_now >= k.valid_from and p_now < k.valid_until
+    and k.owner_ids = public.entitlement_owner_ids(p_user_id::text)
+    and (k.row_ids, k.row_xmins) = (
+      select coalesce(array_agg(e.ctid order by e.ctid), '{}'), coalesce(array_agg(e.xmin order by e.ctid), '{}')
+      from public.entitlements e where e.app_user_id = any (k.owner_ids));
   if v_wallets is null or v_leagues is null then
     v_wallets := public.account_wallets(p_user_id)::text;
     v_leagues := public.account_leagues(p_user_id)::text;
@@ -259,7 +332,7 @@ begin
   -- The account as JSON text: the wallets and leagues as kept (the API's shape already), and the
   -- entitlements as of p_now as rows the server maps (lib/account.ts). Text, not jsonb: what is
   -- kept is copied into the answer, never parsed or escaped again (a third of the call's cost).
-  return '{"wallets":' || v_wallets || ',"entitlements":' || public.account_entitlements(p_user_id::text, p_now)::text
+  return '{"wallets":' || v_wallets || ',"entitlements":' || coalesce(v_entitlements, public.account_entitlements_keep(p_user_id, p_now))
     || ',"leagues":' || v_leagues || '}';
 end;
 $$;
@@ -305,8 +378,9 @@ begin
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
-  -- The wallets and leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
+  -- What GET /api/me keeps (the wallets and leagues emptied by the unlinking above) goes with the rest.
   delete from public.account_cache where user_id = p_user_id;
+  delete from public.account_entitlements_cache where user_id = p_user_id;
   perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;

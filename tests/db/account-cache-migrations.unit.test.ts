@@ -2,26 +2,39 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-// GET /api/me's kept wallets and leagues (account_cache, supabase/schemas/07_account.sql) are the
-// JSON these functions build: their triggers empty a row when the tables change, but nothing sees a
-// migration that changes the functions themselves. Such a migration empties the kept rows.
-const SHAPERS = ['wallet_link_api_json', 'wallet_link_json', 'account_wallets', 'account_leagues', 'member_leagues'];
+// What GET /api/me keeps between reads (supabase/schemas/07_account.sql) is what these functions
+// build: account_cache's wallets and leagues (its triggers empty a row when the tables change) and
+// account_entitlements_cache's entitlements (a read checks the rows they were built from). Neither
+// sees a migration that changes the functions themselves: such a migration empties what is kept.
+const KEPT = [
+  {
+    table: 'account_cache',
+    shapers: ['wallet_link_api_json', 'wallet_link_json', 'account_wallets', 'account_leagues', 'member_leagues'],
+    /** The migration that made the table (earlier ones kept nothing of it). */
+    first: '20261205164729_account_cache.sql',
+  },
+  {
+    table: 'account_entitlements_cache',
+    // (entitlement_owner_ids too is read by account_entitlements, but a read compares its answer.)
+    shapers: ['account_entitlements', 'entitlement_sources'],
+    first: '20261206094417_account_entitlements_kept.sql',
+  },
+];
 const MIGRATIONS = path.join('supabase', 'migrations');
-/** The migration that made account_cache (earlier ones kept no wallets, or nothing). */
-const FIRST = '20261205164729_account_cache.sql';
 
-/** The functions of SHAPERS a migration (re)defines, when it neither makes account_cache nor empties it. */
-export function shapesWithoutEmptying(sql: string): string[] {
+/** The functions a migration (re)defines that shape what `table` keeps, when it neither makes the table nor empties it. */
+export function shapesWithoutEmptying(sql: string, kept: (typeof KEPT)[number] = KEPT[0]!): string[] {
   const text = sql.toLowerCase().replaceAll('"', '');
-  if (/create table public\.account_cache\b|delete from public\.account_cache\b|truncate (table )?public\.account_cache\b/.test(text)) return [];
-  return SHAPERS.filter((name) => new RegExp(`function public\\.${name}\\s*\\(`).test(text));
+  const table = `public\\.${kept.table}\\b`;
+  if (new RegExp(`create table ${table}|delete from ${table}|truncate (table )?${table}`).test(text)) return [];
+  return kept.shapers.filter((name) => new RegExp(`function public\\.${name}\\s*\\(`).test(text));
 }
 
 describe('migrations and the kept account', () => {
-  it('each migration that changes what GET /api/me keeps empties account_cache', () => {
-    const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith('.sql') && file >= FIRST).sort();
-    expect(files[0]).toBe(FIRST);
-    const offenders = files.map((file) => ({ file, shapes: shapesWithoutEmptying(readFileSync(path.join(MIGRATIONS, file), 'utf8')) }))
+  it.each(KEPT)('each migration that changes what GET /api/me keeps in $table empties it', (kept) => {
+    const files = readdirSync(MIGRATIONS).filter((file) => file.endsWith('.sql') && file >= kept.first).sort();
+    expect(files[0]).toBe(kept.first);
+    const offenders = files.map((file) => ({ file, shapes: shapesWithoutEmptying(readFileSync(path.join(MIGRATIONS, file), 'utf8'), kept) }))
       .filter((entry) => entry.shapes.length > 0);
     expect(offenders).toEqual([]);
   });
@@ -32,5 +45,9 @@ describe('migrations and the kept account', () => {
     expect(shapesWithoutEmptying(`${change}\ndelete from public.account_cache;`)).toEqual([]);
     expect(shapesWithoutEmptying('create or replace function public.wallet_link_json(l public.wallet_links) returns jsonb')).toEqual(['wallet_link_json']);
     expect(shapesWithoutEmptying('create or replace function public.account_entitlements(p text) returns jsonb')).toEqual([]);
+    const entitlements = KEPT[1]!;
+    expect(shapesWithoutEmptying('create or replace function public.account_entitlements(p text) returns jsonb', entitlements)).toEqual(['account_entitlements']);
+    expect(shapesWithoutEmptying('create or replace function public.entitlement_sources(p text[]) returns jsonb;\ndelete from public.account_entitlements_cache;', entitlements)).toEqual([]);
+    expect(shapesWithoutEmptying('create or replace function public.entitlement_sources(p text[]) returns jsonb;\ndelete from public.account_cache;', entitlements)).toEqual(['entitlement_sources']);
   });
 });
