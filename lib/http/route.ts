@@ -208,7 +208,12 @@ function withVary(response: Response, names: string): Response {
 
 /** A JSON response with no caching (every answer here is per-user or per-delivery). */
 export function json(body: unknown, init: { status?: number; headers?: Record<string, string> } = {}): Response {
-  return new Response(JSON.stringify(body), {
+  return jsonText(JSON.stringify(body), init);
+}
+
+/** json() for a body that is JSON text already. */
+export function jsonText(body: string, init: { status?: number; headers?: Record<string, string> } = {}): Response {
+  return new Response(body, {
     status: init.status ?? 200,
     headers: { 'content-type': 'application/json', 'cache-control': 'no-store', ...init.headers },
   });
