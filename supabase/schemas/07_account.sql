@@ -224,28 +224,24 @@ revoke all on function public.account_entitlements(text,timestamp with time zone
 grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
 
 -- GET /api/me's entitlements kept per user between reads, as the JSON text account_entitlements
--- returns. Unlike the wallets and leagues, nothing empties them: a read checks that what it finds
--- still holds, by what it was built from, and builds and stores it again when it does not.
---   - The same rows: their owners (entitlement_owner_ids: the user and the customers merged into
---     them) and the versions of the owners' entitlement rows, each a (ctid, xmin) pair. Every
---     insert or update writes a new version of a row, at a place (ctid) no live version holds, by a
---     transaction (xmin) that never writes again, and a delete leaves one fewer: rows that changed
---     in any way never show the versions they were kept with. (xmin is kept as written when a row
---     is frozen; a rewrite of the table, VACUUM FULL, moves every row, so nothing kept holds.)
+-- returns. Unlike the wallets and leagues, no write empties them: a read uses what it kept only while
+-- what it was built from still holds, and otherwise builds and keeps it again.
+--   - The same rows: the user's owners (entitlement_owner_ids: the user and the customers merged
+--     into them), and a digest of their entitlement rows' contents, every column as text
+--     (account_entitlements_digest). Any write shows, whoever makes it: the billing fold, a sync, a
+--     transfer, an operator's SQL.
 --   - The same time: account_entitlements depends on the time asked only through whether each
 --     row's grants_until is past, so its answer holds from the last grants_until at or before the
 --     time it was built to the first one after it (valid_from, valid_until). An access that ends
 --     by time is read afresh at its end, with no write to tell.
--- Both are read in the statement that builds the answer, so they describe exactly what it was built
--- from: a write that commits during a read makes the next read build again, whatever the order.
--- What a read cannot check is the functions themselves: a migration that changes what
--- account_entitlements or entitlement_sources return deletes the rows
--- (tests/db/account-cache-migrations.unit.test.ts holds migrations to that).
+--   - The same code: account_entitlements_format(), below.
+-- All of it is read in the one statement that builds the answer, so it describes exactly what the
+-- answer was built from: a write that commits during a read makes the next read build again.
 create table public.account_entitlements_cache (
   user_id uuid primary key,
+  format integer not null,
   owner_ids text[] not null,
-  row_ids tid[] not null,
-  row_xmins xid[] not null,
+  rows_digest bytea not null,
   valid_from timestamptz not null,
   valid_until timestamptz not null,
   entitlements text not null
@@ -254,7 +250,52 @@ alter table public.account_entitlements_cache enable row level security;
 revoke all on table public.account_entitlements_cache from public, anon, authenticated;
 grant select, insert, update, delete on table public.account_entitlements_cache to service_role;
 
--- Build a user's entitlements at p_now and keep them, with what they were built from (above).
+-- The version of what is kept: a migration that changes what account_entitlements_keep builds
+-- (account_entitlements, entitlement_sources, or the function itself) gives this a new number, so
+-- nothing kept before it is used, not even by a read that was under way while it ran
+-- (tests/db/account-cache-migrations.unit.test.ts holds migrations to that).
+create or replace function public.account_entitlements_format()
+returns integer
+language sql
+immutable
+set search_path = ''
+as $$
+  select 1
+$$;
+revoke all on function public.account_entitlements_format() from public, anon, authenticated;
+grant execute on function public.account_entitlements_format() to service_role;
+
+-- The contents of these owners' entitlement rows, as a digest (and the session's time zone, which
+-- the kept JSON's times are written in).
+create or replace function public.account_entitlements_digest(p_owner_ids text[])
+returns bytea
+language sql
+stable
+set search_path = ''
+as $$
+  select sha256(convert_to(current_setting('TimeZone') || ';'
+    || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
+  from public.entitlements e where e.app_user_id = any (p_owner_ids)
+$$;
+revoke all on function public.account_entitlements_digest(text[]) from public, anon, authenticated;
+grant execute on function public.account_entitlements_digest(text[]) to service_role;
+
+-- The advisory lock that serializes keeping a user's entitlements with their erasure.
+create or replace function public.account_entitlements_lock_key(p_user_id uuid)
+returns bigint
+language sql
+immutable
+set search_path = ''
+as $$
+  select hashtextextended('account_entitlements:' || p_user_id::text, 0)
+$$;
+revoke all on function public.account_entitlements_lock_key(uuid) from public, anon, authenticated;
+grant execute on function public.account_entitlements_lock_key(uuid) to service_role;
+
+-- Build a user's entitlements at p_now, and keep them with what they were built from (above). A
+-- user with none keeps no row (an erased user among them), nor does a time that is not one.
+-- Serialized per user with forget_user (the lock): an erasure waits for a read that is keeping,
+-- and a read that waits for an erasure builds from what it left.
 create or replace function public.account_entitlements_keep(p_user_id uuid, p_now timestamptz)
 returns text
 language plpgsql
@@ -265,11 +306,13 @@ as $$
 declare
   v_kept public.account_entitlements_cache;
 begin
-  -- One statement: the answer, its owners, their rows' versions and the times it holds between,
-  -- all from one snapshot.
-  select p_user_id, o.ids,
-         coalesce(array_agg(e.ctid order by e.ctid) filter (where e.ctid is not null), '{}'),
-         coalesce(array_agg(e.xmin order by e.ctid) filter (where e.ctid is not null), '{}'),
+  if p_user_id is null or p_now is null or not isfinite(p_now) then
+    return public.account_entitlements(p_user_id::text, p_now)::text;
+  end if;
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  -- One statement, one snapshot: the answer, its owners, their rows' digest and the times it
+  -- holds between.
+  select p_user_id, public.account_entitlements_format(), o.ids, public.account_entitlements_digest(o.ids),
          coalesce(max(e.grants_until) filter (where e.grants_until <= p_now), '-infinity'),
          coalesce(min(e.grants_until) filter (where e.grants_until > p_now), 'infinity'),
          public.account_entitlements(p_user_id::text, p_now)::text
@@ -277,14 +320,19 @@ begin
   from (select public.entitlement_owner_ids(p_user_id::text) as ids) o
   left join public.entitlements e on e.app_user_id = any (o.ids)
   group by o.ids;
-  insert into public.account_entitlements_cache as c values (v_kept.*)
-    on conflict (user_id) do update set owner_ids = excluded.owner_ids, row_ids = excluded.row_ids, row_xmins = excluded.row_xmins,
-      valid_from = excluded.valid_from, valid_until = excluded.valid_until, entitlements = excluded.entitlements;
+  if v_kept.entitlements = '[]' then
+    delete from public.account_entitlements_cache where user_id = p_user_id;
+  else
+    insert into public.account_entitlements_cache as c values (v_kept.*)
+      on conflict (user_id) do update set format = excluded.format, owner_ids = excluded.owner_ids, rows_digest = excluded.rows_digest,
+        valid_from = excluded.valid_from, valid_until = excluded.valid_until, entitlements = excluded.entitlements;
+  end if;
   return v_kept.entitlements;
 end;
 $$;
 revoke all on function public.account_entitlements_keep(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements_keep(uuid,timestamp with time zone) to service_role;
+
 
 create or replace function public.get_account_json(p_user_id uuid, p_now timestamptz default now())
 returns text
@@ -301,16 +349,15 @@ declare
 begin
   -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
   -- if no write moved the row's version on meanwhile; the entitlements as kept if they still hold
-  -- (account_entitlements_cache, above: the same owners, the same rows, a time they hold at).
+  -- (account_entitlements_cache, above: the same code, owners and rows, a time they hold at).
   select c.wallets, c.leagues, c.version, k.entitlements into v_wallets, v_leagues, v_version, v_entitlements
   from (select) one
   left join public.account_cache c on c.user_id = p_user_id
   left join public.account_entitlements_cache k on k.user_id = p_user_id
     and p_now >= k.valid_from and p_now < k.valid_until
+    and k.format = public.account_entitlements_format()
     and k.owner_ids = public.entitlement_owner_ids(p_user_id::text)
-    and (k.row_ids, k.row_xmins) = (
-      select coalesce(array_agg(e.ctid order by e.ctid), '{}'), coalesce(array_agg(e.xmin order by e.ctid), '{}')
-      from public.entitlements e where e.app_user_id = any (k.owner_ids));
+    and k.rows_digest = public.account_entitlements_digest(k.owner_ids);
   if v_wallets is null or v_leagues is null then
     v_wallets := public.account_wallets(p_user_id)::text;
     v_leagues := public.account_leagues(p_user_id)::text;
@@ -372,15 +419,20 @@ begin
   end if;
   -- Outbound events: one customer.deleted, not a revoke or an unlink for each row that goes.
   perform public.outbound_begin_erasure(p_user_id::text);
+  -- The entitlements GET /api/me keeps: the user's (after a read keeping them ends: the lock), and
+  -- those of users merged into the user or their customers, which show the rows that go now.
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.user_id in (
+    select s.app_user_id::uuid from public.billing_subscribers s
+    where s.customer_id = any (public.entitlement_owner_ids(p_user_id::text)) and public.is_user_id(s.app_user_id));
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
-  -- What GET /api/me keeps (the wallets and leagues emptied by the unlinking above) goes with the rest.
+  -- The wallets and leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
   delete from public.account_cache where user_id = p_user_id;
-  delete from public.account_entitlements_cache where user_id = p_user_id;
   perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;

@@ -4,9 +4,9 @@
 
 create table "public"."account_entitlements_cache" (
     "user_id" uuid not null,
+    "format" integer not null,
     "owner_ids" text[] not null,
-    "row_ids" tid[] not null,
-    "row_xmins" xid[] not null,
+    "rows_digest" bytea not null,
     "valid_from" timestamp with time zone not null,
     "valid_until" timestamp with time zone not null,
     "entitlements" text not null
@@ -21,6 +21,28 @@ alter table "public"."account_entitlements_cache" add constraint "account_entitl
 
 set local check_function_bodies = off;
 
+CREATE OR REPLACE FUNCTION public.account_entitlements_digest(p_owner_ids text[])
+ RETURNS bytea
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select sha256(convert_to(current_setting('TimeZone') || ';'
+    || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
+  from public.entitlements e where e.app_user_id = any (p_owner_ids)
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.account_entitlements_format()
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select 1
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.account_entitlements_keep(p_user_id uuid, p_now timestamp with time zone)
  RETURNS text
  LANGUAGE plpgsql
@@ -30,11 +52,13 @@ AS $function$
 declare
   v_kept public.account_entitlements_cache;
 begin
-  -- One statement: the answer, its owners, their rows' versions and the times it holds between,
-  -- all from one snapshot.
-  select p_user_id, o.ids,
-         coalesce(array_agg(e.ctid order by e.ctid) filter (where e.ctid is not null), '{}'),
-         coalesce(array_agg(e.xmin order by e.ctid) filter (where e.ctid is not null), '{}'),
+  if p_user_id is null or p_now is null or not isfinite(p_now) then
+    return public.account_entitlements(p_user_id::text, p_now)::text;
+  end if;
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  -- One statement, one snapshot: the answer, its owners, their rows' digest and the times it
+  -- holds between.
+  select p_user_id, public.account_entitlements_format(), o.ids, public.account_entitlements_digest(o.ids),
          coalesce(max(e.grants_until) filter (where e.grants_until <= p_now), '-infinity'),
          coalesce(min(e.grants_until) filter (where e.grants_until > p_now), 'infinity'),
          public.account_entitlements(p_user_id::text, p_now)::text
@@ -42,11 +66,25 @@ begin
   from (select public.entitlement_owner_ids(p_user_id::text) as ids) o
   left join public.entitlements e on e.app_user_id = any (o.ids)
   group by o.ids;
-  insert into public.account_entitlements_cache as c values (v_kept.*)
-    on conflict (user_id) do update set owner_ids = excluded.owner_ids, row_ids = excluded.row_ids, row_xmins = excluded.row_xmins,
-      valid_from = excluded.valid_from, valid_until = excluded.valid_until, entitlements = excluded.entitlements;
+  if v_kept.entitlements = '[]' then
+    delete from public.account_entitlements_cache where user_id = p_user_id;
+  else
+    insert into public.account_entitlements_cache as c values (v_kept.*)
+      on conflict (user_id) do update set format = excluded.format, owner_ids = excluded.owner_ids, rows_digest = excluded.rows_digest,
+        valid_from = excluded.valid_from, valid_until = excluded.valid_until, entitlements = excluded.entitlements;
+  end if;
   return v_kept.entitlements;
 end;
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.account_entitlements_lock_key(p_user_id uuid)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE
+ SET search_path TO ''
+AS $function$
+  select hashtextextended('account_entitlements:' || p_user_id::text, 0)
 $function$
 ;
 
@@ -64,15 +102,20 @@ begin
   end if;
   -- Outbound events: one customer.deleted, not a revoke or an unlink for each row that goes.
   perform public.outbound_begin_erasure(p_user_id::text);
+  -- The entitlements GET /api/me keeps: the user's (after a read keeping them ends: the lock), and
+  -- those of users merged into the user or their customers, which show the rows that go now.
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.user_id in (
+    select s.app_user_id::uuid from public.billing_subscribers s
+    where s.customer_id = any (public.entitlement_owner_ids(p_user_id::text)) and public.is_user_id(s.app_user_id));
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
     execute 'select public.billing_forget_user($1)' using p_user_id;
     v_result := v_result || jsonb_build_object('billing', true);
   end if;
-  -- What GET /api/me keeps (the wallets and leagues emptied by the unlinking above) goes with the rest.
+  -- The wallets and leagues kept for GET /api/me (emptied by the unlinking above) go with the rest.
   delete from public.account_cache where user_id = p_user_id;
-  delete from public.account_entitlements_cache where user_id = p_user_id;
   perform public.outbound_tell_erasure(p_user_id::text);
   return v_result;
 end;
@@ -93,16 +136,15 @@ declare
 begin
   -- The wallets and leagues as kept (account_cache, above), else built, and kept for the next read
   -- if no write moved the row's version on meanwhile; the entitlements as kept if they still hold
-  -- (account_entitlements_cache, above: the same owners, the same rows, a time they hold at).
+  -- (account_entitlements_cache, above: the same code, owners and rows, a time they hold at).
   select c.wallets, c.leagues, c.version, k.entitlements into v_wallets, v_leagues, v_version, v_entitlements
   from (select) one
   left join public.account_cache c on c.user_id = p_user_id
   left join public.account_entitlements_cache k on k.user_id = p_user_id
     and p_now >= k.valid_from and p_now < k.valid_until
+    and k.format = public.account_entitlements_format()
     and k.owner_ids = public.entitlement_owner_ids(p_user_id::text)
-    and (k.row_ids, k.row_xmins) = (
-      select coalesce(array_agg(e.ctid order by e.ctid), '{}'), coalesce(array_agg(e.xmin order by e.ctid), '{}')
-      from public.entitlements e where e.app_user_id = any (k.owner_ids));
+    and k.rows_digest = public.account_entitlements_digest(k.owner_ids);
   if v_wallets is null or v_leagues is null then
     v_wallets := public.account_wallets(p_user_id)::text;
     v_leagues := public.account_leagues(p_user_id)::text;
@@ -146,5 +188,11 @@ grant update on table "public"."account_entitlements_cache" to "service_role";
 
 -- Written by hand (the diff does not carry privileges): as supabase/schemas declares.
 revoke all on table public.account_entitlements_cache from public, anon, authenticated;
+revoke all on function public.account_entitlements_format() from public, anon, authenticated;
+grant execute on function public.account_entitlements_format() to service_role;
+revoke all on function public.account_entitlements_digest(text[]) from public, anon, authenticated;
+grant execute on function public.account_entitlements_digest(text[]) to service_role;
+revoke all on function public.account_entitlements_lock_key(uuid) from public, anon, authenticated;
+grant execute on function public.account_entitlements_lock_key(uuid) to service_role;
 revoke all on function public.account_entitlements_keep(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements_keep(uuid,timestamp with time zone) to service_role;
