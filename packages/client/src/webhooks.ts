@@ -84,8 +84,22 @@ function asList(secrets: string | readonly string[]): string[] {
   return list;
 }
 
+// Imported keys by secret and use: importing cost as much as signing itself, on every event. A few
+// are kept (a sender's or receiver's secrets during a rotation); more than that empties the lot.
+const importedKeys = new Map<string, Promise<CryptoKey>>();
+const IMPORTED_KEYS_KEPT = 16;
+
 function hmacKey(secret: string, usage: 'sign' | 'verify'): Promise<CryptoKey> {
-  return crypto.subtle.importKey('raw', decodeWebhookSecret(secret) as Uint8Array<ArrayBuffer>, { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
+  const name = `${usage} ${secret}`;
+  let key = importedKeys.get(name);
+  if (!key) {
+    if (importedKeys.size >= IMPORTED_KEYS_KEPT) importedKeys.clear();
+    key = crypto.subtle.importKey('raw', decodeWebhookSecret(secret) as Uint8Array<ArrayBuffer>, { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
+    // A secret that does not import is not kept (the error is the caller's to see each time).
+    key.catch(() => importedKeys.delete(name));
+    importedKeys.set(name, key);
+  }
+  return key;
 }
 
 function signedContent(id: string, timestamp: number, body: string): Uint8Array<ArrayBuffer> {
