@@ -247,6 +247,8 @@ create table public.account_entitlements_cache (
   entitlements text not null
 );
 alter table public.account_entitlements_cache enable row level security;
+-- Whose rows each kept answer shows: an erasure forgets every answer that shows the erased rows.
+create index account_entitlements_cache_owners_idx on public.account_entitlements_cache using gin (owner_ids) with (fastupdate = off);
 revoke all on table public.account_entitlements_cache from public, anon, authenticated;
 grant select, insert, update, delete on table public.account_entitlements_cache to service_role;
 
@@ -272,6 +274,9 @@ returns bytea
 language sql
 stable
 set search_path = ''
+-- (The rows' text in one style whatever the session's: every instant written with its offset.)
+set datestyle = 'ISO, YMD'
+set intervalstyle = 'postgres'
 as $$
   select sha256(convert_to(current_setting('TimeZone') || ';'
     || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
@@ -280,22 +285,24 @@ $$;
 revoke all on function public.account_entitlements_digest(text[]) from public, anon, authenticated;
 grant execute on function public.account_entitlements_digest(text[]) to service_role;
 
--- The advisory lock that serializes keeping a user's entitlements with their erasure.
-create or replace function public.account_entitlements_lock_key(p_user_id uuid)
+-- The advisory lock of one billing id (a user or a customer merged into one) that serializes keeping
+-- the entitlements that show its rows (shared) with their erasure (exclusive).
+create or replace function public.account_entitlements_lock_key(p_id text)
 returns bigint
 language sql
 immutable
 set search_path = ''
 as $$
-  select hashtextextended('account_entitlements:' || p_user_id::text, 0)
+  select hashtextextended('account_entitlements:' || p_id, 0)
 $$;
-revoke all on function public.account_entitlements_lock_key(uuid) from public, anon, authenticated;
-grant execute on function public.account_entitlements_lock_key(uuid) to service_role;
+revoke all on function public.account_entitlements_lock_key(text) from public, anon, authenticated;
+grant execute on function public.account_entitlements_lock_key(text) to service_role;
 
 -- Build a user's entitlements at p_now, and keep them with what they were built from (above). A
 -- user with none keeps no row (an erased user among them), nor does a time that is not one.
--- Serialized per user with forget_user (the lock): an erasure waits for a read that is keeping,
--- and a read that waits for an erasure builds from what it left.
+-- Serialized with forget_user by the owners' locks: an erasure waits for a read that is keeping rows
+-- it erases, and a read that waits for an erasure builds from what it left (a statement after the
+-- lock sees what committed before it: READ COMMITTED; at another isolation nothing is kept).
 create or replace function public.account_entitlements_keep(p_user_id uuid, p_now timestamptz)
 returns text
 language plpgsql
@@ -305,11 +312,13 @@ set search_path = ''
 as $$
 declare
   v_kept public.account_entitlements_cache;
+  v_locked text[];
 begin
-  if p_user_id is null or p_now is null or not isfinite(p_now) then
+  if p_user_id is null or p_now is null or not isfinite(p_now) or current_setting('transaction_isolation') <> 'read committed' then
     return public.account_entitlements(p_user_id::text, p_now)::text;
   end if;
-  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  v_locked := public.entitlement_owner_ids(p_user_id::text);
+  perform pg_advisory_xact_lock_shared(public.account_entitlements_lock_key(id)) from unnest(v_locked) as ids(id) order by id;
   -- One statement, one snapshot: the answer, its owners, their rows' digest and the times it
   -- holds between.
   select p_user_id, public.account_entitlements_format(), o.ids, public.account_entitlements_digest(o.ids),
@@ -320,7 +329,10 @@ begin
   from (select public.entitlement_owner_ids(p_user_id::text) as ids) o
   left join public.entitlements e on e.app_user_id = any (o.ids)
   group by o.ids;
-  if v_kept.entitlements = '[]' then
+  if v_kept.owner_ids is distinct from v_locked then
+    -- A merge committed between the locks and the answer: answered, not kept.
+    return v_kept.entitlements;
+  elsif v_kept.entitlements = '[]' then
     delete from public.account_entitlements_cache where user_id = p_user_id;
   else
     insert into public.account_entitlements_cache as c values (v_kept.*)
@@ -419,12 +431,11 @@ begin
   end if;
   -- Outbound events: one customer.deleted, not a revoke or an unlink for each row that goes.
   perform public.outbound_begin_erasure(p_user_id::text);
-  -- The entitlements GET /api/me keeps: the user's (after a read keeping them ends: the lock), and
-  -- those of users merged into the user or their customers, which show the rows that go now.
-  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
-  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.user_id in (
-    select s.app_user_id::uuid from public.billing_subscribers s
-    where s.customer_id = any (public.entitlement_owner_ids(p_user_id::text)) and public.is_user_id(s.app_user_id));
+  -- The entitlements GET /api/me keeps that show rows erased here (the user's, and those of every
+  -- user merged into the user or their customers), once the reads keeping them end (the locks; at
+  -- READ COMMITTED, as the service and Supabase Auth call it, the delete then sees what they kept).
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(id)) from unnest(public.entitlement_owner_ids(p_user_id::text)) as ids(id) order by id;
+  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.owner_ids && public.entitlement_owner_ids(p_user_id::text);
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
@@ -534,8 +545,9 @@ grant execute on function public.entitlement_owner_ids(text) to authenticated, s
 -- Every source (a product's row) of the entitlements of `p_owner_ids` as of p_now: whether it grants
 -- then (`grants_until`, the one rule for "grants"), its effective status (a granting status whose
 -- access has ended reads `expired`), its place among its entitlement's sources (1: the one shown,
--- which grants longest, then the latest news, then renewing), and whether the entitlement will renew
--- (a source that grants then renews). Security invoker: what a caller may read of the rows decides.
+-- which grants longest, then the latest news, then renewing; last, by its keys, so that two rows
+-- alike otherwise always come in one order), and whether the entitlement will renew (a source that
+-- grants then renews). Security invoker: what a caller may read of the rows decides.
 create or replace function public.entitlement_sources(p_owner_ids text[], p_now timestamptz)
 returns table (
   entitlement_id text, place bigint, grants_now boolean, effective_status text, entitlement_renews boolean,
@@ -548,7 +560,7 @@ set search_path = ''
 as $$
   select e.entitlement_id,
          row_number() over (partition by e.entitlement_id
-                            order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key),
+                            order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key, e.app_user_id),
          e.grants_until > p_now,
          case when e.grants_until <= p_now and e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace')
               then 'expired' else e.status end,

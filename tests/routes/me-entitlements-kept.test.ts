@@ -250,7 +250,8 @@ describeOn('postgres')('GET /api/me\'s entitlements read while a write or an era
     expect(await db.sql('select 1 from public.account_entitlements_cache where user_id = $1', [tester.userId])).toEqual([]);
   });
 
-  it('forgets what users merged into an erased user\'s customer keep of it', async () => {
+  /** A user and another merged into one customer, each with a purchase of their own; the customer's `pro` shows to both. */
+  async function mergedPair() {
     const user = (await testUser()).userId;
     const merged = (await testUser()).userId;
     const customer = `customer-${randomUUID()}`;
@@ -258,8 +259,45 @@ describeOn('postgres')('GET /api/me\'s entitlements read while a write or an era
     await receivedAt(0, () => deliver(purchase(merged, 0, 0, 30, { entitlement_ids: ['plus'], ...apple('6000', '6000', 'com.example.plus.monthly') })));
     await receivedAt(0, () => deliver(purchase(user, 0, 0, 30, { entitlement_ids: ['plus'], ...apple('5000', '5000', 'com.example.plus.monthly') })));
     await db.sql('update public.billing_subscribers set customer_id = $2 where app_user_id = any ($1)', [[user, merged], customer]);
+    return { user, merged, customer };
+  }
+  const keptRows = (userId: string) => db.sql('select 1 from public.account_entitlements_cache where user_id = $1', [userId]);
+
+  it('forgets what users merged into an erased user\'s customer keep of it, merged still or not', async () => {
+    const { user, merged } = await mergedPair();
     expect(((await readAt(db, merged, day(1))) as { entitlement_id: string }[]).map((item) => item.entitlement_id)).toEqual(['plus', 'pro']);
     await db.sql('select public.forget_user($1)', [user]);
-    expect(await db.sql('select 1 from public.account_entitlements_cache where user_id = $1', [merged])).toEqual([]);
+    expect(await keptRows(merged)).toEqual([]);
+
+    const second = await mergedPair();
+    await readAt(db, second.merged, day(1));
+    await db.sql('update public.billing_subscribers set customer_id = null where app_user_id = $1', [second.merged]);
+    await db.sql('select public.forget_user($1)', [second.user]);
+    expect(await keptRows(second.merged)).toEqual([]);
+  });
+
+  it('leaves nothing of an erased customer kept by a merged user\'s read that was keeping it when the erasure ran', async () => {
+    const { user, merged } = await mergedPair();
+    await withClient(async (reader) => {
+      await reader.query('begin');
+      await reader.query('select public.get_account_json($1, $2)', [merged, new Date(day(1))]);
+      let erased = false;
+      const erasing = db.sql('select public.forget_user($1)', [user]).finally(() => (erased = true));
+      while (!erased && !(await aSessionWaitsForALock())) await new Promise((resolve) => setTimeout(resolve, 10));
+      await reader.query('commit');
+      await erasing;
+    });
+    expect(await keptRows(merged)).toEqual([]);
+  });
+
+  it('keeps nothing for a read at another isolation than read committed', async () => {
+    const user = (await testUser()).userId;
+    await receivedAt(0, () => deliver(purchase(user, 0, 0, 30)));
+    await withClient(async (reader) => {
+      await reader.query('begin isolation level repeatable read');
+      await reader.query('select public.get_account_json($1, $2)', [user, new Date(day(1))]);
+      await reader.query('commit');
+    });
+    expect(await keptRows(user)).toEqual([]);
   });
 });

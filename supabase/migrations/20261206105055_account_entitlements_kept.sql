@@ -15,6 +15,8 @@ create table "public"."account_entitlements_cache" (
 
 alter table "public"."account_entitlements_cache" enable row level security;
 
+CREATE INDEX account_entitlements_cache_owners_idx ON public.account_entitlements_cache USING gin (owner_ids) WITH (fastupdate='off');
+
 CREATE UNIQUE INDEX account_entitlements_cache_pkey ON public.account_entitlements_cache USING btree (user_id);
 
 alter table "public"."account_entitlements_cache" add constraint "account_entitlements_cache_pkey" PRIMARY KEY using index "account_entitlements_cache_pkey";
@@ -26,6 +28,8 @@ CREATE OR REPLACE FUNCTION public.account_entitlements_digest(p_owner_ids text[]
  LANGUAGE sql
  STABLE
  SET search_path TO ''
+ SET "DateStyle" TO 'ISO, YMD'
+ SET "IntervalStyle" TO 'postgres'
 AS $function$
   select sha256(convert_to(current_setting('TimeZone') || ';'
     || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
@@ -51,11 +55,13 @@ CREATE OR REPLACE FUNCTION public.account_entitlements_keep(p_user_id uuid, p_no
 AS $function$
 declare
   v_kept public.account_entitlements_cache;
+  v_locked text[];
 begin
-  if p_user_id is null or p_now is null or not isfinite(p_now) then
+  if p_user_id is null or p_now is null or not isfinite(p_now) or current_setting('transaction_isolation') <> 'read committed' then
     return public.account_entitlements(p_user_id::text, p_now)::text;
   end if;
-  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
+  v_locked := public.entitlement_owner_ids(p_user_id::text);
+  perform pg_advisory_xact_lock_shared(public.account_entitlements_lock_key(id)) from unnest(v_locked) as ids(id) order by id;
   -- One statement, one snapshot: the answer, its owners, their rows' digest and the times it
   -- holds between.
   select p_user_id, public.account_entitlements_format(), o.ids, public.account_entitlements_digest(o.ids),
@@ -66,7 +72,10 @@ begin
   from (select public.entitlement_owner_ids(p_user_id::text) as ids) o
   left join public.entitlements e on e.app_user_id = any (o.ids)
   group by o.ids;
-  if v_kept.entitlements = '[]' then
+  if v_kept.owner_ids is distinct from v_locked then
+    -- A merge committed between the locks and the answer: answered, not kept.
+    return v_kept.entitlements;
+  elsif v_kept.entitlements = '[]' then
     delete from public.account_entitlements_cache where user_id = p_user_id;
   else
     insert into public.account_entitlements_cache as c values (v_kept.*)
@@ -78,13 +87,33 @@ end;
 $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.account_entitlements_lock_key(p_user_id uuid)
+CREATE OR REPLACE FUNCTION public.account_entitlements_lock_key(p_id text)
  RETURNS bigint
  LANGUAGE sql
  IMMUTABLE
  SET search_path TO ''
 AS $function$
-  select hashtextextended('account_entitlements:' || p_user_id::text, 0)
+  select hashtextextended('account_entitlements:' || p_id, 0)
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.entitlement_sources(p_owner_ids text[], p_now timestamp with time zone)
+ RETURNS TABLE(entitlement_id text, place bigint, grants_now boolean, effective_status text, entitlement_renews boolean, product_id text, pending_product_id text, store text, environment text, period_type text, will_renew boolean, expires_at timestamp with time zone, grace_expires_at timestamp with time zone, last_event_at timestamp with time zone, synced_at timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO ''
+AS $function$
+  select e.entitlement_id,
+         row_number() over (partition by e.entitlement_id
+                            order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key, e.app_user_id),
+         e.grants_until > p_now,
+         case when e.grants_until <= p_now and e.status in ('active', 'cancelled_active', 'temporary', 'billing_issue', 'grace')
+              then 'expired' else e.status end,
+         bool_or(e.grants_until > p_now and e.will_renew) over (partition by e.entitlement_id),
+         e.product_id, e.pending_product_id, e.store, e.environment, e.period_type, e.will_renew,
+         e.expires_at, e.grace_expires_at, e.last_event_at, e.synced_at
+  from public.entitlements e
+  where e.app_user_id = any (p_owner_ids)
 $function$
 ;
 
@@ -102,12 +131,11 @@ begin
   end if;
   -- Outbound events: one customer.deleted, not a revoke or an unlink for each row that goes.
   perform public.outbound_begin_erasure(p_user_id::text);
-  -- The entitlements GET /api/me keeps: the user's (after a read keeping them ends: the lock), and
-  -- those of users merged into the user or their customers, which show the rows that go now.
-  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(p_user_id));
-  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.user_id in (
-    select s.app_user_id::uuid from public.billing_subscribers s
-    where s.customer_id = any (public.entitlement_owner_ids(p_user_id::text)) and public.is_user_id(s.app_user_id));
+  -- The entitlements GET /api/me keeps that show rows erased here (the user's, and those of every
+  -- user merged into the user or their customers), once the reads keeping them end (the locks; at
+  -- READ COMMITTED, as the service and Supabase Auth call it, the delete then sees what they kept).
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(id)) from unnest(public.entitlement_owner_ids(p_user_id::text)) as ids(id) order by id;
+  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.owner_ids && public.entitlement_owner_ids(p_user_id::text);
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
@@ -192,7 +220,7 @@ revoke all on function public.account_entitlements_format() from public, anon, a
 grant execute on function public.account_entitlements_format() to service_role;
 revoke all on function public.account_entitlements_digest(text[]) from public, anon, authenticated;
 grant execute on function public.account_entitlements_digest(text[]) to service_role;
-revoke all on function public.account_entitlements_lock_key(uuid) from public, anon, authenticated;
-grant execute on function public.account_entitlements_lock_key(uuid) to service_role;
+revoke all on function public.account_entitlements_lock_key(text) from public, anon, authenticated;
+grant execute on function public.account_entitlements_lock_key(text) to service_role;
 revoke all on function public.account_entitlements_keep(uuid,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements_keep(uuid,timestamp with time zone) to service_role;
