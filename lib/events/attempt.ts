@@ -69,7 +69,11 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     'webhook-timestamp': String(timestamp),
     'webhook-signature': await signWebhook({ id: message.id, timestamp, body: message.body, secrets: endpoint.secrets }),
   };
-  const answer = await post(url, headers, message.body, timeoutMs);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`An attempt's timeout is whole milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
+  let answer = await post(url, headers, message.body, timeoutMs);
+  // A kept connection the receiver had closed as it was reused: once more on a new one (Node's
+  // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id).
+  if ('failure' in answer && answer.staleConnection) answer = await post(url, headers, message.body, timeoutMs);
   if ('failure' in answer) {
     const status = answer.status === undefined ? {} : { status: answer.status };
     if (answer.failure === 'timeout') {
@@ -84,13 +88,18 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
   return { ok: false, status, error: `HTTP ${status}${snippet ? `: ${snippet}` : ''}` };
 }
 
-// Connections to receivers are kept open between attempts. (Node's own client: the global fetch is
+/** setTimeout's largest delay. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+// Connections to receivers are kept open between attempts, and closed after 4 s idle (or sooner, as
+// a receiver's Keep-Alive asks), as the global fetch did. (Node's own client: the global fetch is
 // Next's, wrapped for its cache and tracing, and cost about four times the CPU an event.)
-const agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) };
+const KEEP_IDLE_MS = 4_000;
+const agents = { 'http:': new http.Agent({ keepAlive: true, timeout: KEEP_IDLE_MS }), 'https:': new https.Agent({ keepAlive: true, timeout: KEEP_IDLE_MS }) };
 
 type Answer =
   | { status: number; location: string | null; start: string }
-  | { failure: 'timeout' | 'network'; detail?: string; status?: number };
+  | { failure: 'timeout' | 'network'; detail?: string; status?: number; staleConnection?: boolean };
 
 /**
  * POST the body; the answer's status, Location and first characters once the answer is complete (at
@@ -101,14 +110,18 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
   return new Promise((resolve) => {
     let status: number | undefined;
     let settled = false;
+    let request: http.ClientRequest | undefined;
+    const timer = setTimeout(() => {
+      finish({ failure: 'timeout', ...(status === undefined ? {} : { status }) });
+      request?.destroy();
+    }, timeoutMs);
     const finish = (answer: Answer) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       resolve(answer);
     };
-    const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
-    const request = (protocol === 'https:' ? https : http).request(url, { method: 'POST', headers, agent: agents[protocol] }, (response) => {
+    const onResponse = (response: http.IncomingMessage) => {
       status = response.statusCode ?? 0;
       const chunks: Buffer[] = [];
       let total = 0;
@@ -123,13 +136,23 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
       });
       response.on('end', complete);
       response.on('close', () => finish({ failure: 'network', status }));
-    });
-    const timer = setTimeout(() => {
-      finish({ failure: 'timeout', ...(status === undefined ? {} : { status }) });
-      request.destroy();
-    }, timeoutMs);
-    request.on('error', (error: NodeJS.ErrnoException) => finish({ failure: 'network', detail: describeNetworkError(error), ...(status === undefined ? {} : { status }) }));
-    request.end(body);
+    };
+    const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
+    try {
+      request = (protocol === 'https:' ? https : http).request(url, { method: 'POST', headers, agent: agents[protocol] }, onResponse);
+    } catch (error) {
+      // (A request Node refuses to make, a header it will not send: an answer like the others.)
+      finish({ failure: 'network', detail: describeNetworkError(error as NodeJS.ErrnoException) });
+      return;
+    }
+    const sent = request;
+    sent.on('error', (error: NodeJS.ErrnoException) => finish({
+      failure: 'network',
+      detail: describeNetworkError(error),
+      ...(status === undefined ? {} : { status }),
+      staleConnection: status === undefined && sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE'),
+    }));
+    sent.end(body);
   });
 }
 

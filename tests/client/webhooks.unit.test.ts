@@ -55,6 +55,19 @@ describe('signWebhook', () => {
     expect(await verifyWebhook(body, headers, current)).toEqual(event);
     expect(await refusal(verifyWebhook(body, headers, newSecret()))).toBe('no_matching_signature');
   });
+
+  it('signs and verifies right with more secrets than it keeps imported, each in turn and again', async () => {
+    const many = Array.from({ length: 20 }, newSecret);
+    for (const round of [1, 2]) {
+      for (const secret of many) {
+        const at = new Date(Date.UTC(2026, 2, round));
+        const signature = await signWebhook({ id: 'evt_1', timestamp: at, body, secrets: secret });
+        expect(signature).toBe(new Webhook(secret).sign('evt_1', at, body));
+        expect(await verifyWebhook(body, { 'webhook-id': 'evt_1', 'webhook-timestamp': String(at.getTime() / 1000), 'webhook-signature': signature }, secret, { now: at })).toEqual(event);
+      }
+    }
+    await expect(signWebhook({ id: 'evt_1', timestamp: 1, body, secrets: 'whsec_not base64!' })).rejects.toThrow('A webhook secret is');
+  });
 });
 
 describe('verifyWebhook', () => {

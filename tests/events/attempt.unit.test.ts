@@ -98,6 +98,43 @@ describe('attemptDelivery', () => {
     }
   });
 
+  it('sends again on a new connection when the receiver closed the kept one as it was reused, and only then', async () => {
+    // The second request of each connection is cut without an answer: what a receiver that closes
+    // idle connections does to a request that arrives just as it closes.
+    const requestsOn = new Map<unknown, number>();
+    let answered = 0;
+    const closing = createServer((req, res) => {
+      const seen = (requestsOn.get(req.socket) ?? 0) + 1;
+      requestsOn.set(req.socket, seen);
+      req.resume();
+      if (seen === 2) {
+        req.socket.destroy();
+        return;
+      }
+      answered++;
+      res.writeHead(204).end();
+    });
+    closing.listen(0, '127.0.0.1');
+    await once(closing, 'listening');
+    try {
+      const url = new URL(`http://127.0.0.1:${(closing.address() as AddressInfo).port}/`);
+      expect(await attemptDelivery({ url, secrets }, message(), { local: true })).toEqual({ ok: true, status: 204 });
+      expect(await attemptDelivery({ url, secrets }, message(), { local: true })).toEqual({ ok: true, status: 204 });
+      expect({ answered, connections: requestsOn.size }).toEqual({ answered: 2, connections: 2 });
+    } finally {
+      closing.closeAllConnections();
+      await new Promise((resolve) => closing.close(resolve));
+    }
+  });
+
+  it('answers a failure for a request Node will not make, and refuses a timeout that is not one', async () => {
+    const result = await attemptDelivery({ url: new URL(receiver.url), secrets }, { ...message(), id: 'evt_bad\nheader' }, { local: true });
+    expect(result).toMatchObject({ ok: false, error: expect.stringMatching(/^could not connect: /) });
+    for (const timeoutMs of [0, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) {
+      await expect(attemptDelivery(endpoint(), message(), { local: true, timeoutMs })).rejects.toThrow(RangeError);
+    }
+  });
+
   it('says so when nothing listens', async () => {
     const closed = await startWebhookReceiver({ secrets });
     const url = new URL(closed.url);

@@ -84,21 +84,26 @@ function asList(secrets: string | readonly string[]): string[] {
   return list;
 }
 
-// Imported keys by secret and use: importing cost as much as signing itself, on every event. A few
-// are kept (a sender's or receiver's secrets during a rotation); more than that empties the lot.
+// Imported keys by secret and use, the most recently used last: importing cost as much as signing
+// itself, on every event. The last 16 are kept (a sender's or receiver's secrets, during rotations).
 const importedKeys = new Map<string, Promise<CryptoKey>>();
 const IMPORTED_KEYS_KEPT = 16;
 
 function hmacKey(secret: string, usage: 'sign' | 'verify'): Promise<CryptoKey> {
   const name = `${usage} ${secret}`;
   let key = importedKeys.get(name);
-  if (!key) {
-    if (importedKeys.size >= IMPORTED_KEYS_KEPT) importedKeys.clear();
+  if (key) {
+    importedKeys.delete(name);
+  } else {
     key = crypto.subtle.importKey('raw', decodeWebhookSecret(secret) as Uint8Array<ArrayBuffer>, { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
     // A secret that does not import is not kept (the error is the caller's to see each time).
-    key.catch(() => importedKeys.delete(name));
-    importedKeys.set(name, key);
+    const imported = key;
+    imported.catch(() => {
+      if (importedKeys.get(name) === imported) importedKeys.delete(name);
+    });
+    if (importedKeys.size >= IMPORTED_KEYS_KEPT) importedKeys.delete(importedKeys.keys().next().value!);
   }
+  importedKeys.set(name, key);
   return key;
 }
 
