@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import { isIPv6, type LookupFunction } from 'node:net';
 import { signWebhook } from '#client/webhooks';
 import { getConfig } from '../config.ts';
 import { resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
@@ -53,11 +54,14 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
   const { timeoutMs = DELIVERY_TIMEOUT_MS, now = new Date(), lookup = systemLookup } = options;
   const local = options.local ?? getConfig().local;
   const url = endpoint.url;
+  let addresses: string[] | undefined;
   if (!local) {
     // Checked before every attempt, not only at startup: a name's DNS answer can change to a private
-    // address after the receiver was configured.
-    const refused = await publicAddressProblem(url.hostname, lookup);
-    if (refused) return { ok: false, error: refused };
+    // address after the receiver was configured. The connection goes to the addresses checked, not
+    // to what a second lookup answers (a name that answers a public address, then a private one).
+    const checked = await publicAddresses(url.hostname, lookup);
+    if ('refused' in checked) return { ok: false, error: checked.refused };
+    addresses = checked.addresses;
   }
 
   const timestamp = Math.floor(now.getTime() / 1000);
@@ -70,10 +74,10 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     'webhook-signature': await signWebhook({ id: message.id, timestamp, body: message.body, secrets: endpoint.secrets }),
   };
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`An attempt's timeout is whole milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
-  let answer = await post(url, headers, message.body, timeoutMs);
+  let answer = await post(url, headers, message.body, timeoutMs, addresses);
   // A kept connection the receiver had closed as it was reused: once more on a new one (Node's
   // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id).
-  if ('failure' in answer && answer.staleConnection) answer = await post(url, headers, message.body, timeoutMs);
+  if ('failure' in answer && answer.staleConnection) answer = await post(url, headers, message.body, timeoutMs, addresses);
   if ('failure' in answer) {
     const status = answer.status === undefined ? {} : { status: answer.status };
     if (answer.failure === 'timeout') {
@@ -106,7 +110,7 @@ type Answer =
  * most MAX_ANSWER_BYTES are read, then the connection is cut). `timeoutMs` covers the whole
  * exchange, the answer's body included. Never follows a redirect; never throws.
  */
-function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number): Promise<Answer> {
+function post(url: URL, headers: Record<string, string>, body: string, timeoutMs: number, addresses?: string[]): Promise<Answer> {
   return new Promise((resolve) => {
     let status: number | undefined;
     let settled = false;
@@ -139,7 +143,8 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
     };
     const protocol = url.protocol === 'https:' ? 'https:' : 'http:';
     try {
-      request = (protocol === 'https:' ? https : http).request(url, { method: 'POST', headers, agent: agents[protocol] }, onResponse);
+      const pinned = addresses ? { lookup: lookupAmong(addresses) } : {};
+      request = (protocol === 'https:' ? https : http).request(url, { method: 'POST', headers, agent: agents[protocol], ...pinned }, onResponse);
     } catch (error) {
       // (A request Node refuses to make, a header it will not send: an answer like the others.)
       finish({ failure: 'network', detail: describeNetworkError(error as NodeJS.ErrnoException) });
@@ -156,13 +161,25 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
   });
 }
 
-async function publicAddressProblem(host: string, lookup: Lookup): Promise<string | undefined> {
+/** The addresses `host` is or resolves to, when every one is public; else why it is refused. */
+async function publicAddresses(host: string, lookup: Lookup): Promise<{ addresses: string[] } | { refused: string }> {
   try {
-    const refused = (await resolveAndClassify(host, lookup)).find((verdict) => verdict.refused);
-    return refused ? `not sent: ${host} resolves to ${refused.address}, a ${refused.refused} address (events go to public receivers only)` : undefined;
+    const verdicts = await resolveAndClassify(host, lookup);
+    const refused = verdicts.find((verdict) => verdict.refused);
+    if (refused) return { refused: `not sent: ${host} resolves to ${refused.address}, a ${refused.refused} address (events go to public receivers only)` };
+    return { addresses: verdicts.map((verdict) => verdict.address) };
   } catch (error) {
-    return `not sent: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})`;
+    return { refused: `not sent: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})` };
   }
+}
+
+/** A `lookup` for Node's connection that answers only these addresses (a literal IP is never looked up). */
+function lookupAmong(addresses: string[]): LookupFunction {
+  const entries = addresses.map((address) => ({ address, family: isIPv6(address) ? 6 : 4 }));
+  return ((_host: string, options: { all?: boolean }, callback: (error: Error | null, address: string | typeof entries, family?: number) => void) => {
+    if (options.all) callback(null, entries);
+    else callback(null, entries[0]!.address, entries[0]!.family);
+  }) as LookupFunction;
 }
 
 /** Origin and path of a redirect's target (its query may hold a token), at most 200 characters. */

@@ -154,4 +154,18 @@ describe('attemptDelivery', () => {
       .toEqual({ ok: false, error: 'not sent: hooks.example does not resolve (ENOTFOUND)' });
     expect(receiver.received.length).toBe(before);
   });
+
+  it('outside local mode, connects only to the addresses it checked, not to what the name answers next', async () => {
+    receiver.setBehaviour('ok');
+    const before = receiver.received.length;
+    // The check's lookup answers a public address (which this machine does not reach); the
+    // system's lookup of the same name would answer the receiver's loopback address.
+    const rebinding = { url: new URL(`http://localhost:${new URL(receiver.url).port}/`), secrets };
+    const result = await attemptDelivery(rebinding, message(), { local: false, lookup: async () => ['93.184.216.34'], timeoutMs: 300 });
+    // (Sent, not refused by the check; where that address answers, whatever it answered.)
+    expect(result.ok || !result.error.startsWith('not sent')).toBe(true);
+    expect(receiver.received.length).toBe(before);
+    // In local mode (no check) the name reaches the receiver: the attempt above could have.
+    expect(await attemptDelivery(rebinding, message(), { local: true })).toEqual({ ok: true, status: 204 });
+  });
 });
