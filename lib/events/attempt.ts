@@ -52,6 +52,7 @@ export interface AttemptOptions {
  */
 export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'secrets'>, message: EventMessage, options: AttemptOptions = {}): Promise<AttemptResult> {
   const { timeoutMs = DELIVERY_TIMEOUT_MS, now = new Date(), lookup = systemLookup } = options;
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`An attempt's timeout is whole milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
   const local = options.local ?? getConfig().local;
   const url = endpoint.url;
   let addresses: string[] | undefined;
@@ -73,7 +74,6 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     'webhook-timestamp': String(timestamp),
     'webhook-signature': await signWebhook({ id: message.id, timestamp, body: message.body, secrets: endpoint.secrets }),
   };
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`An attempt's timeout is whole milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
   let answer = await post(url, headers, message.body, timeoutMs, addresses);
   // A kept connection the receiver had closed as it was reused: once more on a new one (Node's
   // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id).
@@ -116,7 +116,7 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
     let settled = false;
     let request: http.ClientRequest | undefined;
     const timer = setTimeout(() => {
-      finish({ failure: 'timeout', ...(status === undefined ? {} : { status }) });
+      finish({ failure: 'timeout', status });
       request?.destroy();
     }, timeoutMs);
     const finish = (answer: Answer) => {
@@ -154,7 +154,7 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
     sent.on('error', (error: NodeJS.ErrnoException) => finish({
       failure: 'network',
       detail: describeNetworkError(error),
-      ...(status === undefined ? {} : { status }),
+      status,
       staleConnection: status === undefined && sent.reusedSocket && (error.code === 'ECONNRESET' || error.code === 'EPIPE'),
     }));
     sent.end(body);

@@ -21,7 +21,7 @@ const KEPT = [
     // (entitlement_owner_ids too is read by account_entitlements, but a read compares its answer.)
     shapers: ['account_entitlements', 'entitlement_sources', 'account_entitlements_keep'],
     resets: /create table public\.account_entitlements_cache\b|function public\.account_entitlements_format\s*\(/,
-    first: '20261206105055_account_entitlements_kept.sql',
+    first: '20261206111438_account_entitlements_kept.sql',
   },
 ];
 const MIGRATIONS = path.join('supabase', 'migrations');

@@ -5,7 +5,7 @@ import { getAccount, getAccountJson } from '../../lib/account.ts';
 import { toEntitlementViews, type EntitlementRow } from '../../lib/billing/entitlement-view.ts';
 import { billingIssue, purchase, receivedAt, refund, renewal, transfer, deliver, day, LIFETIME, apple } from '../billing/support.ts';
 import { delivery, freshSource, league } from '../leagues/fixtures.ts';
-import { describeOn, DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { describeOn, DATABASE_KINDS, suiteDatabase, untilASessionWaitsForALock, type TestDatabase } from '../support/databases.ts';
 import { deliverLeagues, getMe, linkWallet } from '../support/account-actions.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -208,9 +208,6 @@ describe.each(DATABASE_KINDS)('GET /api/me\'s entitlements between reads, on %s'
 describeOn('postgres')('GET /api/me\'s entitlements read while a write or an erasure is under way, on postgres', () => {
   const db = suiteDatabase('postgres');
 
-  const aSessionWaitsForALock = async () => Number((await db.sql<{ waiting: string }>(
-    `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.waiting) > 0;
-
   async function withClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
@@ -243,7 +240,7 @@ describeOn('postgres')('GET /api/me\'s entitlements read while a write or an era
       let erased = false;
       const erasing = db.sql('select public.forget_user($1)', [tester.userId]).finally(() => (erased = true));
       // The erasure waits for the read to end (were it not to wait, it would end first).
-      while (!erased && !(await aSessionWaitsForALock())) await new Promise((resolve) => setTimeout(resolve, 10));
+      await untilASessionWaitsForALock(db, () => erased);
       await reader.query('commit');
       await erasing;
     });
@@ -283,7 +280,7 @@ describeOn('postgres')('GET /api/me\'s entitlements read while a write or an era
       await reader.query('select public.get_account_json($1, $2)', [merged, new Date(day(1))]);
       let erased = false;
       const erasing = db.sql('select public.forget_user($1)', [user]).finally(() => (erased = true));
-      while (!erased && !(await aSessionWaitsForALock())) await new Promise((resolve) => setTimeout(resolve, 10));
+      await untilASessionWaitsForALock(db, () => erased);
       await reader.query('commit');
       await erasing;
     });

@@ -144,10 +144,12 @@ export function suiteDatabase(kind: DatabaseKind, options: TestDatabaseOptions =
 /**
  * Until a session of this database waits for a lock (a row or a transaction another session holds
  * open): the moment a race test commits its writer. Other test files share the server, so only this
- * database's sessions count.
+ * database's sessions count. `orUntil`: stop waiting once it holds too (a session that did not wait,
+ * under a change the test must catch, has ended).
  */
-export async function untilASessionWaitsForALock(db: TestDatabase): Promise<void> {
+export async function untilASessionWaitsForALock(db: TestDatabase, orUntil: () => boolean = () => false): Promise<void> {
   for (;;) {
+    if (orUntil()) return;
     const [{ waiting }] = await db.sql<{ waiting: string }>(
       `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
     if (Number(waiting) > 0) return;

@@ -15,7 +15,7 @@ create table "public"."account_entitlements_cache" (
 
 alter table "public"."account_entitlements_cache" enable row level security;
 
-CREATE INDEX account_entitlements_cache_owners_idx ON public.account_entitlements_cache USING gin (owner_ids) WITH (fastupdate='off');
+CREATE INDEX account_entitlements_cache_owners_idx ON public.account_entitlements_cache USING gin (owner_ids) WITH (fastupdate=off);
 
 CREATE UNIQUE INDEX account_entitlements_cache_pkey ON public.account_entitlements_cache USING btree (user_id);
 
@@ -125,6 +125,7 @@ CREATE OR REPLACE FUNCTION public.forget_user(p_user_id uuid)
 AS $function$
 declare
   v_result jsonb;
+  v_owners text[];
 begin
   if p_user_id is null then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'A user id is required.';
@@ -134,8 +135,9 @@ begin
   -- The entitlements GET /api/me keeps that show rows erased here (the user's, and those of every
   -- user merged into the user or their customers), once the reads keeping them end (the locks; at
   -- READ COMMITTED, as the service and Supabase Auth call it, the delete then sees what they kept).
-  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(id)) from unnest(public.entitlement_owner_ids(p_user_id::text)) as ids(id) order by id;
-  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.owner_ids && public.entitlement_owner_ids(p_user_id::text);
+  v_owners := public.entitlement_owner_ids(p_user_id::text);
+  perform pg_advisory_xact_lock(public.account_entitlements_lock_key(id)) from unnest(v_owners) as ids(id) order by id;
+  delete from public.account_entitlements_cache k where k.user_id = p_user_id or k.owner_ids && v_owners;
   v_result := public.wallets_forget_user(p_user_id) || public.leagues_forget_user(p_user_id);
   -- The billing module's part, looked up by name so its migrations can add or replace it in any order.
   if to_regprocedure('public.billing_forget_user(uuid)') is not null then
