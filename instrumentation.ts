@@ -2,13 +2,17 @@
 // process uses (never a secret), or why the configuration cannot run; and the Node server answers
 // itself, as problem+json, the client mistakes Next or Node would answer bare (lib/http/before-next.ts);
 // whether the outbound event receivers are on the public internet (a DNS check, in the background);
-// and the outbound events' schedule (lib/events/delivery.ts).
+// the receivers registered as the database opens; and the outbound events' schedule
+// (lib/events/delivery.ts).
 export async function register() {
   if (process.env.NEXT_RUNTIME !== 'nodejs') return;
   const { checkEventReceiverAddresses, logStartup } = await import('./lib/startup.ts');
   const { answerBeforeNext } = await import('./lib/http/before-next.ts');
   answerBeforeNext();
   logStartup();
+  // The event receivers of this server's settings are registered as its database opens, so its
+  // first change's events have deliveries (lib/events/registration.ts).
+  (await import('./lib/db/index.ts')).registerEventEndpointsAsTheDatabaseOpens();
   // Not awaited: a DNS lookup must not hold up the first request (or every cold start on Vercel).
   // Each attempt checks the receiver's address again, so this only says it early in the log.
   void checkEventReceiverAddresses();

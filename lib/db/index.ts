@@ -90,6 +90,8 @@ export function countDbCall(): void {
 interface PortState {
   opening?: Promise<DatabaseAdapter>;
   calls: number;
+  /** The service's server (instrumentation.ts), not an operator's command: it registers its event endpoints. */
+  serves?: boolean;
 }
 
 // On globalThis so every route bundle in the process shares one connection (Next can load a module
@@ -99,7 +101,11 @@ const state: PortState = ((globalThis as Record<symbol, PortState>)[STATE_KEY] ?
 
 export function getDatabase(): Promise<DatabaseAdapter> {
   if (!state.opening) {
-    const opening = openConfigured(getConfig()).catch((error: unknown) => {
+    const config = getConfig();
+    const opening = openConfigured(config).then(async (db) => {
+      await registerEventEndpoints(config, db);
+      return db;
+    }).catch((error: unknown) => {
       const mapped = toDbError(error);
       const failure = mapped instanceof DbError ? mapped : new DbError('unavailable', (error as Error).message, { cause: error });
       // Do not keep a failed open: the next request tries again (the database may be back). A
@@ -114,6 +120,28 @@ export function getDatabase(): Promise<DatabaseAdapter> {
     state.opening = opening;
   }
   return state.opening;
+}
+
+/**
+ * Called once by the service's server as it starts (instrumentation.ts): from then on, the database
+ * it opens knows the server's event endpoints before its first call (below). `false`: as an
+ * operator's command again (tests).
+ */
+export function registerEventEndpointsAsTheDatabaseOpens(registers = true): void {
+  state.serves = registers;
+}
+
+/**
+ * An outbound event gets a delivery for each endpoint registered when it is written: the server,
+ * with endpoints in its settings, registers them before its first call can make a change
+ * (lib/events/registration.ts; loaded only where events are configured). An operator's command
+ * opens the same database with its shell's settings, and registers nothing.
+ */
+async function registerEventEndpoints(config: Config, db: DatabaseAdapter): Promise<void> {
+  const settings = config.eventEndpointSettings;
+  if (!state.serves || (!settings.EVENTS_WEBHOOK_URL && !settings.EVENTS_WEBHOOK_ENDPOINTS)) return;
+  const { registerEndpointsAsDatabaseOpens } = await import('../events/registration.ts');
+  await registerEndpointsAsDatabaseOpens(db, config);
 }
 
 /** The reason of the DbError a deployed instance gives while its database lacks migrations. */

@@ -1,0 +1,61 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { closeDatabase, getDatabase, registerEventEndpointsAsTheDatabaseOpens } from '../../lib/db/index.ts';
+import { getEventEndpoints } from '../../lib/events/endpoints.ts';
+import { deliver } from '../billing/support.ts';
+import { fixture } from '../billing/fixtures.ts';
+import { describeOn, openTestDatabase, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
+
+/**
+ * An event gets a delivery for each endpoint registered when it is written. The server registers
+ * its settings' receivers as it opens the database, before its first call, so a fresh deployment's
+ * very first change reaches them with no outbox run before it; an operator's command, opening the
+ * same database with its shell's settings, registers (and retires) nothing. Configured as a
+ * deployment is (DATABASE_URL, EVENTS_WEBHOOK_URL), on the real Postgres server.
+ */
+
+const DAY_MS = 86_400_000;
+
+describeOn('postgres')('the event receivers registered as the database opens', () => {
+  let db: TestDatabase;
+  let restoreEnv: (() => void) | undefined;
+
+  beforeAll(async () => {
+    db = await openTestDatabase('postgres');
+    await closeDatabase();
+    restoreEnv = setEnv({
+      LOCAL_DEV: '1', DATABASE_URL: db.url, SUPABASE_URL: undefined, EVENTS_WEBHOOK_ENDPOINTS: undefined,
+      EVENTS_WEBHOOK_URL: 'http://127.0.0.1:9/hooks', EVENTS_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
+    });
+  });
+  afterAll(async () => {
+    registerEventEndpointsAsTheDatabaseOpens(false);
+    await closeDatabase();
+    restoreEnv?.();
+    await db?.close();
+  });
+
+  const endpointIds = async () => (await db.sql<{ id: string }>('select id from public.outbound_endpoints')).map((row) => row.id);
+
+  it('an operator command that opens the database registers nothing', async () => {
+    await getDatabase();
+    expect(await endpointIds()).toEqual([]);
+    await closeDatabase();
+  });
+
+  it('the server registers its receivers before its first call: its first purchase has a delivery for them', async () => {
+    registerEventEndpointsAsTheDatabaseOpens();
+    const [receiver] = getEventEndpoints();
+    const userId = randomUUID();
+    const now = Date.now();
+    const response = await deliver(fixture('initial-purchase', {
+      id: `evt-${randomUUID()}`, app_user_id: userId, aliases: [userId], original_app_user_id: userId,
+      event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
+    }));
+    expect(response.status).toBe(200);
+    expect(await endpointIds()).toEqual([receiver!.id]);
+    expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
+      .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
+  });
+});
