@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { getConfig, type Config } from '../config.ts';
+import { log } from '../log.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { pendingMigrations, readMigrationFiles, type MigrationFile } from './migrate.ts';
@@ -140,8 +141,14 @@ export function registerEventEndpointsAsTheDatabaseOpens(registers = true): void
 async function registerEventEndpoints(config: Config, db: DatabaseAdapter): Promise<void> {
   const settings = config.eventEndpointSettings;
   if (!state.serves || (!settings.EVENTS_WEBHOOK_URL && !settings.EVENTS_WEBHOOK_ENDPOINTS)) return;
-  const { registerEndpointsAsDatabaseOpens } = await import('../events/registration.ts');
-  await registerEndpointsAsDatabaseOpens(db, config);
+  try {
+    const { registerEndpointsAsDatabaseOpens } = await import('../events/registration.ts');
+    await registerEndpointsAsDatabaseOpens(db, config);
+  } catch (error) {
+    // Never fails the open (a database opened and then dropped would leak its connections): the
+    // first outbox run registers them.
+    log.warn({ err: { message: (error as Error).message } }, 'registering the event endpoints as the database opened failed; the first outbox run registers them');
+  }
 }
 
 /** The reason of the DbError a deployed instance gives while its database lacks migrations. */

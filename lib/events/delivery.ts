@@ -3,8 +3,7 @@ import { log } from '../log.ts';
 import { attemptDelivery, DELIVERY_TIMEOUT_MS } from './attempt.ts';
 import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
-import { claimDeliveries, settleDeliveries, tellLapses, type ClaimedDelivery, type DeliveryOutcome } from './outbox.ts';
-import { registerEndpoints } from './registration.ts';
+import { claimDeliveries, setEndpoints, settleDeliveries, tellLapses, type ClaimedDelivery, type DeliveryOutcome } from './outbox.ts';
 import { retryDelayMs, shouldDeadLetter } from './retry.ts';
 
 /**
@@ -54,6 +53,17 @@ async function tellDueLapses(deadline: number): Promise<{ told: number; done: bo
     if (!more) return { told, done: true };
     if (performance.now() >= deadline) return { told, done: false };
   }
+}
+
+// The endpoints this process last registered (their ids and filters): registered again only when the settings differ.
+let registered: string | undefined;
+
+async function registerEndpoints(endpoints: readonly EventEndpoint[]): Promise<void> {
+  const rows = endpoints.map((endpoint) => ({ id: endpoint.id, types: endpoint.types }));
+  const key = JSON.stringify(rows);
+  if (key === registered) return;
+  await setEndpoints(rows);
+  registered = key;
 }
 
 /**
@@ -118,6 +128,11 @@ async function attempt(endpoint: EventEndpoint, delivery: ClaimedDelivery, timeo
     return { event_id: delivery.event_id, outcome: 'dead', error: result.error };
   }
   return { event_id: delivery.event_id, outcome: 'retry', retry_at: new Date(now.getTime() + retryDelayMs(delivery.attempts)).toISOString(), error: result.error };
+}
+
+/** Forget what this process registered (tests that change the settings between runs). */
+export function forgetRegisteredEndpoints(): void {
+  registered = undefined;
 }
 
 

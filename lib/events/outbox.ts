@@ -66,13 +66,17 @@ export function tellLapses(limit: number): Promise<{ users: string[]; more: bool
   return callDb('outbound_tell_lapses', { p_limit: limit });
 }
 
+/** The endpoints the settings name now; the others are retired (an outbox run). */
+export function setEndpoints(endpoints: Array<{ id: string; types: string[] | null }>): Promise<number> {
+  return callDb('outbound_set_endpoints', { p_endpoints: endpoints });
+}
+
 /**
- * The endpoints the settings name now; the others are retired. `db`: through this adapter rather
- * than the port (as the port opens it, when the port's calls wait for that open).
+ * The endpoints a server's settings name, added (or updated, or brought back), no other retired:
+ * through `db` itself, as the port opens it (the port's calls wait for that open).
  */
-export function setEndpoints(endpoints: Array<{ id: string; types: string[] | null }>, db?: DatabaseAdapter): Promise<number> {
-  const args = { p_endpoints: endpoints };
-  return (db ? db.call('outbound_set_endpoints', args) : callDb('outbound_set_endpoints', args)) as Promise<number>;
+export async function addEndpoints(endpoints: Array<{ id: string; types: string[] | null }>, db: DatabaseAdapter): Promise<void> {
+  await db.call('outbound_add_endpoints', { p_endpoints: endpoints });
 }
 
 export function claimDeliveries(endpointId: string, limit: number, leaseSeconds: number): Promise<ClaimedDelivery[]> {

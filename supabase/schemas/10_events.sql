@@ -584,8 +584,34 @@ $$;
 revoke all on function public.outbound_tell_lapses(integer) from public, anon, authenticated;
 grant execute on function public.outbound_tell_lapses(integer) to service_role;
 
--- The endpoints the settings name now ([{id, types}]): added, updated, brought back; the others
--- retired. Returns how many are active.
+-- The endpoints a server's settings name ([{id, types}]): added, updated, brought back; no other
+-- touched. The server calls it as it opens the database, before its first change (an event gets a
+-- delivery for each endpoint registered when it is written). In id order, so that two servers
+-- registering at once never wait on each other's rows in opposite orders.
+create or replace function public.outbound_add_endpoints(p_endpoints jsonb)
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  if jsonb_typeof(p_endpoints) is distinct from 'array' then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_endpoints must be a JSON array.';
+  end if;
+  insert into public.outbound_endpoints as e (id, types)
+    select x ->> 'id', case when jsonb_typeof(x -> 'types') = 'array' then array(select jsonb_array_elements_text(x -> 'types')) end
+    from jsonb_array_elements(p_endpoints) x
+    order by x ->> 'id' collate "C"
+  on conflict (id) do update set types = excluded.types, retired_at = null
+    where e.types is distinct from excluded.types or e.retired_at is not null;
+end;
+$$;
+revoke all on function public.outbound_add_endpoints(jsonb) from public, anon, authenticated;
+grant execute on function public.outbound_add_endpoints(jsonb) to service_role;
+
+-- The endpoints the settings name now: added as above, and the others retired (an outbox run).
+-- Returns how many are active.
 create or replace function public.outbound_set_endpoints(p_endpoints jsonb)
 returns integer
 language plpgsql
@@ -596,14 +622,7 @@ as $$
 declare
   v_ids text[];
 begin
-  if jsonb_typeof(p_endpoints) is distinct from 'array' then
-    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_endpoints must be a JSON array.';
-  end if;
-  insert into public.outbound_endpoints as e (id, types)
-    select x ->> 'id', case when jsonb_typeof(x -> 'types') = 'array' then array(select jsonb_array_elements_text(x -> 'types')) end
-    from jsonb_array_elements(p_endpoints) x
-  on conflict (id) do update set types = excluded.types, retired_at = null
-    where e.types is distinct from excluded.types or e.retired_at is not null;
+  perform public.outbound_add_endpoints(p_endpoints);
   v_ids := array(select x ->> 'id' from jsonb_array_elements(p_endpoints) x);
   update public.outbound_endpoints set retired_at = now() where retired_at is null and not (id = any (v_ids));
   return cardinality(v_ids);

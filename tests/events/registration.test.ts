@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { closeDatabase, getDatabase, registerEventEndpointsAsTheDatabaseOpens } from '../../lib/db/index.ts';
 import { getEventEndpoints } from '../../lib/events/endpoints.ts';
 import { deliver } from '../billing/support.ts';
@@ -10,8 +10,9 @@ import { setEnv } from '../support/env.ts';
 /**
  * An event gets a delivery for each endpoint registered when it is written. The server registers
  * its settings' receivers as it opens the database, before its first call, so a fresh deployment's
- * very first change reaches them with no outbox run before it; an operator's command, opening the
- * same database with its shell's settings, registers (and retires) nothing. Configured as a
+ * very first change reaches them with no outbox run before it. It retires nothing (the outbox runs
+ * do); an operator's command, opening the same database with its shell's settings, registers
+ * nothing. Configured as a
  * deployment is (DATABASE_URL, EVENTS_WEBHOOK_URL), on the real Postgres server.
  */
 
@@ -23,25 +24,38 @@ describeOn('postgres')('the event receivers registered as the database opens', (
 
   beforeAll(async () => {
     db = await openTestDatabase('postgres');
-    await closeDatabase();
     restoreEnv = setEnv({
       LOCAL_DEV: '1', DATABASE_URL: db.url, SUPABASE_URL: undefined, EVENTS_WEBHOOK_ENDPOINTS: undefined,
       EVENTS_WEBHOOK_URL: 'http://127.0.0.1:9/hooks', EVENTS_WEBHOOK_SECRET: `whsec_${randomBytes(32).toString('base64')}`,
     });
   });
   afterAll(async () => {
-    registerEventEndpointsAsTheDatabaseOpens(false);
-    await closeDatabase();
     restoreEnv?.();
     await db?.close();
   });
+  // Each test opens the database afresh, as a process starting; none leaves the server's mark behind.
+  beforeEach(async () => {
+    await closeDatabase();
+    await db.sql('delete from public.outbound_endpoints');
+  });
+  afterEach(async () => {
+    registerEventEndpointsAsTheDatabaseOpens(false);
+    await closeDatabase();
+  });
 
-  const endpointIds = async () => (await db.sql<{ id: string }>('select id from public.outbound_endpoints')).map((row) => row.id);
+  const endpoints = () => db.sql<{ id: string; active: boolean }>('select id, retired_at is null as active from public.outbound_endpoints order by id');
 
   it('an operator command that opens the database registers nothing', async () => {
     await getDatabase();
-    expect(await endpointIds()).toEqual([]);
-    await closeDatabase();
+    expect(await endpoints()).toEqual([]);
+  });
+
+  it('the server adds its receivers and retires none: another deployment\'s stay for the outbox runs to settle', async () => {
+    await db.sql("insert into public.outbound_endpoints (id) values ('0000000000000000')");
+    registerEventEndpointsAsTheDatabaseOpens();
+    await getDatabase();
+    const [receiver] = getEventEndpoints();
+    expect(await endpoints()).toEqual([{ id: '0000000000000000', active: true }, { id: receiver!.id, active: true }]);
   });
 
   it('the server registers its receivers before its first call: its first purchase has a delivery for them', async () => {
@@ -54,7 +68,7 @@ describeOn('postgres')('the event receivers registered as the database opens', (
       event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
     }));
     expect(response.status).toBe(200);
-    expect(await endpointIds()).toEqual([receiver!.id]);
+    expect(await endpoints()).toEqual([{ id: receiver!.id, active: true }]);
     expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
       .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
   });
