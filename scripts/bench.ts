@@ -10,6 +10,8 @@ import autocannon from 'autocannon';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { restAfterBusyCall, restAfterGivingWay } from '../lib/billing/maintenance.ts';
+import type { OutboundRunReport } from '../lib/events/delivery.ts';
+import type { OutboxOverview } from '../lib/events/operate.ts';
 import { MAINTENANCE_CALL_BUDGET_MS } from '../lib/maintenance.ts';
 import { INSPECT_OPTION, PROFILE_BUCKETS, profileWhile, summarizeProfile, type ProfileBucket } from './bench-profile.ts';
 import { formatAppReads, measureAppReads, type AppReadsCost } from './bench/app-reads.ts';
@@ -20,7 +22,7 @@ import { functionCosts, functionStats, type FunctionCost } from './bench/sql-pro
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from './support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from './support/local-chain.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from './support/next-server.ts';
-import { startReceiverProcess } from './support/webhook-receiver-process.ts';
+import { startReceiverProcess, type ReceiverCounts, type ReceiverProcess } from './support/webhook-receiver-process.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from './support/postgres-server.ts';
 
 const DURATION_SECONDS = Number(process.env.BENCH_DURATION ?? 10);
@@ -965,11 +967,16 @@ const SOAK_MINUTES = Number(process.env.BENCH_SOAK_MINUTES ?? 10);
 /** Offered a second during the soak, each (below saturation: a day's traffic, not a stress test). */
 const SOAK_RATES = { billing: 100, account: 100, walletLinksEvery: 1_000, maintenanceEvery: 15_000 };
 const SOAK_CRON_SECRET = 'bench-cron-secret-0123456789abcdef0123456789abcdef';
+const SOAK_ADMIN_SECRET = 'bench-admin-secret-0123456789abcdef0123456789abcdef';
+/** How long the outbox may take to send what the soak wrote once its traffic stops (a failed attempt's two retries come within it). */
+const SOAK_DRAIN_MS = 300_000;
 
 interface SoakResult {
   mode: Mode;
   minutes: number;
   requests: { billing: number; account: number; walletLinks: number; maintenance: number; failed: number };
+  /** Outbound events: written by the soak's traffic, and what the receiver got of them once the outbox drained. */
+  events: SoakEvents;
   samples: RssSample[];
   warmMiB: number;
   endMiB: number;
@@ -977,11 +984,30 @@ interface SoakResult {
   peakRssMiB: number;
 }
 
+interface SoakEvents extends ReceiverCounts {
+  written: number;
+  /** Still waiting for a delivery when the drain ended, and dead-lettered. */
+  pending: number;
+  dead: number;
+  /** Why the outbox could not be read after the run. */
+  error?: string;
+}
+
+/**
+ * Every event written reached the receiver with a signature it verified (each once or more: at
+ * least once), nothing left or dead-lettered.
+ */
+const soakEventsDelivered = (events: SoakEvents) =>
+  !events.error && events.pending === 0 && events.dead === 0 && events.verified === events.received && events.verifiedEvents === events.written;
+
 /**
  * `npm run bench -- --soak`: one server for BENCH_SOAK_MINUTES (default 10) of mixed traffic below
  * saturation (billing webhooks and GET /api/me at 100 a second each, a wallet linked by a fresh user
  * every second, the maintenance cron every 15 s), its resident memory sampled every 5 s: growth
- * from once warmed (10-30% of the run) to the end (the last 20%) must stay within 10%.
+ * from once warmed (10-30% of the run) to the end (the last 20%) must stay within 10%. Outbound
+ * events are on, as an app with a backend runs: the webhooks' subscribers are Supabase users, so
+ * every change is sent to a receiver process (Standard Webhooks, verified there) after its
+ * response; once the traffic stops, the outbox must send everything it wrote.
  */
 async function benchSoak(mode: Mode, postgres: PostgresServer): Promise<SoakResult> {
   const folder = mkdtempSync(path.join(os.tmpdir(), `account-link-bench-soak-${mode}-`));
@@ -992,7 +1018,17 @@ async function benchSoak(mode: Mode, postgres: PostgresServer): Promise<SoakResu
     await createDatabase(postgres.url(), name);
     databaseUrl = postgres.url(name);
   }
-  const server = await startNextServer({ env: { ...benchServerEnv(embeddedDbDir, databaseUrl), CRON_SECRET: SOAK_CRON_SECRET } });
+  const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64')}`;
+  const receiver = await startReceiverProcess([secret]);
+  const server = await startNextServer({
+    env: {
+      ...benchServerEnv(embeddedDbDir, databaseUrl), CRON_SECRET: SOAK_CRON_SECRET, ADMIN_API_SECRET: SOAK_ADMIN_SECRET,
+      EVENTS_WEBHOOK_URL: receiver.url, EVENTS_WEBHOOK_SECRET: secret,
+    },
+  }).catch(async (error: unknown) => {
+    await receiver.close();
+    throw error;
+  });
   const runId = `soak-${mode}-${Date.now()}`;
   const start = Date.now();
   const durationMs = SOAK_MINUTES * 60_000;
@@ -1035,7 +1071,7 @@ async function benchSoak(mode: Mode, postgres: PostgresServer): Promise<SoakResu
     const [billing, account] = await Promise.all([
       runScenario(server, 'soak: billing webhook', {
         ...timed, method: 'POST', path: '/api/webhooks/subscription-billing', headers: { authorization: `Bearer ${BILLING_SECRET}` }, overallRate: SOAK_RATES.billing,
-        next: (index) => ({ body: JSON.stringify(billingEvent(runId, index, start)) }),
+        next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(runId, index, start))) }),
       }),
       runScenario(server, 'soak: GET /api/me', { ...timed, method: 'GET', path: '/api/me', headers: { authorization: `Bearer ${meToken}` }, overallRate: SOAK_RATES.account }),
     ]);
@@ -1048,12 +1084,45 @@ async function benchSoak(mode: Mode, postgres: PostgresServer): Promise<SoakResu
     requests.failed += billing.errors + billing.non2xx + account.errors + account.non2xx;
     console.log(`  ${mode.padEnd(8)} soak: billing webhook p99 ${billing.p99} ms, GET /api/me p99 ${account.p99} ms`);
     const growth = rssGrowth(samples, durationMs);
-    return { mode, minutes: SOAK_MINUTES, requests, samples, ...growth, peakRssMiB: server.peakRssMiB() };
+    const peakRssMiB = server.peakRssMiB();
+    const events = await drainSoakEvents(server, receiver).catch(async (error: unknown): Promise<SoakEvents> =>
+      ({ written: 0, ...(await receiver.counts()), pending: 0, dead: 0, error: (error as Error).message }));
+    console.log(`  ${mode.padEnd(8)} soak: ${events.written} events written, ${events.received} received (${events.verified} verified, ${events.verifiedEvents} different), ${events.pending} pending, ${events.dead} dead-lettered${events.error ? `; the outbox could not be read: ${events.error}` : ''}`);
+    return { mode, minutes: SOAK_MINUTES, requests, events, samples, ...growth, peakRssMiB };
   } finally {
     await server.stop();
+    await receiver.close();
     if (process.env.BENCH_SERVER_LOG) writeFileSync(process.env.BENCH_SERVER_LOG, server.output());
     rmSync(folder, { recursive: true, force: true });
   }
+}
+
+/**
+ * Once the soak's traffic stops: move the outbox (the events cron, as often as it answers) until no
+ * delivery is pending or SOAK_DRAIN_MS pass, then what was written against what the receiver got.
+ */
+async function drainSoakEvents(server: NextServer, receiver: ReceiverProcess): Promise<SoakEvents> {
+  const admin = { authorization: `Bearer ${SOAK_ADMIN_SECRET}` };
+  const readOverview = async () => {
+    const response = await fetch(`${server.url}/api/admin/events/endpoints`, { headers: admin });
+    if (!response.ok) throw new Error(`/api/admin/events/endpoints answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as OutboxOverview;
+  };
+  const giveUpAt = performance.now() + SOAK_DRAIN_MS;
+  let overview = await readOverview();
+  while (overview.endpoints.some((endpoint) => endpoint.pending > 0) && performance.now() < giveUpAt) {
+    const moved = await fetch(`${server.url}/api/cron/events`, { headers: { authorization: `Bearer ${SOAK_CRON_SECRET}` } });
+    const report = moved.ok ? ((await moved.json()) as OutboundRunReport) : await moved.arrayBuffer().then(() => undefined);
+    // Nothing was due (a retry waits for its time), or the run failed: look again in a second rather than at once.
+    if (!report || report.endpoints.every((endpoint) => endpoint.delivered + endpoint.retried + endpoint.dead === 0)) await new Promise((resolve) => setTimeout(resolve, 1000));
+    overview = await readOverview();
+  }
+  return {
+    written: overview.events,
+    ...(await receiver.counts()),
+    pending: overview.endpoints.reduce((sum, endpoint) => sum + endpoint.pending, 0),
+    dead: overview.endpoints.reduce((sum, endpoint) => sum + endpoint.dead, 0),
+  };
 }
 
 function markdownTable(modes: ModeResult[]): string {
@@ -1264,9 +1333,12 @@ if (process.argv.includes('--soak')) {
   } finally {
     await postgres.stop();
   }
-  const checks = soaks.map((soak) => ({ target: `${soak.mode}: resident memory grows <= 10% over ${soak.minutes} minutes of mixed traffic`, value: `${(soak.growth * 100).toFixed(1)}% (${soak.warmMiB} -> ${soak.endMiB} MiB; peak ${soak.peakRssMiB} MiB)`, met: soak.growth <= 0.1 }));
-  const table = ['| mode | minutes | billing webhooks | GET /api/me | wallet links | maintenance runs | failed | RSS warmed MiB | RSS at the end MiB | growth | peak RSS MiB |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...soaks.map((soak) => `| ${soak.mode} | ${soak.minutes} | ${soak.requests.billing} | ${soak.requests.account} | ${soak.requests.walletLinks} | ${soak.requests.maintenance} | ${soak.requests.failed} | ${soak.warmMiB} | ${soak.endMiB} | ${(soak.growth * 100).toFixed(1)}% | ${soak.peakRssMiB} |`)].join('\n');
+  const checks = soaks.flatMap((soak) => [
+    { target: `${soak.mode}: resident memory grows <= 10% over ${soak.minutes} minutes of mixed traffic`, value: `${(soak.growth * 100).toFixed(1)}% (${soak.warmMiB} -> ${soak.endMiB} MiB; peak ${soak.peakRssMiB} MiB)`, met: soak.growth <= 0.1 },
+    { target: `${soak.mode}: every outbound event the soak wrote reached the receiver, verified`, value: `${soak.events.verifiedEvents} of ${soak.events.written} verified (${soak.events.received} received), ${soak.events.pending} pending, ${soak.events.dead} dead-lettered${soak.events.error ? `; ${soak.events.error}` : ''}`, met: soakEventsDelivered(soak.events) },
+  ]);
+  const table = ['| mode | minutes | billing webhooks | GET /api/me | wallet links | maintenance runs | failed | events written | events verified | RSS warmed MiB | RSS at the end MiB | growth | peak RSS MiB |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...soaks.map((soak) => `| ${soak.mode} | ${soak.minutes} | ${soak.requests.billing} | ${soak.requests.account} | ${soak.requests.walletLinks} | ${soak.requests.maintenance} | ${soak.requests.failed} | ${soak.events.written} | ${soak.events.verifiedEvents} | ${soak.warmMiB} | ${soak.endMiB} | ${(soak.growth * 100).toFixed(1)}% | ${soak.peakRssMiB} |`)].join('\n');
   const lines = checks.map((check) => `- ${check.met ? 'met' : 'NOT MET'}: ${check.target} (${check.value})`).join('\n');
   mkdirSync('bench-results', { recursive: true });
   writeFileSync(path.join('bench-results', 'latest-soak.json'), `${JSON.stringify({ date: new Date().toISOString(), machine, soaks, targets: checks }, null, 2)}\n`);

@@ -60,5 +60,7 @@ export function rssGrowth(samples: readonly RssSample[], durationMs: number): Rs
   if (warm.length === 0 || end.length === 0) throw new Error(`too few memory samples (${samples.length}) over ${durationMs} ms`);
   const warmMiB = median(warm);
   const endMiB = median(end);
-  return { warmMiB, endMiB, growth: Math.round((endMiB / warmMiB - 1) * 1000) / 1000 };
+  // (A median of an even count is a mean of two: shown to a tenth of a MiB, as the samples are.)
+  const tenths = (mib: number) => Math.round(mib * 10) / 10;
+  return { warmMiB: tenths(warmMiB), endMiB: tenths(endMiB), growth: Math.round((endMiB / warmMiB - 1) * 1000) / 1000 };
 }

@@ -10,12 +10,18 @@ import { startWebhookReceiver } from './webhook-receiver.ts';
 export interface ReceiverProcess {
   url: string;
   pid: number;
-  /** What it has received so far, and how many of those it verified. */
-  counts(): Promise<{ received: number; verified: number }>;
+  /** What it has received so far, how many of those it verified, and how many different events (`webhook-id`) among those. */
+  counts(): Promise<ReceiverCounts>;
   close(): Promise<void>;
 }
 
-type Reply = { url: string } | { received: number; verified: number };
+export interface ReceiverCounts {
+  received: number;
+  verified: number;
+  verifiedEvents: number;
+}
+
+type Reply = { url: string } | ReceiverCounts;
 
 export async function startReceiverProcess(secrets: string[]): Promise<ReceiverProcess> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, RECEIVER_SECRETS: secrets.join(',') }, stdio: 'inherit' });
@@ -62,7 +68,10 @@ if (process.send && process.env.RECEIVER_SECRETS && process.argv[1] === fileURLT
   const receiver = await startWebhookReceiver({ secrets: process.env.RECEIVER_SECRETS.split(',') });
   process.send({ url: receiver.url });
   process.on('message', (message) => {
-    if (message === 'counts') process.send!({ received: receiver.received.length, verified: receiver.received.filter((event) => event.verified).length });
+    if (message !== 'counts') return;
+    const verified = receiver.received.filter((event) => event.verified);
+    const counts: ReceiverCounts = { received: receiver.received.length, verified: verified.length, verifiedEvents: new Set(verified.map((event) => event.id)).size };
+    process.send!(counts);
   });
   process.on('disconnect', () => process.exit(0));
 }
