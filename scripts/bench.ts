@@ -103,6 +103,8 @@ interface ScenarioResult {
   p99: number;
   errors: number;
   non2xx: number;
+  /** The first few answers that were not 2xx: status and the start of the body. */
+  non2xxSeen: string[];
   dbCallsPerRequest: number;
   /** CPU time the Next server process spent per request (user + system), in ms. */
   serverCpuMsPerRequest: number;
@@ -167,10 +169,14 @@ interface RequestSpec {
   postgresPid?: number;
 }
 
+/** How many answers that were not 2xx a scenario prints (status and the start of the body). */
+const NON_2XX_SHOWN = 3;
+
 async function runScenario(server: NextServer, name: string, spec: RequestSpec): Promise<ScenarioResult> {
   let issued = 0;
   let dbCalls = 0;
   let measured = 0;
+  const non2xxSeen: string[] = [];
   const serverCpuBefore = cpuMsOf(server.serverPid);
   const postgresCpuBefore = postgresCpuMs(spec.postgresPid);
   const chainCpuBefore = spec.chain ? cpuMsOf(spec.chain.pid) : 0;
@@ -200,6 +206,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
           };
         },
         onResponse: (status: number, body: string, context: Record<string, unknown>, headers: Record<string, string>) => {
+          if ((status < 200 || status > 299) && non2xxSeen.length < NON_2XX_SHOWN) non2xxSeen.push(`${status} ${body.slice(0, 160)}`);
           const timing = /db;desc="(\d+) calls"/.exec(headers['server-timing'] ?? '');
           if (timing) {
             dbCalls += Number(timing[1]);
@@ -224,6 +231,7 @@ async function runScenario(server: NextServer, name: string, spec: RequestSpec):
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    non2xxSeen,
     dbCallsPerRequest: measured ? Math.round((dbCalls / measured) * 100) / 100 : 0,
   };
 }
@@ -390,6 +398,7 @@ async function benchMode(mode: Mode, postgres: PostgresServer, chain: LocalChain
     scenarios.push(result);
     const chainCpu = result.chainCpuMsPerRequest === undefined ? '' : `  anvil CPU ${result.chainCpuMsPerRequest} ms/req`;
     console.log(`  ${mode.padEnd(8)} ${result.name.padEnd(40)} ${String(result.rps).padStart(6)} req/s  p50 ${result.p50} ms  p99 ${result.p99} ms  errors ${result.errors}  non-2xx ${result.non2xx}${chainCpu}`);
+    for (const answer of result.non2xxSeen) console.log(`    not 2xx: ${answer}`);
   };
   /** A scenario on this mode's server, with its own Postgres server's CPU counted (Postgres mode). */
   const run = (name: string, spec: RequestSpec) => runScenario(server, name, { postgresPid: mode === 'postgres' ? postgres.pid() : undefined, ...spec });
@@ -874,6 +883,7 @@ async function billingWithEventsSent(postgres: PostgresServer, baseEnv: Record<s
     return results;
   } finally {
     await server?.stop();
+    if (process.env.BENCH_SERVER_LOG && server) writeFileSync(`${process.env.BENCH_SERVER_LOG}.events`, server.output());
     await receiver.close();
   }
 }
