@@ -8,8 +8,7 @@
 import './load-env.ts';
 import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
-import { getEventEndpoints } from '../lib/events/endpoints.ts';
-import { describeOutbox, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
+import { describeOutbox, endpointSettings, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
 const USAGE = 'Usage: npm run events:status [-- --json] [--url <deployment>] [--base-url <url>]';
@@ -27,7 +26,7 @@ try {
     ? await askDeployment<OutboxOverview>(values.url, ROUTE)
     : await databaseOrService<OutboxOverview>({
       baseUrl: values['base-url']!,
-      direct: (config) => readOutboxOverview(config.local ? getEventEndpoints(config) : null),
+      direct: (config) => readOutboxOverview(config.local ? endpointSettings(config) : null),
       route: ROUTE,
     });
   console.log(values.json ? JSON.stringify(overview, null, 2) : describeOutbox(overview).join('\n'));

@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { ConfigError, type Config } from '../config.ts';
 import { DomainError, parseWithSchema } from '../errors.ts';
 import { formatUtc } from '../words.ts';
-import type { EventEndpoint } from './endpoints.ts';
+import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
 import { readDeadLetters, readEventsSince, readOutboxStatus, replayEvents, type DeadLetter, type EndpointStatus, type OutboxStatus, type StoredEvent } from './outbox.ts';
 
@@ -41,6 +42,11 @@ export interface EndpointOverview {
 
 export interface OutboxOverview {
   endpoints: EndpointOverview[];
+  /**
+   * Why the settings' receivers are refused (the setting and entry to fix, never a secret): nothing
+   * is sent until they are fixed. Null: accepted, or not visible.
+   */
+  settingsRefused: string | null;
   /** Events stored (kept 30 days) and when the last was written. */
   events: number;
   lastEventAt: string | null;
@@ -50,11 +56,29 @@ export interface OutboxOverview {
 
 const isoOrNull = (value: string | null) => (value === null ? null : new Date(value).toISOString());
 
+/** Settings whose receivers the service refuses, and why (a ConfigError's words). */
+export interface SettingsRefused {
+  refused: string;
+}
+
+/** The receivers `config`'s settings name, or why they are refused. */
+export function endpointSettings(config: Config): readonly EventEndpoint[] | SettingsRefused {
+  try {
+    return getEventEndpoints(config);
+  } catch (error) {
+    if (error instanceof ConfigError) return { refused: error.message };
+    throw error;
+  }
+}
+
 /**
  * Join what the database knows of each endpoint with the settings. `settings` null: not visible
- * (an operator's shell beside a deployment): the endpoints are the database's, retired as it says.
+ * (an operator's shell beside a deployment), or refused: the endpoints are the database's, retired
+ * as it says.
  */
-export function outboxOverview(status: OutboxStatus, settings: readonly EventEndpoint[] | null): OutboxOverview {
+export function outboxOverview(status: OutboxStatus, settingsOrRefused: readonly EventEndpoint[] | SettingsRefused | null): OutboxOverview {
+  const refused = settingsOrRefused !== null && 'refused' in settingsOrRefused ? settingsOrRefused.refused : null;
+  const settings = refused === null ? (settingsOrRefused as readonly EventEndpoint[] | null) : null;
   const named = new Map((settings ?? []).map((endpoint) => [endpoint.id, endpoint]));
   const stored = new Set(status.endpoints.map((endpoint) => endpoint.id));
   const fromDatabase = status.endpoints.map((row): EndpointOverview => {
@@ -76,6 +100,7 @@ export function outboxOverview(status: OutboxStatus, settings: readonly EventEnd
   const order = { active: 0, 'pending registration': 1, retired: 2 } as const;
   return {
     endpoints: [...fromDatabase, ...unregistered].sort((a, b) => order[a.state] - order[b.state]),
+    settingsRefused: refused,
     events: Number(status.events),
     lastEventAt: isoOrNull(status.last_event_at),
     lapsesDue: Number(status.lapses_due),
@@ -96,7 +121,7 @@ function counts(row: EndpointStatus) {
   };
 }
 
-export async function readOutboxOverview(settings: readonly EventEndpoint[] | null): Promise<OutboxOverview> {
+export async function readOutboxOverview(settings: readonly EventEndpoint[] | SettingsRefused | null): Promise<OutboxOverview> {
   return outboxOverview(await readOutboxStatus(), settings);
 }
 
@@ -106,6 +131,10 @@ export const BACKLOG_LATE_MS = 3600_000;
 /** What in the outbox deserves a look: each a sentence an operator acts on. */
 export function outboxAttention(overview: OutboxOverview, now: Date): string[] {
   const notes: string[] = [];
+  if (overview.settingsRefused !== null) {
+    notes.push(`The outbound events' settings are refused, so no event is sent: ${overview.settingsRefused} `
+      + 'Events written meanwhile wait for the receivers registered before; a receiver never registered gets them once the settings are fixed with `npm run events:replay -- --from <when they broke> --to <now>`.');
+  }
   for (const endpoint of overview.endpoints) {
     const name = endpointName(endpoint);
     if (endpoint.dead > 0) {
@@ -128,10 +157,12 @@ function endpointName(endpoint: EndpointOverview): string {
 
 /** The endpoints in lines a person reads (`npm run events:status`, `npm run status`). */
 export function describeOutbox(overview: OutboxOverview): string[] {
+  const refused = overview.settingsRefused === null ? [] : [`Events: the settings are refused, nothing is sent: ${overview.settingsRefused}`];
   if (overview.endpoints.length === 0) {
-    return [`Events: no endpoint (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS); ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
+    return [...refused, `Events: ${refused.length ? 'no endpoint registered' : 'no endpoint (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS)'}; ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
   }
   return [
+    ...refused,
     `Events: ${overview.events} stored${overview.lastEventAt ? `, the last at ${formatUtc(overview.lastEventAt)}` : ''}; ${overview.lapsesDue} lapse(s) due`,
     ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? '(URL not in these settings)'} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
       + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)})` : ''}, ${endpoint.dead} dead; `

@@ -246,6 +246,7 @@ const eventEndpointSchema = z.object({
 export const eventOutboxSchema = z
   .object({
     endpoints: z.array(eventEndpointSchema),
+    settingsRefused: z.string().nullable().meta({ description: 'Why the service refuses its event settings (the setting and entry to fix, never a secret): nothing is sent until they are fixed. Null: they are accepted' }),
     events: z.int().meta({ description: 'Events stored (kept 30 days)' }),
     lastEventAt: nullableTime,
     lapsesDue: z.int().meta({ description: 'Granted access whose end has passed and that no scan has told yet' }),

@@ -1,8 +1,7 @@
 import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
-import { getEventEndpoints, type EventEndpoint } from '../events/endpoints.ts';
-import { describeOutbox, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
+import { describeOutbox, endpointSettings, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
 import { readOutboxStatus, type OutboxStatus } from '../events/outbox.ts';
 import { formatCounts, formatUtc } from '../words.ts';
 
@@ -197,15 +196,6 @@ function schemaBehindStatus(config: Config, now: Date, pending: string[], code: 
   };
   status.attention = [`The database schema is behind this code: ${pending.length} migration(s) pending (${pending.join(', ')}). Run \`npm run migrate\` (or \`supabase db push\` on Supabase): until then every request that needs the database answers 503, and nothing else of the status could be read.`];
   return status;
-}
-
-/** The receivers the settings name; null where they cannot be read (startup names the setting to fix). */
-function endpointSettings(config: Config): readonly EventEndpoint[] | null {
-  try {
-    return getEventEndpoints(config);
-  } catch {
-    return null;
-  }
 }
 
 function modeOf(config: Config): ServiceStatus['mode'] {

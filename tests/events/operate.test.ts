@@ -220,6 +220,23 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     }
   });
 
+  it('with event settings the service refuses: GET endpoints and the status say why (never the secret) and ask for attention, instead of a 503', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_SECRET: 'my-shared-secret' });
+    try {
+      const body = await endpoints() as unknown as { settingsRefused: string | null; endpoints: Array<Record<string, unknown>> };
+      expect(body.settingsRefused).toMatch(/^EVENTS_WEBHOOK_SECRET: secret 1 is not `whsec_`/);
+      expect(body.endpoints).toEqual([expect.objectContaining({ url: null, state: 'active' })]);
+      const status = await callRoute(statusRoute, { headers: admin });
+      expect(status.status, status.text).toBe(200);
+      expect(status.text).not.toContain('my-shared-secret');
+      expect(status.body.events.settingsRefused).toBe(body.settingsRefused);
+      expect(status.body.attention).toEqual(expect.arrayContaining([expect.stringContaining("The outbound events' settings are refused")]));
+    } finally {
+      restore();
+    }
+    expect((await endpoints() as unknown as { settingsRefused: string | null }).settingsRefused).toBeNull();
+  });
+
   it('answers 401 without the admin secret, on every route, and reads nothing', async () => {
     const calls = [
       () => callRoute(endpointsRoute),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseEventEndpoints } from '../../lib/events/endpoints.ts';
-import { BACKLOG_LATE_MS, outboxAttention, outboxOverview, parseReplayRequest } from '../../lib/events/operate.ts';
+import { loadConfig } from '../../lib/config.ts';
+import { BACKLOG_LATE_MS, describeOutbox, endpointSettings, outboxAttention, outboxOverview, parseReplayRequest, type SettingsRefused } from '../../lib/events/operate.ts';
 import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
 
 /** The operator's view of the outbox, decided without the database: the join with the settings, what needs attention, what a replay names. */
@@ -25,6 +26,30 @@ describe('outboxOverview', () => {
     const overview = outboxOverview(status([row({}), row({ id: 'bbbbbbbbbbbbbbbb', retired_at: '2026-01-02T00:00:00Z' })]), null);
     expect(overview.endpoints.map((e) => [e.url, e.state])).toEqual([[null, 'active'], [null, 'retired']]);
     expect(overview.lapsesDue).toBe(2);
+  });
+});
+
+describe('settings the service refuses', () => {
+  const refused = endpointSettings(loadConfig({ LOCAL_DEV: '1', EVENTS_WEBHOOK_URL: 'http://localhost:3001/hook', EVENTS_WEBHOOK_SECRET: 'my-shared-secret' }));
+
+  it('say why, naming the setting and never the secret', () => {
+    expect(refused).toEqual({ refused: expect.stringContaining('EVENTS_WEBHOOK_SECRET') });
+    expect(JSON.stringify(refused)).not.toContain('my-shared-secret');
+    expect(endpointSettings(loadConfig({ LOCAL_DEV: '1', EVENTS_WEBHOOK_URL: 'http://localhost:3001/hook', EVENTS_WEBHOOK_SECRET: SECRET }))).toEqual([expect.objectContaining({ setting: 'EVENTS_WEBHOOK_URL, entry 1' })]);
+  });
+
+  it('show in the overview, its lines and what needs attention; the database\'s endpoints as it says', () => {
+    const overview = outboxOverview(status([row({ retired_at: null })]), refused);
+    const why = (refused as SettingsRefused).refused;
+    expect(overview.settingsRefused).toBe(why);
+    expect(overview.endpoints.map((e) => [e.url, e.state])).toEqual([[null, 'active']]);
+    expect(describeOutbox(overview)[0]).toBe(`Events: the settings are refused, nothing is sent: ${why}`);
+    expect(describeOutbox(outboxOverview(status([]), refused))).toEqual([`Events: the settings are refused, nothing is sent: ${why}`, 'Events: no endpoint registered; 3 event(s) stored; 2 lapse(s) due']);
+    const [note] = outboxAttention(overview, new Date());
+    expect(note).toContain(`The outbound events' settings are refused, so no event is sent: ${why}`);
+    expect(note).toContain('npm run events:replay');
+    expect(outboxAttention(outboxOverview(status([row({})]), [named!]), new Date())).toEqual([]);
+    expect(outboxOverview(status([]), [named!]).settingsRefused).toBeNull();
   });
 });
 

@@ -911,6 +911,8 @@ export interface components {
         };
         EventOutbox: {
             endpoints: components["schemas"]["EventEndpoint"][];
+            /** @description Why the service refuses its event settings (the setting and entry to fix, never a secret): nothing is sent until they are fixed. Null: they are accepted */
+            settingsRefused: string | null;
             /** @description Events stored (kept 30 days) */
             events: number;
             lastEventAt: string | null;
