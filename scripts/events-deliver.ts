@@ -44,8 +44,9 @@ async function runHere(): Promise<OutboundRunReport> {
   const config = configureForOperator();
   const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
   if (holder !== null) {
-    throw new Error(`the embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?), which moves its outbox itself (after each write, and every minute). `
-      + `To make it run now: \`npm run events:deliver -- --url ${defaultBaseUrl()}\` with CRON_SECRET set for both.`);
+    throw new Error(`the embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?), which moves its outbox itself: after each write, and every minute. `
+      + 'To run it now instead: stop the service and run this again; or give the service a CRON_SECRET in .env.local with LOCAL_DEV=1 '
+      + `(a real secret alone takes it out of local mode), restart it, and run \`npm run events:deliver -- --url ${defaultBaseUrl()}\` with the same CRON_SECRET.`);
   }
   const endpoints = getEventEndpoints(config);
   if (!config.local && endpoints.length === 0) {

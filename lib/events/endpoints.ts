@@ -104,7 +104,11 @@ function endpoint(where: string, value: string, secrets: string[], types: string
   } catch {
     throw new ConfigError(`${where}: not a URL (expected https://...).`);
   }
-  if (url.protocol !== 'https:' && !(local && url.protocol === 'http:')) {
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    // `localhost:3001/hook` parses, as a URL of the scheme `localhost:`: say what is missing.
+    throw new ConfigError(`${where}: the URL does not start with https:// (it reads as one of the scheme \`${url.protocol}\`)${local ? '; in local mode http:// works too' : ''}.`);
+  }
+  if (url.protocol !== 'https:' && !local) {
     throw new ConfigError(`${where}: the URL must be https:// (plain http:// only in local mode): events carry users' entitlements and wallets.`);
   }
   if (url.username || url.password) throw new ConfigError(`${where}: the URL carries a user name or password; put credentials of the receiver in its path or query, or rely on the signature.`);
