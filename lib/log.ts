@@ -18,6 +18,10 @@ const options: pino.LoggerOptions = {
   base: { service: 'account-link-service' },
   timestamp: pino.stdTimeFunctions.isoTime,
   formatters: { level: (label) => ({ level: label }) },
+  // An Error under `err` gets its type and stack; the `{ message }` callers log where only the
+  // message is theirs to say (a configuration refused, a failure already explained) stays as it is,
+  // not `"type":"Object"` with an empty stack.
+  serializers: { err: (value: unknown) => (value instanceof Error ? pino.stdSerializers.err(value) : value) },
   redact: {
     paths: ['authorization', 'token', 'secret', '*.authorization', '*.token', '*.secret', 'headers', '*.headers'],
     censor: '[redacted]',
