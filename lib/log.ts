@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { types } from 'node:util';
 import pino from 'pino';
 
 /**
@@ -18,15 +19,20 @@ const options: pino.LoggerOptions = {
   base: { service: 'account-link-service' },
   timestamp: pino.stdTimeFunctions.isoTime,
   formatters: { level: (label) => ({ level: label }) },
-  // An Error under `err` gets its type and stack; the `{ message }` callers log where only the
-  // message is theirs to say (a configuration refused, a failure already explained) stays as it is,
-  // not `"type":"Object"` with an empty stack.
-  serializers: { err: (value: unknown) => (value instanceof Error ? pino.stdSerializers.err(value) : value) },
+  // The `{ message }` callers log where only the message is theirs to say (a configuration refused,
+  // a failure already explained) stays as it is, not `"type":"Object"` with an empty stack; anything
+  // else (an Error, of any realm, or an object with a cause) gets pino's error serializer.
+  serializers: { err: (value: unknown) => (isMessageOnly(value) ? value : pino.stdSerializers.err(value as Error)) },
   redact: {
     paths: ['authorization', 'token', 'secret', '*.authorization', '*.token', '*.secret', 'headers', '*.headers'],
     censor: '[redacted]',
   },
 };
+
+function isMessageOnly(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !types.isNativeError(value) && Object.getPrototypeOf(value) === Object.prototype
+    && !('cause' in value) && !('errors' in value) && !('stack' in value);
+}
 
 /** Readable lines for a developer's terminal: `next dev` sets NODE_ENV=development. */
 export function wantsReadableLogs(env: Record<string, string | undefined> = process.env): boolean {

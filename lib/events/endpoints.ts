@@ -105,8 +105,11 @@ function endpoint(where: string, value: string, secrets: string[], types: string
     throw new ConfigError(`${where}: not a URL (expected https://...).`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    // `localhost:3001/hook` parses, as a URL of the scheme `localhost:`: say what is missing.
-    throw new ConfigError(`${where}: the URL does not start with https:// (it reads as one of the scheme \`${url.protocol}\`)${local ? '; in local mode http:// works too' : ''}.`);
+    // `localhost:3001/hook` parses, as a URL of the scheme `localhost:`: say what is missing. The
+    // scheme is shown only when what precedes it reads as a host and a port (`alice:pw@...` would
+    // show a user name).
+    const hostAndPort = /^[a-z0-9.-]+:\d+(\/|$)/i.test(value);
+    throw new ConfigError(`${where}: the URL does not start with https://${hostAndPort ? ` (it reads as one of the scheme \`${url.protocol}\`)` : ''}${local ? '; in local mode http:// works too' : ''}.`);
   }
   if (url.protocol !== 'https:' && !local) {
     throw new ConfigError(`${where}: the URL must be https:// (plain http:// only in local mode): events carry users' entitlements and wallets.`);
