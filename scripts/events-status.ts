@@ -8,7 +8,8 @@
 import './load-env.ts';
 import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
-import { describeOutbox, endpointSettings, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
+import { endpointSettings } from '../lib/events/endpoints.ts';
+import { describeOutbox, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
 const USAGE = 'Usage: npm run events:status [-- --json] [--url <deployment>] [--base-url <url>]';

@@ -191,6 +191,21 @@ export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[]
   if (found.length > 0) throw new ConfigError(`${found.join('; ')}. Events go to public receivers only outside local mode.`);
 }
 
+/** Settings whose receivers the service refuses, and why (a ConfigError's words: the setting and entry, never a secret). */
+export interface SettingsRefused {
+  refused: string;
+}
+
+/** The receivers `config`'s settings name, or why they are refused (what getEventEndpoints would throw). */
+export function endpointSettings(config: Config): readonly EventEndpoint[] | SettingsRefused {
+  try {
+    return getEventEndpoints(config);
+  } catch (error) {
+    if (error instanceof ConfigError) return { refused: error.message };
+    throw error;
+  }
+}
+
 const parsedByConfig = new WeakMap<Config, EventEndpoint[]>();
 
 /** The receivers of the service's configuration (parsed once per configuration). Throws ConfigError as parseEventEndpoints does. */

@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { ConfigError, type Config } from '../config.ts';
 import { DomainError, parseWithSchema } from '../errors.ts';
 import { formatUtc } from '../words.ts';
-import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
+import type { EventEndpoint, SettingsRefused } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
 import { readDeadLetters, readEventsSince, readOutboxStatus, replayEvents, type DeadLetter, type EndpointStatus, type OutboxStatus, type StoredEvent } from './outbox.ts';
 
@@ -55,21 +54,6 @@ export interface OutboxOverview {
 }
 
 const isoOrNull = (value: string | null) => (value === null ? null : new Date(value).toISOString());
-
-/** Settings whose receivers the service refuses, and why (a ConfigError's words). */
-export interface SettingsRefused {
-  refused: string;
-}
-
-/** The receivers `config`'s settings name, or why they are refused. */
-export function endpointSettings(config: Config): readonly EventEndpoint[] | SettingsRefused {
-  try {
-    return getEventEndpoints(config);
-  } catch (error) {
-    if (error instanceof ConfigError) return { refused: error.message };
-    throw error;
-  }
-}
 
 /**
  * Join what the database knows of each endpoint with the settings. `settings` null: not visible

@@ -1,6 +1,6 @@
 import type { Config } from '../config.ts';
 import type { DatabaseAdapter } from '../db/adapter.ts';
-import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
+import { endpointSettings } from './endpoints.ts';
 import { addEndpoints } from './outbox.ts';
 
 /**
@@ -13,12 +13,8 @@ import { addEndpoints } from './outbox.ts';
  * No endpoint configured, or settings startup refuses: nothing.
  */
 export async function registerEndpointsAsDatabaseOpens(db: DatabaseAdapter, config: Config): Promise<void> {
-  let endpoints: EventEndpoint[];
-  try {
-    endpoints = getEventEndpoints(config);
-  } catch {
-    return; // lib/startup.ts says why the settings are refused; nothing is sent meanwhile
-  }
-  if (endpoints.length === 0) return;
+  const endpoints = endpointSettings(config);
+  // Refused: lib/startup.ts says why, and the status shows it; nothing is sent meanwhile.
+  if ('refused' in endpoints || endpoints.length === 0) return;
   await addEndpoints(endpoints.map((endpoint) => ({ id: endpoint.id, types: endpoint.types })), db);
 }

@@ -1,7 +1,8 @@
 import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
-import { describeOutbox, endpointSettings, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
+import { endpointSettings } from '../events/endpoints.ts';
+import { describeOutbox, outboxAttention, outboxOverview, type OutboxOverview } from '../events/operate.ts';
 import { readOutboxStatus, type OutboxStatus } from '../events/outbox.ts';
 import { formatCounts, formatUtc } from '../words.ts';
 

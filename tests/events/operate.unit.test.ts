@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { parseEventEndpoints } from '../../lib/events/endpoints.ts';
+import { endpointSettings, parseEventEndpoints, type SettingsRefused } from '../../lib/events/endpoints.ts';
 import { loadConfig } from '../../lib/config.ts';
-import { BACKLOG_LATE_MS, describeOutbox, endpointSettings, outboxAttention, outboxOverview, parseReplayRequest, type SettingsRefused } from '../../lib/events/operate.ts';
+import { BACKLOG_LATE_MS, describeOutbox, outboxAttention, outboxOverview, parseReplayRequest } from '../../lib/events/operate.ts';
 import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
 
 /** The operator's view of the outbox, decided without the database: the join with the settings, what needs attention, what a replay names. */

@@ -1,6 +1,7 @@
 import { authenticateOperator } from '#lib/auth/operator-secret.ts';
 import { getConfig } from '#lib/config.ts';
-import { endpointSettings, readOutboxOverview } from '#lib/events/operate.ts';
+import { endpointSettings } from '#lib/events/endpoints.ts';
+import { readOutboxOverview } from '#lib/events/operate.ts';
 import { defineRoute, json } from '#lib/http/route.ts';
 
 // GET /api/admin/events/endpoints - each event endpoint with its backlog, dead letters, last delivery and last failure
