@@ -58,6 +58,14 @@ describeOn('postgres')('the event receivers registered as the database opens', (
     expect(await endpoints()).toEqual([{ id: '0000000000000000', active: true }, { id: receiver!.id, active: true }]);
   });
 
+  it('adding or setting endpoints from anything but a JSON array is refused (PT400) and changes nothing', async () => {
+    await db.sql("insert into public.outbound_endpoints (id) values ('0000000000000000')");
+    for (const fn of ['outbound_add_endpoints', 'outbound_set_endpoints']) {
+      await expect(db.sql(`select public.${fn}($1::jsonb)`, [JSON.stringify({ id: 'x' })])).rejects.toMatchObject({ code: 'PT400' });
+    }
+    expect(await endpoints()).toEqual([{ id: '0000000000000000', active: true }]);
+  });
+
   it('the server registers its receivers before its first call: its first purchase has a delivery for them', async () => {
     registerEventEndpointsAsTheDatabaseOpens();
     const [receiver] = getEventEndpoints();
