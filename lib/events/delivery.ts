@@ -43,6 +43,14 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
+/** What one run asked over HTTP may take (the cron's and the operator's): the function may run 30 s. */
+export const ROUTE_RUN_BUDGET_MS = 20_000;
+
+/** One run asked over HTTP (GET /api/cron/events, POST /api/admin/events/deliver), on the server's own settings. */
+export function moveOutboxNow(): Promise<OutboundRunReport> {
+  return runOutboundEvents({ budgetMs: ROUTE_RUN_BUDGET_MS });
+}
+
 /** Access that ended by time, told (events, broadcasts) and streamed to the users' open pages. */
 async function tellDueLapses(deadline: number): Promise<{ told: number; done: boolean }> {
   let told = 0;

@@ -289,6 +289,14 @@ export const OPERATIONS: Operation[] = [
     errors: [...BODY_ERRORS, 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', 'event_not_found', 'endpoint_not_found', ...ALWAYS],
   },
   {
+    method: 'post', path: '/api/admin/events/deliver', tags: ['Operations'], security: 'adminSecret',
+    summary: 'Move the outbound events now (operator)',
+    description: 'What GET /api/cron/events does, with the admin secret: tells access that ended by time, then sends each event endpoint of the server\'s settings its due events (retries that came due, replays), for about 20 s; `done: false` means the next run goes on. '
+      + 'Idempotent; two runs at once share the work; a request body is ignored. `npm run events:deliver` asks it while the local service holds the embedded database, or with `--url`.',
+    answers: [{ status: 200, description: 'Counts of the run', schema: responses.eventsRunResponseSchema }],
+    errors: ['invalid_admin_secret', 'rate_limited', 'admin_not_configured', ...ALWAYS],
+  },
+  {
     method: 'get', path: '/api/admin/events', tags: ['Operations'], security: 'adminSecret',
     summary: 'The events written since a time, with their bodies (operator)',
     description: 'Oldest first, each with the exact body a receiver gets (the JSON that is signed) and its `webhook-id`. `since` is compared with the time each event\'s transaction started, so an event can appear after a later one: a follower re-reads a short overlap and skips the ids it has. `npm run events:listen` follows them.',

@@ -185,7 +185,7 @@ describe('the production server and the OpenAPI document it serves', () => {
     const documented = contract.operations.map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort();
     expect(documented).toEqual([
       'DELETE /api/wallet-link/{linkId}', 'GET /api/admin/billing/subscribers/{appUserId}', 'GET /api/admin/events', 'GET /api/admin/events/dead-letters', 'GET /api/admin/events/endpoints', 'GET /api/admin/status', 'GET /api/admin/users/{userId}/export', 'GET /api/cron/billing-sync', 'GET /api/cron/events', 'GET /api/cron/maintenance', 'GET /api/health', 'GET /api/health/live', 'GET /api/me', 'GET /api/me/events', 'GET /api/me/export', 'GET /api/openapi.json', 'GET /api/wallet-link',
-      'POST /api/admin/billing/sync', 'POST /api/admin/events/replay', 'POST /api/cron/billing-sync', 'POST /api/cron/events', 'POST /api/cron/maintenance', 'POST /api/me/billing/sync', 'POST /api/wallet-link', 'POST /api/wallet-link/challenge', 'POST /api/webhooks/leagues-sync', 'POST /api/webhooks/subscription-billing',
+      'POST /api/admin/billing/sync', 'POST /api/admin/events/deliver', 'POST /api/admin/events/replay', 'POST /api/cron/billing-sync', 'POST /api/cron/events', 'POST /api/cron/maintenance', 'POST /api/me/billing/sync', 'POST /api/wallet-link', 'POST /api/wallet-link/challenge', 'POST /api/webhooks/leagues-sync', 'POST /api/webhooks/subscription-billing',
     ]);
   });
 

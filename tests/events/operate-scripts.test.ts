@@ -3,9 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import * as deliverRoute from '../../app/api/admin/events/deliver/route.ts';
+import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
+import { startRouteServer } from '../support/route-server.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 
@@ -84,5 +87,31 @@ describeOn('postgres')('npm run events:*', () => {
     expect(await db.sql('select id from public.outbound_endpoints where retired_at is null')).toHaveLength(1);
     await expect(run('events-deliver', [], false)).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('name no receiver') });
     expect(await db.sql('select id from public.outbound_endpoints where retired_at is not null')).toEqual([]);
+  }, 60_000);
+
+  it('deliver --url asks the deployment for a run, to its receivers, with its ADMIN_API_SECRET; a wrong secret says what to fix', async () => {
+    const adminSecret = 'admin-secret-for-events-deliver-url-0123456789';
+    const restore = setEnv({ ADMIN_API_SECRET: adminSecret, EVENTS_WEBHOOK_URL: receiverUrl, EVENTS_WEBHOOK_SECRET: secret });
+    // The deployment: its settings in this process, its route over real HTTP.
+    const deployment = await startRouteServer([[/^\/api\/admin\/events\/deliver$/, deliverRoute]]);
+    try {
+      await run('events-deliver'); // the receiver registered
+      answer = 200;
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      const sent = received.length;
+      // A shell with neither the database's settings nor the receivers': only the admin secret.
+      const ask = (adminApiSecret: string) => promisify(execFile)(process.execPath, ['scripts/events-deliver.ts', '--url', deployment.url], {
+        env: { PATH: process.env.PATH!, HOME: process.env.HOME!, LOG_LEVEL: 'silent', ADMIN_API_SECRET: adminApiSecret } as unknown as NodeJS.ProcessEnv, timeout: 60_000,
+      });
+      expect(JSON.parse((await ask(adminSecret)).stdout)).toEqual({ lapsesTold: expect.any(Number), endpoints: [expect.objectContaining({ delivered: 1, retried: 0, dead: 0 })], done: true });
+      expect(received.slice(sent).map((headers) => headers['webhook-id'])).toHaveLength(1);
+      await expect(ask('not-the-deployments-admin-secret-0123456789'))
+        .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('this shell and the service must have the same ADMIN_API_SECRET') });
+    } finally {
+      await deployment.close();
+      restore();
+      resetOperatorSecretThrottle();
+    }
   }, 60_000);
 });

@@ -4,13 +4,14 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as eventsRoute from '../../app/api/admin/events/route.ts';
 import * as deadLettersRoute from '../../app/api/admin/events/dead-letters/route.ts';
+import * as deliverRoute from '../../app/api/admin/events/deliver/route.ts';
 import * as endpointsRoute from '../../app/api/admin/events/endpoints/route.ts';
 import * as replayRoute from '../../app/api/admin/events/replay/route.ts';
 import * as statusRoute from '../../app/api/admin/status/route.ts';
 import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
 import { forgetRegisteredEndpoints, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { describeStatus } from '../../lib/operations/status.ts';
-import { deadLettersResponseSchema, eventOutboxSchema, replayResponseSchema, serviceStatusSchema, writtenEventsResponseSchema } from '../../lib/openapi/responses.ts';
+import { deadLettersResponseSchema, eventOutboxSchema, eventsRunResponseSchema, replayResponseSchema, serviceStatusSchema, writtenEventsResponseSchema } from '../../lib/openapi/responses.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
@@ -237,12 +238,30 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     expect((await endpoints() as unknown as { settingsRefused: string | null }).settingsRefused).toBeNull();
   });
 
+  it('POST deliver: one run now, as the events cron\'s, to the server\'s receivers: a retry that came due is sent, and the answer counts it', async () => {
+    const event = await walletEvent();
+    await run(); // fails: 500, its retry minutes away
+    receiver.answer(200);
+    const early = await callRoute(deliverRoute, { method: 'POST', headers: admin });
+    expect(early.status, early.text).toBe(200);
+    expect(sentOf(event.id)).toHaveLength(1); // not due yet: nothing sent
+    await db.sql('update public.outbound_deliveries set next_attempt_at = now() where event_id = $1', [event.id]);
+    const response = await callRoute(deliverRoute, { method: 'POST', headers: admin });
+    expect(response.status, response.text).toBe(200);
+    expect(eventsRunResponseSchema.safeParse(response.body).error).toBeUndefined();
+    const [{ id: endpointId }] = (await endpoints()).endpoints as [{ id: string }];
+    expect(response.body).toMatchObject({ done: true, endpoints: [{ id: endpointId, delivered: 1, retried: 0, dead: 0 }] });
+    expect(sentOf(event.id)).toHaveLength(2);
+    expect(await db.sql('select state from public.outbound_deliveries where event_id = $1', [event.id])).toEqual([{ state: 'delivered' }]);
+  });
+
   it('answers 401 without the admin secret, on every route, and reads nothing', async () => {
     const calls = [
       () => callRoute(endpointsRoute),
       () => callRoute(deadLettersRoute, { headers: { authorization: 'Bearer not-the-secret' } }),
       () => callRoute(eventsRoute, { url: `/api/admin/events?since=${new Date().toISOString()}` }),
       () => callRoute(replayRoute, { method: 'POST', body: { eventId: randomUUID() } }),
+      () => callRoute(deliverRoute, { method: 'POST', headers: { authorization: 'Bearer not-the-secret' } }),
     ];
     for (const call of calls) expect(await call()).toMatchObject({ status: 401, body: { code: 'invalid_admin_secret' } });
     resetOperatorSecretThrottle();

@@ -1,9 +1,11 @@
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_USER } from '../../lib/auth/dev-user.ts';
 import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
@@ -97,9 +99,22 @@ describe('the operator commands while the local service holds the embedded datab
   let server: NextServer;
   let dataDir: string;
   let env: Record<string, string | undefined>;
+  // The service's event receiver (local mode takes http): what it got, verified.
+  const eventSecret = `whsec_${randomBytes(32).toString('base64')}`;
+  const eventsReceived: string[] = [];
+  const receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const { type } = new Webhook(eventSecret).verify(Buffer.concat(chunks).toString('utf8'), req.headers as Record<string, string>) as { type: string };
+      eventsReceived.push(type);
+      res.writeHead(204).end();
+    });
+  });
 
   beforeAll(async () => {
     requireProductionBuild();
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     dataDir = mkdtempSync(path.join(tmpdir(), 'account-link-operator-'));
     // A newcomer's local mode with the RevenueCat stand-in: nothing else configured.
     const local = {
@@ -109,12 +124,15 @@ describe('the operator commands while the local service holds the embedded datab
       SUBSCRIPTION_WEBHOOK_SECRET: undefined, LEAGUES_WEBHOOK_SECRET: undefined, REVENUECAT_SECRET_API_KEY: undefined, REVENUECAT_API_URL: undefined,
       CRON_SECRET: undefined, ADMIN_API_SECRET: undefined, PORT: undefined,
     };
-    server = await startNextServer({ timeoutMs: 120_000, env: { ...local, LOG_LEVEL: 'info', LOG_FORMAT: 'json' } });
+    const events = { EVENTS_WEBHOOK_URL: `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`, EVENTS_WEBHOOK_SECRET: eventSecret, EVENTS_WEBHOOK_ENDPOINTS: undefined };
+    server = await startNextServer({ timeoutMs: 120_000, env: { ...local, ...events, LOG_LEVEL: 'info', LOG_FORMAT: 'json' } });
     env = { ...shell(), EMBEDDED_DB_DIR: local.EMBEDDED_DB_DIR, REVENUECAT_STAND_IN: '1', BASE_URL: server.url };
   }, 600_000);
 
   afterAll(async () => {
     await server?.stop();
+    receiver.closeAllConnections();
+    receiver.close();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -122,6 +140,14 @@ describe('the operator commands while the local service holds the embedded datab
     expect(server.output()).toContain(`local stand-in (http://localhost:${server.port}/api/dev/revenuecat)`);
     const linked = await run('link-wallet.ts', [], env);
     expect(linked.stdout).toContain(`localhost:${server.port} wants you to sign in with your Ethereum account:`);
+  });
+
+  it('events:deliver asks the running service for a run, to the service\'s receivers', async () => {
+    await run('link-wallet.ts', [], env); // a wallet.linked event, sent by the service after the write
+    const delivered = await run('events-deliver.ts', [], env);
+    expect(delivered.stderr).toContain(`is in use by process ${server.serverPid} (the running service?): asking the service at ${server.url}`);
+    expect(JSON.parse(delivered.stdout)).toEqual({ lapsesTold: expect.any(Number), endpoints: [expect.objectContaining({ id: expect.stringMatching(/^[0-9a-f]{16}$/), dead: 0 })], done: true });
+    await expect.poll(() => eventsReceived, { timeout: 30_000 }).toContain('wallet.linked');
   });
 
   it('status, billing:explain and billing:sync ask the running service, and print what the direct path prints', async () => {

@@ -54,6 +54,7 @@ const TARGETS: Target[] = [
   { route: 'admin/events/endpoints', auth: 'admin', methods: ['GET'] },
   { route: 'admin/events/dead-letters', auth: 'admin', methods: ['GET'] },
   { route: 'admin/events/replay', auth: 'admin', methods: ['POST'] },
+  { route: 'admin/events/deliver', auth: 'admin', methods: ['POST'] },
   // Local mode's RevenueCat stand-in: off here (no REVENUECAT_STAND_IN), so a problem+json 404.
   { route: 'dev/revenuecat/v1/subscribers/[appUserId]', auth: 'none', methods: ['GET'] },
   // Any other /api path: a problem+json 404.

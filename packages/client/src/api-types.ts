@@ -434,6 +434,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/admin/events/deliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move the outbound events now (operator)
+         * @description What GET /api/cron/events does, with the admin secret: tells access that ended by time, then sends each event endpoint of the server's settings its due events (retries that came due, replays), for about 20 s; `done: false` means the next run goes on. Idempotent; two runs at once share the work; a request body is ignored. `npm run events:deliver` asks it while the local service holds the embedded database, or with `--url`.
+         */
+        post: operations["postAdminEventsDeliver"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/events": {
         parameters: {
             query?: never;
@@ -3412,6 +3432,78 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `internal_error`: Internal error */
+            500: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `admin_not_configured`: Admin API not configured; `database_unavailable`: Database unavailable; `service_misconfigured`: Service misconfigured */
+            503: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postAdminEventsDeliver: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Counts of the run */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventsRun"];
+                };
+            };
+            /** @description `invalid_admin_secret`: Invalid admin secret */
+            401: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description The credential this route wants (RFC 9110, RFC 6750) */
+                    "WWW-Authenticate": string;
                     [name: string]: unknown;
                 };
                 content: {
