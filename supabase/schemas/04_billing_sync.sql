@@ -435,15 +435,17 @@ grant execute on function public.billing_id_hash(text) to service_role;
 -- Whether any of these ids was erased (and not lifted since).
 create or replace function public.billing_ids_erased(p_ids text[])
 returns boolean
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select exists (
+begin
+  return exists (
     select 1 from public.billing_erased_ids
     -- (billing_id_hash's rule written in: every billing event asks this for each id it names, and a
     -- call of that function per id cost more than the check itself.)
-    where id_hash = any (array(select sha256(convert_to(id, 'UTF8')) from unnest(p_ids) as ids(id) where id is not null)))
+    where id_hash = any (array(select sha256(convert_to(id, 'UTF8')) from unnest(p_ids) as ids(id) where id is not null)));
+end;
 $$;
 revoke all on function public.billing_ids_erased(text[]) from public, anon, authenticated;
 grant execute on function public.billing_ids_erased(text[]) to service_role;

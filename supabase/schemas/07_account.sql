@@ -182,43 +182,46 @@ create trigger leagues_account_cache_truncate after truncate on public.leagues
 -- entitlement_owner_ids, which my_entitlements reads through too.
 create or replace function public.account_entitlements(p_user_id text, p_now timestamptz default now())
 returns jsonb
-language sql
+language plpgsql
 stable
 security definer
 set search_path = ''
 as $$
-  with sources as (
-    select * from public.entitlement_sources(public.entitlement_owner_ids(p_user_id), p_now)
-  )
-  select coalesce(jsonb_agg(jsonb_build_object(
-    'entitlement_id', s.entitlement_id,
-    'active', s.grants_now,
-    'status', s.effective_status,
-    'will_renew', s.entitlement_renews,
-    'expires_at', s.expires_at,
-    'grace_expires_at', s.grace_expires_at,
-    'product_id', s.product_id,
-    'pending_product_id', s.pending_product_id,
-    'store', s.store,
-    'environment', s.environment,
-    'period_type', s.period_type,
-    'last_event_at', s.last_event_at,
-    'synced_at', s.synced_at,
-    'sources', (
-      select jsonb_agg(jsonb_build_object(
-        'product_id', r.product_id,
-        'store', r.store,
-        'environment', r.environment,
-        'status', r.effective_status,
-        'active', r.grants_now,
-        'expires_at', r.expires_at,
-        'grace_expires_at', r.grace_expires_at,
-        'will_renew', r.will_renew and r.grants_now
-      ) order by r.place)
-      from sources r where r.entitlement_id = s.entitlement_id)
-  ) order by s.entitlement_id collate "C"), '[]'::jsonb)
-  from sources s
-  where s.place = 1
+begin
+  return (
+    with sources as (
+      select * from public.entitlement_sources(public.entitlement_owner_ids(p_user_id), p_now)
+    )
+    select coalesce(jsonb_agg(jsonb_build_object(
+      'entitlement_id', s.entitlement_id,
+      'active', s.grants_now,
+      'status', s.effective_status,
+      'will_renew', s.entitlement_renews,
+      'expires_at', s.expires_at,
+      'grace_expires_at', s.grace_expires_at,
+      'product_id', s.product_id,
+      'pending_product_id', s.pending_product_id,
+      'store', s.store,
+      'environment', s.environment,
+      'period_type', s.period_type,
+      'last_event_at', s.last_event_at,
+      'synced_at', s.synced_at,
+      'sources', (
+        select jsonb_agg(jsonb_build_object(
+          'product_id', r.product_id,
+          'store', r.store,
+          'environment', r.environment,
+          'status', r.effective_status,
+          'active', r.grants_now,
+          'expires_at', r.expires_at,
+          'grace_expires_at', r.grace_expires_at,
+          'will_renew', r.will_renew and r.grants_now
+        ) order by r.place)
+        from sources r where r.entitlement_id = s.entitlement_id)
+    ) order by s.entitlement_id collate "C"), '[]'::jsonb)
+    from sources s
+    where s.place = 1);
+end;
 $$;
 revoke all on function public.account_entitlements(text,timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.account_entitlements(text,timestamp with time zone) to service_role;
@@ -262,7 +265,7 @@ language sql
 immutable
 set search_path = ''
 as $$
-  select 1
+  select 2
 $$;
 revoke all on function public.account_entitlements_format() from public, anon, authenticated;
 grant execute on function public.account_entitlements_format() to service_role;
@@ -271,16 +274,19 @@ grant execute on function public.account_entitlements_format() to service_role;
 -- the kept JSON's times are written in).
 create or replace function public.account_entitlements_digest(p_owner_ids text[])
 returns bytea
-language sql
+language plpgsql
 stable
 set search_path = ''
 -- (The rows' text in one style whatever the session's: every instant written with its offset.)
 set datestyle = 'ISO, YMD'
 set intervalstyle = 'postgres'
 as $$
-  select sha256(convert_to(current_setting('TimeZone') || ';'
-    || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
-  from public.entitlements e where e.app_user_id = any (p_owner_ids)
+begin
+  return (
+    select sha256(convert_to(current_setting('TimeZone') || ';'
+      || coalesce(string_agg(e::text, ',' order by e.app_user_id, e.entitlement_id, e.source_key), ''), 'UTF8'))
+    from public.entitlements e where e.app_user_id = any (p_owner_ids));
+end;
 $$;
 revoke all on function public.account_entitlements_digest(text[]) from public, anon, authenticated;
 grant execute on function public.account_entitlements_digest(text[]) to service_role;
@@ -533,13 +539,15 @@ grant execute on function public.account_user_created() to service_role;
 -- where a TRANSFER naming it finds the customer's purchases, not what it shows).
 create or replace function public.entitlement_owner_ids(p_user_id text)
 returns text[]
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select array[p_user_id] || array(
+begin
+  return array[p_user_id] || array(
     select s.customer_id from public.billing_subscribers s
-    where s.app_user_id = p_user_id and s.customer_id is not null and not starts_with(p_user_id, '$RCAnonymousID:'))
+    where s.app_user_id = p_user_id and s.customer_id is not null and not starts_with(p_user_id, '$RCAnonymousID:'));
+end;
 $$;
 revoke all on function public.entitlement_owner_ids(text) from public, anon, authenticated;
 grant execute on function public.entitlement_owner_ids(text) to authenticated, service_role, supabase_auth_admin;
@@ -556,10 +564,13 @@ returns table (
   product_id text, pending_product_id text, store text, environment text, period_type text, will_renew boolean,
   expires_at timestamptz, grace_expires_at timestamptz, last_event_at timestamptz, synced_at timestamptz
 )
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
+#variable_conflict use_column
+begin
+  return query
   select e.entitlement_id,
          row_number() over (partition by e.entitlement_id
                             order by e.grants_until desc, e.last_event_at desc, e.will_renew desc, e.source_key, e.app_user_id),
@@ -570,7 +581,8 @@ as $$
          e.product_id, e.pending_product_id, e.store, e.environment, e.period_type, e.will_renew,
          e.expires_at, e.grace_expires_at, e.last_event_at, e.synced_at
   from public.entitlements e
-  where e.app_user_id = any (p_owner_ids)
+  where e.app_user_id = any (p_owner_ids);
+end;
 $$;
 revoke all on function public.entitlement_sources(text[],timestamp with time zone) from public, anon, authenticated;
 grant execute on function public.entitlement_sources(text[],timestamp with time zone) to authenticated, service_role;

@@ -36,11 +36,13 @@ grant execute on function public.user_id_pattern() to service_role;
 
 create or replace function public.is_user_id(p_id text)
 returns boolean
-language sql
+language plpgsql
 immutable
 set search_path = ''
 as $$
-  select p_id ~ ('^' || public.user_id_pattern() || '$')
+begin
+  return p_id ~ ('^' || public.user_id_pattern() || '$');
+end;
 $$;
 revoke all on function public.is_user_id(text) from public, anon, authenticated;
 grant execute on function public.is_user_id(text) to service_role;
@@ -50,11 +52,13 @@ grant execute on function public.is_user_id(text) to service_role;
 -- it say yes where no id is a user's, never no where one is.
 create or replace function public.names_user_id(p_ids text[])
 returns boolean
-language sql
+language plpgsql
 immutable
 set search_path = ''
 as $$
-  select array_to_string(p_ids, ' ') ~ ('(^| )' || public.user_id_pattern() || '( |$)')
+begin
+  return array_to_string(p_ids, ' ') ~ ('(^| )' || public.user_id_pattern() || '( |$)');
+end;
 $$;
 revoke all on function public.names_user_id(text[]) from public, anon, authenticated;
 grant execute on function public.names_user_id(text[]) to service_role;
@@ -148,11 +152,13 @@ grant select, insert, update, delete on table public.outbound_deliveries to serv
 -- Whether an endpoint that takes `p_types` wants an event of `p_type` ('wallet.*': the family).
 create or replace function public.outbound_endpoint_wants(p_types text[], p_type text)
 returns boolean
-language sql
+language plpgsql
 immutable
 set search_path = ''
 as $$
-  select p_types is null or p_type = any (p_types) or split_part(p_type, '.', 1) || '.*' = any (p_types)
+begin
+  return p_types is null or p_type = any (p_types) or split_part(p_type, '.', 1) || '.*' = any (p_types);
+end;
 $$;
 revoke all on function public.outbound_endpoint_wants(text[],text) from public, anon, authenticated;
 grant execute on function public.outbound_endpoint_wants(text[],text) to service_role;
@@ -208,11 +214,13 @@ grant execute on function public.outbound_emit(text,text,jsonb) to service_role;
 -- `customer.deleted` says so once, instead of a revoke or an unlink for each.
 create or replace function public.outbound_erasing(p_user_id text)
 returns boolean
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select coalesce(nullif(current_setting('account_link.erasing', true), ''), '[]')::jsonb ? p_user_id
+begin
+  return coalesce(nullif(current_setting('account_link.erasing', true), ''), '[]')::jsonb ? p_user_id;
+end;
 $$;
 revoke all on function public.outbound_erasing(text) from public, anon, authenticated;
 grant execute on function public.outbound_erasing(text) to service_role;
@@ -221,13 +229,16 @@ grant execute on function public.outbound_erasing(text) to service_role;
 -- "grants", 03_billing_fold.sql): the end a lapse is looked for at.
 create or replace function public.outbound_grants_until(p_owner_ids text[], p_entitlement_id text)
 returns timestamptz
-language sql
+language plpgsql
 stable
 security definer
 set search_path = ''
 as $$
-  select coalesce(max(e.grants_until), '-infinity') from public.entitlements e
-  where e.app_user_id = any (p_owner_ids) and e.entitlement_id = p_entitlement_id
+begin
+  return (
+    select coalesce(max(e.grants_until), '-infinity') from public.entitlements e
+    where e.app_user_id = any (p_owner_ids) and e.entitlement_id = p_entitlement_id);
+end;
 $$;
 revoke all on function public.outbound_grants_until(text[],text) from public, anon, authenticated;
 grant execute on function public.outbound_grants_until(text[],text) to service_role;
@@ -236,18 +247,20 @@ grant execute on function public.outbound_grants_until(text[],text) to service_r
 -- compared as times (their JSON text follows the session's time zone).
 create or replace function public.outbound_entitlement_changed(p_told jsonb, p_now jsonb)
 returns boolean
-language sql
+language plpgsql
 immutable
 set search_path = ''
 as $$
-  select p_told -> 'status' is distinct from p_now -> 'status'
+begin
+  return p_told -> 'status' is distinct from p_now -> 'status'
       or p_told -> 'will_renew' is distinct from p_now -> 'will_renew'
       or p_told -> 'product_id' is distinct from p_now -> 'product_id'
       or p_told -> 'store' is distinct from p_now -> 'store'
       or p_told -> 'environment' is distinct from p_now -> 'environment'
       or p_told -> 'period_type' is distinct from p_now -> 'period_type'
       or (p_told ->> 'expires_at')::timestamptz is distinct from (p_now ->> 'expires_at')::timestamptz
-      or (p_told ->> 'grace_expires_at')::timestamptz is distinct from (p_now ->> 'grace_expires_at')::timestamptz
+      or (p_told ->> 'grace_expires_at')::timestamptz is distinct from (p_now ->> 'grace_expires_at')::timestamptz;
+end;
 $$;
 revoke all on function public.outbound_entitlement_changed(jsonb,jsonb) from public, anon, authenticated;
 grant execute on function public.outbound_entitlement_changed(jsonb,jsonb) to service_role;
