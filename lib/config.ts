@@ -300,11 +300,23 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-let cached: Config | undefined;
+let cached: { config: Config; options: LoadOptions; settings: string | undefined } | undefined;
 
+/**
+ * The process's configuration, read from process.env once. Under `next dev`, again whenever a
+ * setting changed: Next reloads .env.local into process.env while it runs, and the routes it loads
+ * again read the new settings, but a module that lives on (the outbox's schedule, started by
+ * instrumentation.ts) would keep sending to the receivers of the first.
+ */
 export function getConfig(): Config {
-  cached ??= loadConfig(process.env);
-  return cached;
+  const settings = process.env.NODE_ENV === 'development' ? settingsNow(process.env) : undefined;
+  if (!cached || cached.settings !== settings) cached = { config: loadConfig(process.env, cached?.options), options: cached?.options ?? {}, settings };
+  return cached.config;
+}
+
+/** The values of every setting loadConfig reads, as one string to compare. */
+function settingsNow(env: Record<string, string | undefined>): string {
+  return JSON.stringify(Object.keys(envSchema.shape).map((name) => env[name] ?? null));
 }
 
 /**
@@ -313,8 +325,9 @@ export function getConfig(): Config {
  * throws ConfigError as getConfig would.
  */
 export function configureForOperator(env: Record<string, string | undefined> = process.env): Config {
-  cached = loadConfig(env, { operator: true });
-  return cached;
+  const options = { operator: true };
+  cached = { config: loadConfig(env, options), options, settings: process.env.NODE_ENV === 'development' ? settingsNow(env) : undefined };
+  return cached.config;
 }
 
 /** Forget the cached configuration, so the next getConfig() reads process.env again (tests). */

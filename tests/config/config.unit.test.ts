@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, loadConfig, MIN_OPERATOR_SECRET_LENGTH } from '../../lib/config.ts';
+import { ConfigError, configureForOperator, DEV_WEBHOOK_SECRETS, describeConfig, getConfig, loadConfig, MIN_OPERATOR_SECRET_LENGTH } from '../../lib/config.ts';
 import { sessionCookieOptions } from '../../lib/web/session-cookie.ts';
+import { setEnv } from '../support/env.ts';
 
 /** Everything a deployment needs, on Supabase. */
 const COMPLETE: Record<string, string> = {
@@ -354,5 +355,72 @@ describe('configuration', () => {
       for (const secret of ['pass-123', 'key-456', 'tok-789', 'user']) expect(line).not.toContain(secret);
       expect(describeConfig(loadConfig({})).walletRpc).toBe('none (contract wallets cannot be verified)');
     });
+  });
+});
+
+describe('getConfig while the process runs', () => {
+  // What `next dev` does when .env.local changes: new values in process.env, in the same process,
+  // with nothing else told (setEnv would also forget the configuration).
+  const change = (vars: Record<string, string | undefined>) => {
+    const saved = Object.fromEntries(Object.keys(vars).map((key) => [key, process.env[key]]));
+    const apply = (values: Record<string, string | undefined>) => {
+      for (const [key, value] of Object.entries(values)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    };
+    apply(vars);
+    return () => apply(saved);
+  };
+  const localEnv = { LOCAL_DEV: '1', DATABASE_URL: LOCAL_DB, POSTGRES_URL_NON_POOLING: undefined, EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined, EVENTS_WEBHOOK_ENDPOINTS: undefined };
+  const receiverLater = { EVENTS_WEBHOOK_URL: 'http://127.0.0.1:3999/hook', EVENTS_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 7).toString('base64')}` };
+
+  it('under `next dev` (NODE_ENV=development), reads the settings again once one changed, and only then', () => {
+    const restore = setEnv({ ...localEnv, NODE_ENV: 'development' });
+    try {
+      const first = getConfig();
+      expect(first.eventEndpointSettings.EVENTS_WEBHOOK_URL).toBeUndefined();
+      expect(getConfig()).toBe(first);
+      const undo = change(receiverLater);
+      try {
+        const later = getConfig();
+        expect(later.eventEndpointSettings).toEqual({ ...receiverLater, EVENTS_WEBHOOK_ENDPOINTS: undefined });
+        expect(getConfig()).toBe(later);
+      } finally {
+        undo();
+      }
+      // An operator command's configuration stays one when its settings change: the direct
+      // connection string first (as `npm run migrate` takes it), not the service's.
+      const direct = 'postgres://u:p@127.0.0.1:5432/direct';
+      const undoDirect = change({ POSTGRES_URL_NON_POOLING: direct });
+      try {
+        expect(configureForOperator().databaseUrl).toBe(direct);
+        const undoReceiver = change(receiverLater);
+        try {
+          expect(getConfig()).toMatchObject({ databaseUrl: direct, eventEndpointSettings: receiverLater });
+        } finally {
+          undoReceiver();
+        }
+      } finally {
+        undoDirect();
+      }
+    } finally {
+      restore();
+    }
+  });
+
+  it('elsewhere (next start, Vercel, tests), reads them once', () => {
+    const restore = setEnv({ ...localEnv, NODE_ENV: 'production' });
+    try {
+      const first = getConfig();
+      const undo = change(receiverLater);
+      try {
+        expect(getConfig()).toBe(first);
+      } finally {
+        undo();
+      }
+    } finally {
+      restore();
+    }
   });
 });
