@@ -145,10 +145,12 @@ export function describeOutbox(overview: OutboxOverview): string[] {
   if (overview.endpoints.length === 0) {
     return [...refused, `Events: ${refused.length ? 'no endpoint registered' : 'no endpoint (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS)'}; ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
   }
+  // (Refused settings name no URL at all: the endpoint's own may well be in them.)
+  const noUrl = refused.length ? '(URL unread: the settings are refused)' : '(URL not in these settings)';
   return [
     ...refused,
     `Events: ${overview.events} stored${overview.lastEventAt ? `, the last at ${formatUtc(overview.lastEventAt)}` : ''}; ${overview.lapsesDue} lapse(s) due`,
-    ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? '(URL not in these settings)'} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
+    ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? noUrl} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
       + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)})` : ''}, ${endpoint.dead} dead; `
       + `last delivered ${endpoint.lastDeliveredAt ? formatUtc(endpoint.lastDeliveredAt) : 'never'}`
       + `${endpoint.lastFailure ? `; last failure ${formatUtc(endpoint.lastFailure.at)} (attempt ${endpoint.lastFailure.attempts}): ${endpoint.lastFailure.error}` : ''}`),

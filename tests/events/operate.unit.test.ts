@@ -44,6 +44,9 @@ describe('settings the service refuses', () => {
     expect(overview.settingsRefused).toBe(why);
     expect(overview.endpoints.map((e) => [e.url, e.state])).toEqual([[null, 'active']]);
     expect(describeOutbox(overview)[0]).toBe(`Events: the settings are refused, nothing is sent: ${why}`);
+    // The endpoint's URL may well be in the refused settings: not said to be missing from them.
+    expect(describeOutbox(overview)[2]).toMatch(/^ {2}[0-9a-f]{16} \(URL unread: the settings are refused\) \[active\]/);
+    expect(describeOutbox(outboxOverview(status([row({})]), null))[1]).toMatch(/^ {2}[0-9a-f]{16} \(URL not in these settings\) \[active\]/);
     expect(describeOutbox(outboxOverview(status([]), refused))).toEqual([`Events: the settings are refused, nothing is sent: ${why}`, 'Events: no endpoint registered; 3 event(s) stored; 2 lapse(s) due']);
     const [note] = outboxAttention(overview, new Date());
     expect(note).toContain(`The outbound events' settings are refused, so no event is sent: ${why}`);
