@@ -130,6 +130,11 @@ export const envSchema = z.object({
 /** Where a local run is served when APP_ORIGIN is not set (`npm run dev` / `npm start` on Next's default port). */
 export const LOCAL_APP_ORIGIN = 'http://localhost:3000';
 
+/** The embedded database's folder the settings name (EMBEDDED_DB_DIR, else .data/pglite), absolute. */
+export function embeddedDbDirOf(env: { EMBEDDED_DB_DIR?: string }): string {
+  return path.resolve(/*turbopackIgnore: true*/ env.EMBEDDED_DB_DIR?.trim() || path.join(/*turbopackIgnore: true*/ '.data', 'pglite'));
+}
+
 /**
  * Local mode's APP_ORIGIN default: localhost on the port the server listens on. Next (16,
  * server/lib/start-server.js) sets PORT in the server's process to the port it bound, before the
@@ -409,7 +414,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     databaseMode,
     databaseUrl,
     databasePool: databasePoolFor(deployed, e.DATABASE_POOL_MAX),
-    embeddedDbDir: path.resolve(/*turbopackIgnore: true*/ e.EMBEDDED_DB_DIR ?? path.join(/*turbopackIgnore: true*/ '.data', 'pglite')),
+    embeddedDbDir: embeddedDbDirOf(e),
     supabase: databaseMode === 'supabase' ? { url: supabaseUrl!, secretKey: supabaseSecretKey! } : undefined,
     auth: {
       mode: authMode,

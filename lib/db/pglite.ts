@@ -207,20 +207,37 @@ function keepWasmImportWrappersGeneric(): void {
  * commands ask it first, to ask the running service instead of refusing.
  */
 export function embeddedFolderHolder(dataDir: string): number | null {
-  let owner: number;
+  return embeddedFolderService(dataDir)?.pid ?? null;
+}
+
+/**
+ * The holder (as embeddedFolderHolder) and, when it is a Next server, the port it serves on: the
+ * lock's second line. So the commands find a service that `next dev` put on the next free port.
+ */
+export function embeddedFolderService(dataDir: string): { pid: number; port: number | null } | null {
+  let lines: string[];
   try {
-    owner = Number(readFileSync(`${dataDir}.lock`, 'utf8').trim());
+    lines = readFileSync(`${dataDir}.lock`, 'utf8').split('\n');
   } catch {
     return null;
   }
-  return Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner) ? owner : null;
+  const pid = Number(lines[0]?.trim());
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return null;
+  const port = Number(lines[1]?.trim());
+  return { pid, port: Number.isInteger(port) && port >= 1 && port <= 65_535 ? port : null };
+}
+
+/** What the lock says of this process: its pid, and in a Next server (which sets PORT to the port it bound) the port. */
+function lockContents(): string {
+  const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
+  return port && /^\d{1,5}$/.test(port) ? `${process.pid}\n${port}` : String(process.pid);
 }
 
 function acquireFolderLock(dataDir: string): () => void {
   const lockPath = `${dataDir}.lock`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
+      writeFileSync(lockPath, lockContents(), { flag: 'wx' });
       const release = () => rmSync(lockPath, { force: true });
       process.once('exit', release);
       return () => {

@@ -1,15 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DbError } from '../../lib/db/errors.ts';
-import { openPglite } from '../../lib/db/pglite.ts';
+import { embeddedFolderService, openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openSupabase } from '../../lib/db/supabase.ts';
 import { buildFunctionCall, withLiteralValues } from '../../lib/db/sql-call.ts';
+import { defaultBaseUrl } from '../../scripts/operator.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
+import { setEnv } from '../support/env.ts';
 
 describe('building the SQL call', () => {
   it('uses named arguments and placeholders, objects as JSON text', () => {
@@ -106,6 +108,30 @@ describe('the embedded database folder lock', () => {
       holder.kill();
     }
   });
+
+  it('names a Next server\'s port beside its pid, so the commands find a service on another port than 3000', async () => {
+    const dir = path.join(root, 'db3');
+    // The server's process: Next sets NEXT_RUNTIME and PORT (the port it bound) before the app loads.
+    const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3105' });
+    let db: Awaited<ReturnType<typeof openPglite>> | undefined;
+    try {
+      db = await openPglite(dir, { migrate: false });
+      expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n3105`);
+    } finally {
+      await db?.close();
+      restore();
+    }
+    // As another process reads it: a live holder with its port, or with none (an operator command's lock).
+    const holder = process.ppid;
+    writeFileSync(`${dir}.lock`, `${holder}\n3105`);
+    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: 3105 });
+    expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3105');
+    expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir, BASE_URL: 'http://127.0.0.1:4000' })).toBe('http://127.0.0.1:4000');
+    writeFileSync(`${dir}.lock`, String(holder));
+    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: null });
+    expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3000');
+    rmSync(`${dir}.lock`);
+  }, 90_000);
 
   it('takes over a lock left by a process that is gone, and releases it on close', async () => {
     const dir = path.join(root, 'db2');

@@ -142,10 +142,11 @@ describe('the operator commands while the local service holds the embedded datab
     expect(linked.stdout).toContain(`localhost:${server.port} wants you to sign in with your Ethereum account:`);
   });
 
-  it('events:deliver asks the running service for a run, to the service\'s receivers', async () => {
+  it('events:deliver asks the running service for a run, to the service\'s receivers, finding its port without BASE_URL', async () => {
     await run('link-wallet.ts', [], env); // a wallet.linked event, sent by the service after the write
-    const delivered = await run('events-deliver.ts', [], env);
-    expect(delivered.stderr).toContain(`is in use by process ${server.serverPid} (the running service?): asking the service at ${server.url}`);
+    // No BASE_URL: the service is found on its port, which it wrote beside its pid in the folder's lock.
+    const delivered = await run('events-deliver.ts', [], { ...env, BASE_URL: undefined });
+    expect(delivered.stderr).toContain(`is in use by process ${server.serverPid} (the running service?): asking the service at http://localhost:${server.port}`);
     expect(JSON.parse(delivered.stdout)).toEqual({ lapsesTold: expect.any(Number), endpoints: [expect.objectContaining({ id: expect.stringMatching(/^[0-9a-f]{16}$/), dead: 0 })], done: true });
     await expect.poll(() => eventsReceived, { timeout: 30_000 }).toContain('wallet.linked');
   });
