@@ -37,7 +37,7 @@ try {
     : await databaseOrService({ baseUrl: values['base-url']!, direct: runHere, route });
   console.log(JSON.stringify(report, null, 2));
   const sent = report.endpoints.map((endpoint) => `${endpoint.id}: ${endpoint.delivered} delivered, ${endpoint.retried} to retry, ${endpoint.dead} dead-lettered`);
-  console.error(`${report.lapsesTold} lapse(s) told; ${sent.length ? sent.join('; ') : 'no endpoint'}. ${report.done ? 'Everything due is done.' : 'Not everything due within the budget: run it again.'}`);
+  console.error(`${report.lapsesTold} lapse(s) told; ${sent.length ? sent.join('; ') : 'no endpoint'}. ${report.done ? 'Everything due is done (`npm run events:status` shows what still waits, and when its next attempt is due).' : 'Not everything due within the budget: run it again.'}`);
 } catch (error) {
   console.error(`Delivery failed: ${error instanceof DomainError ? `${error.code}: ${error.detail}` : (error as Error).message}`);
   process.exitCode = 1;

@@ -34,6 +34,8 @@ export interface EndpointOverview {
   retiredAt: string | null;
   pending: number;
   oldestPendingAt: string | null;
+  /** When the next attempt is due (the soonest of the users' queue heads); null: nothing pending. */
+  nextAttemptAt: string | null;
   dead: number;
   lastDeliveredAt: string | null;
   lastFailure: { eventId: string; at: string; error: string; attempts: number } | null;
@@ -79,7 +81,7 @@ export function outboxOverview(status: OutboxStatus, settingsOrRefused: readonly
   });
   const unregistered = (settings ?? []).filter((endpoint) => !stored.has(endpoint.id)).map((endpoint): EndpointOverview => ({
     id: endpoint.id, url: shownUrl(endpoint.url), setting: endpoint.setting, types: endpoint.types, state: 'pending registration',
-    registeredAt: null, retiredAt: null, pending: 0, oldestPendingAt: null, dead: 0, lastDeliveredAt: null, lastFailure: null,
+    registeredAt: null, retiredAt: null, pending: 0, oldestPendingAt: null, nextAttemptAt: null, dead: 0, lastDeliveredAt: null, lastFailure: null,
   }));
   const order = { active: 0, 'pending registration': 1, retired: 2 } as const;
   return {
@@ -97,6 +99,7 @@ function counts(row: EndpointStatus) {
     retiredAt: isoOrNull(row.retired_at),
     pending: Number(row.pending),
     oldestPendingAt: isoOrNull(row.oldest_pending_at),
+    nextAttemptAt: isoOrNull(row.next_attempt_at),
     dead: Number(row.dead),
     lastDeliveredAt: isoOrNull(row.last_delivered_at),
     lastFailure: row.last_failure && {
@@ -151,7 +154,7 @@ export function describeOutbox(overview: OutboxOverview): string[] {
     ...refused,
     `Events: ${overview.events} stored${overview.lastEventAt ? `, the last at ${formatUtc(overview.lastEventAt)}` : ''}; ${overview.lapsesDue} lapse(s) due`,
     ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? noUrl} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
-      + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)})` : ''}, ${endpoint.dead} dead; `
+      + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)}${endpoint.nextAttemptAt ? `; the next attempt due ${formatUtc(endpoint.nextAttemptAt)}` : ''})` : ''}, ${endpoint.dead} dead; `
       + `last delivered ${endpoint.lastDeliveredAt ? formatUtc(endpoint.lastDeliveredAt) : 'never'}`
       + `${endpoint.lastFailure ? `; last failure ${formatUtc(endpoint.lastFailure.at)} (attempt ${endpoint.lastFailure.attempts}): ${endpoint.lastFailure.error}` : ''}`),
   ];

@@ -35,6 +35,7 @@ export interface EndpointStatus {
   retired_at: string | null;
   pending: number;
   oldest_pending_at: string | null;
+  next_attempt_at: string | null;
   dead: number;
   last_delivered_at: string | null;
   last_failure: { event_id: string; at: string; error: string; attempts: number } | null;

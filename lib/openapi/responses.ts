@@ -238,6 +238,7 @@ const eventEndpointSchema = z.object({
   retiredAt: nullableTime,
   pending: z.int().meta({ description: 'Deliveries not yet made (due, or waiting out a retry)' }),
   oldestPendingAt: nullableTime.meta({ description: 'When the oldest pending event was written' }),
+  nextAttemptAt: nullableTime.meta({ description: 'When the next attempt is due: the soonest of the users\' queue heads (an event behind its user\'s head waits for it); null when nothing is pending' }),
   dead: z.int().meta({ description: 'Deliveries whose retries ran out (replay them)' }),
   lastDeliveredAt: nullableTime,
   lastFailure: z.object({ eventId: z.string(), at: isoTime, error: z.string(), attempts: z.int() }).nullable(),

@@ -104,6 +104,10 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
       oldestPendingAt: event.createdAt.toISOString(),
       lastFailure: { eventId: event.id, at: expect.any(String), error: 'HTTP 500: receiver is down', attempts: 1 },
     })]);
+    // The next attempt is the failed one's retry (its own time), not now.
+    const [{ next_attempt_at: retryAt }] = await db.sql<{ next_attempt_at: Date }>('select next_attempt_at from public.outbound_deliveries where event_id = $1', [event.id]);
+    expect(new Date(retryAt).getTime()).toBeGreaterThan(Date.now());
+    expect(body.endpoints[0]!.nextAttemptAt).toBe(new Date(retryAt).toISOString());
     expect(body.events).toBeGreaterThanOrEqual(1);
 
     // The settings name another receiver: the first one is retired (no URL: the settings no longer have it), the new one not registered yet.

@@ -8,7 +8,7 @@ import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 const [named] = parseEventEndpoints({ EVENTS_WEBHOOK_URL: 'https://hooks.example.com/in?token=abc', EVENTS_WEBHOOK_SECRET: SECRET }, { local: false });
 const row = (fields: Partial<EndpointStatus>): EndpointStatus => ({
-  id: named!.id, types: null, registered_at: '2026-01-01T00:00:00Z', retired_at: null, pending: 0, oldest_pending_at: null, dead: 0, last_delivered_at: null, last_failure: null, ...fields,
+  id: named!.id, types: null, registered_at: '2026-01-01T00:00:00Z', retired_at: null, pending: 0, oldest_pending_at: null, next_attempt_at: null, dead: 0, last_delivered_at: null, last_failure: null, ...fields,
 });
 const status = (endpoints: EndpointStatus[]): OutboxStatus => ({ endpoints, events: 3, last_event_at: null, lapses_due: 2 });
 
@@ -46,6 +46,8 @@ describe('settings the service refuses', () => {
     expect(describeOutbox(overview)[0]).toBe(`Events: the settings are refused, nothing is sent: ${why}`);
     // The endpoint's URL may well be in the refused settings: not said to be missing from them.
     expect(describeOutbox(overview)[2]).toMatch(/^ {2}[0-9a-f]{16} \(URL unread: the settings are refused\) \[active\]/);
+    const waiting = describeOutbox(outboxOverview(status([row({ pending: 2, oldest_pending_at: '2026-01-01T10:00:00Z', next_attempt_at: '2026-01-01T10:01:30Z' })]), [named!]))[1];
+    expect(waiting).toContain(': 2 pending (the oldest since 2026-01-01 10:00 UTC; the next attempt due 2026-01-01 10:01:30 UTC), 0 dead;');
     expect(describeOutbox(outboxOverview(status([row({})]), null))[1]).toMatch(/^ {2}[0-9a-f]{16} \(URL not in these settings\) \[active\]/);
     expect(describeOutbox(outboxOverview(status([]), refused))).toEqual([`Events: the settings are refused, nothing is sent: ${why}`, 'Events: no endpoint registered; 3 event(s) stored; 2 lapse(s) due']);
     const [note] = outboxAttention(overview, new Date());

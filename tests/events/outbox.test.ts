@@ -202,6 +202,27 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, id)).toEqual([]);
   });
 
+  it('says when an endpoint\'s next attempt is due: the soonest queue head\'s, not an event waiting behind its head', async () => {
+    const endpoint = `ep-${randomUUID().slice(0, 8)}`;
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: ['wallet.*'] }])]);
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    await linkWallet(user, evmWallet()); // behind the first, due since it was written
+    const nextAttempt = async () => {
+      const [{ status }] = await db.sql<{ status: { endpoints: Array<{ id: string; next_attempt_at: string | null; pending: number }> } }>('select public.outbound_status() as status');
+      return status.endpoints.find((row) => row.id === endpoint)!;
+    };
+    const [{ result: [head] }] = await db.sql<{ result: Array<{ event_id: string }> }>('select public.outbound_claim($1, 1000, 30) as result', [endpoint]);
+    const retryAt = new Date(Date.now() + 10 * 60_000);
+    await db.sql('select public.outbound_settle($1, $2::jsonb)', [endpoint, JSON.stringify([{ event_id: head!.event_id, outcome: 'retry', retry_at: retryAt.toISOString(), error: 'HTTP 500' }])]);
+    const waiting = await nextAttempt();
+    expect(waiting.pending).toBe(2);
+    expect(new Date(waiting.next_attempt_at!).toISOString()).toBe(retryAt.toISOString());
+    // Dead-lettered (as its last retry would): the second is the head now, due since it was written.
+    await db.sql("update public.outbound_deliveries set state = 'dead' where endpoint_id = $1 and event_id = $2", [endpoint, head!.event_id]);
+    expect(new Date((await nextAttempt()).next_attempt_at!).getTime()).toBeLessThanOrEqual(Date.now());
+  });
+
   it('delivers in order per user and endpoint: only the head of a user\'s queue is claimed; settled, retried, dead-lettered, replayed', async () => {
     const endpoint = `ep-${randomUUID().slice(0, 8)}`;
     const wallets = await db.sql<{ result: number }>('select public.outbound_set_endpoints($1::jsonb) as result', [JSON.stringify([{ id: endpoint, types: ['wallet.*'] }])]);

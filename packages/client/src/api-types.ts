@@ -918,6 +918,8 @@ export interface components {
             pending: number;
             /** @description When the oldest pending event was written */
             oldestPendingAt: string | null;
+            /** @description When the next attempt is due: the soonest of the users' queue heads (an event behind its user's head waits for it); null when nothing is pending */
+            nextAttemptAt: string | null;
             /** @description Deliveries whose retries ran out (replay them) */
             dead: number;
             lastDeliveredAt: string | null;
