@@ -23,7 +23,7 @@ describe('packages/client/src/api-types.ts', () => {
     const committed = readFileSync(CLIENT_TYPES_FILE, 'utf8');
     const document = buildOpenApiDocument(loadConfig({})) as unknown as { paths: Record<string, Record<string, { operationId?: string }>> };
     const ids = Object.values(document.paths).flatMap((item) => Object.values(item).flatMap((op) => (op.operationId ? [op.operationId] : [])));
-    expect(ids.length).toBe(27); // with the operator's status, explanation and export, the user's export, the cron routes by POST (the events cron too), and the operator's four event routes
+    expect(ids.length).toBe(28); // with the operator's status, explanation and export, the user's export, the cron routes by POST (the events cron too), and the operator's five event routes
     for (const id of ids) expect(committed).toContain(`    ${id}: {`);
     expect(committed).not.toMatch(/options: operations/);
     // A deployment's networks are its configuration: the client's types take any.

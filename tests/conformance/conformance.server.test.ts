@@ -426,7 +426,7 @@ describe('the production server and the OpenAPI document it serves', () => {
       const scheme = Object.keys(operation.security[0] ?? {})[0];
       return scheme !== undefined && (served as unknown as { components: { securitySchemes: Record<string, { scheme?: string }> } }).components.securitySchemes[scheme]!.scheme === 'bearer';
     });
-    expect(bearerRoutes.length).toBe(23); // eight with a session token, the billing webhook, three cron routes (GET and POST each) and eight admin
+    expect(bearerRoutes.length).toBe(24); // eight with a session token, the billing webhook, three cron routes (GET and POST each) and nine admin
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...bearerRoutes), fc.nat(), fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: undefined }), async ({ path, method, operation }, pick, random) => {
         const valid = (await credentialsFor(method, path)).authorization!.replace(/^Bearer /, '');
