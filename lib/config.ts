@@ -331,7 +331,8 @@ function settingsNow(env: Record<string, string | undefined>): string {
  */
 export function configureForOperator(env: Record<string, string | undefined> = process.env): Config {
   const options = { operator: true };
-  cached = { config: loadConfig(env, options), options, settings: process.env.NODE_ENV === 'development' ? settingsNow(env) : undefined };
+  // (Compared with process.env, as getConfig compares: whatever `env` was, it stays until process.env changes.)
+  cached = { config: loadConfig(env, options), options, settings: process.env.NODE_ENV === 'development' ? settingsNow(process.env) : undefined };
   return cached.config;
 }
 

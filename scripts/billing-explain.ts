@@ -5,7 +5,7 @@
 // /api/admin/billing/subscribers/{id}). Reads .env.local like the server, but needs only the
 // database settings `npm run migrate` uses; in local mode on the embedded database, while the
 // running service holds the folder, it asks that service's route instead (at --base-url, default
-// BASE_URL or http://localhost:3000).
+// as defaultBaseUrl in operator.ts says).
 import './load-env.ts';
 import { parseArgs } from 'node:util';
 import { explainSubscriber, explanationLines, type SubscriberExplanation } from '../lib/billing/explain.ts';

@@ -5,7 +5,7 @@
 // resumes where it stopped; --restart starts over). Reads .env.local like the server, but needs
 // only the database settings `npm run migrate` uses and the RevenueCat key. In local mode on the
 // embedded database, while the running service holds the folder, --user asks that service (its
-// POST /api/admin/billing/sync at --base-url, default BASE_URL or http://localhost:3000), which
+// POST /api/admin/billing/sync at --base-url, default as defaultBaseUrl in operator.ts says), which
 // also serves the RevenueCat stand-in (REVENUECAT_STAND_IN=1).
 import './load-env.ts';
 import { parseArgs } from 'node:util';

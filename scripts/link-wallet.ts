@@ -1,4 +1,4 @@
-// npm run link-wallet -- [--base-url <url>, default BASE_URL or http://localhost:3000] [--chain-id 1] [--user <uuid>] [--email <email>]
+// npm run link-wallet -- [--base-url <url>, default: defaultBaseUrl in operator.ts] [--chain-id 1] [--user <uuid>] [--email <email>]
 // Links a throwaway EVM wallet to the dev user (ana@example.com, unless told otherwise) of the running embedded service, showing each step:
 // mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
 // Reads .env.local like the server (the dev key lives beside EMBEDDED_DB_DIR).

@@ -10,7 +10,7 @@
 //   down or refusing (a schema behind its code). Outside local mode this shell does not have the
 //   deployment's settings, so the parts are shown as not visible, never as "off". In local mode on
 //   the embedded database, while the running service holds the folder, it asks that service
-//   instead (its GET /api/admin/status at --base-url, default BASE_URL or http://localhost:3000).
+//   instead (its GET /api/admin/status at --base-url, default as defaultBaseUrl in operator.ts says).
 import './load-env.ts';
 import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';

@@ -28,7 +28,7 @@ export interface EmbeddedDatabase extends DatabaseAdapter {
  *
  * PGlite does not lock its folder, and two processes writing one folder corrupt it, so a lock file
  * beside the folder (`<folder>.lock`, holding the owner's pid) makes a second process refuse with a
- * clear message.
+ * clear message. A Next server also writes `<folder>.port` (its pid and port) for the commands.
  */
 export async function openPglite(dataDir: string, options: { migrate?: boolean } = {}): Promise<EmbeddedDatabase> {
   mkdirSync(path.dirname(dataDir), { recursive: true });
@@ -211,34 +211,48 @@ export function embeddedFolderHolder(dataDir: string): number | null {
 }
 
 /**
- * The holder (as embeddedFolderHolder) and, when it is a Next server, the port it serves on: the
- * lock's second line. So the commands find a service that `next dev` put on the next free port.
+ * The holder (as embeddedFolderHolder) and, when it is a Next server, the port it serves on, from
+ * `<folder>.port` (written beside the lock, with the holder's pid: one left by another process is
+ * not believed). So the commands find a service that `next dev` put on the next free port. (The
+ * lock itself stays the bare pid that every version reads.)
  */
 export function embeddedFolderService(dataDir: string): { pid: number; port: number | null } | null {
-  let lines: string[];
+  let pid: number;
   try {
-    lines = readFileSync(`${dataDir}.lock`, 'utf8').split('\n');
+    pid = Number(readFileSync(`${dataDir}.lock`, 'utf8').trim());
   } catch {
     return null;
   }
-  const pid = Number(lines[0]?.trim());
   if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return null;
-  const port = Number(lines[1]?.trim());
-  return { pid, port: Number.isInteger(port) && port >= 1 && port <= 65_535 ? port : null };
+  let port: number | null = null;
+  try {
+    const [portPid, portText] = readFileSync(`${dataDir}.port`, 'utf8').trim().split(' ');
+    const value = Number(portText);
+    if (Number(portPid) === pid && Number.isInteger(value) && value >= 1 && value <= 65_535) port = value;
+  } catch {
+    // no port said: an operator command holds the folder, or a server of an earlier version
+  }
+  return { pid, port };
 }
 
-/** What the lock says of this process: its pid, and in a Next server (which sets PORT to the port it bound) the port. */
-function lockContents(): string {
+/** A Next server (which sets PORT to the port it bound, before the app loads) says where it serves. */
+function servedPort(): string | undefined {
   const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
-  return port && /^\d{1,5}$/.test(port) ? `${process.pid}\n${port}` : String(process.pid);
+  return port && /^\d{1,5}$/.test(port) ? port : undefined;
 }
 
 function acquireFolderLock(dataDir: string): () => void {
   const lockPath = `${dataDir}.lock`;
+  const portPath = `${dataDir}.port`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      writeFileSync(lockPath, lockContents(), { flag: 'wx' });
-      const release = () => rmSync(lockPath, { force: true });
+      writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
+      const port = servedPort();
+      if (port) writeFileSync(portPath, `${process.pid} ${port}`);
+      const release = () => {
+        if (port) rmSync(portPath, { force: true });
+        rmSync(lockPath, { force: true });
+      };
       process.once('exit', release);
       return () => {
         process.removeListener('exit', release);

@@ -22,9 +22,9 @@
 --   * a function that every webhook or GET /api/me calls is PL/pgSQL, even when its body is one
 --     query: Postgres 17 and 15, which Supabase runs, plan a SQL function's query on every call
 --     (its `set search_path` keeps it from being inlined), where PL/pgSQL keeps its plans for the
---     session. On 17 that took 0.3 ms of a 2.2 ms renewal with events on, and 0.12 of GET
---     /api/me's 0.3 (scripts/bench/NOTES.md); on 18, which keeps SQL functions' plans too, the
---     two cost the same.
+--     session. On 17 a renewal with events on went from 2.2 to 1.4-1.7 ms of Postgres CPU, and
+--     GET /api/me's call from 0.3 to 0.19 (scripts/bench/NOTES.md); on 18, which keeps SQL
+--     functions' plans too, the two cost the same.
 
 -- GET /api/health: one round trip that proves the database answers and the schema is in place.
 create or replace function public.health_check()

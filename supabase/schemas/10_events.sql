@@ -780,11 +780,14 @@ as $$
         'oldest_pending_at', (select min(e.created_at) from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
                               where d.endpoint_id = p.id and d.state = 'pending'),
         -- When the next attempt is due: the soonest of the users' queue heads (an event behind its
-        -- user's head waits for the head, whatever its own time says).
+        -- user's head waits for the head, whatever its own time says), each head found as the claim
+        -- finds it; none for a retired endpoint, which is not sent to.
         'next_attempt_at', (select min(d.next_attempt_at) from public.outbound_deliveries d
-                            where d.endpoint_id = p.id and d.state = 'pending'
-                              and not exists (select 1 from public.outbound_deliveries h
-                                              where h.endpoint_id = d.endpoint_id and h.user_id = d.user_id and h.state = 'pending' and h.sequence < d.sequence)),
+                            where p.retired_at is null and d.endpoint_id = p.id and d.state = 'pending'
+                              and d.sequence = (
+                                select head.sequence from public.outbound_deliveries head
+                                where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
+                                order by head.sequence limit 1)),
         'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
         'last_delivered_at', (select max(d.delivered_at) from public.outbound_deliveries d where d.endpoint_id = p.id),
         'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)

@@ -116,18 +116,25 @@ describe('the embedded database folder lock', () => {
     let db: Awaited<ReturnType<typeof openPglite>> | undefined;
     try {
       db = await openPglite(dir, { migrate: false });
-      expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(`${process.pid}\n3105`);
+      // The lock stays the bare pid (what every version reads); the port beside it.
+      expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(String(process.pid));
+      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3105`);
     } finally {
       await db?.close();
       restore();
     }
-    // As another process reads it: a live holder with its port, or with none (an operator command's lock).
+    expect(existsSync(`${dir}.port`)).toBe(false); // gone with the lock
+    // As another process reads them: a live holder with its port; with none (an operator command's
+    // lock); or with a port file another process left, which is not believed.
     const holder = process.ppid;
-    writeFileSync(`${dir}.lock`, `${holder}\n3105`);
+    writeFileSync(`${dir}.lock`, String(holder));
+    writeFileSync(`${dir}.port`, `${holder} 3105`);
     expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: 3105 });
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3105');
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir, BASE_URL: 'http://127.0.0.1:4000' })).toBe('http://127.0.0.1:4000');
-    writeFileSync(`${dir}.lock`, String(holder));
+    writeFileSync(`${dir}.port`, `${holder + 1} 3105`);
+    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: null });
+    rmSync(`${dir}.port`);
     expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: null });
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3000');
     rmSync(`${dir}.lock`);

@@ -221,6 +221,9 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     // Dead-lettered (as its last retry would): the second is the head now, due since it was written.
     await db.sql("update public.outbound_deliveries set state = 'dead' where endpoint_id = $1 and event_id = $2", [endpoint, head!.event_id]);
     expect(new Date((await nextAttempt()).next_attempt_at!).getTime()).toBeLessThanOrEqual(Date.now());
+    // Retired (the settings name another receiver): never sent to, so no attempt is due, pending or not.
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: `${endpoint}-next`, types: ['wallet.*'] }])]);
+    expect(await nextAttempt()).toMatchObject({ pending: 1, next_attempt_at: null });
   });
 
   it('delivers in order per user and endpoint: only the head of a user\'s queue is claimed; settled, retried, dead-lettered, replayed', async () => {
