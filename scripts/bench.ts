@@ -877,6 +877,11 @@ async function billingWithEventsSent(postgres: PostgresServer, baseEnv: Record<s
       method: 'POST', path: '/api/webhooks/subscription-billing', headers, postgresPid: postgres.pid(), connections: FEW_CONNECTIONS, overallRate: FIXED_RATE,
       next: (index) => ({ body: JSON.stringify(fromSupabaseUser(billingEvent(`events-r-${start}`, index, start + DAY_MS))) }),
     })));
+    // Answers that were not 2xx: the server's own words for them (a 503 says only "did not answer").
+    if (results.some((result) => result.non2xx > 0)) {
+      const said = live.output().split('\n').filter((line) => line.includes('"level":"warn"') || line.includes('"level":"error"')).slice(0, 5);
+      for (const line of said) console.log(`    server log: ${line.slice(0, 400)}`);
+    }
     const counts = await receiver.counts();
     const receiverCpuMs = cpuMsOf(receiver.pid) - receiverCpuBefore;
     console.log(`  (the receiver got ${counts.received} events during and after those runs, ${counts.verified} verified; its process used ${(receiverCpuMs / Math.max(1, counts.received)).toFixed(2)} ms of CPU an event)`);
