@@ -1,4 +1,5 @@
 import { ConfigError, describeConfig, getConfig } from './config.ts';
+import { announceServedPort } from './db/served-port.ts';
 import { checkEndpointAddresses, getEventEndpoints } from './events/endpoints.ts';
 import { log } from './log.ts';
 
@@ -15,6 +16,16 @@ export function logStartup(): void {
     if (!(error instanceof ConfigError)) throw error;
     // Every request will answer 503 service_misconfigured with this message too.
     log.error({ err: { message: error.message } }, 'account-link-service cannot start with this configuration');
+  }
+}
+
+/** On the embedded database, where this server serves, for the `npm run` commands that ask it (lib/db/served-port.ts). */
+export function announceLocalService(): void {
+  try {
+    const config = getConfig();
+    if (config.databaseMode === 'embedded') announceServedPort(config.embeddedDbDir);
+  } catch {
+    // the configuration's own error, logged by logStartup
   }
 }
 

@@ -7,17 +7,19 @@
 //   operator routes, with the admin secret (ADMIN_API_SECRET, or local mode's dev one);
 // - where the service is, by default (BASE_URL, else http://localhost:3000).
 import { DEV_ADMIN_SECRET, LOCAL_APP_ORIGIN, configureForOperator, embeddedDbDirOf, type Config } from '../lib/config.ts';
-import { embeddedFolderHolder, embeddedFolderService } from '../lib/db/pglite.ts';
+import { embeddedFolderHolder } from '../lib/db/pglite.ts';
+import { announcedServer } from '../lib/db/served-port.ts';
 import { DomainError, type DomainErrorCode } from '../lib/errors.ts';
 
 /**
  * Where the scripts look for the running service unless --base-url says otherwise: BASE_URL; else
- * the local service that holds the embedded database, on the port it wrote in the folder's lock
- * (`next dev` takes the next free one when 3000 is busy); else http://localhost:3000.
+ * the local service on the embedded database, on the port it announced as it started
+ * (`next dev` takes the next free one when 3000 is busy: lib/db/served-port.ts); else
+ * http://localhost:3000.
  */
 export function defaultBaseUrl(env: Record<string, string | undefined> = process.env): string {
-  const running = embeddedFolderService(embeddedDbDirOf(env));
-  return env.BASE_URL?.trim() || (running?.port ? `http://localhost:${running.port}` : LOCAL_APP_ORIGIN);
+  const running = announcedServer(embeddedDbDirOf(env));
+  return env.BASE_URL?.trim() || (running ? `http://localhost:${running.port}` : LOCAL_APP_ORIGIN);
 }
 
 /** fetch reports a server it could not reach as a TypeError "fetch failed" (the socket error is its cause). */

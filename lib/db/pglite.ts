@@ -5,6 +5,7 @@ import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
+import { isAlive } from './served-port.ts';
 import { runMigrations, type SqlSession } from './migrate.ts';
 import { buildFunctionCall, withLiteralValues, type SqlCall } from './sql-call.ts';
 
@@ -28,7 +29,7 @@ export interface EmbeddedDatabase extends DatabaseAdapter {
  *
  * PGlite does not lock its folder, and two processes writing one folder corrupt it, so a lock file
  * beside the folder (`<folder>.lock`, holding the owner's pid) makes a second process refuse with a
- * clear message. A Next server also writes `<folder>.port` (its pid and port) for the commands.
+ * clear message. (A Next server also says where it serves: ./served-port.ts.)
  */
 export async function openPglite(dataDir: string, options: { migrate?: boolean } = {}): Promise<EmbeddedDatabase> {
   mkdirSync(path.dirname(dataDir), { recursive: true });
@@ -207,52 +208,21 @@ function keepWasmImportWrappersGeneric(): void {
  * commands ask it first, to ask the running service instead of refusing.
  */
 export function embeddedFolderHolder(dataDir: string): number | null {
-  return embeddedFolderService(dataDir)?.pid ?? null;
-}
-
-/**
- * The holder (as embeddedFolderHolder) and, when it is a Next server, the port it serves on, from
- * `<folder>.port` (written beside the lock, with the holder's pid: one left by another process is
- * not believed). So the commands find a service that `next dev` put on the next free port. (The
- * lock itself stays the bare pid that every version reads.)
- */
-export function embeddedFolderService(dataDir: string): { pid: number; port: number | null } | null {
-  let pid: number;
+  let owner: number;
   try {
-    pid = Number(readFileSync(`${dataDir}.lock`, 'utf8').trim());
+    owner = Number(readFileSync(`${dataDir}.lock`, 'utf8').trim());
   } catch {
     return null;
   }
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || !isAlive(pid)) return null;
-  let port: number | null = null;
-  try {
-    const [portPid, portText] = readFileSync(`${dataDir}.port`, 'utf8').trim().split(' ');
-    const value = Number(portText);
-    if (Number(portPid) === pid && Number.isInteger(value) && value >= 1 && value <= 65_535) port = value;
-  } catch {
-    // no port said: an operator command holds the folder, or a server of an earlier version
-  }
-  return { pid, port };
-}
-
-/** A Next server (which sets PORT to the port it bound, before the app loads) says where it serves. */
-function servedPort(): string | undefined {
-  const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
-  return port && /^\d{1,5}$/.test(port) ? port : undefined;
+  return Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner) ? owner : null;
 }
 
 function acquireFolderLock(dataDir: string): () => void {
   const lockPath = `${dataDir}.lock`;
-  const portPath = `${dataDir}.port`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       writeFileSync(lockPath, String(process.pid), { flag: 'wx' });
-      const port = servedPort();
-      if (port) writeFileSync(portPath, `${process.pid} ${port}`);
-      const release = () => {
-        if (port) rmSync(portPath, { force: true });
-        rmSync(lockPath, { force: true });
-      };
+      const release = () => rmSync(lockPath, { force: true });
       process.once('exit', release);
       return () => {
         process.removeListener('exit', release);
@@ -271,11 +241,3 @@ function acquireFolderLock(dataDir: string): () => void {
   throw new DbError('unavailable', `Could not lock the embedded database folder ${dataDir}.`);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

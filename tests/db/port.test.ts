@@ -5,7 +5,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DbError } from '../../lib/db/errors.ts';
-import { embeddedFolderService, openPglite } from '../../lib/db/pglite.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
+import { announcedServer, announceServedPort } from '../../lib/db/served-port.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { openSupabase } from '../../lib/db/supabase.ts';
 import { buildFunctionCall, withLiteralValues } from '../../lib/db/sql-call.ts';
@@ -109,36 +110,31 @@ describe('the embedded database folder lock', () => {
     }
   });
 
-  it('names a Next server\'s port beside its pid, so the commands find a service on another port than 3000', async () => {
+  it('a Next server says where it serves, so the commands find a service on another port than 3000', () => {
     const dir = path.join(root, 'db3');
     // The server's process: Next sets NEXT_RUNTIME and PORT (the port it bound) before the app loads.
     const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3105' });
-    let db: Awaited<ReturnType<typeof openPglite>> | undefined;
     try {
-      db = await openPglite(dir, { migrate: false });
-      // The lock stays the bare pid (what every version reads); the port beside it.
-      expect(readFileSync(`${dir}.lock`, 'utf8')).toBe(String(process.pid));
-      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3105`);
+      announceServedPort(dir);
     } finally {
-      await db?.close();
       restore();
     }
-    expect(existsSync(`${dir}.port`)).toBe(false); // gone with the lock
-    // As another process reads them: a live holder with its port; with none (an operator command's
-    // lock); or with a port file another process left, which is not believed.
-    const holder = process.ppid;
-    writeFileSync(`${dir}.lock`, String(holder));
-    writeFileSync(`${dir}.port`, `${holder} 3105`);
-    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: 3105 });
+    expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3105`);
+    expect(announcedServer(dir)).toBeNull(); // this process itself: nobody else to ask
+    // As another process reads it: a live server's port; one whose process is gone, not believed.
+    const other = process.ppid;
+    writeFileSync(`${dir}.port`, `${other} 3105`);
+    expect(announcedServer(dir)).toEqual({ pid: other, port: 3105 });
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3105');
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir, BASE_URL: 'http://127.0.0.1:4000' })).toBe('http://127.0.0.1:4000');
-    writeFileSync(`${dir}.port`, `${holder + 1} 3105`);
-    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: null });
-    rmSync(`${dir}.port`);
-    expect(embeddedFolderService(dir)).toEqual({ pid: holder, port: null });
+    writeFileSync(`${dir}.port`, `${2 ** 22 + 7} 3105`); // above Linux's highest pid: no such process
+    expect(announcedServer(dir)).toBeNull();
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3000');
-    rmSync(`${dir}.lock`);
-  }, 90_000);
+    rmSync(`${dir}.port`);
+    // Outside a Next server (an operator command), nothing is announced.
+    announceServedPort(dir);
+    expect(existsSync(`${dir}.port`)).toBe(false);
+  });
 
   it('takes over a lock left by a process that is gone, and releases it on close', async () => {
     const dir = path.join(root, 'db2');

@@ -1,0 +1,54 @@
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+/**
+ * Where the local service on the embedded database serves, for the `npm run` commands that ask it
+ * (`next dev` takes the next free port when 3000 is busy): a Next server writes `<folder>.port`,
+ * its pid and port, as it starts (instrumentation.ts), and removes it as it exits. A file whose
+ * process is gone is not believed. (Apart from the folder's lock, `<folder>.lock`, which stays the
+ * bare pid every version reads, and which appears only once the database opens.)
+ */
+export function announceServedPort(dataDir: string): void {
+  // Next sets NEXT_RUNTIME, and PORT to the port it bound, before the app loads.
+  const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
+  if (!port || !/^\d{1,5}$/.test(port)) return;
+  const file = portFile(dataDir);
+  const contents = `${process.pid} ${port}`;
+  try {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, contents);
+  } catch {
+    return; // a folder this process cannot write: the commands fall back to BASE_URL or port 3000
+  }
+  process.once('exit', () => {
+    try {
+      if (readFileSync(file, 'utf8') === contents) rmSync(file, { force: true });
+    } catch {
+      // gone already, or another server's now
+    }
+  });
+}
+
+/** The live server that announced itself for this folder: its pid and port; or null. */
+export function announcedServer(dataDir: string): { pid: number; port: number } | null {
+  try {
+    const [pidText, portText] = readFileSync(portFile(dataDir), 'utf8').trim().split(' ');
+    const pid = Number(pidText);
+    const port = Number(portText);
+    if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535) return null;
+    return pid !== process.pid && isAlive(pid) ? { pid, port } : null;
+  } catch {
+    return null;
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const portFile = (dataDir: string) => `${dataDir}.port`;
