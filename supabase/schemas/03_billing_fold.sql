@@ -1318,6 +1318,10 @@ begin
         p_plan => v_call operator(pg_catalog.->) 'p_plan',
         p_sync_after => coalesce(v_call operator(pg_catalog.->>) 'p_sync_after', 'none'),
         p_content_digest => v_call operator(pg_catalog.->>) 'p_content_digest'));
+      -- What the event deferred to its commit (the outbound events' reconcile, 10_events.sql) runs
+      -- here, inside its own block: a lock it waits for past p_lock_timeout_ms skips this event
+      -- alone, as a lock in the event itself does, where at the commit below it failed the call.
+      set constraints all immediate;
       v_stored := true;
     exception
       when lock_not_available then

@@ -6,7 +6,7 @@ import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls
 import { DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { suiteDatabase } from '../support/databases.ts';
-import { billingIssue, cancellation, countAdapterCalls, day, entitlementsOf, eventRow, expiration, holdSubscriberLock, purchase, renewal } from './support.ts';
+import { billingIssue, cancellation, countAdapterCalls, day, entitlementsOf, eventRow, expiration, holdOutboundUserLock, holdSubscriberLock, purchase, renewal } from './support.ts';
 
 // Billing events that would wait for a pooled connection travel together, as one call of
 // public.record_billing_events that commits each on its own (lib/db/gathered-calls.ts); one that
@@ -159,6 +159,31 @@ describe('billing events gathered into one call (postgres)', () => {
       await release();
     }
     expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: held });
+  });
+
+  it('skips alone an event whose outbound events wait for a lock at its end: the others of the call are applied, and it goes alone and waits', async () => {
+    // A Supabase user's purchase is told as an outbound event when its transaction ends, under the
+    // user's sequence row lock; another transaction holds that lock.
+    const counts = await usePool(2, { lockMs: 600_000, callMs: 900_000 });
+    const user = crypto.randomUUID();
+    const release = await holdOutboundUserLock(db.url!, user);
+    let heldAnswer: Promise<unknown> | undefined;
+    try {
+      const fillers = [0, 1].map((i) => purchase(`events-filler-${i}-${Date.now()}`, 0.001, 0, 30));
+      const others = [0, 1, 2].map(() => purchase(crypto.randomUUID(), 0.001, 0, 30));
+      const heldEvent = purchase(user, 0.001, 0, 30);
+      let heldDone = false;
+      const calls = [...fillers, others[0]!, heldEvent, ...others.slice(1)].map((body) => recordBillingEvent(body, OPTIONS));
+      heldAnswer = calls[3]!.finally(() => (heldDone = true));
+      const answered = await Promise.all([...calls.slice(0, 3), ...calls.slice(4)]);
+      expect(answered.map((result) => result.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
+      expect(counts).toEqual({ alone: 3, gathered: [4] });
+      expect(heldDone).toBe(false);
+      expect(await eventRow(db, heldEvent.event.id)).toBeUndefined();
+    } finally {
+      await release();
+    }
+    expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: user });
   });
 
   it('fails the calls it carries when no connection comes in time, as each would have failed alone', async () => {

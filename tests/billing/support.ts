@@ -318,6 +318,18 @@ export async function holdSubscriberLock(databaseUrl: string, user: string): Pro
   };
 }
 
+/** Hold a user's outbound events sequence row (as a transaction writing the user's events does) until released. */
+export async function holdOutboundUserLock(databaseUrl: string, user: string): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query('begin');
+  await client.query('select public.outbound_lock_user($1)', [user]);
+  return async () => {
+    await client.query('rollback');
+    await client.end();
+  };
+}
+
 /** From now on, count the adapter's calls that go alone and its gathered calls (with how many events each carried). */
 export function countAdapterCalls(adapter: DatabaseAdapter): { alone: number; gathered: number[] } {
   const counts = { alone: 0, gathered: [] as number[] };
