@@ -314,14 +314,15 @@ let cached: { config: Config; options: LoadOptions; settings: string | undefined
  * instrumentation.ts) would keep sending to the receivers of the first.
  */
 export function getConfig(): Config {
-  const settings = process.env.NODE_ENV === 'development' ? settingsNow(process.env) : undefined;
+  const settings = settingsWatched();
   if (!cached || cached.settings !== settings) cached = { config: loadConfig(process.env, cached?.options), options: cached?.options ?? {}, settings };
   return cached.config;
 }
 
-/** The values of every setting loadConfig reads, as one string to compare. */
-function settingsNow(env: Record<string, string | undefined>): string {
-  return JSON.stringify(Object.keys(envSchema.shape).map((name) => env[name] ?? null));
+/** Under `next dev`, the values of every setting loadConfig reads in process.env, as one string to compare; elsewhere nothing is watched. */
+function settingsWatched(): string | undefined {
+  if (process.env.NODE_ENV !== 'development') return undefined;
+  return JSON.stringify(Object.keys(envSchema.shape).map((name) => process.env[name] ?? null));
 }
 
 /**
@@ -332,7 +333,7 @@ function settingsNow(env: Record<string, string | undefined>): string {
 export function configureForOperator(env: Record<string, string | undefined> = process.env): Config {
   const options = { operator: true };
   // (Compared with process.env, as getConfig compares: whatever `env` was, it stays until process.env changes.)
-  cached = { config: loadConfig(env, options), options, settings: process.env.NODE_ENV === 'development' ? settingsNow(process.env) : undefined };
+  cached = { config: loadConfig(env, options), options, settings: settingsWatched() };
   return cached.config;
 }
 
