@@ -44,7 +44,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
 }
 
 /** What one run asked over HTTP may take (the cron's and the operator's): the function may run 30 s. */
-export const ROUTE_RUN_BUDGET_MS = 20_000;
+const ROUTE_RUN_BUDGET_MS = 20_000;
 
 /** One run asked over HTTP (GET /api/cron/events, POST /api/admin/events/deliver), on the server's own settings. */
 export function moveOutboxNow(): Promise<OutboundRunReport> {
