@@ -7,24 +7,19 @@
 // running service holds the folder, it asks that service's route instead (at --base-url, default
 // as defaultBaseUrl in operator.ts says).
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { explainSubscriber, explanationLines, type SubscriberExplanation } from '../lib/billing/explain.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { databaseOrService, defaultBaseUrl } from './operator.ts';
 
-let values: { user?: string; json?: boolean; 'base-url'?: string };
-try {
-  ({ values } = parseArgs({ options: { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
-} catch (error) {
-  values = {};
-  console.error((error as Error).message);
-}
-if (!values.user) {
-  console.error('Usage: npm run billing:explain -- --user <app user id> [--json] [--base-url <url>]');
-  process.exit(2);
-}
-const user = values.user;
+const HELP = {
+  about: 'Why a subscriber has (or lacks) each entitlement, in words: their ids, each event and snapshot in order with what it did, and why each entitlement grants or not now. Changes nothing.',
+  usage: 'Usage: npm run billing:explain -- --user <app user id> [--json] [--base-url <url>]',
+  docs: 'docs/billing.md',
+};
+const values = commandArgs(HELP, { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const user = values.user || usageError(HELP, 'Missing --user <app user id>.');
 
 try {
   const explanation = await databaseOrService<SubscriberExplanation>({

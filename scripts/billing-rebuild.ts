@@ -5,15 +5,15 @@ import './load-env.ts';
 import { describeChange, rebuildBilling } from '../lib/billing/rebuild.ts';
 import { configureForOperator } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
+import { commandArgs } from './command-args.ts';
 import { progressLine } from './progress.ts';
 
-const args = process.argv.slice(2);
-const unknown = args.filter((arg) => !['--apply', '--help'].includes(arg));
-if (args.includes('--help') || unknown.length > 0) {
-  console.error(`${unknown.length ? `Unknown argument: ${unknown.join(' ')}\n` : ''}Usage: npm run billing:rebuild [-- --apply]`);
-  process.exit(unknown.length ? 2 : 0);
-}
-const apply = args.includes('--apply');
+const HELP = {
+  about: "Fold every customer's stored billing history again with the current decision code and show what changes; --apply writes it (one short transaction per customer, safe while webhooks arrive).",
+  usage: 'Usage: npm run billing:rebuild [-- --apply]',
+  docs: 'docs/billing.md',
+};
+const { apply } = commandArgs(HELP, { apply: { type: 'boolean', default: false } });
 
 try {
   configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)

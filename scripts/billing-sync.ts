@@ -8,31 +8,26 @@
 // POST /api/admin/billing/sync at --base-url, default as defaultBaseUrl in operator.ts says), which
 // also serves the RevenueCat stand-in (REVENUECAT_STAND_IN=1).
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { syncKnownSubscriber, syncSubscriber } from '../lib/billing/sync.ts';
 import { configureForOperator } from '../lib/config.ts';
 import { callDb, closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { databaseOrService, defaultBaseUrl } from './operator.ts';
 import { progressLine } from './progress.ts';
 
 const RUN = 'billing-sync-all';
-const USAGE = 'Usage: npm run billing:sync -- --user <app user id> [--base-url <url>]   or   npm run billing:sync -- --all [--restart]';
-let values: { user?: string; all?: boolean; restart?: boolean; 'base-url'?: string };
-try {
-  ({ values } = parseArgs({ options: {
-    user: { type: 'string' }, all: { type: 'boolean', default: false }, restart: { type: 'boolean', default: false },
-    'base-url': { type: 'string', default: defaultBaseUrl() },
-  } }));
-} catch (error) {
-  console.error(`${(error as Error).message}\n${USAGE}`);
-  process.exit(2);
-}
+const HELP = {
+  about: "Sync subscribers from RevenueCat's REST API into their entitlements: one subscriber, or all of them within RevenueCat's rate budget (an interrupted run resumes).",
+  usage: 'Usage: npm run billing:sync -- --user <app user id> [--base-url <url>]   or   npm run billing:sync -- --all [--restart]',
+  docs: 'docs/sync.md',
+};
+const values = commandArgs(HELP, {
+  user: { type: 'string' }, all: { type: 'boolean', default: false }, restart: { type: 'boolean', default: false },
+  'base-url': { type: 'string', default: defaultBaseUrl() },
+});
 const user = values.user;
-if ((user === undefined) === !values.all || user === '') {
-  console.error(USAGE);
-  process.exit(2);
-}
+if ((user === undefined) === !values.all || user === '') usageError(HELP, 'Give either --user <app user id> or --all.');
 
 try {
   if (user) {

@@ -11,15 +11,17 @@ import { closeDatabase } from '../lib/db/index.ts';
 import { runMaintenance, type MaintenanceCounts } from '../lib/maintenance.ts';
 import { recordedRun } from '../lib/operations/runs.ts';
 import { readServiceStatus } from '../lib/operations/status.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { progressLine } from './progress.ts';
 
-const args = process.argv.slice(2);
-const budgetIndex = args.indexOf('--budget-ms');
-const budgetMs = budgetIndex >= 0 ? Number(args[budgetIndex + 1]) : 600_000;
-if (args.some((arg, i) => arg !== '--budget-ms' && i !== budgetIndex + 1) || !Number.isSafeInteger(budgetMs) || budgetMs < 1) {
-  console.error('Usage: npm run db:maintain [-- --budget-ms <milliseconds>]');
-  process.exit(2);
-}
+const HELP = {
+  about: 'Apply every retention rule to the configured database, as the maintenance cron does, until everything due is done or the budget (default 10 minutes) runs out.',
+  usage: 'Usage: npm run db:maintain [-- --budget-ms <milliseconds>]',
+  docs: 'docs/operations.md',
+};
+const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '600000' } });
+const budgetMs = Number(values['budget-ms']);
+if (!Number.isSafeInteger(budgetMs) || budgetMs < 1) usageError(HELP, `--budget-ms ${values['budget-ms']}: a whole number of milliseconds`);
 
 try {
   configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)

@@ -3,25 +3,26 @@
 // answers them; send them again with `npm run events:replay`. Reaches the database as `npm run
 // events:status` does.
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError, parseWithSchema } from '../lib/errors.ts';
 import { deadLettersQuerySchema, listDeadLetters, type DeadLetterView } from '../lib/events/operate.ts';
 import { formatUtc } from '../lib/words.ts';
+import { commandArgs, optionProblems, usageError } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
-const USAGE = 'Usage: npm run events:dead-letters [-- --endpoint <id>] [--limit <1..1000>] [--json] [--url <deployment>] [--base-url <url>]';
-let values: { endpoint?: string; limit?: string; json?: boolean; url?: string; 'base-url'?: string };
+const HELP = {
+  about: 'The events whose retries ran out, newest first, with the last error each got.',
+  usage: 'Usage: npm run events:dead-letters [-- --endpoint <id>] [--limit <1..1000>] [--json] [--url <deployment>] [--base-url <url>]',
+  docs: 'docs/events.md',
+};
+const values = commandArgs(HELP, {
+  endpoint: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
+});
 let query: ReturnType<typeof deadLettersQuerySchema.parse>;
 try {
-  ({ values } = parseArgs({ options: {
-    endpoint: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
-  } }));
   query = parseWithSchema(deadLettersQuerySchema, { endpoint: values.endpoint, limit: values.limit }, 'Invalid options.');
 } catch (error) {
-  const problems = error instanceof DomainError ? (error.errors ?? []).map((problem) => `--${problem.path}: ${problem.message}`).join('; ') : (error as Error).message;
-  console.error(`${problems}\n${USAGE}`);
-  process.exit(2);
+  usageError(HELP, optionProblems(error));
 }
 
 const search = new URLSearchParams({ ...(query.endpoint ? { endpoint: query.endpoint } : {}), limit: String(query.limit) });

@@ -10,25 +10,22 @@
 //   ADMIN_API_SECRET: its receivers, its settings.
 // Asked over HTTP, the run is the service's: about 20 s, whatever --budget-ms says.
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import type { Config } from '../lib/config.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { runOutboundEvents, type OutboundRunReport } from '../lib/events/delivery.ts';
 import { getEventEndpoints } from '../lib/events/endpoints.ts';
 import { DomainError } from '../lib/errors.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
-const USAGE = 'Usage: npm run events:deliver [-- --budget-ms <milliseconds>] [--url <deployment>] [--base-url <url>]';
-let values: { 'budget-ms'?: string; url?: string; 'base-url'?: string };
-let budgetMs: number;
-try {
-  ({ values } = parseArgs({ options: { 'budget-ms': { type: 'string', default: '60000' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
-  budgetMs = Number(values['budget-ms']);
-  if (!Number.isSafeInteger(budgetMs) || budgetMs < 1) throw new Error(`--budget-ms ${values['budget-ms']}: a whole number of milliseconds`);
-} catch (error) {
-  console.error(`${(error as Error).message}\n${USAGE}`);
-  process.exit(2);
-}
+const HELP = {
+  about: 'Move the outbox now, as the events cron does: tell access that ended by time, then send each endpoint its due events.',
+  usage: 'Usage: npm run events:deliver [-- --budget-ms <milliseconds>] [--url <deployment>] [--base-url <url>]',
+  docs: 'docs/events.md',
+};
+const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '60000' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const budgetMs = Number(values['budget-ms']);
+if (!Number.isSafeInteger(budgetMs) || budgetMs < 1) usageError(HELP, `--budget-ms ${values['budget-ms']}: a whole number of milliseconds`);
 
 const route = { method: 'POST', path: '/api/admin/events/deliver' } as const;
 try {

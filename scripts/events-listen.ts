@@ -11,24 +11,28 @@
 // does not deliver: the service's own deliveries to EVENTS_WEBHOOK_URL go on as they would.
 import './load-env.ts';
 import { randomBytes } from 'node:crypto';
-import { parseArgs, styleText } from 'node:util';
+import { styleText } from 'node:util';
 import { signWebhook } from '#client/webhooks';
 import type { WrittenEvent } from '../lib/events/operate.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { askDeployment, defaultBaseUrl, isUnreachable, unreachableMessage } from './operator.ts';
 
-const USAGE = 'Usage: npm run events:listen [-- --forward-to <url>] [--base-url <url>] [--since <ISO time>] [--interval-ms <milliseconds>]';
+const HELP = {
+  about: 'For local development, as `stripe listen` is: print each event of a running service as it is written, or forward it, signed, to a local URL.',
+  usage: 'Usage: npm run events:listen [-- --forward-to <url>] [--base-url <url>] [--since <ISO time>] [--interval-ms <milliseconds>]',
+  docs: 'docs/events.md',
+};
 /** Events are listed by their transaction's start: one that committed late has an earlier time than some already printed. Re-read this much. */
 const OVERLAP_MS = 30_000;
 const PAGE = 1000;
 
-let values: { 'forward-to'?: string; 'base-url'?: string; since?: string; 'interval-ms'?: string };
+const values = commandArgs(HELP, {
+  'forward-to': { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() }, since: { type: 'string' }, 'interval-ms': { type: 'string', default: '500' },
+});
 let forwardTo: URL | undefined;
 let since: Date;
 let intervalMs: number;
 try {
-  ({ values } = parseArgs({ options: {
-    'forward-to': { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() }, since: { type: 'string' }, 'interval-ms': { type: 'string', default: '500' },
-  } }));
   if (values['forward-to'] !== undefined) {
     forwardTo = new URL(values['forward-to']);
     if (!/^https?:$/.test(forwardTo.protocol)) throw new Error(`--forward-to ${values['forward-to']}: an http:// or https:// URL`);
@@ -38,8 +42,7 @@ try {
   intervalMs = Number(values['interval-ms']);
   if (!Number.isSafeInteger(intervalMs) || intervalMs < 50) throw new Error(`--interval-ms ${values['interval-ms']}: a whole number of milliseconds, at least 50`);
 } catch (error) {
-  console.error(`${(error as Error).message}\n${USAGE}`);
-  process.exit(2);
+  usageError(HELP, (error as Error).message);
 }
 
 const baseUrl = values['base-url']!;

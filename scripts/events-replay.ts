@@ -5,28 +5,28 @@
 // after this, the events cron, or `npm run events:deliver`). Reaches the database as `npm run
 // events:status` does.
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { parseReplayRequest, replay, type ReplayRequest } from '../lib/events/operate.ts';
+import { commandArgs, optionProblems, usageError } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
-const USAGE = 'Usage: npm run events:replay -- --event <id> | --from <ISO time> --to <ISO time> [--endpoint <id>] [--url <deployment>] [--base-url <url>]';
-let values: { event?: string; from?: string; to?: string; endpoint?: string; url?: string; 'base-url'?: string };
-let request: ReplayRequest;
+const HELP = {
+  about: 'Send events again, under their webhook-ids: one event, or those written in a time range, to every active endpoint that takes them or to one.',
+  usage: 'Usage: npm run events:replay -- --event <id> | --from <ISO time> --to <ISO time> [--endpoint <id>] [--url <deployment>] [--base-url <url>]',
+  docs: 'docs/events.md',
+};
+const values = commandArgs(HELP, {
+  event: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, endpoint: { type: 'string' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
+});
 // What was given, in the route's words (its body), for the route and for the messages.
-let body: Record<string, string>;
+const body = Object.fromEntries(Object.entries({ eventId: values.event, from: values.from, to: values.to, endpoint: values.endpoint }).filter(([, value]) => value !== undefined)) as Record<string, string>;
+let request: ReplayRequest;
 try {
-  ({ values } = parseArgs({ options: {
-    event: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, endpoint: { type: 'string' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
-  } }));
-  body = Object.fromEntries(Object.entries({ eventId: values.event, from: values.from, to: values.to, endpoint: values.endpoint }).filter(([, value]) => value !== undefined)) as Record<string, string>;
   request = parseReplayRequest(body);
 } catch (error) {
   const option = (path: string) => ({ eventId: '--event', '(body)': 'options' }[path] ?? `--${path}`);
-  const problems = error instanceof DomainError ? (error.errors ?? []).map((problem) => `${option(problem.path)}: ${problem.message}`).join('; ') : (error as Error).message;
-  console.error(`${problems}\n${USAGE}`);
-  process.exit(2);
+  usageError(HELP, optionProblems(error, option));
 }
 
 const route = { method: 'POST', path: '/api/admin/events/replay', body } as const;

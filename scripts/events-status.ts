@@ -6,21 +6,19 @@
 // where this shell has the service's settings), or the running local service that holds the
 // embedded database.
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
 import { endpointSettings } from '../lib/events/endpoints.ts';
 import { describeOutbox, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
+import { commandArgs } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
-const USAGE = 'Usage: npm run events:status [-- --json] [--url <deployment>] [--base-url <url>]';
+const HELP = {
+  about: 'Each event endpoint with its backlog, dead letters, last delivery and last failure, and the lapses due.',
+  usage: 'Usage: npm run events:status [-- --json] [--url <deployment>] [--base-url <url>]',
+  docs: 'docs/events.md',
+};
 const ROUTE = { method: 'GET', path: '/api/admin/events/endpoints' } as const;
-let values: { json?: boolean; url?: string; 'base-url'?: string };
-try {
-  ({ values } = parseArgs({ options: { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
-} catch (error) {
-  console.error(`${(error as Error).message}\n${USAGE}`);
-  process.exit(2);
-}
+const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
 
 try {
   const overview = values.url !== undefined

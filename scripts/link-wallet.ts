@@ -3,12 +3,18 @@
 // mint a dev session token, ask for a challenge, sign it as a wallet would (personal_sign), link.
 // Reads .env.local like the server (the dev key lives beside EMBEDDED_DB_DIR).
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { defaultBaseUrl, isUnreachable, unreachableMessage } from './operator.ts';
+
+const HELP = {
+  about: 'Link a throwaway EVM wallet to the dev user of the running local service, showing each step: a session token, the challenge, the signature, the link.',
+  usage: 'Usage: npm run link-wallet [-- --base-url <url>] [--chain-id <id, default 1>] [--user <uuid>] [--email <email>]',
+  docs: 'docs/wallets.md',
+};
 
 export interface LinkWalletOptions {
   baseUrl: string;
@@ -48,23 +54,23 @@ export async function linkThrowawayWallet({ baseUrl, token, chainId, log = conso
 let baseUrl = defaultBaseUrl();
 
 async function main() {
-  const { values } = parseArgs({
-    options: {
-      'base-url': { type: 'string', default: defaultBaseUrl() },
-      'chain-id': { type: 'string', default: '1' },
-      user: { type: 'string' },
-      email: { type: 'string' },
-    },
+  const values = commandArgs(HELP, {
+    'base-url': { type: 'string', default: defaultBaseUrl() },
+    'chain-id': { type: 'string', default: '1' },
+    user: { type: 'string' },
+    email: { type: 'string' },
   });
-  baseUrl = values['base-url']!;
+  const chainId = Number(values['chain-id']);
+  if (!Number.isSafeInteger(chainId) || chainId < 1) usageError(HELP, `--chain-id ${values['chain-id']}: an EVM chain id, a positive whole number (1 is Ethereum)`);
+  baseUrl = values['base-url'];
   const config = getConfig();
   if (config.auth.mode !== 'dev-key') {
     throw new Error(`This script mints a dev token, which only the embedded service accepts (auth mode here: ${config.auth.mode}).`);
   }
   const { userId, email } = devIdentity({ user: values.user, email: values.email });
   const token = await mintDevToken(config, { userId, email });
-  console.log(`Dev user ${userId} (${email}), service ${values['base-url']}`);
-  await linkThrowawayWallet({ baseUrl: values['base-url']!, token, chainId: Number(values['chain-id']) });
+  console.log(`Dev user ${userId} (${email}), service ${baseUrl}`);
+  await linkThrowawayWallet({ baseUrl, token, chainId });
 }
 
 if (import.meta.main) {

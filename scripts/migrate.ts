@@ -9,6 +9,13 @@ import pg from 'pg';
 import { migrationTarget, runMigrations, type MigrateOptions } from '../lib/db/migrate.ts';
 import { openPglite } from '../lib/db/pglite.ts';
 import { clientSession, withLibpqSslModes } from '../lib/db/postgres.ts';
+import { commandArgs } from './command-args.ts';
+
+commandArgs({
+  about: 'Apply supabase/migrations to the database the settings name (or the embedded folder), recording each in the Supabase CLI\'s ledger.',
+  usage: 'Usage: npm run migrate',
+  docs: 'docs/deploy.md',
+}, {});
 
 const target = migrationTarget(process.env, path.resolve(process.env.EMBEDDED_DB_DIR?.trim() || path.join('.data', 'pglite')));
 const progress: MigrateOptions = {

@@ -19,7 +19,7 @@ import { DomainError, type DomainErrorCode } from '../lib/errors.ts';
  */
 export function defaultBaseUrl(env: Record<string, string | undefined> = process.env): string {
   const running = announcedServer(embeddedDbDirOf(env));
-  return env.BASE_URL?.trim() || (running ? `http://localhost:${running.port}` : LOCAL_APP_ORIGIN);
+  return env.BASE_URL?.trim() || (running?.origin ?? LOCAL_APP_ORIGIN);
 }
 
 /** fetch reports a server it could not reach as a TypeError "fetch failed" (the socket error is its cause). */

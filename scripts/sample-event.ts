@@ -15,18 +15,22 @@
 import './load-env.ts';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { DEV_USER } from '../lib/auth/dev-user.ts';
 import { buildSampleEvent, CANCEL_REASONS, EXPIRATION_REASONS, SAMPLE_EVENT_TYPES, type SampleEventType, type SamplePeriod } from '../lib/billing/sample-events.ts';
 import { getConfig } from '../lib/config.ts';
 import { formatUtc } from '../lib/words.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { defaultBaseUrl, unreachableMessage } from './operator.ts';
 
-const USAGE = `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`;
+const HELP = {
+  about: "Post a fresh RevenueCat-shaped event, dated now, to the running service's billing webhook, for the dev user unless --user names another (samples follow each other: a RENEWAL continues what an INITIAL_PURCHASE began).",
+  usage: `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`,
+  docs: 'docs/development.md',
+};
 
-function fail(message: string, code = 1): never {
+function fail(message: string): never {
   console.error(message);
-  process.exit(code);
+  process.exit(1);
 }
 
 /** The secret the service takes and where the state file lives, from the configuration the service reads too. */
@@ -49,24 +53,16 @@ function readState(file: string): Record<string, SamplePeriod> {
 }
 
 async function main() {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      options: {
-        type: { type: 'string' }, user: { type: 'string' }, reason: { type: 'string' }, to: { type: 'string' },
-        production: { type: 'boolean', default: false }, print: { type: 'boolean', default: false },
-        'base-url': { type: 'string', default: defaultBaseUrl() },
-      },
-    }));
-  } catch (error) {
-    fail(`${(error as Error).message}\n${USAGE}`, 2);
-  }
-  const type = values.type?.toUpperCase();
-  if (!type) fail(USAGE, 2);
-  if (!(SAMPLE_EVENT_TYPES as readonly string[]).includes(type)) fail(`Unknown event type ${values.type}: the known ones are ${SAMPLE_EVENT_TYPES.join(', ')}.\n${USAGE}`, 2);
+  const values = commandArgs(HELP, {
+    type: { type: 'string' }, user: { type: 'string' }, reason: { type: 'string' }, to: { type: 'string' },
+    production: { type: 'boolean', default: false }, print: { type: 'boolean', default: false },
+    'base-url': { type: 'string', default: defaultBaseUrl() },
+  });
+  const type = values.type?.toUpperCase() || usageError(HELP, 'Missing --type.');
+  if (!(SAMPLE_EVENT_TYPES as readonly string[]).includes(type)) usageError(HELP, `Unknown event type ${values.type}: the known ones are ${SAMPLE_EVENT_TYPES.join(', ')}.`);
   const reason = values.reason?.toUpperCase();
   const reasons: readonly string[] = type === 'CANCELLATION' ? CANCEL_REASONS : type === 'EXPIRATION' ? EXPIRATION_REASONS : [];
-  if (reason && !reasons.includes(reason)) fail(reasons.length ? `--reason for ${type} is one of ${reasons.join(', ')}.` : `${type} takes no --reason.`, 2);
+  if (reason && !reasons.includes(reason)) usageError(HELP, reasons.length ? `--reason for ${type} is one of ${reasons.join(', ')}.` : `${type} takes no --reason.`);
   const user = values.user ?? DEV_USER.id;
   const baseUrl = values['base-url']!.replace(/\/+$/, '');
 

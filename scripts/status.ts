@@ -12,20 +12,18 @@
 //   the embedded database, while the running service holds the folder, it asks that service
 //   instead (its GET /api/admin/status at --base-url, default as defaultBaseUrl in operator.ts says).
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { closeDatabase } from '../lib/db/index.ts';
 import { describeStatus, readServiceStatus, type ServiceStatus } from '../lib/operations/status.ts';
+import { commandArgs } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
-const USAGE = 'Usage: npm run status [-- --json] [--url <deployment, e.g. https://your-app.vercel.app>] [--base-url <url>]';
+const HELP = {
+  about: 'What the service is running on and what it is behind on: the database, the migrations, billing, maintenance, outbound events.',
+  usage: 'Usage: npm run status [-- --json] [--url <deployment, e.g. https://your-app.vercel.app>] [--base-url <url>]',
+  docs: 'docs/operations.md',
+};
 const STATUS_ROUTE = { method: 'GET', path: '/api/admin/status' } as const;
-let values: { json?: boolean; url?: string; 'base-url'?: string };
-try {
-  ({ values } = parseArgs({ options: { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
-} catch (error) {
-  console.error(`${(error as Error).message}\n${USAGE}`);
-  process.exit(2);
-}
+const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
 
 try {
   const status = values.url !== undefined

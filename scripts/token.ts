@@ -3,11 +3,17 @@
 // (ana@example.com) unless told otherwise; an e-mail alone is the user the page's local sign-in
 // gives it. Reads .env.local like the server.
 import './load-env.ts';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
+import { commandArgs, usageError } from './command-args.ts';
+
+const HELP = {
+  about: 'Print a session token that the local (embedded) service accepts: for the dev user (ana@example.com) unless --user or --email names another.',
+  usage: 'Usage: npm run token [-- --user <uuid>] [--email <email>] [--anonymous] [--expires <seconds>]',
+  docs: 'docs/development.md',
+};
 
 const argsSchema = z.object({
   user: z.uuid('--user must be a UUID (the API identifies users by UUID)').optional(),
@@ -22,16 +28,14 @@ function fail(message: string): never {
 }
 
 try {
-  const { values } = parseArgs({
-    options: {
-      user: { type: 'string' },
-      email: { type: 'string' },
-      anonymous: { type: 'boolean', default: false },
-      expires: { type: 'string', default: '3600' },
-    },
+  const values = commandArgs(HELP, {
+    user: { type: 'string' },
+    email: { type: 'string' },
+    anonymous: { type: 'boolean', default: false },
+    expires: { type: 'string', default: '3600' },
   });
   const parsed = argsSchema.safeParse(values);
-  if (!parsed.success) fail(parsed.error.issues.map((issue) => issue.message).join('\n'));
+  if (!parsed.success) usageError(HELP, parsed.error.issues.map((issue) => issue.message).join('\n'));
   const args = parsed.data;
 
   const config = getConfig();

@@ -2,28 +2,23 @@
 // one user, as JSON (what GET /api/me/export answers them; GET /api/admin/users/{id}/export for an
 // operator): to stdout, or to --out. Reads only. Reads .env.local like the server, but needs only
 // the database settings `npm run migrate` uses; in local mode on the embedded database, while the
-// running service holds the folder, it asks that service's route instead (at --base-url, default
-// BASE_URL or http://localhost:3000).
+// running service holds the folder, it asks that service's route instead (at --base-url, default as
+// defaultBaseUrl in operator.ts says).
 import './load-env.ts';
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { exportAccount, type AccountExport } from '../lib/account-export.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
+import { commandArgs, usageError } from './command-args.ts';
 import { databaseOrService, defaultBaseUrl } from './operator.ts';
 
-let values: { user?: string; out?: string; 'base-url'?: string };
-try {
-  ({ values } = parseArgs({ options: { user: { type: 'string' }, out: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } } }));
-} catch (error) {
-  values = {};
-  console.error((error as Error).message);
-}
-if (!values.user) {
-  console.error('Usage: npm run user:export -- --user <user id> [--out <file>] [--base-url <url>]');
-  process.exit(2);
-}
-const user = values.user;
+const HELP = {
+  about: 'Everything stored about one user, as JSON (what GET /api/me/export answers them): to stdout, or to --out. Reads only.',
+  usage: 'Usage: npm run user:export -- --user <user id> [--out <file>] [--base-url <url>]',
+  docs: 'docs/operations.md',
+};
+const values = commandArgs(HELP, { user: { type: 'string' }, out: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const user = values.user || usageError(HELP, 'Missing --user <user id>.');
 
 try {
   const account = await databaseOrService<AccountExport>({

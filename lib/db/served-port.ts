@@ -3,8 +3,9 @@ import path from 'node:path';
 
 /**
  * Where the local service on the embedded database serves, for the `npm run` commands that ask it
- * (`next dev` takes the next free port when 3000 is busy): a Next server writes `<folder>.port`,
- * its pid and port, as it starts (instrumentation.ts), and removes it as it exits. A file whose
+ * (`next dev` takes the next free port when 3000 is busy; `-H` binds one address): a Next server
+ * writes `<folder>.port`, its pid, port and origin, as it starts (instrumentation.ts), and removes
+ * it as it exits. A file whose
  * process is gone is not believed. (Apart from the folder's lock, `<folder>.lock`, which stays the
  * bare pid every version reads, and which appears only once the database opens.)
  */
@@ -13,7 +14,8 @@ export function announceServedPort(dataDir: string): void {
   const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
   if (!port || !/^\d{1,5}$/.test(port)) return;
   const file = portFile(dataDir);
-  const contents = `${process.pid} ${port}`;
+  const origin = servedOrigin(process.env.__NEXT_PRIVATE_ORIGIN, Number(port));
+  const contents = origin ? `${process.pid} ${port} ${origin}` : `${process.pid} ${port}`;
   try {
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, contents);
@@ -29,14 +31,30 @@ export function announceServedPort(dataDir: string): void {
   });
 }
 
-/** The live server that announced itself for this folder: its pid and port; or null. */
-export function announcedServer(dataDir: string): { pid: number; port: number } | null {
+/**
+ * The origin Next says it serves at (`http://localhost:3000`; `http://127.0.0.1:3000` under `-H
+ * 127.0.0.1`, where localhost may not answer), when it is one and on the bound port. Next keeps
+ * it in a private variable, so anything else falls back to localhost.
+ */
+function servedOrigin(text: string | undefined, port: number): string | null {
+  if (!text) return null;
   try {
-    const [pidText, portText] = readFileSync(portFile(dataDir), 'utf8').trim().split(' ');
+    const url = new URL(text);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && Number(url.port) === port && url.origin === text ? url.origin : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The live server that announced itself for this folder: its pid, port and origin; or null. */
+export function announcedServer(dataDir: string): { pid: number; port: number; origin: string } | null {
+  try {
+    const [pidText, portText, originText] = readFileSync(portFile(dataDir), 'utf8').trim().split(' ');
     const pid = Number(pidText);
     const port = Number(portText);
     if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535) return null;
-    return pid !== process.pid && isAlive(pid) ? { pid, port } : null;
+    const origin = servedOrigin(originText, port) ?? `http://localhost:${port}`;
+    return pid !== process.pid && isAlive(pid) ? { pid, port, origin } : null;
   } catch {
     return null;
   }

@@ -113,7 +113,7 @@ describe('the embedded database folder lock', () => {
   it('a Next server says where it serves, so the commands find a service on another port than 3000', () => {
     const dir = path.join(root, 'db3');
     // The server's process: Next sets NEXT_RUNTIME and PORT (the port it bound) before the app loads.
-    const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3105' });
+    const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3105', __NEXT_PRIVATE_ORIGIN: undefined });
     try {
       announceServedPort(dir);
     } finally {
@@ -124,7 +124,7 @@ describe('the embedded database folder lock', () => {
     // As another process reads it: a live server's port; one whose process is gone, not believed.
     const other = process.ppid;
     writeFileSync(`${dir}.port`, `${other} 3105`);
-    expect(announcedServer(dir)).toEqual({ pid: other, port: 3105 });
+    expect(announcedServer(dir)).toEqual({ pid: other, port: 3105, origin: 'http://localhost:3105' });
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3105');
     expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir, BASE_URL: 'http://127.0.0.1:4000' })).toBe('http://127.0.0.1:4000');
     writeFileSync(`${dir}.port`, `${2 ** 22 + 7} 3105`); // above Linux's highest pid: no such process
@@ -134,6 +134,33 @@ describe('the embedded database folder lock', () => {
     // Outside a Next server (an operator command), nothing is announced.
     announceServedPort(dir);
     expect(existsSync(`${dir}.port`)).toBe(false);
+  });
+
+  it('a server bound to one address (next start -H) is asked at that address, as Next says it serves', () => {
+    const dir = path.join(root, 'db4');
+    const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3106', __NEXT_PRIVATE_ORIGIN: 'http://127.0.0.1:3106' });
+    try {
+      announceServedPort(dir);
+    } finally {
+      restore();
+    }
+    expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3106 http://127.0.0.1:3106`);
+    const other = process.ppid;
+    writeFileSync(`${dir}.port`, `${other} 3106 http://127.0.0.1:3106`);
+    expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://127.0.0.1:3106');
+    // An origin that is not the bound port's, or not an origin at all, is not believed: localhost.
+    for (const origin of ['http://127.0.0.1:9999', 'file:///etc/passwd', 'http://127.0.0.1:3106/path', 'nonsense']) {
+      writeFileSync(`${dir}.port`, `${other} 3106 ${origin}`);
+      expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3106');
+    }
+    const restoreOdd = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3106', __NEXT_PRIVATE_ORIGIN: 'http://example.com:80' });
+    try {
+      announceServedPort(dir);
+    } finally {
+      restoreOdd();
+    }
+    expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3106`);
+    rmSync(`${dir}.port`);
   });
 
   it('takes over a lock left by a process that is gone, and releases it on close', async () => {

@@ -146,9 +146,10 @@ describe('the operator commands while the local service holds the embedded datab
 
   it('events:deliver asks the running service for a run, to the service\'s receivers, finding its port without BASE_URL', async () => {
     await run('link-wallet.ts', [], env); // a wallet.linked event, sent by the service after the write
-    // No BASE_URL: the service is found on its port, which it wrote beside its pid in the folder's lock.
+    // No BASE_URL: the service is found where it serves, which it wrote beside the folder as it
+    // started: bound with -H 127.0.0.1 (as this test's server is), at that address, not localhost.
     const delivered = await run('events-deliver.ts', [], { ...env, BASE_URL: undefined });
-    expect(delivered.stderr).toContain(`is in use by process ${server.serverPid} (the running service?): asking the service at http://localhost:${server.port}`);
+    expect(delivered.stderr).toContain(`is in use by process ${server.serverPid} (the running service?): asking the service at http://127.0.0.1:${server.port}`);
     // The run was the service's, with its receiver (this shell's settings name none): its endpoint by id.
     const serviceEndpoint = createHash('sha256').update(new URL(eventReceiverUrl).href).digest('hex').slice(0, 16);
     expect(JSON.parse(delivered.stdout)).toEqual({ lapsesTold: expect.any(Number), endpoints: [expect.objectContaining({ id: serviceEndpoint, dead: 0 })], done: true });

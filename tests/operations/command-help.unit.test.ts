@@ -1,0 +1,45 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Every `npm run` command that reads options (scripts/command-args.ts) as a newcomer tries it:
+ * `--help` says what it does, how to call it and where it is explained, and exits 0; an option it
+ * does not know is a usage error (exit 2) with the usage. Neither touches anything: the database
+ * the settings name here does not exist, so a command that tried to reach it would fail otherwise.
+ */
+const scripts = JSON.parse(readFileSync('package.json', 'utf8')).scripts as Record<string, string>;
+const commands = Object.entries(scripts)
+  .map(([name, line]) => ({ name, file: /^node (scripts\/[\w-]+\.ts)$/.exec(line)?.[1] }))
+  .filter((command): command is { name: string; file: string } => command.file !== undefined && readFileSync(command.file, 'utf8').includes("from './command-args.ts'"));
+
+const env = { ...process.env, DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:1/none', LOG_LEVEL: 'silent', BASE_URL: 'http://127.0.0.1:1' };
+const run = (file: string, args: string[]) => promisify(execFile)(process.execPath, [file, ...args], { env, timeout: 30_000 })
+  .then(({ stdout, stderr }) => ({ code: 0, stdout, stderr }))
+  .catch((error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }));
+
+describe('the npm run commands', () => {
+  it('are the operator and development commands', () => {
+    expect(commands.map((command) => command.name)).toEqual(expect.arrayContaining([
+      'token', 'migrate', 'db:maintain', 'status', 'link-wallet', 'sample-event', 'billing:sync', 'billing:rebuild',
+      'billing:explain', 'user:export', 'events:status', 'events:dead-letters', 'events:replay', 'events:deliver', 'events:listen',
+    ]));
+  });
+
+  it.each(commands)('npm run $name -- --help says what it does and how to call it; an unknown option is a usage error', async ({ name, file }) => {
+    const help = await run(file, ['--help']);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    const [about, , usage, , more] = help.stdout.trimEnd().split('\n');
+    expect(about!.length).toBeGreaterThan(20);
+    expect(usage).toMatch(new RegExp(`^Usage: npm run ${name.replace(':', '\\:')}\\b`));
+    const docs = /^More in (docs\/[\w/-]+\.md)\.$/.exec(more ?? '')?.[1];
+    expect(docs && existsSync(docs)).toBe(true);
+    expect(readFileSync(docs!, 'utf8')).toContain(`npm run ${name}`);
+
+    const wrong = await run(file, ['--no-such-option']);
+    expect(wrong).toMatchObject({ code: 2, stdout: '' });
+    expect(wrong.stderr).toContain("Unknown option '--no-such-option'");
+    expect(wrong.stderr).toContain(usage);
+  }, 60_000);
+});
