@@ -24,7 +24,9 @@
 --     (its `set search_path` keeps it from being inlined), where PL/pgSQL keeps its plans for the
 --     session. On 17 a renewal with events on went from 2.2 to 1.4-1.7 ms of Postgres CPU, and
 --     GET /api/me's call from 0.3 to 0.19 (scripts/bench/NOTES.md); on 18, which keeps SQL
---     functions' plans too, the two cost the same.
+--     functions' plans too, the two cost the same. tests/db/hot-functions.test.ts holds every
+--     function those requests and the triggers reach to it (a constant, an immutable function
+--     without arguments, may stay SQL: it is evaluated once, as its caller's plan is made).
 
 -- GET /api/health: one round trip that proves the database answers and the schema is in place.
 create or replace function public.health_check()

@@ -442,14 +442,16 @@ grant execute on function public.billing_key_event(text) to service_role;
 -- The answer to a delivery of an event already recorded: the first delivery's outcome.
 create or replace function public.billing_recorded_event(p_event_id text)
 returns jsonb
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select coalesce((
+begin
+  return (select coalesce((
     select jsonb_build_object('duplicate', true, 'outcome', e.outcome, 'ownerId', e.owner_id)
     from public.billing_event_ids d join public.billing_events e on e.event_id = d.event_id and e.received_at = d.received_at
-    where d.event_id = p_event_id), jsonb_build_object('duplicate', true, 'outcome', 'stale', 'ownerId', null))
+    where d.event_id = p_event_id), jsonb_build_object('duplicate', true, 'outcome', 'stale', 'ownerId', null)));
+end;
 $$;
 revoke all on function public.billing_recorded_event(text) from public, anon, authenticated;
 grant execute on function public.billing_recorded_event(text) to service_role;

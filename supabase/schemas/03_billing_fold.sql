@@ -799,13 +799,15 @@ grant execute on function public.billing_apply_event(jsonb,text,timestamp with t
 -- event touched a row last, and when it was written, do not count).
 create or replace function public.billing_group_state(p_group text)
 returns text
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select md5(coalesce(string_agg((to_jsonb(e) - array['updated_at', 'granted_at', 'last_event_id'])::text, ',' order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), ''))
-  from public.entitlements e
-  where e.app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = p_group)
+begin
+  return (select md5(coalesce(string_agg((to_jsonb(e) - array['updated_at', 'granted_at', 'last_event_id'])::text, ',' order by e.app_user_id collate "C", e.entitlement_id collate "C", e.source_key), ''))
+    from public.entitlements e
+    where e.app_user_id in (select s.app_user_id from public.billing_subscribers s where s.group_id = p_group));
+end;
 $$;
 revoke all on function public.billing_group_state(text) from public, anon, authenticated;
 grant execute on function public.billing_group_state(text) to service_role;
@@ -960,10 +962,13 @@ grant execute on function public.billing_log_and_fold(jsonb,jsonb) to service_ro
 -- Mark subscribers to be fetched from RevenueCat (billing_sync_queue); an existing mark becomes due now.
 create or replace function public.billing_mark_sync(p_ids text[], p_reason text)
 returns text[]
-language sql
+language plpgsql
 volatile
 set search_path = ''
 as $$
+declare
+  v_marked text[];
+begin
   with marked as (
     insert into public.billing_sync_queue (app_user_id, reason)
     select distinct id, p_reason from unnest(p_ids) as ids(id)
@@ -971,7 +976,9 @@ as $$
     on conflict (app_user_id) do update set reason = excluded.reason, requested_at = now(), next_attempt_at = now()
     returning app_user_id
   )
-  select coalesce(array_agg(app_user_id order by app_user_id), '{}') from marked
+  select coalesce(array_agg(app_user_id order by app_user_id), '{}') into v_marked from marked;
+  return v_marked;
+end;
 $$;
 revoke all on function public.billing_mark_sync(text[],text) from public, anon, authenticated;
 grant execute on function public.billing_mark_sync(text[],text) to service_role;
@@ -996,15 +1003,17 @@ grant execute on function public.billing_mark_sync(text[],text) to service_role;
 -- Take a checkpoint of the group's members at p_key: each id's rows now (the fold up to p_key).
 create or replace function public.billing_take_checkpoint(p_members text[], p_key text)
 returns void
-language sql
+language plpgsql
 volatile
 set search_path = ''
 as $$
+begin
   update public.billing_subscribers s set
     base_key = p_key,
     base_customer = s.customer_id,
     base_rows = public.billing_checkpoint_rows(s.app_user_id)
-  where s.app_user_id = any (p_members)
+  where s.app_user_id = any (p_members);
+end;
 $$;
 revoke all on function public.billing_take_checkpoint(text[],text) from public, anon, authenticated;
 grant execute on function public.billing_take_checkpoint(text[],text) to service_role;
@@ -1099,12 +1108,14 @@ grant execute on function public.billing_refold_group(text,text,text) to service
 --    ('-infinity' when one has none). Every event a fold replays is at or after it.
 create or replace function public.billing_group_from(p_group text)
 returns timestamptz
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select coalesce(case when bool_and(public.billing_key_time(s.base_key) is not null) then min(public.billing_key_time(s.base_key)) end, '-infinity')
-  from public.billing_subscribers s where s.group_id = p_group
+begin
+  return (select coalesce(case when bool_and(public.billing_key_time(s.base_key) is not null) then min(public.billing_key_time(s.base_key)) end, '-infinity')
+    from public.billing_subscribers s where s.group_id = p_group);
+end;
 $$;
 revoke all on function public.billing_group_from(text) from public, anon, authenticated;
 grant execute on function public.billing_group_from(text) to service_role;

@@ -425,10 +425,14 @@ revoke all on table public.billing_erased_ids from public, anon, authenticated;
 -- The key of an id in billing_erased_ids: sha256 of its UTF-8 text.
 create or replace function public.billing_id_hash(p_id text)
 returns bytea
-language sql
+language plpgsql
 immutable
 set search_path = ''
-as $$ select pg_catalog.sha256(pg_catalog.convert_to(p_id, 'UTF8')) $$;
+as $$
+begin
+  return pg_catalog.sha256(pg_catalog.convert_to(p_id, 'UTF8'));
+end;
+$$;
 revoke all on function public.billing_id_hash(text) from public, anon, authenticated;
 grant execute on function public.billing_id_hash(text) to service_role;
 
@@ -454,11 +458,12 @@ grant execute on function public.billing_ids_erased(text[]) to service_role;
 -- transferred_from, transferred_to, or any id of its plan.
 create or replace function public.billing_event_names_erased(p_body jsonb, p_plan jsonb)
 returns boolean
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select public.billing_ids_erased(array(
+begin
+  return public.billing_ids_erased(array(
     select p_body->'event'->>'app_user_id'
     union all select p_body->'event'->>'original_app_user_id'
     union all select p_plan->>'appUserId'
@@ -468,7 +473,8 @@ as $$
     from unnest(array['aliases', 'transferred_from', 'transferred_to']) as fields(f)
     union all
     select jsonb_array_elements_text(case when jsonb_typeof(p_plan->f) = 'array' then p_plan->f else '[]'::jsonb end)
-    from unnest(array['linkedIds', 'ownerCandidates', 'movedIds']) as fields(f)))
+    from unnest(array['linkedIds', 'ownerCandidates', 'movedIds']) as fields(f)));
+end;
 $$;
 revoke all on function public.billing_event_names_erased(jsonb,jsonb) from public, anon, authenticated;
 grant execute on function public.billing_event_names_erased(jsonb,jsonb) to service_role;
@@ -562,13 +568,15 @@ grant execute on function public.billing_revenuecat_deletions_done(jsonb) to ser
 -- events for it count again from now on. What was erased stays erased.
 create or replace function public.billing_unerase_user(p_user_id uuid)
 returns boolean
-language sql
+language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
-  with lifted as (delete from public.billing_erased_ids where id_hash = public.billing_id_hash(p_user_id::text) returning 1)
-  select exists (select 1 from lifted)
+begin
+  delete from public.billing_erased_ids where id_hash = public.billing_id_hash(p_user_id::text);
+  return found;
+end;
 $$;
 revoke all on function public.billing_unerase_user(uuid) from public, anon, authenticated;
 grant execute on function public.billing_unerase_user(uuid) to service_role;

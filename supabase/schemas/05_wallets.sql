@@ -107,11 +107,12 @@ revoke all on sequence public.wallet_contract_checks_id_seq from public, anon, a
 -- As json, its keys in the API's order (GET /api/me copies it into its answer as it is).
 create or replace function public.wallet_link_api_json(l public.wallet_links)
 returns json
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select json_strip_nulls(json_build_object(
+begin
+  return json_strip_nulls(json_build_object(
     'id', l.id,
     'chain', l.chain,
     'address', l.address,
@@ -120,7 +121,8 @@ as $$
     'kind', l.kind,
     'scope', case when l.chain = 'evm' then case when l.contract_chain_id is null then 'evm' else 'chain' end end,
     'accountId', case when l.chain = 'evm' then 'eip155:' || l.chain_id || ':' || l.address end,
-    'createdAt', to_char(l.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+    'createdAt', to_char(l.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')));
+end;
 $$;
 revoke all on function public.wallet_link_api_json(wallet_links) from public, anon, authenticated;
 grant execute on function public.wallet_link_api_json(wallet_links) to authenticated, service_role;
@@ -128,11 +130,13 @@ grant execute on function public.wallet_link_api_json(wallet_links) to authentic
 -- The same as jsonb, for the SQL that reads or compares its fields.
 create or replace function public.wallet_link_json(l public.wallet_links)
 returns jsonb
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
-  select public.wallet_link_api_json(l)::jsonb
+begin
+  return public.wallet_link_api_json(l)::jsonb;
+end;
 $$;
 revoke all on function public.wallet_link_json(wallet_links) from public, anon, authenticated;
 grant execute on function public.wallet_link_json(wallet_links) to authenticated, service_role;

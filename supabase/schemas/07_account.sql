@@ -6,15 +6,17 @@
 -- answers with it, and GET /api/me embeds it as `wallets`.
 create or replace function public.account_wallets(p_user_id uuid)
 returns json
-language sql
+language plpgsql
 stable
 security definer
 set search_path = ''
 as $$
+begin
   -- json, not jsonb: the keys in the API's order (as the wallet routes answer a link).
-  select coalesce(json_agg(public.wallet_link_api_json(l) order by l.created_at, l.id), '[]'::json)
-  from public.wallet_links l
-  where l.user_id = p_user_id
+  return (select coalesce(json_agg(public.wallet_link_api_json(l) order by l.created_at, l.id), '[]'::json)
+    from public.wallet_links l
+    where l.user_id = p_user_id);
+end;
 $$;
 revoke all on function public.account_wallets(uuid) from public, anon, authenticated;
 grant execute on function public.account_wallets(uuid) to service_role;
@@ -42,28 +44,30 @@ grant execute on function public.wallets_delete_user_rows() to service_role;
 -- updatedAt in UTC without trailing zero fractions ("2026-11-21T17:59:00Z", "...:00.25Z").
 create or replace function public.account_leagues(p_user_id uuid)
 returns json
-language sql
+language plpgsql
 stable
 security definer
 set search_path = ''
 as $$
-  select coalesce(
-    json_agg(
-      json_build_object(
-        'source', l.source,
-        'externalId', l.external_id,
-        'name', l.name,
-        'sport', l.sport,
-        'season', l.season,
-        'status', l.status,
-        'role', l.role,
-        'updatedAt', regexp_replace(to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z'
-      )
-      order by l.updated_at desc, l.source, l.external_id
-    ),
-    '[]'::json
-  )
-  from public.member_leagues(p_user_id) l
+begin
+  return (select coalesce(
+      json_agg(
+        json_build_object(
+          'source', l.source,
+          'externalId', l.external_id,
+          'name', l.name,
+          'sport', l.sport,
+          'season', l.season,
+          'status', l.status,
+          'role', l.role,
+          'updatedAt', regexp_replace(to_char(l.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), '\.?0+$', '') || 'Z'
+        )
+        order by l.updated_at desc, l.source, l.external_id
+      ),
+      '[]'::json
+    )
+    from public.member_leagues(p_user_id) l);
+end;
 $$;
 revoke all on function public.account_leagues(uuid) from public, anon, authenticated;
 grant execute on function public.account_leagues(uuid) to service_role;
@@ -104,15 +108,17 @@ grant select, insert, update, delete on table public.account_cache to service_ro
 -- cannot store what it built before this write).
 create or replace function public.account_changed(p_user_ids uuid[])
 returns void
-language sql
+language plpgsql
 volatile
 security definer
 set search_path = ''
 as $$
+begin
   -- (In id order: two writes naming the same users lock their rows in one order.)
   insert into public.account_cache as c (user_id)
   select id from (select distinct id from unnest(p_user_ids) as ids(id) where id is not null) ids order by id
-  on conflict (user_id) do update set wallets = null, leagues = null, version = nextval('public.account_cache_version')
+  on conflict (user_id) do update set wallets = null, leagues = null, version = nextval('public.account_cache_version');
+end;
 $$;
 revoke all on function public.account_changed(uuid[]) from public, anon, authenticated;
 grant execute on function public.account_changed(uuid[]) to service_role;
@@ -295,11 +301,13 @@ grant execute on function public.account_entitlements_digest(text[]) to service_
 -- the entitlements that show its rows (shared) with their erasure (exclusive).
 create or replace function public.account_entitlements_lock_key(p_id text)
 returns bigint
-language sql
+language plpgsql
 immutable
 set search_path = ''
 as $$
-  select hashtextextended('account_entitlements:' || p_id, 0)
+begin
+  return hashtextextended('account_entitlements:' || p_id, 0);
+end;
 $$;
 revoke all on function public.account_entitlements_lock_key(text) from public, anon, authenticated;
 grant execute on function public.account_entitlements_lock_key(text) to service_role;
@@ -591,10 +599,12 @@ grant execute on function public.entitlement_sources(text[],timestamp with time 
 -- league gets the league once, as commissioner if either is. Security invoker, like the above.
 create or replace function public.member_leagues(p_user_id uuid)
 returns table (source text, external_id text, name text, sport text, season text, status text, role text, updated_at timestamptz)
-language sql
+language plpgsql
 stable
 set search_path = ''
 as $$
+begin
+  return query
   select l.source, l.external_id, l.name, l.sport, l.season, l.status, r.member_role, l.updated_at
   from (
     select m.league_id,
@@ -604,7 +614,8 @@ as $$
     group by m.league_id
   ) r
   join public.leagues l on l.id = r.league_id
-  where l.deleted_at is null
+  where l.deleted_at is null;
+end;
 $$;
 revoke all on function public.member_leagues(uuid) from public, anon, authenticated;
 grant execute on function public.member_leagues(uuid) to authenticated, service_role;
