@@ -7,7 +7,17 @@
  */
 export type DbErrorKind = 'conflict' | 'not_found' | 'invalid' | 'unavailable';
 
+// Under `next dev` a reload makes a new instance of this module while the database connection, kept
+// on globalThis (lib/db/index.ts), goes on throwing the first instance's DbError: `instanceof` asks
+// for a mark every instance gives its errors, not for one instance's class (else a refusal by the
+// database, a 404 or 409, answered 500 after the first edit).
+const DB_ERROR_MARK = Symbol.for('account-link-service.DbError');
+
 export class DbError extends Error {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && DB_ERROR_MARK in value;
+  }
+
   override name = 'DbError';
   readonly kind: DbErrorKind;
   /** The message the SQL function raised (a problem code for domain errors), or the driver's. */
@@ -17,6 +27,7 @@ export class DbError extends Error {
 
   constructor(kind: DbErrorKind, reason: string, options: { detail?: string; sqlState?: string; cause?: unknown } = {}) {
     super(`${kind}: ${reason}`, { cause: options.cause });
+    Object.defineProperty(this, DB_ERROR_MARK, { value: true });
     this.kind = kind;
     this.reason = reason;
     this.detail = options.detail;

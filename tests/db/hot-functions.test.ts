@@ -25,7 +25,7 @@ describe('the functions a webhook or an account read reaches', () => {
           p.provolatile = 'i' and p.pronargs = 0 as constant
         from pg_proc p join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang
         where n.nspname = 'public'`);
-      const byName = new Map<string, { language: string; body: string }[]>();
+      const byName = new Map<string, typeof rows>();
       for (const row of rows) byName.set(row.name, [...(byName.get(row.name) ?? []), row]);
       expect(HOT_ROOTS.filter((root) => !byName.has(root))).toEqual([]);
 
