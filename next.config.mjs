@@ -47,6 +47,9 @@ const nextConfig = {
     ];
   },
   skipTrailingSlashRedirect: true,
+  // `next dev` prints a line per request: not for the event listing `npm run events:listen` polls
+  // twice a second (the route logs its own failures; app/api/admin/events/route.ts).
+  logging: { incomingRequests: { ignore: [/^\/api\/admin\/events(\?|$)/] } },
   reactStrictMode: true,
 };
 

@@ -9,7 +9,8 @@ export function logStartup(): void {
     log.info(describeConfig(config), `account-link-service: ${config.databaseMode} database, ${config.auth.mode} auth`);
     for (const warning of config.warnings) log.warn(warning);
     if (config.local) {
-      log.info('local mode (development only): dev defaults fill what is not set (embedded database, dev webhook secrets as listed above, `npm run token` and local sign-in with the dev key)');
+      const filled = [...(config.databaseMode === 'embedded' ? ['embedded database'] : []), 'dev webhook secrets as listed above', '`npm run token` and local sign-in with the dev key'];
+      log.info(`local mode (development only): dev defaults fill what is not set (${filled.join(', ')})`);
     }
     logEventReceivers();
   } catch (error) {

@@ -4,6 +4,7 @@ import { log } from '../log.ts';
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { pendingMigrations, readMigrationFiles, type MigrationFile } from './migrate.ts';
+import { announceServedPort } from './served-port.ts';
 
 export { DbError } from './errors.ts';
 export type { DbErrorKind } from './errors.ts';
@@ -93,6 +94,8 @@ interface PortState {
   calls: number;
   /** The service's server (instrumentation.ts), not an operator's command: it registers its event endpoints. */
   serves?: boolean;
+  /** The configuration whose event endpoints were registered last, and those settings as one string. */
+  registered?: { config: Config; settings: string };
 }
 
 // On globalThis so every route bundle in the process shares one connection (Next can load a module
@@ -101,10 +104,15 @@ const STATE_KEY = Symbol.for('account-link-service.db');
 const state: PortState = ((globalThis as Record<symbol, PortState>)[STATE_KEY] ??= { calls: 0 });
 
 export function getDatabase(): Promise<DatabaseAdapter> {
-  if (!state.opening) {
+  if (state.opening) {
+    registerChangedEndpoints();
+  } else {
     const config = getConfig();
+    state.registered = { config, settings: JSON.stringify(config.eventEndpointSettings) };
     const opening = openConfigured(config).then(async (db) => {
       await registerEventEndpoints(config, db);
+      // The server that holds the embedded folder is where the `npm run` commands ask (served-port.ts).
+      if (state.serves && config.databaseMode === 'embedded') announceServedPort(config.embeddedDbDir, { holdsFolder: true });
       return db;
     }).catch((error: unknown) => {
       const mapped = toDbError(error);
@@ -121,6 +129,36 @@ export function getDatabase(): Promise<DatabaseAdapter> {
     state.opening = opening;
   }
   return state.opening;
+}
+
+/**
+ * Under `next dev` the settings change while the server runs (.env.local edited; getConfig reads
+ * them again): a receiver added there is registered before the next call, which may write the first
+ * event it should get (an event gets deliveries for the endpoints registered when it is written).
+ * Elsewhere the configuration is the same object on every request, and this compares it only.
+ */
+function registerChangedEndpoints(): void {
+  if (!state.serves || !state.opening || !state.registered) return;
+  let config: Config;
+  try {
+    config = getConfig();
+  } catch {
+    return; // settings refused: every request answers so (route.ts), and nothing is registered
+  }
+  if (config === state.registered.config) return;
+  const settings = JSON.stringify(config.eventEndpointSettings);
+  const changed = settings !== state.registered.settings;
+  state.registered = { config, settings };
+  if (!changed) return;
+  const registering = state.opening.then(async (db) => {
+    await registerEventEndpoints(config, db);
+    return db;
+  });
+  // An open that fails fails this too: then neither is kept, and the next request opens again.
+  registering.catch(() => {
+    if (state.opening === registering) state.opening = undefined;
+  });
+  state.opening = registering;
 }
 
 /**

@@ -4,18 +4,25 @@ import path from 'node:path';
 /**
  * Where the local service on the embedded database serves, for the `npm run` commands that ask it
  * (`next dev` takes the next free port when 3000 is busy; `-H` binds one address): a Next server
- * writes `<folder>.port`, its pid, port and origin, as it starts (instrumentation.ts), and removes
- * it as it exits. A file whose
- * process is gone is not believed. (Apart from the folder's lock, `<folder>.lock`, which stays the
- * bare pid every version reads, and which appears only once the database opens.)
+ * writes `<folder>.port`, its pid, port and origin, and removes it as it exits. A file whose process
+ * is gone is not believed. (Apart from the folder's lock, `<folder>.lock`, which stays the bare pid
+ * every version reads.)
+ *
+ * Two moments write it. As the server starts (instrumentation.ts), unless another live server has
+ * announced itself for the folder: a second `next start` on the same folder, which cannot open it,
+ * must not send the commands to itself. And as the server opens the database (lib/db/index.ts,
+ * `holdsFolder`): the process that holds the folder is the one to ask, whatever was written before,
+ * and a server that started with settings it refused announces itself once they are fixed.
  */
-export function announceServedPort(dataDir: string): void {
+export function announceServedPort(dataDir: string, options: { holdsFolder?: boolean } = {}): void {
   // Next sets NEXT_RUNTIME, and PORT to the port it bound, before the app loads.
   const port = process.env.NEXT_RUNTIME === 'nodejs' ? process.env.PORT?.trim() : undefined;
   if (!port || !/^\d{1,5}$/.test(port)) return;
   const file = portFile(dataDir);
   const origin = servedOrigin(process.env.__NEXT_PRIVATE_ORIGIN, Number(port));
   const contents = origin ? `${process.pid} ${port} ${origin}` : `${process.pid} ${port}`;
+  if (readOrNull(file) === contents) return; // announced already (and removed at exit)
+  if (!options.holdsFolder && announcedServer(dataDir)) return; // another live server's folder
   try {
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, contents);
@@ -29,6 +36,14 @@ export function announceServedPort(dataDir: string): void {
       // gone already, or another server's now
     }
   });
+}
+
+function readOrNull(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
 }
 
 /**

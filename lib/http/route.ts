@@ -40,7 +40,12 @@ type NextHandler = (request: Request, context: NextRouteContext) => Promise<Resp
  * problem+json, and 405 with `Allow` for the methods the route does not have (Next's own 405 has no
  * `Allow`). Use as `export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({ ... })`.
  */
-export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>): Record<HttpMethod | 'OPTIONS', NextHandler> {
+export interface RouteOptions {
+  /** A route a tool polls (`npm run events:listen`, twice a second): its answers below 400 are logged at debug, not info. */
+  polled?: boolean;
+}
+
+export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>, options: RouteOptions = {}): Record<HttpMethod | 'OPTIONS', NextHandler> {
   const allowed = ALL_METHODS.filter((method) => handlers[method]);
   const readable = [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])];
   const allow = allowHeaderFor(allowed);
@@ -51,7 +56,7 @@ export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>)
       headers: { allow },
     });
   };
-  const options: RouteHandler = (request) => new Response(null, {
+  const answerOptions: RouteHandler = (request) => new Response(null, {
     status: 204,
     headers: {
       allow,
@@ -61,12 +66,12 @@ export function defineRoute(handlers: Partial<Record<HttpMethod, RouteHandler>>)
   });
 
   const wrapped = {} as Record<HttpMethod | 'OPTIONS', NextHandler>;
-  for (const method of ALL_METHODS) wrapped[method] = wrap(handlers[method] ?? methodNotAllowed);
-  wrapped.OPTIONS = wrap(options);
+  for (const method of ALL_METHODS) wrapped[method] = wrap(handlers[method] ?? methodNotAllowed, options);
+  wrapped.OPTIONS = wrap(answerOptions, options);
   return wrapped;
 }
 
-function wrap(handler: RouteHandler): NextHandler {
+function wrap(handler: RouteHandler, options: RouteOptions): NextHandler {
   return async (request, nextContext) => {
     const started = performance.now();
     const requestId = acceptRequestId(request.headers.get('x-request-id'));
@@ -110,7 +115,8 @@ function wrap(handler: RouteHandler): NextHandler {
     }
     // Server-Timing (visible in browser dev tools, and read by the bench): database calls and time.
     response = withHeader(response, 'server-timing', `db;desc="${db.calls} calls";dur=${db.ms.toFixed(1)}, total;dur=${ms.toFixed(1)}`);
-    log.info({ ...fields, method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
+    const level = options.polled && response.status < 400 ? 'debug' : 'info';
+    log[level]({ ...fields, method: request.method, path, status: response.status, ms: Math.round(ms), dbCalls: db.calls }, 'request');
     return response;
   };
 }

@@ -277,7 +277,7 @@ export function describeStatus(status: ServiceStatus): string[] {
   const lines = [
     header,
     `Billing webhook: ${billing
-      ? `last ${billing.type} ${billing.eventId} at ${formatUtc(billing.receivedAt)}: ${billing.outcome}${billing.reason ? ` (${billing.reason})` : ''}`
+      ? `last ${billing.type || '(no type)'} ${billing.eventId} at ${formatUtc(billing.receivedAt)}: ${billing.outcome}${billing.reason ? ` (${billing.reason})` : ''}`
       : 'no event received yet'}; last 24 h: ${formatCounts(webhooks.billing.last24h)}`,
     `Leagues webhook: ${leagues
       ? `last delivery ${leagues.deliveryId ?? '(no id)'} from ${leagues.source} at ${formatUtc(leagues.receivedAt)}: ${leagues.upserted} upserted, ${leagues.unchanged} unchanged, ${leagues.stale} stale, ${leagues.deleted} deleted`

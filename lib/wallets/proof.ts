@@ -2,7 +2,7 @@ import { bytesToHex, isErc8010Signature } from 'viem';
 import { DomainError } from '../errors.ts';
 import { isUuid } from '../uuid.ts';
 import { parseWalletAddress } from './address.ts';
-import { noContractWallets, type LinkInput } from './schemas.ts';
+import { noContractWallets, notAKeySignature, type LinkInput } from './schemas.ts';
 import { parseSignInMessage } from './sign-in-message.ts';
 import { checkSignInTimes, EVM_SIGNATURE_BYTES, verifySignature } from './verify.ts';
 
@@ -73,7 +73,7 @@ export async function verifyLinkProof(input: LinkInput, options: ProofOptions): 
   }
   if (options.contractChains?.has(input.chainId)) return { challengeId: message.requestId, kind: 'contract', chainId: input.chainId };
   if (input.signature.length === EVM_SIGNATURE_BYTES) throw new DomainError('invalid_signature', `${notTheKey} ${noContractWallets(input.chainId, 'not-the-key')}`);
-  throw new DomainError('unsupported_signature_type', `This ${input.signature.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(input.chainId, 'contract-sized')}`);
+  throw new DomainError('unsupported_signature_type', notAKeySignature(input.signature.length, input.chainId));
 }
 
 function invalidMessage(detail: string): DomainError {

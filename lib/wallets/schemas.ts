@@ -126,7 +126,7 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
     throw new DomainError(decoded.code, decoded.reason, { errors: [{ path: 'payload.signature', message: decoded.reason }] });
   }
   if (payload.chain === 'evm' && decoded.bytes.length !== EVM_SIGNATURE_BYTES && !config.wallet.evmRpcUrls.has(payload.chainId)) {
-    const detail = `This ${decoded.bytes.length}-byte signature is a smart-contract wallet's (ERC-1271/ERC-6492). ${noContractWallets(payload.chainId, 'contract-sized')}`;
+    const detail = notAKeySignature(decoded.bytes.length, payload.chainId);
     throw new DomainError('unsupported_signature_type', detail, { errors: [{ path: 'payload.signature', message: detail }] });
   }
   return { ...wallet, message: payload.message, signature: decoded.bytes };
@@ -139,6 +139,15 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
  * not make (a wrong key or a changed message, far more often than a contract's): the log says which,
  * so an operator does not read every mistyped signature as a smart-contract wallet turned away.
  */
+/**
+ * An EVM signature that is not 65 bytes, where no contract wallet is checked: an account's key
+ * always signs 65 bytes, so it is a smart-contract wallet's or no signature at all (a truncated
+ * copy, `0x00`); the answer says what it is not, rather than guess which.
+ */
+export function notAKeySignature(bytes: number, chainId: number): string {
+  return `This ${bytes}-byte signature is not an account key's (65 bytes): only a smart-contract wallet (ERC-1271/ERC-6492) signs otherwise. ${noContractWallets(chainId, 'contract-sized')}`;
+}
+
 export function noContractWallets(chainId: number, signature: 'contract-sized' | 'not-the-key'): string {
   if (signature === 'contract-sized') {
     log.info({ chainId }, `a smart-contract wallet tried to link on chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check them`);

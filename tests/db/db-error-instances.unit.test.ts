@@ -9,7 +9,8 @@ import { DbError, toDbError } from '../../lib/db/errors.ts';
 describe('a DbError made by another instance of its module', () => {
   it('is a DbError to this one, and toDbError keeps it as it is', async () => {
     // The query makes Vite evaluate the module again: a second class, as a reloaded route sees it.
-    const other = (await import('../../lib/db/errors.ts?reloaded')) as typeof import('../../lib/db/errors.ts');
+    const reloaded = new URL('../../lib/db/errors.ts?reloaded', import.meta.url).href;
+    const other = (await import(/* @vite-ignore */ reloaded)) as typeof import('../../lib/db/errors.ts');
     expect(other.DbError).not.toBe(DbError);
     const thrown = new other.DbError('not_found', 'link_not_found', { sqlState: 'PT404' });
     expect(thrown instanceof DbError).toBe(true);

@@ -153,6 +153,7 @@ describe('the embedded database folder lock', () => {
       writeFileSync(`${dir}.port`, `${other} 3106 ${origin}`);
       expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3106');
     }
+    rmSync(`${dir}.port`);
     const restoreOdd = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3106', __NEXT_PRIVATE_ORIGIN: 'http://example.com:80' });
     try {
       announceServedPort(dir);
@@ -161,6 +162,32 @@ describe('the embedded database folder lock', () => {
     }
     expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3106`);
     rmSync(`${dir}.port`);
+  });
+
+  it('a second server on the same folder does not take the announcement from a live one, unless it holds the folder', () => {
+    const dir = path.join(root, 'db5');
+    const first = `${process.ppid} 3107 http://localhost:3107`; // a live process: the first server
+    writeFileSync(`${dir}.port`, first);
+    const restore = setEnv({ NEXT_RUNTIME: 'nodejs', PORT: '3108', __NEXT_PRIVATE_ORIGIN: 'http://localhost:3108' });
+    try {
+      // As it starts (it may never open the folder: the first one holds it), this one writes nothing.
+      announceServedPort(dir);
+      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(first);
+      expect(defaultBaseUrl({ EMBEDDED_DB_DIR: dir })).toBe('http://localhost:3107');
+      // Once it opens the database, it holds the folder: it is the one to ask.
+      announceServedPort(dir, { holdsFolder: true });
+      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3108 http://localhost:3108`);
+      // Announcing again changes nothing.
+      announceServedPort(dir, { holdsFolder: true });
+      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3108 http://localhost:3108`);
+      // A file of a process that is gone is no one's: a server starting writes over it.
+      writeFileSync(`${dir}.port`, `${2 ** 22 + 7} 3107`);
+      announceServedPort(dir);
+      expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3108 http://localhost:3108`);
+    } finally {
+      restore();
+      rmSync(`${dir}.port`, { force: true });
+    }
   });
 
   it('takes over a lock left by a process that is gone, and releases it on close', async () => {

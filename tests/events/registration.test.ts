@@ -80,4 +80,29 @@ describeOn('postgres')('the event receivers registered as the database opens', (
     expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
       .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
   });
+
+  it('under next dev, a receiver added to the settings while the server runs gets the next event: it is registered before the next call', async () => {
+    const restore = setEnv({ NODE_ENV: 'development', EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
+    try {
+      registerEventEndpointsAsTheDatabaseOpens();
+      await getDatabase();
+      expect(await endpoints()).toEqual([]);
+      // .env.local edited: Next puts the new values in process.env; nothing else is told.
+      process.env.EVENTS_WEBHOOK_URL = 'http://127.0.0.1:9/added-later';
+      process.env.EVENTS_WEBHOOK_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+      const [receiver] = getEventEndpoints();
+      expect(receiver!.url.pathname).toBe('/added-later');
+      const userId = randomUUID();
+      const now = Date.now();
+      const response = await deliver(fixture('initial-purchase', {
+        id: `evt-${randomUUID()}`, app_user_id: userId, aliases: [userId], original_app_user_id: userId,
+        event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
+      }));
+      expect(response.status).toBe(200);
+      expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
+        .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
+    } finally {
+      restore();
+    }
+  });
 });

@@ -78,6 +78,13 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
     expect(describeStatus(body)[1]).toMatch(new RegExp(`^Billing webhook: last TEST ${test.event.id} at .* UTC: ignored \\(record_only_type\\); last 24 h: \\d+ ignored$`));
   });
 
+  it('an event that came without a type reads as one: "(no type)", not an empty word', async () => {
+    expect((await deliver({ event: { id: `untyped-${randomUUID()}` } })).status).toBe(200);
+    const body = await status();
+    expect(body.webhooks.billing.last).toMatchObject({ type: '', outcome: 'ignored', reason: 'unknown_type' });
+    expect(describeStatus(body)[1]).toMatch(/^Billing webhook: last \(no type\) untyped-[\w-]+ at .* UTC: ignored \(unknown_type\);/);
+  });
+
   it('after a webhook, a sweep and a maintenance run: the counts by outcome, the queue emptied by the sweep and its result, what maintenance did', async () => {
     const user = `status-${randomUUID()}`;
     const now = Date.now();

@@ -10,4 +10,4 @@ export const { GET, POST, PUT, PATCH, DELETE, OPTIONS } = defineRoute({
     const query = readQueryWith(request, eventsQuerySchema);
     return json(await listEventsSince(query));
   },
-});
+}, { polled: true });
