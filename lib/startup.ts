@@ -1,4 +1,4 @@
-import { ConfigError, describeConfig, getConfig } from './config.ts';
+import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, getConfig, type Config } from './config.ts';
 import { announceServedPort } from './db/served-port.ts';
 import { checkEndpointAddresses, getEventEndpoints } from './events/endpoints.ts';
 import { log } from './log.ts';
@@ -9,8 +9,7 @@ export function logStartup(): void {
     log.info(describeConfig(config), `account-link-service: ${config.databaseMode} database, ${config.auth.mode} auth`);
     for (const warning of config.warnings) log.warn(warning);
     if (config.local) {
-      const filled = [...(config.databaseMode === 'embedded' ? ['embedded database'] : []), 'dev webhook secrets as listed above', '`npm run token` and local sign-in with the dev key'];
-      log.info(`local mode (development only): dev defaults fill what is not set (${filled.join(', ')})`);
+      log.info(`local mode (development only): dev defaults fill what is not set (${localDefaultsInUse(config).join(', ') || 'nothing: every setting is your own'})`);
     }
     logEventReceivers();
   } catch (error) {
@@ -18,6 +17,16 @@ export function logStartup(): void {
     // Every request will answer 503 service_misconfigured with this message too.
     log.error({ err: { message: error.message } }, 'account-link-service cannot start with this configuration');
   }
+}
+
+/** What local mode filled in for this configuration: each only where the setting was left unset. */
+function localDefaultsInUse(config: Config): string[] {
+  const devSecrets = (['subscription', 'leagues'] as const).some((which) => config.webhookSecrets[which][0] === DEV_WEBHOOK_SECRETS[which]);
+  return [
+    ...(config.databaseMode === 'embedded' ? ['embedded database'] : []),
+    ...(devSecrets ? ['dev webhook secrets as listed above'] : []),
+    ...(config.auth.mode === 'dev-key' ? ['`npm run token` and local sign-in with the dev key'] : []),
+  ];
 }
 
 /** On the embedded database, where this server serves, for the `npm run` commands that ask it (lib/db/served-port.ts). */

@@ -21,6 +21,7 @@ import { cpuMsOf, postgresCpuMs } from './bench/cpu.ts';
 import { functionCosts, functionStats, type FunctionCost } from './bench/sql-profile.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription } from './support/fake-revenuecat.ts';
 import { startLocalChain, type LocalChain, type SmartAccountHandle } from './support/local-chain.ts';
+import { helpIfAsked } from './command-args.ts';
 import { ensureProductionBuild, startNextServer, type NextServer } from './support/next-server.ts';
 import { startReceiverProcess, type ReceiverCounts, type ReceiverProcess } from './support/webhook-receiver-process.ts';
 import { createDatabase, startPostgresServer, type PostgresServer } from './support/postgres-server.ts';
@@ -1299,6 +1300,11 @@ function targets(modes: ModeResult[]): TargetCheck[] {
   return checks;
 }
 
+helpIfAsked({
+  about: 'Measure the production server on loopback, with a real Postgres and with the embedded database, against the floors; prints the targets as met or NOT MET and writes bench-results/latest.json.',
+  usage: 'Usage: npm run bench [-- --soak | --scale | --reads]   (BENCH_DURATION=<seconds>, BENCH_MODES=postgres|embedded, BENCH_ONLY=<scenario|...> in the environment)',
+  docs: 'docs/benchmarks.md',
+});
 const machine = { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.platform()} ${os.release()}` };
 console.log(`bench: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${DURATION_SECONDS} s per timed scenario, ${CONNECTIONS} connections, loopback only`);
 // (npm run bench -- --reads needs no server, nor its build.)

@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
 import { loadConfig } from '../lib/config.ts';
 import { buildOpenApiDocument } from '../lib/openapi/document.ts';
+import { helpIfAsked } from './command-args.ts';
 
 export const CLIENT_PACKAGE_DIR = path.join('packages', 'client');
 export const CLIENT_TYPES_FILE = path.join(CLIENT_PACKAGE_DIR, 'src', 'api-types.ts');
@@ -79,6 +80,11 @@ function forAnyDeployment<T>(document: T): T {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  helpIfAsked({
+    about: "Write packages/client/src/api-types.ts, the typed client's types, from the OpenAPI document GET /api/openapi.json serves.",
+    usage: 'Usage: npm run client:generate',
+    docs: 'docs/architecture.md',
+  });
   writeFileSync(CLIENT_TYPES_FILE, await generateClientTypes());
   console.log(`wrote ${CLIENT_TYPES_FILE}`);
   for (const problem of currentClientPackageProblems()) console.warn(problem);

@@ -15,15 +15,22 @@ export interface CommandHelp {
 }
 
 export function commandArgs<const O extends ParseArgsOptionsConfig>(help: CommandHelp, options: O, args = process.argv.slice(2)) {
-  if (args.includes('--help') || args.includes('-h')) {
-    console.log(`${help.about}\n\n${help.usage}\n\nMore in ${help.docs}.`);
-    process.exit(0);
-  }
+  helpIfAsked(help, args);
   try {
     return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
   } catch (error) {
     return usageError(help, (error as Error).message);
   }
+}
+
+/**
+ * `--help` (or `-h`): what the command does, its usage and where it is explained, then exit 0. For
+ * a command that reads its arguments itself (a name, a list of majors, flags of the bench).
+ */
+export function helpIfAsked(help: CommandHelp, args = process.argv.slice(2)): void {
+  if (!args.includes('--help') && !args.includes('-h')) return;
+  console.log(`${help.about}\n\n${help.usage}\n\nMore in ${help.docs}.`);
+  process.exit(0);
 }
 
 /**
@@ -34,6 +41,13 @@ export function optionProblems(error: unknown, optionOf: (field: string) => stri
   return error instanceof DomainError && error.errors?.length
     ? error.errors.map((problem) => `${optionOf(problem.path)}: ${problem.message}`).join('; ')
     : (error as Error).message;
+}
+
+/** An option's value that must be a positive whole number of milliseconds (`--budget-ms 20000`), or a usage error. */
+export function milliseconds(help: CommandHelp, option: string, text: string | undefined): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) usageError(help, `--${option} ${text}: a whole number of milliseconds`);
+  return value;
 }
 
 /** A usage error found after the options were read (a missing or malformed value): the message, the usage, exit 2. */

@@ -20,6 +20,7 @@ import { applyDeclaredSchema } from './support/declared-schema.ts';
 import { createDatabase, startPostgresServer } from './support/postgres-server.ts';
 import { compareCatalogs, readCatalog } from './support/schema-catalog.ts';
 import { REALTIME_SQL, SUPABASE_DEFAULT_PRIVILEGES_SQL } from './support/supabase-realtime.ts';
+import { helpIfAsked } from './command-args.ts';
 
 const MIGRATIONS_DIR = path.join('supabase', 'migrations');
 
@@ -101,6 +102,11 @@ export function returnTypeDrops(migrated: ReadonlyMap<string, string>, declared:
 }
 
 if (import.meta.main) {
+  helpIfAsked({
+    about: 'Write the next migration from an edit in supabase/schemas (a diff against what supabase/migrations build), then list what the diff missed.',
+    usage: 'Usage: npm run db:diff -- <name>   (lower-case letters, digits and _; e.g. billing_purchase_sources)',
+    docs: 'docs/architecture.md',
+  });
   const name = process.argv[2] ?? '';
   if (!MIGRATION_NAME.test(name)) {
     console.error('usage: npm run db:diff -- <name>   (lower-case letters, digits and _; e.g. billing_purchase_sources)');

@@ -11,7 +11,7 @@ import { closeDatabase } from '../lib/db/index.ts';
 import { runMaintenance, type MaintenanceCounts } from '../lib/maintenance.ts';
 import { recordedRun } from '../lib/operations/runs.ts';
 import { readServiceStatus } from '../lib/operations/status.ts';
-import { commandArgs, usageError } from './command-args.ts';
+import { commandArgs, milliseconds } from './command-args.ts';
 import { progressLine } from './progress.ts';
 
 const HELP = {
@@ -20,8 +20,7 @@ const HELP = {
   docs: 'docs/operations.md',
 };
 const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '600000' } });
-const budgetMs = Number(values['budget-ms']);
-if (!Number.isSafeInteger(budgetMs) || budgetMs < 1) usageError(HELP, `--budget-ms ${values['budget-ms']}: a whole number of milliseconds`);
+const budgetMs = milliseconds(HELP, 'budget-ms', values['budget-ms']);
 
 try {
   configureForOperator(); // only the database settings `npm run migrate` uses (lib/config.ts)

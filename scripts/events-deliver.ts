@@ -15,7 +15,7 @@ import { closeDatabase } from '../lib/db/index.ts';
 import { runOutboundEvents, type OutboundRunReport } from '../lib/events/delivery.ts';
 import { getEventEndpoints } from '../lib/events/endpoints.ts';
 import { DomainError } from '../lib/errors.ts';
-import { commandArgs, usageError } from './command-args.ts';
+import { commandArgs, milliseconds } from './command-args.ts';
 import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
 
 const HELP = {
@@ -24,8 +24,7 @@ const HELP = {
   docs: 'docs/events.md',
 };
 const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '60000' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
-const budgetMs = Number(values['budget-ms']);
-if (!Number.isSafeInteger(budgetMs) || budgetMs < 1) usageError(HELP, `--budget-ms ${values['budget-ms']}: a whole number of milliseconds`);
+const budgetMs = milliseconds(HELP, 'budget-ms', values['budget-ms']);
 
 const route = { method: 'POST', path: '/api/admin/events/deliver' } as const;
 try {

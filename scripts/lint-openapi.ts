@@ -7,7 +7,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../lib/config.ts';
 import { buildOpenApiDocument } from '../lib/openapi/document.ts';
+import { helpIfAsked } from './command-args.ts';
 
+helpIfAsked({
+  about: "Lint the OpenAPI document GET /api/openapi.json serves with Redocly's recommended rules: zero errors and zero warnings, or it fails.",
+  usage: 'Usage: npm run lint:openapi',
+  docs: 'docs/http.md',
+});
 const file = path.join('.data', 'openapi', 'openapi.json');
 mkdirSync(path.dirname(file), { recursive: true });
 writeFileSync(file, `${JSON.stringify(buildOpenApiDocument(loadConfig({})), null, 2)}\n`);

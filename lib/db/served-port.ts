@@ -63,16 +63,12 @@ function servedOrigin(text: string | undefined, port: number): string | null {
 
 /** The live server that announced itself for this folder: its pid, port and origin; or null. */
 export function announcedServer(dataDir: string): { pid: number; port: number; origin: string } | null {
-  try {
-    const [pidText, portText, originText] = readFileSync(portFile(dataDir), 'utf8').trim().split(' ');
-    const pid = Number(pidText);
-    const port = Number(portText);
-    if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535) return null;
-    const origin = servedOrigin(originText, port) ?? `http://localhost:${port}`;
-    return pid !== process.pid && isAlive(pid) ? { pid, port, origin } : null;
-  } catch {
-    return null;
-  }
+  const [pidText, portText, originText] = (readOrNull(portFile(dataDir)) ?? '').trim().split(' ');
+  const pid = Number(pidText);
+  const port = Number(portText);
+  if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port < 1 || port > 65_535) return null;
+  const origin = servedOrigin(originText, port) ?? `http://localhost:${port}`;
+  return pid !== process.pid && isAlive(pid) ? { pid, port, origin } : null;
 }
 
 export function isAlive(pid: number): boolean {

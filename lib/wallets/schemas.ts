@@ -139,23 +139,23 @@ export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput
  * not make (a wrong key or a changed message, far more often than a contract's): the log says which,
  * so an operator does not read every mistyped signature as a smart-contract wallet turned away.
  */
+export function noContractWallets(chainId: number, signature: 'contract-sized' | 'not-the-key'): string {
+  if (signature === 'contract-sized') {
+    log.info({ chainId }, `a signature that is not 65 bytes (a smart-contract wallet's, or a malformed one) came for chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check smart-contract wallets there`);
+  } else {
+    log.info({ chainId }, `a signature on chain ${chainId} was not made by the address's key (a wrong key or message; only if it came from a smart-contract wallet would an RPC for chain ${chainId} in WALLET_EVM_RPC_URLS help)`);
+  }
+  return `Smart-contract wallets are checked on their chain, and this service does not check them on chain ${chainId}: ` +
+    'link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.';
+}
+
 /**
  * An EVM signature that is not 65 bytes, where no contract wallet is checked: an account's key
  * always signs 65 bytes, so it is a smart-contract wallet's or no signature at all (a truncated
  * copy, `0x00`); the answer says what it is not, rather than guess which.
  */
 export function notAKeySignature(bytes: number, chainId: number): string {
-  return `This ${bytes}-byte signature is not an account key's (65 bytes): only a smart-contract wallet (ERC-1271/ERC-6492) signs otherwise. ${noContractWallets(chainId, 'contract-sized')}`;
-}
-
-export function noContractWallets(chainId: number, signature: 'contract-sized' | 'not-the-key'): string {
-  if (signature === 'contract-sized') {
-    log.info({ chainId }, `a smart-contract wallet tried to link on chain ${chainId}, which has no RPC: add one to WALLET_EVM_RPC_URLS (${chainId}=https://...) to check them`);
-  } else {
-    log.info({ chainId }, `a signature on chain ${chainId} was not made by the address's key (a wrong key or message; only if it came from a smart-contract wallet would an RPC for chain ${chainId} in WALLET_EVM_RPC_URLS help)`);
-  }
-  return `Smart-contract wallets are checked on their chain, and this service does not check them on chain ${chainId}: ` +
-    'link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.';
+  return `This ${bytes}-byte signature is not an account key's (65 bytes), so only a smart-contract wallet's check (ERC-1271/ERC-6492) could accept it. ${noContractWallets(chainId, 'contract-sized')}`;
 }
 
 type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain: 'solana'; address: string; cluster: string };

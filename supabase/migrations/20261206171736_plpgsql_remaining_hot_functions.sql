@@ -253,3 +253,8 @@ begin
 end;
 $function$
 ;
+
+-- The kept wallets and leagues are built by these functions: emptied, to be built again by each
+-- user's next read (the answers are unchanged; a migration that redefines a shaper empties them all
+-- the same).
+delete from public.account_cache;

@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DbError } from '../../lib/db/errors.ts';
+import { closeDatabase, getDatabase, registerEventEndpointsAsTheDatabaseOpens } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { announcedServer, announceServedPort } from '../../lib/db/served-port.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
@@ -12,6 +13,7 @@ import { openSupabase } from '../../lib/db/supabase.ts';
 import { buildFunctionCall, withLiteralValues } from '../../lib/db/sql-call.ts';
 import { defaultBaseUrl } from '../../scripts/operator.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
+import { describeOn, migratedEmbeddedDbDir } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 
 describe('building the SQL call', () => {
@@ -188,6 +190,27 @@ describe('the embedded database folder lock', () => {
       restore();
       rmSync(`${dir}.port`, { force: true });
     }
+  });
+
+  describeOn('pglite')('as the service opens it', () => {
+    it('the server that opens the folder announces itself there, over another live server\'s word', async () => {
+      const dir = migratedEmbeddedDbDir(path.join(root, 'served'));
+      writeFileSync(`${dir}.port`, `${process.ppid} 3109`); // a live process said it serves: the first server, say
+      const restore = setEnv({
+        NEXT_RUNTIME: 'nodejs', PORT: '3110', __NEXT_PRIVATE_ORIGIN: 'http://127.0.0.1:3110', EMBEDDED_DB_DIR: dir,
+        LOCAL_DEV: undefined, DATABASE_URL: undefined, SUPABASE_URL: undefined, EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_ENDPOINTS: undefined,
+      });
+      try {
+        await closeDatabase();
+        registerEventEndpointsAsTheDatabaseOpens(); // as instrumentation.ts marks the server's process
+        await getDatabase();
+        expect(readFileSync(`${dir}.port`, 'utf8')).toBe(`${process.pid} 3110 http://127.0.0.1:3110`);
+      } finally {
+        registerEventEndpointsAsTheDatabaseOpens(false);
+        await closeDatabase();
+        restore();
+      }
+    }, 90_000);
   });
 
   it('takes over a lock left by a process that is gone, and releases it on close', async () => {

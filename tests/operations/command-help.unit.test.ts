@@ -10,9 +10,13 @@ import { describe, expect, it } from 'vitest';
  * the settings name here does not exist, so a command that tried to reach it would fail otherwise.
  */
 const scripts = JSON.parse(readFileSync('package.json', 'utf8')).scripts as Record<string, string>;
-const commands = Object.entries(scripts)
+const nodeScripts = Object.entries(scripts)
   .map(([name, line]) => ({ name, file: /^node (scripts\/[\w-]+\.ts)$/.exec(line)?.[1] }))
-  .filter((command): command is { name: string; file: string } => command.file !== undefined && readFileSync(command.file, 'utf8').includes("from './command-args.ts'"));
+  .filter((command): command is { name: string; file: string } => command.file !== undefined);
+/** The commands whose options commandArgs reads (and refuses). */
+const commands = nodeScripts.filter(({ file }) => readFileSync(file, 'utf8').includes('commandArgs('));
+/** The maintainers' tools that read their arguments themselves (the bench, a migration's name): --help only. */
+const tools = nodeScripts.filter(({ file }) => !commands.some((command) => command.file === file) && readFileSync(file, 'utf8').includes('helpIfAsked('));
 
 const env = { ...process.env, DATABASE_URL: 'postgres://nobody:nothing@127.0.0.1:1/none', LOG_LEVEL: 'silent', BASE_URL: 'http://127.0.0.1:1' };
 const run = (file: string, args: string[]) => promisify(execFile)(process.execPath, [file, ...args], { env, timeout: 30_000 })
@@ -27,7 +31,7 @@ describe('the npm run commands', () => {
     ]));
   });
 
-  it.each(commands)('npm run $name -- --help says what it does and how to call it; an unknown option is a usage error', async ({ name, file }) => {
+  async function expectHelp(name: string, file: string) {
     const help = await run(file, ['--help']);
     expect(help).toMatchObject({ code: 0, stderr: '' });
     const [about, , usage, , more] = help.stdout.trimEnd().split('\n');
@@ -36,6 +40,19 @@ describe('the npm run commands', () => {
     const docs = /^More in (docs\/[\w/-]+\.md)\.$/.exec(more ?? '')?.[1];
     expect(docs && existsSync(docs)).toBe(true);
     expect(readFileSync(docs!, 'utf8')).toContain(`npm run ${name}`);
+    return usage!;
+  }
+
+  it('and the maintainers\' tools answer --help too', () => {
+    expect(tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['bench', 'test:postgres-majors', 'client:generate', 'db:diff', 'lint:openapi']));
+  });
+
+  it.each(tools)('npm run $name -- --help says what it does and how to call it, and does nothing else', async ({ name, file }) => {
+    await expectHelp(name, file);
+  }, 60_000);
+
+  it.each(commands)('npm run $name -- --help says what it does and how to call it; an unknown option is a usage error', async ({ name, file }) => {
+    const usage = await expectHelp(name, file);
 
     const wrong = await run(file, ['--no-such-option']);
     expect(wrong).toMatchObject({ code: 2, stdout: '' });

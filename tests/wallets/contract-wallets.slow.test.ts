@@ -254,7 +254,7 @@ describe.each(DATABASE_KINDS)('smart-contract wallets (ERC-1271, ERC-6492) again
       // 65 bytes are an ordinary wallet's size: logged as a signature the key did not make, not as a contract wallet turned away.
       expect(logged).toEqual([
         'a signature on chain 8453 was not made by the address\'s key (a wrong key or message; only if it came from a smart-contract wallet would an RPC for chain 8453 in WALLET_EVM_RPC_URLS help)',
-        'a smart-contract wallet tried to link on chain 8453, which has no RPC: add one to WALLET_EVM_RPC_URLS (8453=https://...) to check them',
+        'a signature that is not 65 bytes (a smart-contract wallet\'s, or a malformed one) came for chain 8453, which has no RPC: add one to WALLET_EVM_RPC_URLS (8453=https://...) to check smart-contract wallets there',
       ]);
       expect(rpc.requests + otherRpc.requests).toBe(0);
     } finally {

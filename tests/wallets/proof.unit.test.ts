@@ -206,7 +206,7 @@ describe('request bodies', () => {
     const info = vi.spyOn(log, 'info');
     try {
       const error = await apiError(() => parseLinkRequest({ payload: { ...payload, chainId: 8453, signature: `0x${'ab'.repeat(200)}` } }, CONFIG));
-      expect(error.options.detail).toBe("This 200-byte signature is not an account key's (65 bytes): only a smart-contract wallet (ERC-1271/ERC-6492) signs otherwise. Smart-contract wallets are checked on their chain, and this service does " +
+      expect(error.options.detail).toBe("This 200-byte signature is not an account key's (65 bytes), so only a smart-contract wallet's check (ERC-1271/ERC-6492) could accept it. Smart-contract wallets are checked on their chain, and this service does " +
         'not check them on chain 8453: link an ordinary wallet there, or this wallet on a chain where smart-contract wallets are accepted.');
       expect(error.options.errors).toEqual([{ path: 'payload.signature', message: error.options.detail }]);
       expect(JSON.stringify(error.options)).not.toMatch(/WALLET_|RPC_URL/);
