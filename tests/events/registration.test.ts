@@ -44,6 +44,18 @@ describeOn('postgres')('the event receivers registered as the database opens', (
   });
 
   const endpoints = () => db.sql<{ id: string; active: boolean }>('select id, retired_at is null as active from public.outbound_endpoints order by id');
+  /** A new Supabase user's first purchase, through the billing webhook; the user's id. */
+  async function firstPurchase(): Promise<string> {
+    const userId = randomUUID();
+    const now = Date.now();
+    const response = await deliver(fixture('initial-purchase', {
+      id: `evt-${randomUUID()}`, app_user_id: userId, aliases: [userId], original_app_user_id: userId,
+      event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
+    }));
+    expect(response.status).toBe(200);
+    return userId;
+  }
+  const deliveriesOf = (userId: string) => db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]);
 
   it('an operator command that opens the database registers nothing', async () => {
     await getDatabase();
@@ -69,16 +81,9 @@ describeOn('postgres')('the event receivers registered as the database opens', (
   it('the server registers its receivers before its first call: its first purchase has a delivery for them', async () => {
     registerEventEndpointsAsTheDatabaseOpens();
     const [receiver] = getEventEndpoints();
-    const userId = randomUUID();
-    const now = Date.now();
-    const response = await deliver(fixture('initial-purchase', {
-      id: `evt-${randomUUID()}`, app_user_id: userId, aliases: [userId], original_app_user_id: userId,
-      event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
-    }));
-    expect(response.status).toBe(200);
+    const userId = await firstPurchase();
     expect(await endpoints()).toEqual([{ id: receiver!.id, active: true }]);
-    expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
-      .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
+    expect(await deliveriesOf(userId)).toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
   });
 
   it('under next dev, a receiver added to the settings while the server runs gets the next event: it is registered before the next call', async () => {
@@ -92,15 +97,8 @@ describeOn('postgres')('the event receivers registered as the database opens', (
       process.env.EVENTS_WEBHOOK_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
       const [receiver] = getEventEndpoints();
       expect(receiver!.url.pathname).toBe('/added-later');
-      const userId = randomUUID();
-      const now = Date.now();
-      const response = await deliver(fixture('initial-purchase', {
-        id: `evt-${randomUUID()}`, app_user_id: userId, aliases: [userId], original_app_user_id: userId,
-        event_timestamp_ms: now, purchased_at_ms: now - DAY_MS, expiration_at_ms: now + 29 * DAY_MS,
-      }));
-      expect(response.status).toBe(200);
-      expect(await db.sql('select d.endpoint_id, e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id where d.user_id = $1', [userId]))
-        .toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
+      const userId = await firstPurchase();
+      expect(await deliveriesOf(userId)).toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
     } finally {
       restore();
     }
