@@ -318,7 +318,8 @@ function stateSentence(row: StoredRow, now: Date, record: ExplainRecord, steps: 
     case 'refunded':
       return `refunded ${formatUtc(row.expires_at ?? row.last_event_at)}`;
     case 'transferred': {
-      const moved = rowHistory(keyOf(row), record, steps).find(({ change }) => change.after?.status === 'transferred');
+      // The last transfer that moved it: a purchase transferred away, back and away again names the last.
+      const moved = rowHistory(keyOf(row), record, steps).findLast(({ change }) => change.after?.status === 'transferred');
       return moved ? `its purchase was transferred to ${moved.entry.plan?.subjectId ?? 'another id'} on ${formatUtc(moved.entry.eventAt)} by ${eventName(moved.entry)}` : 'its purchase was transferred to another id';
     }
     default:

@@ -75,12 +75,43 @@ async function registerEndpoints(endpoints: readonly EventEndpoint[]): Promise<v
 }
 
 /**
+ * A run's doorbell: a write during the run rings it, and the run claims again without waiting for
+ * an attempt under way to end (which may hang until its timeout).
+ */
+class Doorbell {
+  private ring: (() => void) | undefined;
+  private rung: Promise<void> | undefined;
+  /** Rung while the run was not waiting (claiming, settling): its next wait ends at once. */
+  private missed = false;
+
+  /** Resolves at the next ring (at once for one the run missed). */
+  next(): Promise<void> {
+    if (this.missed) {
+      this.missed = false;
+      return Promise.resolve();
+    }
+    return (this.rung ??= new Promise<void>((resolve) => (this.ring = resolve)));
+  }
+
+  press(): void {
+    if (!this.ring) {
+      this.missed = true;
+      return;
+    }
+    this.ring();
+    this.ring = undefined;
+    this.rung = undefined;
+  }
+}
+
+/**
  * One endpoint's due deliveries: up to DELIVERY_BATCH attempts in flight, each settled as it ends
  * (with the others that end in the same turn of the event loop, in one call), and the queue claimed
- * again as soon as any ends. So a user's next event goes out as soon as their last one is settled,
- * and an attempt that hangs holds back only its own user's queue, not the others claimed with it.
+ * again as soon as any ends, or a write rings `doorbell`. So a user's next event goes out as soon as
+ * their last one is settled, and an attempt that hangs holds back only its own user's queue: not the
+ * others claimed with it, nor the events written while it hangs.
  */
-async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number) {
+async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number, doorbell?: Doorbell) {
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 30;
   const inFlight = new Set<Promise<void>>();
@@ -114,7 +145,7 @@ async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, time
         report.done = open && claimed.length === 0;
         break;
       }
-      await Promise.race(inFlight);
+      await Promise.race(doorbell ? [...inFlight, doorbell.next()] : inFlight);
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   } finally {
@@ -150,7 +181,7 @@ export const LAPSE_SCAN_EVERY_MS = 30_000;
 export const AFTER_WRITE_BUDGET_MS = 10_000;
 
 // The after-write run of each endpoint in this process, and whether a write asked for one more.
-const endpointRuns = new Map<string, { running: Promise<void>; again: boolean }>();
+const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell }>();
 let lapseRun: Promise<void> | undefined;
 let lastLapseScan = -Infinity;
 
@@ -178,7 +209,12 @@ export function moveOutboxAfterWrite({ usersNoted = true }: { usersNoted?: boole
   if (lapseScanDue()) {
     lastLapseScan = performance.now();
     lapseRun = tellDueLapses(performance.now() + AFTER_WRITE_BUDGET_MS)
-      .then(() => undefined, (error: unknown) => {
+      .then(async ({ told }) => {
+        // What the scan wrote goes out now (a run under way claims again), not with the next run.
+        if (told === 0) return;
+        const all = safeEndpoints();
+        await Promise.all(all.map((endpoint) => moveEndpointAfterWrite(all, endpoint)));
+      }, (error: unknown) => {
         log.warn({ err: { message: (error as Error).message } }, 'telling lapses after a write failed; the next run retries');
       })
       .finally(() => {
@@ -192,15 +228,16 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   const current = endpointRuns.get(endpoint.id);
   if (current) {
     current.again = true;
+    current.doorbell.press();
     return current.running;
   }
-  const run = { again: false, running: Promise.resolve() };
+  const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
   run.running = (async () => {
     try {
       do {
         run.again = false;
         await registerEndpoints(endpoints);
-        await deliverToEndpoint(endpoint, performance.now() + AFTER_WRITE_BUDGET_MS, DELIVERY_TIMEOUT_MS);
+        await deliverToEndpoint(endpoint, performance.now() + AFTER_WRITE_BUDGET_MS, DELIVERY_TIMEOUT_MS, run.doorbell);
       } while (run.again);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
@@ -231,10 +268,33 @@ export const OUTBOX_SCHEDULE_MS = 60_000;
 export function scheduleOutbox(): void {
   const holder = globalThis as { [SCHEDULE]?: NodeJS.Timeout };
   if (holder[SCHEDULE]) return;
-  holder[SCHEDULE] = setInterval(() => {
-    lastLapseScan = -Infinity;
-    void moveOutboxAfterWrite();
-  }, OUTBOX_SCHEDULE_MS);
+  holder[SCHEDULE] = setInterval(() => void moveOutboxOnSchedule(), OUTBOX_SCHEDULE_MS);
   holder[SCHEDULE].unref();
 }
 const SCHEDULE = Symbol.for('account-link-service.outbox-schedule');
+
+/** One turn of the schedule: what a run after a write does, with a lapse scan, and the receivers no longer in the settings retired. */
+export async function moveOutboxOnSchedule(): Promise<void> {
+  lastLapseScan = -Infinity;
+  await retireEndpointsWhenNoneConfigured();
+  await moveOutboxAfterWrite();
+}
+
+/**
+ * With no receiver left in the settings the runs after writes have no endpoint to run, so nothing
+ * retired the ones earlier settings registered, and every new event kept getting a delivery for
+ * them (kept past the retention while pending). The schedule retires them, as the events cron's run
+ * does. Settings that are refused retire nothing (they may name receivers once fixed).
+ */
+async function retireEndpointsWhenNoneConfigured(): Promise<void> {
+  let endpoints: readonly EventEndpoint[];
+  try {
+    endpoints = getEventEndpoints();
+  } catch {
+    return;
+  }
+  if (endpoints.length > 0) return;
+  await registerEndpoints([]).catch((error: unknown) => {
+    log.warn({ err: { message: (error as Error).message } }, 'retiring the event receivers no longer in the settings failed; the next run retries');
+  });
+}

@@ -160,6 +160,17 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     expect(await db.sql('select count(*)::int as n from public.billing_events where subject_id = $1 and plan is null', [user])).toEqual([{ n: 2 }]);
   });
 
+  it('names the transfer that moved a purchase last: away, back and away again', async () => {
+    const [from, to] = [randomUUID(), randomUUID()];
+    const bought = purchase(from, 0, 0, 400, { ...apple('9100', '9100', YEARLY) });
+    const away = transfer([from], [to], 10);
+    const back = transfer([to], [from], 20);
+    const again = transfer([from], [to], 30);
+    for (const body of [bought, away, back, again]) expect((await deliver(body)).status).toBe(200);
+    const explanation = await explainSubscriber(to, new Date(day(40)));
+    expect(explanation.elsewhere.join('\n')).toContain(`its purchase was transferred to ${to} on ${utc(30)} by TRANSFER ${again.event.id}`);
+  });
+
   it('explains a TEST event\'s user: recorded, changes nothing', async () => {
     const user = `test-${randomUUID()}`;
     expect((await deliver(purchase(user, 0, 0, 30, { type: 'TEST', id: `TEST-${randomUUID()}` }))).status).toBe(200);

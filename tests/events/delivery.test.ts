@@ -9,7 +9,7 @@ import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
-import { forgetRegisteredEndpoints, moveOutboxAfterWrite, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { forgetRegisteredEndpoints, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
 import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
 import { verifyWebhook } from '../../packages/client/src/webhooks.ts';
@@ -132,6 +132,53 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
       ['entitlement.granted', undefined], ['wallet.linked', undefined], ['entitlement.revoked', 'expired'], ['customer.deleted', undefined]]);
   });
 
+  it('on the schedule, a lapse the scan tells is sent at once, even while another user\'s attempt hangs', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      const [buyer, stuck] = [await testUser(), await testUser()];
+      await deliverNow('initial-purchase', buyer.userId, { purchasedHoursAgo: 24, expiresInHours: 24 });
+      await run(); // the grant goes out
+      // Another user's event is under way, and its attempt hangs (until the 15 s timeout): the run
+      // is waiting on it when the period ends and the turn's scan writes the revoke.
+      receiver.setBehaviour((_req, body) => (body.includes(stuck.userId) ? 'hang' : 'ok'));
+      await linkWallet(stuck, evmWallet());
+      const first = moveOutboxAfterWrite();
+      await receiver.waitFor((received) => ofUser(received, stuck.userId).length === 1, 20_000);
+      await db.connection(async (sql) => {
+        await sql('begin');
+        await sql("set local session_replication_role = 'replica'");
+        await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
+        await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
+        await sql('commit');
+      });
+      const turn = moveOutboxOnSchedule();
+      // Well within the stuck attempt's timeout: the run claims what the scan wrote without waiting for it.
+      await receiver.waitFor((received) => ofUser(received, buyer.userId).length === 2, 10_000);
+      expect(typesOf(ofUser(receiver.received, buyer.userId))).toEqual(['entitlement.granted', 'entitlement.revoked']);
+      await receiver.close(); // the stuck attempt fails now
+      await Promise.all([first, turn]);
+    } finally {
+      restore();
+    }
+  });
+
+  it('on the schedule, with no receiver left in the settings, retires the ones registered before: later events get no delivery for them', async () => {
+    // (beforeEach registered this test's receiver; these settings name none.)
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: undefined, EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxOnSchedule();
+      const [endpoint] = endpoints;
+      expect(await db.sql('select retired_at is not null as retired from public.outbound_endpoints where id = $1', [endpoint!.id])).toEqual([{ retired: true }]);
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      expect(await db.sql('select count(*)::int as deliveries from public.outbound_deliveries where user_id = $1', [user.userId])).toEqual([{ deliveries: 0 }]);
+    } finally {
+      restore();
+    }
+  });
+
   it('retries an endpoint that answers 500, holding the user\'s later events behind the failed one, then sends them in order under the same ids', async () => {
     const user = await testUser();
     receiver.setBehaviour('fail500');
@@ -214,6 +261,28 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     expect(ofUser(receiver.received, stuck.userId).map((r) => r.behaviour)).toEqual(['hang']);
     await receiver.close(); // the stuck attempt fails now, to be sent again later
     expect((await running).endpoints[0]).toMatchObject({ delivered: 2, retried: 1 });
+  });
+
+  it('after a write, sends the events written while another user\'s attempt hangs, without waiting for it to end', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const [stuck, other] = [await testUser(), await testUser()];
+      receiver.setBehaviour((_req, body) => (body.includes(stuck.userId) ? 'hang' : 'ok'));
+      await linkWallet(stuck, evmWallet());
+      const first = moveOutboxAfterWrite(); // the first write's after(): its attempt hangs (until its 15 s timeout)
+      await receiver.waitFor((received) => ofUser(received, stuck.userId).length === 1, 20_000);
+      await linkWallet(other, evmWallet());
+      void moveOutboxAfterWrite(); // the second write's, while the stuck attempt is under way in the same run
+      // Well within the stuck attempt's timeout: the run claims the new event without waiting for it.
+      await receiver.waitFor((received) => ofUser(received, other.userId).length === 1, 10_000);
+      expect(ofUser(receiver.received, stuck.userId).map((r) => r.behaviour)).toEqual(['hang']);
+      await receiver.close(); // the stuck attempt fails now, to be sent again later
+      await first;
+    } finally {
+      restore();
+    }
   });
 
   it('after a write, keeps a hanging endpoint from holding up another endpoint\'s next events', async () => {
