@@ -73,6 +73,6 @@ export async function checkEventReceiverAddresses(): Promise<void> {
   try {
     await checkEndpointAddresses(...check);
   } catch (error) {
-    log.error({ err: { message: (error as Error).message } }, 'outbound events: a receiver is not on the public internet; nothing is sent to it');
+    log.error({ err: { message: (error as Error).message } }, 'outbound events: a receiver is not on the public internet; its events wait, each attempt refused, until its address or the setting is fixed (dead-lettered after the retries, about three days)');
   }
 }

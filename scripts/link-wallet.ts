@@ -65,7 +65,7 @@ async function main() {
   baseUrl = values['base-url'];
   const config = getConfig();
   if (config.auth.mode !== 'dev-key') {
-    throw new Error(`This script mints a dev token, which only the embedded service accepts (auth mode here: ${config.auth.mode}).`);
+    throw new Error(`This script mints a dev token, which only a service in local mode with the dev key accepts (auth mode here: ${config.auth.mode}).`);
   }
   const { userId, email } = devIdentity({ user: values.user, email: values.email });
   const token = await mintDevToken(config, { userId, email });

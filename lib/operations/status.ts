@@ -265,7 +265,7 @@ export function describeStatus(status: ServiceStatus): string[] {
   const header = `Status at ${formatUtc(status.checkedAt)} (${mode.local ? 'local mode' : mode.deployed ? 'deployed' : 'not local'}, ${mode.database} database)`;
   const schemaLine = schema.upToDate
     ? `Schema: database at ${schema.database ?? 'unknown'}, code at ${schema.code ?? 'none'}: up to date${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`
-    : `Schema: behind this code (at ${schema.code ?? 'none'}): ${schema.pending.length} migration(s) pending; run \`npm run migrate\`${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`;
+    : `Schema: behind this code (the code is at ${schema.code ?? 'none'}): ${schema.pending.length} migration(s) pending; run \`npm run migrate\`${schema.unknown.length ? `; ${schema.unknown.length} unknown to this code` : ''}`;
   const partsLine = parts
     ? `Parts: billing webhook ${parts.billingWebhook}; leagues webhook ${parts.leaguesWebhook}; RevenueCat sync ${parts.revenuecatSync}${parts.revenuecatSync === 'off' ? '' : ` (after webhooks: ${parts.syncAfterWebhooks})`}; `
       + `cron ${parts.cron}; admin API ${parts.adminApi}; contract wallets ${parts.contractWalletChains.length ? `on chain(s) ${parts.contractWalletChains.join(', ')}` : 'off'}; sandbox purchases ${parts.sandboxPurchases}`

@@ -101,7 +101,7 @@ describe('a deployment whose database is one migration behind its code', () => {
     const { stdout, stderr } = await runStatus([], { DATABASE_URL: url });
     const lines = stdout.trim().split('\n');
     expect(lines[0]).toMatch(/^Status at .* UTC \(not local, postgres database\)$/);
-    expect(lines[1]).toBe(`Schema: behind this code (at ${files.at(-1)!.version}): 1 migration(s) pending; run \`npm run migrate\``);
+    expect(lines[1]).toBe(`Schema: behind this code (the code is at ${files.at(-1)!.version}): 1 migration(s) pending; run \`npm run migrate\``);
     // Nothing else could be read: no counts that would read as "nothing happened".
     expect(stdout).not.toMatch(/^(Billing webhook|Sync queue|Maintenance):/m);
     expect(stdout).toContain('Needs attention:\n  - The database schema is behind this code');
