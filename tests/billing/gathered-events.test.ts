@@ -53,6 +53,28 @@ describe('billing events gathered into one call (postgres)', () => {
     replaceDatabase(adapter);
     return counts;
   }
+  /**
+   * Two fillers take the pool's two connections; the four events behind them go as one call, the
+   * held one fourth. The others are applied; the held one is skipped in the call (stored nothing)
+   * and goes alone, waiting for its lock until `release`. Its answer, once released.
+   */
+  async function gatheredAroundAHeldEvent(counts: Awaited<ReturnType<typeof usePool>>, release: () => Promise<void>, bodies: { fillers: BillingWebhookBody[]; others: BillingWebhookBody[]; held: BillingWebhookBody }) {
+    let heldAnswer: Promise<unknown> | undefined;
+    try {
+      let heldDone = false;
+      const calls = [...bodies.fillers, bodies.others[0]!, bodies.held, ...bodies.others.slice(1)].map((body) => recordBillingEvent(body, OPTIONS));
+      heldAnswer = calls[3]!.finally(() => (heldDone = true));
+      const answered = await Promise.all([...calls.slice(0, 3), ...calls.slice(4)]);
+      expect(answered.map((result) => result.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
+      // The two fillers alone, the four behind them as one call, of which the held customer's went alone again.
+      expect(counts).toEqual({ alone: 3, gathered: [4] });
+      expect(heldDone).toBe(false);
+      expect(await eventRow(db, bodies.held.event.id)).toBeUndefined();
+    } finally {
+      await release();
+    }
+    return heldAnswer;
+  }
   afterEach(async () => {
     replaceDatabase(db.adapter);
     await adapter?.close();
@@ -141,24 +163,12 @@ describe('billing events gathered into one call (postgres)', () => {
     const counts = await usePool(2, { lockMs: 600_000, callMs: 900_000 });
     const held = `gathered-held-${Date.now()}`;
     const release = await holdSubscriberLock(db.url!, held);
-    let heldAnswer: Promise<unknown> | undefined;
-    try {
-      const fillers = [0, 1].map((i) => purchase(`${held}-filler-${i}`, 0.001, 0, 30));
-      const others = [0, 1, 2].map((i) => purchase(`${held}-other-${i}`, 0.001, 0, 30));
-      const heldEvent = purchase(held, 0.001, 0, 30);
-      let heldDone = false;
-      const calls = [...fillers, others[0]!, heldEvent, ...others.slice(1)].map((body) => recordBillingEvent(body, OPTIONS));
-      heldAnswer = calls[3]!.finally(() => (heldDone = true));
-      const answered = await Promise.all([...calls.slice(0, 3), ...calls.slice(4)]);
-      expect(answered.map((result) => result.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
-      // The two fillers alone, the four behind them as one call, of which the held customer's went alone again.
-      expect(counts).toEqual({ alone: 3, gathered: [4] });
-      expect(heldDone).toBe(false);
-      expect(await eventRow(db, heldEvent.event.id)).toBeUndefined();
-    } finally {
-      await release();
-    }
-    expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: held });
+    const heldAnswer = await gatheredAroundAHeldEvent(counts, release, {
+      fillers: [0, 1].map((i) => purchase(`${held}-filler-${i}`, 0.001, 0, 30)),
+      others: [0, 1, 2].map((i) => purchase(`${held}-other-${i}`, 0.001, 0, 30)),
+      held: purchase(held, 0.001, 0, 30),
+    });
+    expect(heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: held });
   });
 
   it('skips alone an event whose outbound events wait for a lock at its end: the others of the call are applied, and it goes alone and waits', async () => {
@@ -167,23 +177,12 @@ describe('billing events gathered into one call (postgres)', () => {
     const counts = await usePool(2, { lockMs: 600_000, callMs: 900_000 });
     const user = crypto.randomUUID();
     const release = await holdOutboundUserLock(db.url!, user);
-    let heldAnswer: Promise<unknown> | undefined;
-    try {
-      const fillers = [0, 1].map((i) => purchase(`events-filler-${i}-${Date.now()}`, 0.001, 0, 30));
-      const others = [0, 1, 2].map(() => purchase(crypto.randomUUID(), 0.001, 0, 30));
-      const heldEvent = purchase(user, 0.001, 0, 30);
-      let heldDone = false;
-      const calls = [...fillers, others[0]!, heldEvent, ...others.slice(1)].map((body) => recordBillingEvent(body, OPTIONS));
-      heldAnswer = calls[3]!.finally(() => (heldDone = true));
-      const answered = await Promise.all([...calls.slice(0, 3), ...calls.slice(4)]);
-      expect(answered.map((result) => result.outcome)).toEqual(['applied', 'applied', 'applied', 'applied', 'applied']);
-      expect(counts).toEqual({ alone: 3, gathered: [4] });
-      expect(heldDone).toBe(false);
-      expect(await eventRow(db, heldEvent.event.id)).toBeUndefined();
-    } finally {
-      await release();
-    }
-    expect(await heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: user });
+    const heldAnswer = await gatheredAroundAHeldEvent(counts, release, {
+      fillers: [0, 1].map((i) => purchase(`events-filler-${i}-${Date.now()}`, 0.001, 0, 30)),
+      others: [0, 1, 2].map(() => purchase(crypto.randomUUID(), 0.001, 0, 30)),
+      held: purchase(user, 0.001, 0, 30),
+    });
+    expect(heldAnswer).toMatchObject({ duplicate: false, outcome: 'applied', ownerId: user });
   });
 
   it('fails the calls it carries when no connection comes in time, as each would have failed alone', async () => {

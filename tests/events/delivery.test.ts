@@ -63,6 +63,15 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     await receiver.close();
   });
 
+  /** The user's period ends with no event: the clock moved past it; no trigger writes anything. */
+  const periodEndsWithoutAnEvent = (userId: string) => db.connection(async (sql) => {
+    await sql('begin');
+    await sql("set local session_replication_role = 'replica'");
+    await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [userId]);
+    await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [userId]);
+    await sql('commit');
+  });
+
   /** Make every pending retry due now, as the clock would. */
   const retriesDue = () => db.sql("update public.outbound_deliveries set next_attempt_at = now() - interval '1 second' where state = 'pending'");
 
@@ -116,14 +125,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     const buyer = await testUser();
     await deliverNow('initial-purchase', buyer.userId, { purchasedHoursAgo: 24, expiresInHours: 24 });
     await linkWallet(buyer, evmWallet());
-    // The period's end passes with no event (the clock moved; no trigger writes anything).
-    await db.connection(async (sql) => {
-      await sql('begin');
-      await sql("set local session_replication_role = 'replica'");
-      await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
-      await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
-      await sql('commit');
-    });
+    await periodEndsWithoutAnEvent(buyer.userId);
     expect((await run()).lapsesTold).toBeGreaterThanOrEqual(1);
     await db.sql('select public.forget_user($1::uuid)', [buyer.userId]);
     await run();
@@ -145,13 +147,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
       await linkWallet(stuck, evmWallet());
       const first = moveOutboxAfterWrite();
       await receiver.waitFor((received) => ofUser(received, stuck.userId).length === 1, 20_000);
-      await db.connection(async (sql) => {
-        await sql('begin');
-        await sql("set local session_replication_role = 'replica'");
-        await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
-        await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
-        await sql('commit');
-      });
+      await periodEndsWithoutAnEvent(buyer.userId);
       const turn = moveOutboxOnSchedule();
       // Well within the stuck attempt's timeout: the run claims what the scan wrote without waiting for it.
       await receiver.waitFor((received) => ofUser(received, buyer.userId).length === 2, 10_000);
