@@ -815,10 +815,15 @@ export function describeConfig(config: Config): Record<string, unknown> {
   };
 }
 
+/** Whether this webhook takes local mode's documented dev secret (its setting left unset). */
+export function usesDevWebhookSecret(config: Config, which: keyof typeof DEV_WEBHOOK_SECRETS): boolean {
+  return config.webhookSecrets[which][0] === DEV_WEBHOOK_SECRETS[which];
+}
+
 function describeSecrets(config: Config, which: 'subscription' | 'leagues'): string {
   const secrets = config.webhookSecrets[which];
   if (secrets.length === 0) return 'not configured (503 webhook_not_configured)';
-  if (secrets[0] === DEV_WEBHOOK_SECRETS[which]) return `local dev secret "${DEV_WEBHOOK_SECRETS[which]}"`;
+  if (usesDevWebhookSecret(config, which)) return `local dev secret "${DEV_WEBHOOK_SECRETS[which]}"`;
   return secrets.length > 1 ? 'current + previous' : 'current';
 }
 

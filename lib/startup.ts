@@ -1,4 +1,4 @@
-import { ConfigError, DEV_WEBHOOK_SECRETS, describeConfig, getConfig, type Config } from './config.ts';
+import { ConfigError, describeConfig, getConfig, usesDevWebhookSecret, type Config } from './config.ts';
 import { announceServedPort } from './db/served-port.ts';
 import { checkEndpointAddresses, getEventEndpoints } from './events/endpoints.ts';
 import { log } from './log.ts';
@@ -21,7 +21,7 @@ export function logStartup(): void {
 
 /** What local mode filled in for this configuration: each only where the setting was left unset. */
 function localDefaultsInUse(config: Config): string[] {
-  const devSecrets = (['subscription', 'leagues'] as const).some((which) => config.webhookSecrets[which][0] === DEV_WEBHOOK_SECRETS[which]);
+  const devSecrets = usesDevWebhookSecret(config, 'subscription') || usesDevWebhookSecret(config, 'leagues');
   return [
     ...(config.databaseMode === 'embedded' ? ['embedded database'] : []),
     ...(devSecrets ? ['dev webhook secrets as listed above'] : []),

@@ -50,6 +50,12 @@ export function milliseconds(help: CommandHelp, option: string, text: string | u
   return value;
 }
 
+/** A command that could not do its work (not a usage error): the reason, exit 1. */
+export function commandFailed(message: string): never {
+  console.error(message);
+  process.exit(1);
+}
+
 /** A usage error found after the options were read (a missing or malformed value): the message, the usage, exit 2. */
 export function usageError(help: CommandHelp, message?: string): never {
   console.error(message ? `${message}\n${help.usage}` : help.usage);

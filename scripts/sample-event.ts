@@ -19,7 +19,7 @@ import { DEV_USER } from '../lib/auth/dev-user.ts';
 import { buildSampleEvent, CANCEL_REASONS, EXPIRATION_REASONS, SAMPLE_EVENT_TYPES, type SampleEventType, type SamplePeriod } from '../lib/billing/sample-events.ts';
 import { getConfig } from '../lib/config.ts';
 import { formatUtc } from '../lib/words.ts';
-import { commandArgs, usageError } from './command-args.ts';
+import { commandArgs, commandFailed, usageError } from './command-args.ts';
 import { defaultBaseUrl, unreachableMessage } from './operator.ts';
 
 const HELP = {
@@ -27,11 +27,6 @@ const HELP = {
   usage: `Usage: npm run sample-event -- --type <${SAMPLE_EVENT_TYPES.join('|')}> [--user <id>] [--reason <REASON>] [--to <id>] [--production] [--base-url <url>] [--print]`,
   docs: 'docs/development.md',
 };
-
-function fail(message: string): never {
-  console.error(message);
-  process.exit(1);
-}
 
 /** The secret the service takes and where the state file lives, from the configuration the service reads too. */
 function settings(): { secret: string | undefined; stateFile: string } {
@@ -77,7 +72,7 @@ async function main() {
     console.log(JSON.stringify(body, null, 2));
     return;
   }
-  if (!secret) fail('No billing webhook secret: outside local mode, set SUBSCRIPTION_WEBHOOK_SECRET (in .env.local) to the one the service has.');
+  if (!secret) commandFailed('No billing webhook secret: outside local mode, set SUBSCRIPTION_WEBHOOK_SECRET (in .env.local) to the one the service has.');
 
   let response: Response;
   try {
@@ -87,7 +82,7 @@ async function main() {
       body: JSON.stringify(body),
     });
   } catch {
-    fail(unreachableMessage(baseUrl));
+    commandFailed(unreachableMessage(baseUrl));
   }
   const answer = (await response.text()).trim();
   const event = body.event as Record<string, unknown>;

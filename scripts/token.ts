@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { mintDevToken } from '../lib/auth/dev-key.ts';
 import { devIdentity } from '../lib/auth/dev-user.ts';
 import { getConfig } from '../lib/config.ts';
-import { commandArgs, usageError } from './command-args.ts';
+import { commandArgs, commandFailed, usageError } from './command-args.ts';
 
 const HELP = {
   about: 'Print a session token that the local (embedded) service accepts: for the dev user (ana@example.com) unless --user or --email names another.',
@@ -22,11 +22,6 @@ const argsSchema = z.object({
   expires: z.coerce.number({ error: '--expires must be a number of seconds' }).int().positive('--expires must be a positive number of seconds').max(30 * 86_400),
 });
 
-function fail(message: string): never {
-  console.error(message);
-  process.exit(1);
-}
-
 try {
   const values = commandArgs(HELP, {
     user: { type: 'string' },
@@ -40,7 +35,7 @@ try {
 
   const config = getConfig();
   if (config.auth.mode !== 'dev-key') {
-    fail(`npm run token works only with the local dev key (auth mode is ${config.auth.mode}); sign in through Supabase Auth instead.`);
+    commandFailed(`npm run token works only with the local dev key (auth mode is ${config.auth.mode}); sign in through Supabase Auth instead.`);
   }
   const { userId, email } = devIdentity({ user: args.user, email: args.email });
   const token = await mintDevToken(config, {
@@ -51,5 +46,5 @@ try {
   });
   process.stdout.write(`${token}\n`);
 } catch (error) {
-  fail((error as Error).message);
+  commandFailed((error as Error).message);
 }

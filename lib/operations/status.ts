@@ -1,4 +1,4 @@
-import { DEV_ADMIN_SECRET, DEV_WEBHOOK_SECRETS, getConfig, type Config, type DatabaseMode } from '../config.ts';
+import { DEV_ADMIN_SECRET, getConfig, usesDevWebhookSecret, type Config, type DatabaseMode } from '../config.ts';
 import { callDb, pendingMigrationsIn } from '../db/index.ts';
 import { readMigrationFiles } from '../db/migrate.ts';
 import { endpointSettings } from '../events/endpoints.ts';
@@ -207,7 +207,7 @@ function modeOf(config: Config): ServiceStatus['mode'] {
 export function partsOf(config: Config): ServiceParts {
   const webhook = (which: 'subscription' | 'leagues'): ServiceParts['billingWebhook'] => {
     const secrets = config.webhookSecrets[which];
-    return secrets.length === 0 ? 'off' : secrets[0] === DEV_WEBHOOK_SECRETS[which] ? 'local dev secret' : 'on';
+    return secrets.length === 0 ? 'off' : usesDevWebhookSecret(config, which) ? 'local dev secret' : 'on';
   };
   return {
     billingWebhook: webhook('subscription'),
