@@ -59,4 +59,17 @@ describe('the npm run commands', () => {
     expect(wrong.stderr).toContain("Unknown option '--no-such-option'");
     expect(wrong.stderr).toContain(usage);
   }, 60_000);
+
+  it('refuse a malformed value before doing anything: a chain id, a budget, a token lifetime', async () => {
+    for (const [file, args, message] of [
+      ['scripts/link-wallet.ts', ['--chain-id', 'abc'], '--chain-id abc: an EVM chain id, a positive whole number (1 is Ethereum)'],
+      ['scripts/db-maintain.ts', ['--budget-ms', 'soon'], '--budget-ms soon: a whole number of milliseconds'],
+      ['scripts/token.ts', ['--expires', 'never'], '--expires must be a number of seconds'],
+    ] as const) {
+      const wrong = await run(file, [...args]);
+      expect(wrong).toMatchObject({ code: 2, stdout: '' });
+      expect(wrong.stderr).toContain(message);
+      expect(wrong.stderr).toContain('Usage: npm run ');
+    }
+  }, 60_000);
 });
