@@ -88,6 +88,8 @@ interface ExplainStep {
 export interface ExplainRecord {
   appUserId: string;
   known: boolean;
+  /** When this id was erased (its user deleted), if it was and has not signed up again since. */
+  erasedAt: string | null;
   groupId: string | null;
   ids: { appUserId: string; customerId: string | null; checkpointKey: string | null }[];
   entries: ExplainEntry[];
@@ -143,7 +145,9 @@ export async function explainSubscriber(appUserId: string, now = new Date()): Pr
     record = await callDb<ExplainRecord>('billing_explain', { p_app_user_id: appUserId, p_now: now, p_plans: plans });
     if ('plansMissing' in record) throw new Error('billing_explain still found entries without plans');
   }
-  if (!record.known) throw new DomainError('subscriber_unknown', 'No RevenueCat event or sync has named this app user id.');
+  if (!record.known) throw new DomainError('subscriber_unknown', record.erasedAt
+    ? `This app user id was erased on ${formatUtc(record.erasedAt)} (its user was deleted): nothing is kept under it, and an event naming it since grants nothing.`
+    : 'No RevenueCat event or sync has named this app user id.');
   return describeExplanation(record, now);
 }
 
@@ -543,6 +547,9 @@ function notesOf(record: ExplainRecord): string[] {
   const notes: string[] = [];
   if (record.replayed !== null && !sameRows(record.stored, record.replayed)) {
     notes.push('The stored rows differ from the fold of the stored log (rules changed since they were written): `npm run billing:rebuild` shows the difference and `-- --apply` writes the fold.');
+  }
+  if (record.erasedAt) {
+    notes.push(`This id was erased on ${formatUtc(record.erasedAt)} (its user was deleted): the log before that keeps nothing under it, and the events since were stored without personal data and grant nothing, until a user with this id signs up again.`);
   }
   if (record.ids.some((id) => id.checkpointKey !== null)) {
     notes.push('Entries before a checkpoint are summed up in the rows it kept; months past the retention are no longer in the log.');

@@ -255,6 +255,9 @@ begin
   return jsonb_build_object(
     'appUserId', p_app_user_id,
     'known', v_group is not null or jsonb_array_length(v_entries) > 0,
+    -- An erased id (its user deleted): its log keeps nothing filed under it, which the words say
+    -- rather than calling it unknown.
+    'erasedAt', (select x.erased_at from public.billing_erased_ids x where x.id_hash = public.billing_id_hash(p_app_user_id)),
     'groupId', v_group,
     'ids', (select coalesce(jsonb_agg(jsonb_build_object('appUserId', s.app_user_id, 'customerId', s.customer_id, 'checkpointKey', s.base_key)
                                       order by s.app_user_id collate "C"), '[]'::jsonb)

@@ -8,6 +8,7 @@ import { explainSubscriber, explanationLines, periodWords } from '../../lib/bill
 import { subscriberExplanationSchema } from '../../lib/openapi/responses.ts';
 import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
+import { formatUtc } from '../../lib/words.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { DAY_MS, T0 } from './fixtures.ts';
@@ -169,6 +170,29 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     for (const body of [bought, away, back, again]) expect((await deliver(body)).status).toBe(200);
     const explanation = await explainSubscriber(to, new Date(day(40)));
     expect(explanation.elsewhere.join('\n')).toContain(`its purchase was transferred to ${to} on ${utc(30)} by TRANSFER ${again.event.id}`);
+  });
+
+  it('an erased id (its user deleted): says it was erased and when, before and after an event naming it again, which grants nothing', async () => {
+    const user = randomUUID();
+    expect((await deliver(purchase(user, 0, 0, 30))).status).toBe(200);
+    await db.sql('select public.forget_user($1::uuid)', [user]);
+    const [{ erased_at: erasedAt }] = await db.sql<{ erased_at: Date }>('select erased_at from public.billing_erased_ids where id_hash = public.billing_id_hash($1)', [user]);
+    const erased = `This id was erased on ${formatUtc(new Date(erasedAt).toISOString())} (its user was deleted)`;
+    const response = await callRoute(explainRoute, { params: { appUserId: user }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
+    expect(response).toMatchObject({ status: 200, body: { entitlements: [], notes: [expect.stringContaining(erased)] } });
+    expect(subscriberExplanationSchema.safeParse(response.body).success).toBe(true);
+
+    // RevenueCat renews the store subscription the deletion did not cancel: stored, grants nothing.
+    expect((await deliver(renewal(user, 30, 30, 60))).status).toBe(200);
+    const explanation = await explainSubscriber(user, new Date(day(31)));
+    expect(explanation.entitlements).toEqual([]);
+    expect(explanationLines(explanation).join('\n')).toContain(erased);
+
+    // A user erased before any event named them: still not a subscriber, and the 404 says erased.
+    const never = randomUUID();
+    await db.sql('select public.forget_user($1::uuid)', [never]);
+    expect(await callRoute(explainRoute, { params: { appUserId: never }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } }))
+      .toMatchObject({ status: 404, body: { code: 'subscriber_unknown', detail: expect.stringMatching(/^This app user id was erased on .* \(its user was deleted\)/) } });
   });
 
   it('explains a TEST event\'s user: recorded, changes nothing', async () => {
