@@ -113,7 +113,10 @@ create table public.outbound_endpoints (
   id text primary key check (char_length(id) between 1 and 64),
   types text[],
   registered_at timestamptz not null default now(),
-  retired_at timestamptz
+  retired_at timestamptz,
+  -- Kept here as well as on the deliveries: an erasure and the retention delete deliveries, and
+  -- the status would go back to "never delivered".
+  last_delivered_at timestamptz
 );
 alter table public.outbound_endpoints enable row level security;
 revoke all on table public.outbound_endpoints from public, anon, authenticated;
@@ -722,6 +725,11 @@ begin
   where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
     and r.outcome in ('delivered', 'retry', 'dead');
   get diagnostics v_count = row_count;
+  -- (A receiver that took an event: the endpoint delivered, even if a replay settled it meanwhile.)
+  if p_results @> '[{"outcome": "delivered"}]' then
+    update public.outbound_endpoints set last_delivered_at = now()
+    where id = p_endpoint_id and last_delivered_at is distinct from now();
+  end if;
   return v_count;
 end;
 $$;
@@ -789,7 +797,7 @@ as $$
                                 where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
                                 order by head.sequence limit 1)),
         'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
-        'last_delivered_at', (select max(d.delivered_at) from public.outbound_deliveries d where d.endpoint_id = p.id),
+        'last_delivered_at', p.last_delivered_at,
         'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)
                          from public.outbound_deliveries d
                          where d.endpoint_id = p.id and d.last_error is not null and d.last_failed_at is not null

@@ -301,4 +301,16 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     const after = (await callRoute(statusRoute, { headers: admin })).body;
     expect(after.attention.filter((note: string) => note.includes(' wait for endpoint '))).toEqual([]);
   });
+
+  it('the last delivery stays named after the retention deleted the delivered events (as an erasure deletes its user\'s)', async () => {
+    receiver.answer(200);
+    await walletEvent();
+    await run();
+    const [{ lastDeliveredAt }] = (await endpoints()).endpoints as [{ lastDeliveredAt: string | null }];
+    expect(lastDeliveredAt).not.toBeNull();
+    // The retention as if 31 days had passed: every event that waits for no endpoint goes, with its deliveries.
+    await db.sql("select public.outbound_maintain(now() + interval '31 days', now() + interval '1 minute')");
+    expect(await db.sql("select count(*)::int as n from public.outbound_deliveries where state = 'delivered'")).toEqual([{ n: 0 }]);
+    expect((await endpoints()).endpoints).toEqual([expect.objectContaining({ lastDeliveredAt })]);
+  });
 });
