@@ -373,7 +373,20 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
   const e = parsed.data;
+  // Every refusal is collected and all are named at once: on a deployment each round of fixing one
+  // is a redeploy. A check whose result a later one needs gives it a stand-in meanwhile.
+  const refused: string[] = [];
+  const checked = <T>(check: () => T, otherwise: T): T => {
+    try {
+      return check();
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      refused.push(error.message);
+      return otherwise;
+    }
+  };
   const deployed = isDeployed(env);
+  // (These two decide the mode every other check depends on: refused alone.)
   if (deployed && e.LOCAL_DEV) {
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
@@ -396,19 +409,20 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
   const authMode: AuthMode = supabaseProjectUrl ? 'supabase-jwks' : e.SUPABASE_JWT_SECRET ? 'hs256' : 'dev-key';
   const supabaseUrl = supabaseProjectUrl?.replace(/\/+$/, '');
 
-  const evmChainIds = (e.WALLET_EVM_CHAIN_IDS ?? ['1', '8453']).map((id) => {
+  const evmChainIds = (e.WALLET_EVM_CHAIN_IDS ?? ['1', '8453']).flatMap((id) => {
     const n = Number(id);
-    if (!Number.isSafeInteger(n) || n <= 0) throw new ConfigError(`WALLET_EVM_CHAIN_IDS: "${id}" is not a chain id`);
-    return n;
+    if (Number.isSafeInteger(n) && n > 0) return [n];
+    refused.push(`WALLET_EVM_CHAIN_IDS: "${id}" is not a chain id`);
+    return [];
   });
 
   // The documented dev secrets exist only in local mode.
   const secretsFor = (current: string | undefined, previous: string | undefined, devSecret: string) =>
     current ? [current, ...(previous ? [previous] : [])] : local ? [devSecret] : [];
 
-  const revenuecatV2 = revenueCatV2(e);
+  const revenuecatV2 = checked(() => revenueCatV2(e), undefined);
   const origin = new URL(appOrigin ?? (local ? localOrigin(e.PORT) : LOCAL_APP_ORIGIN)).origin;
-  if (e.REVENUECAT_STAND_IN) assertStandInAllowed(env, local);
+  if (e.REVENUECAT_STAND_IN) checked(() => assertStandInAllowed(env, local), undefined);
 
   const config: Config = {
     deployed,
@@ -431,7 +445,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
       subscription: secretsFor(e.SUBSCRIPTION_WEBHOOK_SECRET, e.SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.subscription),
       leagues: secretsFor(e.LEAGUES_WEBHOOK_SECRET, e.LEAGUES_WEBHOOK_SECRET_PREVIOUS, DEV_WEBHOOK_SECRETS.leagues),
     },
-    billingIgnoreSandbox: !sandboxGrants(e, local),
+    billingIgnoreSandbox: !checked(() => sandboxGrants(e, local), local),
     revenuecat: e.REVENUECAT_SECRET_API_KEY || revenuecatV2
       ? {
           apiKey: e.REVENUECAT_SECRET_API_KEY ?? null,
@@ -458,7 +472,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     wallet: {
       evmChainIds,
       solanaClusters: e.WALLET_SOLANA_CLUSTERS ?? ['mainnet'],
-      evmRpcUrls: parseRpcUrls(e.WALLET_EVM_RPC_URLS, evmChainIds, local),
+      evmRpcUrls: checked(() => parseRpcUrls(e.WALLET_EVM_RPC_URLS, evmChainIds, local), new Map()),
       evmRpcTimeoutMs: e.WALLET_EVM_RPC_TIMEOUT_MS,
     },
     // Read here, at run time, rather than as process.env.NEXT_PUBLIC_* in a page, which Next
@@ -467,7 +481,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
       supabaseUrl: e.NEXT_PUBLIC_SUPABASE_URL?.replace(/\/+$/, '') ?? supabaseUrl,
       publishableKey: supabasePublishableKey,
     },
-    corsOrigins: parseCorsOrigins(e.CORS_ORIGINS ?? [], local),
+    corsOrigins: checked(() => parseCorsOrigins(e.CORS_ORIGINS ?? [], local), []),
     trustedProxyHops: e.TRUSTED_PROXY_HOPS,
     eventEndpointSettings: { EVENTS_WEBHOOK_URL: e.EVENTS_WEBHOOK_URL, EVENTS_WEBHOOK_SECRET: e.EVENTS_WEBHOOK_SECRET, EVENTS_WEBHOOK_ENDPOINTS: e.EVENTS_WEBHOOK_ENDPOINTS },
     logLevel: e.LOG_LEVEL,
@@ -487,7 +501,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
   ] as const;
   for (const [name, value] of bearerSecrets) {
     if (value !== undefined && !isToken68(value)) {
-      throw new ConfigError(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
+      refused.push(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
     }
   }
   // The operator's secrets open routes that spend RevenueCat's budget and run maintenance, and any
@@ -495,27 +509,34 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
   // (never the value or its length).
   for (const [name, value] of [['CRON_SECRET', e.CRON_SECRET], ['ADMIN_API_SECRET', e.ADMIN_API_SECRET]] as const) {
     if (value !== undefined && value.length < MIN_OPERATOR_SECRET_LENGTH) {
-      throw new ConfigError(`${name} must be at least ${MIN_OPERATOR_SECRET_LENGTH} characters, or it can be guessed; generate one with \`openssl rand -hex 32\`.`);
+      refused.push(`${name} must be at least ${MIN_OPERATOR_SECRET_LENGTH} characters, or it can be guessed; generate one with \`openssl rand -hex 32\`.`);
     }
   }
-  if (config.revenuecat) assertRevenueCatUrl(config.revenuecat.apiUrl);
+  if (config.revenuecat) checked(() => assertRevenueCatUrl(config.revenuecat!.apiUrl), undefined);
   if (options.operator) {
     // A shell with settings of a deployment but none of its database would otherwise read this machine's embedded folder.
     if (!local && config.databaseMode === 'embedded') {
-      throw new ConfigError(`No database to read: set ${OPERATOR_DATABASE_SETTINGS.join(', or ')} (the one \`npm run migrate\` uses), or SUPABASE_URL + SUPABASE_SECRET_KEY.`);
+      refused.push(`No database to read: set ${OPERATOR_DATABASE_SETTINGS.join(', or ')} (the one \`npm run migrate\` uses), or SUPABASE_URL + SUPABASE_SECRET_KEY.`);
     }
-    return config;
+    return unlessRefused(config, refused);
   }
   if (!local) {
-    assertDeployable(config, appOrigin);
+    checked(() => assertDeployable(config, appOrigin), undefined);
     config.warnings.push(...optionalPartsOff(config));
   }
   if (config.auth.verifySession && !config.auth.supabaseUrl) {
-    throw new ConfigError('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');
+    refused.push('AUTH_VERIFY_SESSION=true needs SUPABASE_URL (the Auth server that confirms sessions).');
   }
   if (config.auth.verifySession && !config.auth.apiKey) {
-    throw new ConfigError('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
+    refused.push('AUTH_VERIFY_SESSION needs SUPABASE_PUBLISHABLE_KEY or SUPABASE_SECRET_KEY to call the Auth server.');
   }
+  return unlessRefused(config, refused);
+}
+
+/** The configuration, or one ConfigError naming every refusal (one alone in its own words). */
+function unlessRefused(config: Config, refused: string[]): Config {
+  if (refused.length === 1) throw new ConfigError(refused[0]);
+  if (refused.length > 1) throw new ConfigError(`${refused.length} settings to fix: ${refused.map((problem, index) => `(${index + 1}) ${problem}`).join(' ')}`);
   return config;
 }
 

@@ -147,12 +147,34 @@ describe('configuration', () => {
     expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==', LOCAL_DEV: '1' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
   });
 
+  it('names every refused setting at once (a deployment would need a redeploy for each), numbered; one alone in its own words', () => {
+    const refusal = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as Error).message;
+      }
+      return 'accepted';
+    };
+    const message = refusal({ ...COMPLETE, CRON_SECRET: 'short', CORS_ORIGINS: '*', WALLET_EVM_CHAIN_IDS: '1,eth', BILLING_SANDBOX_GRANTS: 'true', BILLING_IGNORE_SANDBOX: 'true' });
+    expect(message).toMatch(/^4 settings to fix: \(1\) /);
+    for (const [index, words] of [
+      'WALLET_EVM_CHAIN_IDS: "eth" is not a chain id',
+      'BILLING_SANDBOX_GRANTS and the deprecated BILLING_IGNORE_SANDBOX say opposite things',
+      'CORS_ORIGINS takes exact origins',
+      'CRON_SECRET must be at least 32 characters',
+    ].entries()) expect(message).toContain(`(${index + 1}) ${words}`);
+    expect(message).not.toContain('short');
+    expect(refusal({ ...COMPLETE, CORS_ORIGINS: '*' })).toMatch(/^CORS_ORIGINS takes exact origins/);
+  });
+
   // Vercel Cron and the operator send theirs the same way (lib/auth/operator-secret.ts reads them
   // with the same Bearer grammar): a value that cannot travel so would make its route 401 forever.
   it.each(['CRON_SECRET', 'ADMIN_API_SECRET'])('refuses a %s that cannot travel as Bearer credentials (RFC 6750 token68)', (name) => {
     for (const value of ['has space', 'quote"d', 'comma,separated', 'tab\there', 'trailing=padding=not-last', 'été']) {
       expect(() => loadConfig({ [name]: value }), value).toThrow(ConfigError);
-      expect(() => loadConfig({ [name]: value }), value).toThrow(new RegExp(`^${name} can only hold letters, digits and - \\. _ ~ \\+ /`));
+      expect(() => loadConfig({ [name]: value }), value).toThrow(new RegExp(`(^|\\(\\d\\) )${name} can only hold letters, digits and - \\. _ ~ \\+ /`));
     }
     // The refusal names the variable, never the value.
     const refusal = (() => {
@@ -259,7 +281,7 @@ describe('configuration', () => {
   ];
   it.each(revenuecatUrls)('REVENUECAT_API_URL: $name', ({ env, refused }) => {
     const load = () => loadConfig({ ...env, REVENUECAT_SECRET_API_KEY: 'sk_test_key' });
-    if (refused) expect(load).toThrow(/^REVENUECAT_API_URL must be https:\/\/ \(plain http:\/\/ only to this machine/);
+    if (refused) expect(load).toThrow(/(^|\(\d\) )REVENUECAT_API_URL must be https:\/\/ \(plain http:\/\/ only to this machine/);
     else expect(load().revenuecat?.apiUrl).toMatch(/^https?:\/\//);
   });
 
