@@ -438,6 +438,14 @@ begin
       and e.product_id is not distinct from v_period->>'productId'
     order by e.source_key
     limit 1;
+    -- The purchase that validates it (a grant naming the same transaction under an original
+    -- transaction of its own: a Stripe invoice of a subscription, an App Store resubscription) takes
+    -- the row over under the purchase's key, where the purchase's later events (its refund, its
+    -- cancellation, its expiry) look for it.
+    if v_key is not null and exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'action' = 'grant') then
+      update public.entitlements set source_key = v_source_key where app_user_id = v_owner and source_key = v_key;
+      v_key := null;
+    end if;
     v_source_key := coalesce(v_key, v_source_key);
     v_key := null;
   end if;
@@ -724,12 +732,12 @@ begin
   -- as one a CANCELLATION of a subscription bought before this service created, its period's
   -- purchase) supersedes: every row of the older
   -- product stops granting (expired, not renewing, ending when the newer began), whichever
-  -- entitlements each product grants. One exception, Apple's: an upgrade during an introductory
-  -- offer (a free trial) keeps the offer's product active to its end beside the new one; it only
-  -- stops renewing.
+  -- entitlements each product grants. One exception, Apple's (the App Store and the Mac App Store):
+  -- an upgrade during an introductory offer (a free trial) keeps the offer's product active to its
+  -- end beside the new one; it only stops renewing.
   with superseded as (
     select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
-           upper(coalesce(o.store, '')) = 'APP_STORE' and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
+           upper(coalesce(o.store, '')) in ('APP_STORE', 'MAC_APP_STORE') and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
     from public.entitlements o
     join public.entitlements n on n.app_user_id = o.app_user_id and n.source_key <> o.source_key
     where o.app_user_id = v_owner

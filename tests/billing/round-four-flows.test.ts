@@ -4,14 +4,16 @@ import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type 
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
-  readerSettings, refund, renewal, snapshot, transfer, day, type ExpectedState, type FlowItem,
+  apple, billingEvent, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
+  readerSettings, refund, renewal, snapshot, transfer, day, YEARLY, type ExpectedState, type FlowItem,
 } from './support.ts';
 
 /**
- * Billing flows of the third outside audit that are about where an event's effect lands: a purchase
- * whose product the dashboard moved to another entitlement, and a TRANSFER that names an anonymous
- * id RevenueCat had already merged into a signed-in customer. Each runs through the real route and
+ * Billing flows about where an event's effect lands: a purchase whose product the dashboard moved
+ * to another entitlement; a TRANSFER that names an anonymous id RevenueCat had already merged into
+ * a signed-in customer; a temporary grant validated by a purchase that names the same transaction
+ * under an original transaction of its own (its refund, cancellation and expiry must reach the row
+ * the grant began); and an upgrade during a Mac App Store free trial (the offer's product stays). Each runs through the real route and
  * SQL, on both engines, in every delivery order on Postgres (in order and reversed on PGlite); a flow with syncs (the user's refresh) runs once per
  * record a sync may read (REST v1, v2 alone, v1 + v2), as the model flows do, to the same end state.
  */
@@ -26,7 +28,70 @@ interface Flow {
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID(), anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
 const customer = (original: string, ...aliases: string[]) => ({ original_app_user_id: original, aliases: [original, ...aliases] });
 
+/** A purchase's store, product, transactions and entitlements. */
+const bought = (store: string, transaction: string, original: string, product: string, entitlements = ['pro']) =>
+  ({ store, product_id: product, transaction_id: transaction, original_transaction_id: original, entitlement_ids: entitlements });
+/** Stripe: the transaction is the invoice, the original transaction the subscription. */
+const stripe = (invoice: string) => bought('STRIPE', invoice, 'sub_1PRO', 'prod_PRO');
+const temporaryGrant = (u: string, store: string, product: string, transaction: string) =>
+  billingEvent('temporary-entitlement-grant', u, { at: 0.001, purchased: 0, expires: 1 }, { store, product_id: product, transaction_id: transaction });
+const VALIDATED = `TEMPORARY_ENTITLEMENT_GRANT: "a regular INITIAL_PURCHASE event will be sent" once the purchase is validated, and its "transaction_id might be different" (${DOC.types})`;
+const BASIC = 'com.example.basic.monthly';
+const PREMIUM = 'com.example.premium.monthly';
+
 const flows: Flow[] = [
+  {
+    name: 'R4-validated: a Stripe purchase validating a temporary grant (the same invoice), refunded and expired: no access',
+    doc: `${VALIDATED}; "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
+    items: (u) => [
+      temporaryGrant(u.alice, 'STRIPE', 'prod_PRO', 'in_1PRO'),
+      purchase(u.alice, 0.5, 0, 30, stripe('in_1PRO')),
+      refund(u.alice, 5, 0, 5, stripe('in_1PRO')),
+      event('expiration', u.alice, 5.0001, 0, 5, { ...stripe('in_1PRO'), expiration_reason: 'CUSTOMER_SUPPORT' }),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R4-validated: the same purchase cancelled: access to the period\'s end, not renewing',
+    doc: `${VALIDATED}; CANCELLATION: "A subscription or non-renewing purchase has been cancelled." (${DOC.types})`,
+    items: (u) => [
+      temporaryGrant(u.alice, 'STRIPE', 'prod_PRO', 'in_1PRO'),
+      purchase(u.alice, 0.5, 0, 30, stripe('in_1PRO')),
+      cancellation(u.alice, 'UNSUBSCRIBE', 5, 0, 30, stripe('in_1PRO')),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: true, status: 'cancelled_active', willRenew: false, expiresAt: isoDay(30) } } } }],
+  },
+  {
+    name: 'R4-validated: an App Store resubscription validating a temporary grant as a RENEWAL of an older original transaction, refunded: no access',
+    doc: `${VALIDATED}; "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
+    items: (u) => [
+      temporaryGrant(u.alice, 'APP_STORE', YEARLY, 'T5'),
+      renewal(u.alice, 0.5, 0, 365, bought('APP_STORE', 'T5', 'T0', YEARLY)),
+      refund(u.alice, 5, 0, 5, bought('APP_STORE', 'T5', 'T0', YEARLY)),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R4-validated: an App Store upgrade validating a temporary grant, refunded: no access',
+    doc: `${VALIDATED}; "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
+    items: (u) => [
+      purchase(u.alice, -10, -10, 20, bought('APP_STORE', 'T0', 'T0', BASIC)),
+      temporaryGrant(u.alice, 'APP_STORE', PREMIUM, 'T7'),
+      renewal(u.alice, 0.5, 0, 30, bought('APP_STORE', 'T7', 'T0', PREMIUM)),
+      refund(u.alice, 5, 0, 5, bought('APP_STORE', 'T7', 'T0', PREMIUM)),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
+  },
+  ...['APP_STORE', 'MAC_APP_STORE'].map((store): Flow => ({
+    name: `R4-offer: an upgrade during a free trial on ${store}: the trial's product stays active beside the new one`,
+    doc: `Apple "does not cancel the introductory offer but instead keeps the introductory offer active in addition to the upgraded product" (${DOC.manage}); MAC_APP_STORE is one of the event's store values (${DOC.types})`,
+    items: (u) => [
+      billingEvent('initial-purchase-trial', u.alice, { at: 0, purchased: 0, expires: 7 }, { ...bought(store, 't1', 't1', BASIC, ['basic']), period_type: 'TRIAL' }),
+      billingEvent('product-change', u.alice, { at: 2, purchased: 0, expires: 7 }, { ...bought(store, 't1', 't1', BASIC, ['basic']), period_type: 'TRIAL', new_product_id: PREMIUM }),
+      renewal(u.alice, 2.0001, 2, 32, { ...bought(store, 't2', 't1', PREMIUM, ['premium']), period_type: 'NORMAL' }),
+    ],
+    expected: [{ now: 3, state: { alice: { basic: { active: true, expiresAt: isoDay(7) }, premium: { active: true } } } }],
+  })),
   {
     name: 'R4-moved: a refund naming the product\'s new entitlement also ends what the purchase granted under the old one',
     doc: `"If you change the products attached to an entitlement, existing purchases are affected" and entitlement_ids: "Entitlement identifiers of the product" at the time of the event (${DOC.types}); "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
