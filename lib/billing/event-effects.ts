@@ -215,7 +215,11 @@ export const ANONYMOUS_ID_PREFIX = '$RCAnonymousID:';
  * (app_user_id, entitlement_id, md5 of the source) of up to 4 bytes a character. Real ids are far shorter.
  */
 export const MAX_ID_LENGTH = 256;
-/** At most this many entitlement ids and aliases are used from one event (bounds locks and work). */
+/**
+ * At most this many entitlement ids, aliases and transferred ids are used from one event: each id
+ * takes a lock and a lookup, and a body of thousands held the database until it gave up, on every
+ * retry (the event would never be stored). Real events name a handful.
+ */
 export const MAX_IDS_PER_EVENT = 100;
 
 const EFFECT_TYPES = new Set([
@@ -299,8 +303,8 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
   }
 
   if (type === 'TRANSFER') {
-    const from = readIds(event.transferred_from);
-    const to = readIds(event.transferred_to);
+    const from = unique(readIds(event.transferred_from)).slice(0, MAX_IDS_PER_EVENT);
+    const to = unique(readIds(event.transferred_to)).slice(0, MAX_IDS_PER_EVENT);
     const target = to.find((id) => !isAnonymousId(id)) ?? to[0] ?? null;
     const movedIds = from.filter((id) => id !== target);
     if (!target || movedIds.length === 0) return { ...ignored('nothing_to_transfer'), ownerCandidates: target ? [target] : [] };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeEventEffects, MAX_EVENT_AHEAD_MS, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
+import { describeEventEffects, MAX_EVENT_AHEAD_MS, MAX_IDS_PER_EVENT, type BillingEventPlan, type EntitlementEffect, type Renewal } from '../../lib/billing/event-effects.ts';
 import { billingWebhookBodySchema, CONTENT_DIGEST, type BillingEvent } from '../../lib/billing/webhook-body.ts';
 import { CORPUS_ANON, CORPUS_ANON2, CORPUS_USER, FIXTURE_NAMES, loadFixture } from './fixtures.ts';
 
@@ -169,6 +169,14 @@ describe('describeEventEffects: what an event means per entitlement', () => {
       productId: 'pro_monthly', purchasedAt: iso(PURCHASED), expiresAt: iso(EXPIRES), transactionId: 't-2', originalTransactionId: 't-1', store: 'PLAY_STORE', periodType: 'TRIAL',
     });
     expect(plan).toMatchObject({ eventId: 'evt-RENEWAL', type: 'RENEWAL', appUserId: 'user-1', environment: 'PRODUCTION', eventAt: iso(AT) });
+  });
+
+  it('uses at most MAX_IDS_PER_EVENT of a TRANSFER\'s ids, each once: thousands held the database until it gave up, on every retry', () => {
+    const from = Array.from({ length: 20_000 }, (_, index) => `old-${index % 10_000}`);
+    const plan = describeEventEffects({ id: 't-many', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: from, transferred_to: ['new-user', ...from] }, NOW);
+    expect(plan.movedIds).toEqual(Array.from({ length: MAX_IDS_PER_EVENT }, (_, index) => `old-${index}`));
+    expect(plan.linkedIds).toHaveLength(MAX_IDS_PER_EVENT + 1);
+    expect(plan).toMatchObject({ subjectId: 'new-user', move: 'transfer' });
   });
 
   it('orders an event stamped more than MAX_EVENT_AHEAD_MS past its receive time at its receive time; a recorded one at its stored time', () => {

@@ -7,7 +7,7 @@ import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '..
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { FIXTURE_NAMES, fixture, loadFixture } from './fixtures.ts';
-import { billingEvent, billingRoute, day, deliver, entitlementsOf, eventRow } from './support.ts';
+import { billingEvent, billingRoute, day, deliver, entitlementsOf, eventRow, transfer } from './support.ts';
 
 const DEV_SECRET = DEV_WEBHOOK_SECRETS.subscription;
 const countEvents = async (db: TestDatabase) => Number((await db.sql<{ n: string }>('select count(*) as n from public.billing_events'))[0]!.n);
@@ -45,6 +45,16 @@ describe.each(DATABASE_KINDS)('the corpus through the webhook on %s', (kind) => 
     expect(await deliver(body)).toMatchObject({ status: 200, body: { received: true } });
     expect(await eventRow(db, body.event.id)).toMatchObject({ count: 1, outcome });
     if (pro) expect((await entitlementsOf(db, user, new Date(day(1)))).map((view) => view.id)).toEqual(['pro']);
+  });
+
+  it('a TRANSFER from 20,000 ids (a 400 KB body): 200, stored, the first ids\' purchases moved (it held the database until it gave up, every retry)', async () => {
+    const [first, to] = [`transfer-many-${kind}-${randomUUID()}`, `transfer-to-${kind}-${randomUUID()}`];
+    expect((await deliver(billingEvent('initial-purchase', first, { at: 0.001, purchased: 0, expires: 30 }))).status).toBe(200);
+    const from = [first, ...Array.from({ length: 19_999 }, (_, index) => `transfer-from-${kind}-${index}-${'x'.repeat(8)}`)];
+    const moved = transfer(from, [to], 1);
+    expect(await deliver(moved)).toMatchObject({ status: 200, body: { received: true } });
+    expect(await eventRow(db, moved.event.id)).toMatchObject({ count: 1, outcome: 'applied' });
+    expect((await entitlementsOf(db, to, new Date(day(2)))).map((view) => [view.id, view.active])).toEqual([['pro', true]]);
   });
 
   // The embedded database gets each call's values written into the statement as literals
