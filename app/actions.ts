@@ -71,12 +71,36 @@ export interface PageApiRequest {
   body?: unknown;
 }
 
-// A server action's arguments are whatever the client sent: checked like any request.
+// A server action's arguments are whatever the client sent, decoded by React (which can make a
+// BigInt, a Map, a symbol or a value that contains itself): checked like any request, and a body
+// that is not JSON text is refused here, never thrown as a 500 by JSON.stringify or new Request.
 const pageApiRequestSchema = z.object({
   method: z.enum(['GET', 'POST', 'DELETE']),
   path: z.string().max(2048).regex(/^\/api\//, 'an /api path'),
   body: z.unknown().optional(),
+}).transform((request, context) => {
+  if (request.body === undefined) return { ...request, text: undefined };
+  if (request.method !== 'POST') {
+    context.addIssue({ code: 'custom', path: ['body'], message: `a ${request.method} request has no body` });
+    return z.NEVER;
+  }
+  const text = jsonTextOf(request.body);
+  if (text === undefined) {
+    context.addIssue({ code: 'custom', path: ['body'], message: 'must be a JSON value' });
+    return z.NEVER;
+  }
+  return { ...request, text };
 });
+
+/** The value as JSON text, or undefined when it has none (a BigInt, a symbol, a value that contains itself). */
+function jsonTextOf(value: unknown): string | undefined {
+  try {
+    const text: unknown = JSON.stringify(value);
+    return typeof text === 'string' ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The account page's API calls, made here on the server with the httpOnly cookie's token, so the
@@ -90,9 +114,9 @@ export async function callApiAsSignedInUser(sent: PageApiRequest): Promise<{ sta
   if (!parsed.success) return answerOf(problemResponse(new ApiError('invalid_request', { detail: 'The page sent a request this service does not route.', errors: fieldErrors(parsed.error.issues) }), randomUUID()));
   const request = parsed.data;
   const token = (await cookies()).get(SESSION_COOKIE)?.value;
-  const headers: Record<string, string> = request.body === undefined ? {} : { 'content-type': 'application/json' };
+  const headers: Record<string, string> = request.text === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
-  const apiRequest = new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.body === undefined ? undefined : JSON.stringify(request.body) });
+  const apiRequest = new Request(new URL(request.path, 'http://account-page.invalid'), { method: request.method, headers, body: request.text });
   // A malformed escape names nothing: the same 404 the proxy answers for it, never a URIError's 500.
   const malformed = malformedPathResponse(apiRequest);
   if (malformed) return answerOf(malformed);

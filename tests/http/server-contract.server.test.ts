@@ -160,6 +160,10 @@ describe.each([
     { name: 'a malformed UTF-8 escape in the path', args: { method: 'DELETE', path: '/api/wallet-link/%E0%A4%A' }, status: 404, code: 'not_found' },
     { name: 'a malformed escape in another page path', args: { method: 'POST', path: '/api/me/billing/sync%' }, status: 404, code: 'not_found' },
     { name: 'arguments that are no page request', args: { method: 'GET', path: 5 }, status: 400, code: 'invalid_request' },
+    { name: 'a GET with a body', args: { method: 'GET', path: '/api/me', body: 1 }, status: 400, code: 'invalid_request' },
+    // React decodes "$n1" as a BigInt and "$0" as the arguments themselves: neither is JSON.
+    { name: 'a body that is a BigInt', args: { method: 'POST', path: '/api/wallet-link/challenge', body: '$n1' }, status: 400, code: 'invalid_request' },
+    { name: 'a body that contains itself', args: { method: 'POST', path: '/api/wallet-link/challenge', body: { self: '$0' } }, status: 400, code: 'invalid_request' },
   ])('the page\'s server action answers $name with $status in its result, never a 500', async ({ args, status, code }) => {
     const manifest = JSON.parse(readFileSync(path.join('.next', 'server', 'server-reference-manifest.json'), 'utf8')) as { node: Record<string, { exportedName: string }> };
     const [actionId] = Object.entries(manifest.node).find(([, action]) => action.exportedName === 'callApiAsSignedInUser')!;
