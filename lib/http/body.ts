@@ -20,6 +20,7 @@ export interface ReadJsonOptions {
 export async function readJsonBody(request: Request, options: ReadJsonOptions = {}): Promise<unknown> {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BODY_BYTES;
   assertJsonContentType(request.headers.get('content-type'));
+  assertNotEncoded(request.headers.get('content-encoding'));
   const bytes = await readBodyBytes(request, maxBytes);
   return parseJsonText(decodeUtf8(bytes));
 }
@@ -33,9 +34,22 @@ function assertJsonContentType(contentType: string | null): void {
   }
   // JSON is UTF-8 (RFC 8259, section 8.1). A body that says it is another charset would be read as
   // something it is not, so it is refused rather than decoded as UTF-8 regardless.
-  const charset = parameters.map((parameter) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(parameter)?.[1]).find((value) => value !== undefined);
-  if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+  // (Every charset it names: one that names two is read as neither.)
+  const charsets = parameters.map((parameter) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(parameter)?.[1]).filter((value) => value !== undefined);
+  if (charsets.some((charset) => !/^utf-?8$/i.test(charset))) {
     throw new ApiError('unsupported_media_type', { detail: `JSON is sent in UTF-8; send "Content-Type: application/json" or "application/json; charset=utf-8" (got ${shown}).` });
+  }
+}
+
+/**
+ * A compressed body (Content-Encoding: gzip, br, ...) is not read as if it were plain: it would be
+ * refused as invalid UTF-8, or taken as JSON when it was not compressed after all. 415 is HTTP's
+ * answer to a content coding the server does not take (RFC 9110, section 15.5.16).
+ */
+function assertNotEncoded(contentEncoding: string | null): void {
+  const codings = contentEncoding?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity') ?? [];
+  if (codings.length > 0) {
+    throw new ApiError('unsupported_media_type', { detail: `Send the body uncompressed: this service takes no Content-Encoding (got "${contentEncoding!.slice(0, 100)}").` });
   }
 }
 
@@ -45,7 +59,14 @@ async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8A
   if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge();
   // Over the cap: stop reading but do not cancel, so Node drains the rest and the client sees the
   // 413 instead of a reset connection.
-  const bytes = await readBoundedBytes(request.body, maxBytes, 'release');
+  let bytes: Uint8Array | undefined;
+  try {
+    bytes = await readBoundedBytes(request.body, maxBytes, 'release');
+  } catch {
+    // The client closed the connection mid-body, or sent a broken chunked encoding: its request,
+    // not a fault of ours (no 500, no error in the log).
+    throw new ApiError('invalid_request', { detail: 'The body could not be read to its end: the connection closed, or its chunked encoding is broken. Nothing was changed.' });
+  }
   if (!bytes) throw tooLarge();
   return bytes;
 }

@@ -116,10 +116,31 @@ describe('reading JSON bodies over real HTTP', () => {
     { name: 'application/jsonx', headers: { 'content-type': 'application/jsonx' } },
     { name: 'JSON said to be UTF-16', headers: { 'content-type': 'application/json; charset=utf-16' } },
     { name: 'JSON said to be Latin-1', headers: { 'content-type': 'application/json; Charset="ISO-8859-1"' } },
+    { name: 'JSON said to be UTF-8 and Latin-1', headers: { 'content-type': 'application/json; charset=utf-8; charset=latin1' } },
+    { name: 'a gzip body', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } },
+    { name: 'a body in two codings', headers: { 'content-type': 'application/json', 'content-encoding': 'identity, br' } },
   ];
   it.each(contentTypes)('answers 415 for $name', async ({ headers }) => {
     const response = await post('{"a":1}', headers);
     expect(response.status).toBe(415);
     expect(response.body).toMatchObject({ code: 'unsupported_media_type' });
+  });
+
+  it('reads a body said to be in the identity coding (none) as it is', async () => {
+    expect((await post('{"a":1}', { 'content-type': 'application/json', 'content-encoding': 'identity' })).status).toBe(200);
+  });
+
+  it('answers 400 to a body whose stream breaks before its end (a client gone, a broken chunk), never a 500', async () => {
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"event":'));
+        controller.error(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+      },
+    });
+    // (Handed to the route as the server hands it a request: an HTTP client would fail on its own stream first.)
+    const request = new Request('http://localhost/echo', { method: 'POST', headers: { 'content-type': 'application/json' }, body: stream, duplex: 'half' } as RequestInit);
+    const response = await echoRoute.POST(request, { params: Promise.resolve({}) });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ code: 'invalid_request', detail: expect.stringContaining('could not be read to its end') });
   });
 });
