@@ -138,6 +138,8 @@ export interface SubscriberExplanation {
 
 export async function explainSubscriber(appUserId: string, now = new Date()): Promise<SubscriberExplanation> {
   if (appUserId.length < 1 || [...appUserId].length > 256) throw new DomainError('invalid_request', 'An app user id is 1 to 256 characters; an event naming a longer one is stored but holds no entitlement, so there is nothing to explain.');
+  // (JSON bodies with U+0000 are refused, so no event can name such an id; the database could not hold it.)
+  if (appUserId.includes('\u0000')) throw new DomainError('invalid_request', 'An app user id has no NUL character (U+0000): no event can name one.');
   let record = await callDb<ExplainRecord | { plansMissing: StoredEntry[] }>('billing_explain', { p_app_user_id: appUserId, p_now: now });
   if ('plansMissing' in record) {
     const ignoreSandbox = getConfig().billingIgnoreSandbox;

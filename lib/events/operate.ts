@@ -204,7 +204,11 @@ function deadLetterView(row: DeadLetter): DeadLetterView {
 
 const HEX = '[0-9a-fA-F]';
 const EVENT_ID = new RegExp(`^(evt_)?${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}$`);
-const isoInstant = z.iso.datetime({ offset: true, message: 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z' });
+// Within what the database stores (it has no year 0, and events began long after 1970): a time
+// outside is the caller's 400 saying so, not the database's refusal.
+const isoInstant = z.iso.datetime({ offset: true, message: 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z' })
+  .refine((value) => Date.parse(value) >= 0, 'must not be before 1970-01-01T00:00:00Z')
+  .refine((value) => Date.parse(value) <= Date.parse('9999-12-31T23:59:59.999Z'), 'must not be after 9999-12-31T23:59:59Z');
 
 export const replayBodySchema = z
   .strictObject({

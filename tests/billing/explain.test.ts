@@ -141,6 +141,12 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     expect(await get(alice, 'Bearer not-the-admin-secret')).toMatchObject({ status: 401, body: { code: 'invalid_admin_secret' } });
   });
 
+  it('an id with a NUL character (%00): 400 saying no event can name one, in no database call', async () => {
+    const response = await callRoute(explainRoute, { params: { appUserId: 'user\u0000id' }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
+    expect(response).toMatchObject({ status: 400, body: { code: 'invalid_request', detail: expect.stringContaining('no NUL character') } });
+    expect(response.headers.get('server-timing')).toMatch(/^db;desc="0 calls"/);
+  });
+
   it('an id over 256 characters: 400 saying such an id holds no entitlement (its events are stored, never keyed), in no database call', async () => {
     const response = await callRoute(explainRoute, { params: { appUserId: 'u'.repeat(257) }, headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
     expect(response).toMatchObject({ status: 400, body: { code: 'invalid_request', detail: expect.stringContaining('holds no entitlement') } });

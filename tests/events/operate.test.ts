@@ -194,6 +194,9 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
       { name: 'an empty range', body: { from: now.toISOString(), to: now.toISOString() }, status: 400, code: 'invalid_request' },
       { name: 'a range without its end', body: { from: now.toISOString() }, status: 400, code: 'invalid_request' },
       { name: 'a time that is not ISO 8601', body: { from: 'yesterday', to: now.toISOString() }, status: 400, code: 'invalid_request' },
+      // Well-formed, but not a time the database holds (it has no year 0): the caller's 400 saying so.
+      { name: 'a time in the year 0', body: { from: '0000-01-01T00:00:00Z', to: now.toISOString() }, status: 400, code: 'invalid_request' },
+      { name: 'a time past the year 9999 once its offset is applied', body: { from: now.toISOString(), to: '9999-12-31T23:59:59-15:59' }, status: 400, code: 'invalid_request' },
       { name: 'an event and a range', body: { eventId: event.id, from: new Date(0).toISOString(), to: now.toISOString() }, status: 400, code: 'invalid_request' },
       { name: 'a malformed event id', body: { eventId: 'evt_123' }, status: 400, code: 'invalid_request' },
       { name: 'an unknown member', body: { eventId: event.id, force: true }, status: 400, code: 'invalid_request' },
@@ -223,6 +226,9 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     for (const query of ['', 'since=yesterday', `since=${encodeURIComponent(since)}&limit=0`]) {
       expect(await callRoute(eventsRoute, { headers: admin, url: `/api/admin/events?${query}` })).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
     }
+    // A time the database does not hold: the query's 400 names the parameter and the bound.
+    expect(await callRoute(eventsRoute, { headers: admin, url: '/api/admin/events?since=0000-01-01T00:00:00Z' }))
+      .toMatchObject({ status: 400, body: { code: 'invalid_request', errors: [{ path: 'since', message: 'must not be before 1970-01-01T00:00:00Z' }] } });
   });
 
   it('with event settings the service refuses: GET endpoints and the status say why (never the secret) and ask for attention, instead of a 503', async () => {
