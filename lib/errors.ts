@@ -102,11 +102,12 @@ export class DomainError extends Error {
 }
 
 /** Turn zod issues into `[{ path, message }]` with dotted paths (`payload.address`). */
-export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string }[]): FieldError[] {
-  return issues.map((issue) => ({
-    path: issue.path.length === 0 ? '(body)' : issue.path.map(String).join('.'),
-    message: issue.message,
-  }));
+export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string; code?: string; keys?: readonly string[] }[]): FieldError[] {
+  const pathOf = (path: readonly PropertyKey[]) => (path.length === 0 ? '(body)' : path.map(String).join('.'));
+  // Unknown members are named each at its own path (zod reports them together, at their parent's).
+  return issues.flatMap((issue) => issue.code === 'unrecognized_keys' && issue.keys?.length
+    ? issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), message: 'is not a known member' }))
+    : [{ path: pathOf(issue.path), message: issue.message }]);
 }
 
 /** Validate with a zod schema; failures are `invalid_request` listing every failing path. */

@@ -118,7 +118,7 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     expect(response.status).toBe(400);
     expect(response.body).toMatchObject({ code: 'invalid_request', status: 400 });
     expect(response.body.errors.map((e: { path: string }) => e.path).sort()).toEqual(
-      ['(body)', 'leagues.3', 'leagues.3.members.0.role', 'leagues.3.status', 'sentAt'],
+      ['leagues.3.colour', 'leagues.3.members.0.role', 'leagues.3.status', 'sentAt', 'typo'],
     );
     for (const error of response.body.errors) expect(error.message).toEqual(expect.any(String));
     expect(await storedLeagues(db, source)).toEqual(stored);
