@@ -43,7 +43,9 @@ export async function authenticateToken(token: string, options: AuthenticateOpti
   const claims = await verifySessionToken(token, config);
 
   if (claims.role !== 'authenticated') {
-    throw new DomainError('forbidden_role', `Tokens with role "${String(claims.role)}" cannot call this API; sign in as a user.`);
+    throw new DomainError('forbidden_role', typeof claims.role === 'string'
+      ? `Tokens with role "${claims.role.slice(0, 64)}" cannot call this API; sign in as a user.`
+      : 'The token names no role (its `role` claim is missing or not a string); sign in as a user.');
   }
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes('authenticated')) throw unauthorized('invalid_token', 'The token is not meant for this API (aud).');

@@ -109,6 +109,13 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
     }
   });
 
+  it('says a token names no role when its role claim is missing or not a string (not role "undefined")', async () => {
+    for (const role of [undefined, { admin: true }]) {
+      const response = await me(`Bearer ${await auth.mint({ claims: { role } })}`);
+      expect(response.body).toMatchObject({ status: 403, code: 'forbidden_role', detail: expect.stringMatching(/^The token names no role/) });
+    }
+  });
+
   it('accepts HS256 only when SUPABASE_JWT_SECRET is set (legacy projects)', async () => {
     const restore = setEnv({ SUPABASE_JWT_SECRET: HS256_SECRET });
     try {
