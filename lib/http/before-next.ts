@@ -73,6 +73,21 @@ function requestTargetAnswer(method: string, target: string, requestIdHeader: st
 }
 
 /**
+ * A request-target that is a whole URL (absolute-form, `POST http://host/api/... HTTP/1.1`: what a
+ * client sends to a proxy) is served as its path and query, with the URL's authority as the Host
+ * (RFC 9112, section 3.2.2: the server "MUST ignore the received Host header field ... and instead
+ * use the host information of the request-target"). Next answered it with a 308 whose Location was
+ * the URL itself: a redirect to whatever host the request line named.
+ */
+function toOriginForm(request: http.IncomingMessage): void {
+  const target = request.url ?? '';
+  if (!/^https?:\/\//i.test(target)) return;
+  const url = URL.parse(target);
+  request.url = url ? `${url.pathname}${url.search}` : '/';
+  if (url?.host) request.headers.host = url.host;
+}
+
+/**
  * Off Vercel, the client's address as this server trusts it replaces what the request says in
  * X-Forwarded-For (and X-Real-IP is removed), before Next sees it: Next only fills X-Forwarded-For
  * from the socket when a client sent none (base-server.js), so a client reaching `next start`
@@ -138,6 +153,7 @@ export function answerBeforeNext(): void {
         response.writeHead(refused.status, refused.headers).end(refused.body);
         return true;
       }
+      toOriginForm(request);
       settleClientAddress(request);
     }
     if (event === 'clientError') {

@@ -237,6 +237,15 @@ describe.each([
     expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
+  // A whole URL as the request-target (what a client sends to a proxy) is served as its path; Next
+  // answered it with a 308 to that URL, whatever host it named.
+  it('serves a request whose target is a whole URL (absolute-form) as its path, never redirecting to the host it names', async () => {
+    const health = await rawRequest(server.port, 'GET', 'http://evil.example/api/health');
+    expect({ status: health.status, location: health.location, body: JSON.parse(health.body) as unknown }).toEqual({ status: 200, location: null, body: expect.objectContaining({ status: 'ok' }) });
+    const webhook = await rawRequest(server.port, 'POST', 'http://evil.example/api/webhooks/subscription-billing?x=1', 'content-type: application/json\r\ncontent-length: 2\r\n', '{}');
+    expect({ status: webhook.status, location: webhook.location, type: webhook.type }).toEqual({ status: 401, location: null, type: 'application/problem+json' });
+  });
+
   it('answers a body Node\'s parser refuses after reading the headers with that request\'s id: 400, or 413 for chunk extensions over its limit', async () => {
     const chunked = 'x-request-id: req-chunked-1\r\ntransfer-encoding: chunked\r\n';
     const invalid = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', chunked, 'zz\r\n');
