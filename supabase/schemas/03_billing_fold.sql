@@ -761,6 +761,10 @@ begin
                and greatest(n.period_purchased_at, n.granted_at) >= o.last_event_at - interval '1 hour'))
       -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
       and n.status <> 'temporary'
+      -- (Nor a period that had already ended when it was granted: a refund reversed after the
+      -- subscription moved on to another product reinstates a period long past, and ends nothing
+      -- paid for now.)
+      and n.grants_until > coalesce(n.granted_at, n.period_purchased_at, '-infinity')
       and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
            or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
                and n.period_purchased_at > o.period_purchased_at))

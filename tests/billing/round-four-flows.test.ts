@@ -82,6 +82,28 @@ const flows: Flow[] = [
     ],
     expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
   },
+  {
+    name: 'R4-reversed: a refund reversed after the subscription group moved on to another product: that product still grants, renewing',
+    doc: `REFUND_REVERSED: "A refund has been reversed." and RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${DOC.types}): the reinstated period (its end long past) ends nothing paid for now`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, bought('APP_STORE', 'T0', 'T0', PREMIUM)),
+      refund(u.alice, 5, 0, 5, bought('APP_STORE', 'T0', 'T0', PREMIUM)),
+      renewal(u.alice, 10, 10, 40, bought('APP_STORE', 'T1', 'T0', BASIC)),
+      billingEvent('refund-reversed', u.alice, { at: 35, purchased: 0, expires: 30 }, bought('APP_STORE', 'T0', 'T0', PREMIUM)),
+    ],
+    expected: [{ now: 36, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(40), productId: BASIC } } } }],
+  },
+  {
+    name: 'R4-reversed: the same with an entitlement per product: the current product\'s stays, the reinstated one has ended',
+    doc: `REFUND_REVERSED: "A refund has been reversed." (${DOC.types})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, bought('APP_STORE', 'T0', 'T0', PREMIUM, ['premium'])),
+      refund(u.alice, 5, 0, 5, bought('APP_STORE', 'T0', 'T0', PREMIUM, ['premium'])),
+      renewal(u.alice, 10, 10, 40, bought('APP_STORE', 'T1', 'T0', BASIC, ['basic'])),
+      billingEvent('refund-reversed', u.alice, { at: 35, purchased: 0, expires: 30 }, bought('APP_STORE', 'T0', 'T0', PREMIUM, ['premium'])),
+    ],
+    expected: [{ now: 36, state: { alice: { basic: { active: true, willRenew: true, expiresAt: isoDay(40) }, premium: { active: false } } } }],
+  },
   ...['APP_STORE', 'MAC_APP_STORE'].map((store): Flow => ({
     name: `R4-offer: an upgrade during a free trial on ${store}: the trial's product stays active beside the new one`,
     doc: `Apple "does not cancel the introductory offer but instead keeps the introductory offer active in addition to the upgraded product" (${DOC.manage}); MAC_APP_STORE is one of the event's store values (${DOC.types})`,
