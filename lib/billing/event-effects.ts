@@ -406,8 +406,12 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
       // willRenew is false while billing_issues_detected_at is set): the CANCELLATION BILLING_ERROR
       // sent with it says the same, and one of the two may be lost. The recovering RENEWAL turns it on.
+      // With a grace period it also ends a pause: the charge at a paused Play subscription's resume
+      // failed, and "Users will retain access to their subscriptions" in grace (how grace periods
+      // work); grace_period_expiration_at_ms is what to "use ... to determine if the user is
+      // currently in a grace period" (event types and fields).
       const graceExpiresAt = validTime(readTime(event.grace_period_expiration_at_ms));
-      return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace'], renewal: 'off', graceExpiresAt };
+      return { ...flag, status: graceExpiresAt ? 'grace' : 'billing_issue', statusFrom: [...STILL_GRANTING, 'grace', ...(graceExpiresAt ? ['paused' as const] : [])], renewal: 'off', graceExpiresAt };
     }
     case 'SUBSCRIPTION_PAUSED':
       // A pause scheduled for the period's end is not a cancellation: the subscription still renews

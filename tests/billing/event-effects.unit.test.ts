@@ -70,8 +70,8 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
     effects: [{ action: 'refund', status: null, expiry: 'set', expiresAt: iso(EXPIRES), renewal: 'keep' }] },
   { name: 'CANCELLATION CUSTOMER_SUPPORT without expiry (one-time purchase): refunded at the event', event: event('CANCELLATION', { cancel_reason: 'CUSTOMER_SUPPORT', expiration_at_ms: null }),
     effects: [{ action: 'refund', status: 'refunded', expiry: 'set', expiresAt: iso(AT) }] },
-  { name: 'BILLING_ISSUE with a grace period: grace until it ends', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: EXPIRES + 16 * 86_400_000 }),
-    effects: [{ ...flag, status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace'], renewal: 'off', graceExpiresAt: iso(EXPIRES + 16 * 86_400_000) }] },
+  { name: 'BILLING_ISSUE with a grace period: grace until it ends (also out of a pause: the charge at its resume failed)', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: EXPIRES + 16 * 86_400_000 }),
+    effects: [{ ...flag, status: 'grace', statusFrom: ['active', 'cancelled_active', 'billing_issue', 'grace', 'paused'], renewal: 'off', graceExpiresAt: iso(EXPIRES + 16 * 86_400_000) }] },
   // Stripe keeps retrying inside the new expiration it reports (grace null): the flag extends access to it.
   { name: 'BILLING_ISSUE carrying a later expiration (Stripe): extends to it', event: event('BILLING_ISSUE', { grace_period_expiration_at_ms: null, expiration_at_ms: EXPIRES + 7 * 86_400_000 }),
     effects: [{ action: 'flag', status: 'billing_issue', expiry: 'extend', expiresAt: iso(EXPIRES + 7 * 86_400_000) }] },

@@ -4,7 +4,7 @@ import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type 
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, billingEvent, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, purchase, READER_NAMES, READERS,
+  apple, billingEvent, billingIssue, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, play, purchase, READER_NAMES, READERS,
   readerSettings, refund, renewal, snapshot, transfer, day, YEARLY, type ExpectedState, type FlowItem,
 } from './support.ts';
 
@@ -103,6 +103,17 @@ const flows: Flow[] = [
       billingEvent('refund-reversed', u.alice, { at: 35, purchased: 0, expires: 30 }, bought('APP_STORE', 'T0', 'T0', PREMIUM, ['premium'])),
     ],
     expected: [{ now: 36, state: { alice: { basic: { active: true, willRenew: true, expiresAt: isoDay(40) }, premium: { active: false } } } }],
+  },
+  {
+    name: 'R4-paused: a Play pause in effect, then the charge at its resume fails into a grace period: access in grace',
+    doc: `grace_period_expiration_at_ms: "Use this field to determine if the user is currently in a grace period" (${DOC.types}); in a grace period "Users will retain access to their subscriptions" (${DOC.grace})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, play('GPA.4444-4444-4444-44444')),
+      event('subscription-paused', u.alice, 10, 0, 30, { ...play('GPA.4444-4444-4444-44444'), auto_resume_at_ms: Date.parse(isoDay(60)) }),
+      event('expiration-paused', u.alice, 30, 0, 30, play('GPA.4444-4444-4444-44444')),
+      billingIssue(u.alice, 60, 60, 60, 67, play('GPA.4444-4444-4444-44444..0')),
+    ],
+    expected: [{ now: 62, state: { alice: { pro: { active: true, status: 'grace' } } } }, { now: 68, state: { alice: { pro: { active: false } } } }],
   },
   ...['APP_STORE', 'MAC_APP_STORE'].map((store): Flow => ({
     name: `R4-offer: an upgrade during a free trial on ${store}: the trial's product stays active beside the new one`,
