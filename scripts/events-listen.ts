@@ -13,6 +13,7 @@ import './load-env.ts';
 import { randomBytes } from 'node:crypto';
 import { styleText } from 'node:util';
 import { signWebhook } from '#client/webhooks';
+import { EVENTS_USER_AGENT } from '../lib/events/attempt.ts';
 import type { WrittenEvent } from '../lib/events/operate.ts';
 import { commandArgs, usageError } from './command-args.ts';
 import { askDeployment, defaultBaseUrl, isUnreachable, unreachableMessage } from './operator.ts';
@@ -112,6 +113,7 @@ async function show(event: WrittenEvent): Promise<void> {
       signal: AbortSignal.timeout(15_000),
       headers: {
         'content-type': 'application/json',
+        'user-agent': EVENTS_USER_AGENT, // as the service sends them
         'webhook-id': event.webhookId,
         'webhook-timestamp': String(timestamp),
         'webhook-signature': await signWebhook({ id: event.webhookId, timestamp, body: event.body, secrets }),

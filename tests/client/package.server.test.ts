@@ -128,12 +128,33 @@ try {
 }
 console.log(JSON.stringify({ type: event.type, userId: event.data.userId, tampered }));
 `;
+  // The local stream's channel, from /live, in an app without supabase-js (an optional peer): its
+  // declarations name no supabase-js type, so this type-checks with the library checks on.
+  const LIVE = `import { serviceEventsChannel, type AccountChange } from '${PACKAGE.name}/live';
+
+const changes: AccountChange[] = [];
+const stop = serviceEventsChannel({ url: 'http://localhost:3000/api/me/events' }).subscribe({ onConnected() {}, onChange: (change) => changes.push(change), onDisconnected() {} });
+stop();
+`;
+  // TypeScript's older module resolution (node10: "moduleResolution": "node", TypeScript 5 and
+  // before), which reads no "exports": the package's "types" and "typesVersions" serve it.
+  const NODE10 = { strict: true, noEmit: true, target: 'ES2022', module: 'CommonJS', moduleResolution: 'node10', ignoreDeprecations: '6.0', types: ['node'] };
+  const OLD_RESOLUTION = `import { createAccountLinkClient, type Entitlement } from '${PACKAGE.name}';
+import type { AccountChange } from '${PACKAGE.name}/live';
+import { verifyWebhook } from '${PACKAGE.name}/webhooks';
+
+export const api = createAccountLinkClient({ baseUrl: 'http://localhost:3000' });
+export type Seen = { entitlement?: Entitlement; change?: AccountChange; verify: typeof verifyWebhook };
+`;
   let dir: string;
   beforeAll(() => {
     dir = scratchProject('plain-script', {
-      'tsconfig.json': JSON.stringify({ compilerOptions: STRICT, include: ['main.ts', 'receiver.ts'] }),
+      'tsconfig.json': JSON.stringify({ compilerOptions: STRICT, include: ['main.ts', 'receiver.ts', 'live.ts'] }),
       'main.ts': MAIN,
       'receiver.ts': RECEIVER,
+      'live.ts': LIVE,
+      'tsconfig.node10.json': JSON.stringify({ compilerOptions: NODE10, include: ['old-resolution.ts'] }),
+      'old-resolution.ts': OLD_RESOLUTION,
       // A call the API document does not have: must not compile.
       'tsconfig.wrong.json': JSON.stringify({ compilerOptions: STRICT, include: ['wrong.ts'] }),
       'wrong.ts': `import { createAccountLinkClient } from '${PACKAGE.name}';\nawait createAccountLinkClient({ baseUrl: '' }).POST('/api/wallet-link/challenge', { body: { chain: 'evm', adress: '0x0' } });\n`,
@@ -146,12 +167,16 @@ console.log(JSON.stringify({ type: event.type, userId: event.data.userId, tamper
     expect(existsSync(path.join(dir, 'node_modules/@supabase/supabase-js'))).toBe(false);
   });
 
-  it('typechecks under strict, and refuses a body the document does not allow', () => {
+  it('typechecks under strict (the /live channel included, without supabase-js), and refuses a body the document does not allow', () => {
     expectSuccess(run(process.execPath, [TSC, '-p', 'tsconfig.json'], dir));
     const wrong = run(process.execPath, [TSC, '-p', 'tsconfig.wrong.json'], dir);
     expect(wrong.status).not.toBe(0);
     expect(wrong.output).toMatch(/wrong\.ts\(2,\d+\): error TS2\d+:[\s\S]*adress/);
   }, 180_000); // two TypeScript programs
+
+  it('typechecks under TypeScript\'s older module resolution (node10), which reads no "exports"', () => {
+    expectSuccess(run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], dir));
+  }, 120_000);
 
   it('runs in Node against next start: the pro user gets the feature, another user does not', () => {
     const read = (token: string) => JSON.parse(expectSuccess(run(process.execPath, ['main.ts', server.url, token], dir)).trim()) as Record<string, string>;

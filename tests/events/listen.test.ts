@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { Webhook } from 'standardwebhooks';
+import { EVENTS_USER_AGENT } from '../../lib/events/attempt.ts';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as eventsRoute from '../../app/api/admin/events/route.ts';
 import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
@@ -54,7 +55,7 @@ function listen(args: string[]) {
 /** A receiver that verifies each request as Standard Webhooks' reference library does: 204 if genuine, 400 if not. */
 async function startVerifyingReceiver() {
   let secret = '';
-  const verified: Array<{ id: string; payload: unknown; body: string }> = [];
+  const verified: Array<{ id: string; payload: unknown; body: string; userAgent?: string }> = [];
   let onVerified: (() => void) | undefined;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -63,7 +64,7 @@ async function startVerifyingReceiver() {
       const body = Buffer.concat(chunks).toString('utf8');
       try {
         const payload = new Webhook(secret).verify(body, req.headers as Record<string, string>);
-        verified.push({ id: String(req.headers['webhook-id']), payload, body });
+        verified.push({ id: String(req.headers['webhook-id']), payload, body, userAgent: req.headers['user-agent'] });
         res.writeHead(204).end();
         onVerified?.();
       } catch {
@@ -117,7 +118,8 @@ describe.each(DATABASE_KINDS)('npm run events:listen on %s', (kind) => {
       await linkWallet(user, evmWallet());
       const eventId = await eventOf(user.userId);
       await receiver.received(1);
-      expect(receiver.verified).toEqual([{ id: `evt_${eventId}`, payload: expect.objectContaining({ type: 'wallet.linked', data: expect.objectContaining({ userId: user.userId, sequence: 1 }) }), body: expect.any(String) }]);
+      // (Sent as the service sends it: its user agent too, which a receiver may filter on.)
+      expect(receiver.verified).toEqual([{ id: `evt_${eventId}`, payload: expect.objectContaining({ type: 'wallet.linked', data: expect.objectContaining({ userId: user.userId, sequence: 1 }) }), body: expect.any(String), userAgent: EVENTS_USER_AGENT }]);
       // The exact body the service would send (the route's), not a re-serialization.
       const listed = await fetch(`${service.url}/api/admin/events?since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}`, { headers: { authorization: `Bearer ${ADMIN_SECRET}` } });
       const { events } = await listed.json() as { events: Array<{ id: string; body: string }> };

@@ -1,7 +1,30 @@
-import type { SupabaseClient } from '@supabase/supabase-js';
 import { ACCOUNT_CHANGED_EVENT, accountTopic, readAccountChange, type AccountChannel } from './channel.ts';
 
 export * from './channel.ts';
+
+// What these functions use of a supabase-js client, by its shape: a SupabaseClient has it, and an
+// app that does not install supabase-js (an optional peer) still type-checks this module.
+
+/** A Realtime channel, as supabase-js's `RealtimeChannel` is one. */
+export interface RealtimeChannelLike {
+  on(type: 'broadcast', filter: { event: string }, callback: (message: { payload?: unknown }) => void): RealtimeChannelLike;
+  subscribe(callback: (status: string, error?: Error) => void): RealtimeChannelLike;
+}
+
+/** The Realtime part of a supabase-js client (`createClient(...)`). */
+export interface SupabaseRealtimeLike {
+  realtime: { setAuth(token?: string | null): Promise<unknown> };
+  channel(name: string, options: { config: { private: boolean } }): RealtimeChannelLike;
+  removeChannel(channel: RealtimeChannelLike): Promise<unknown>;
+}
+
+/** The Auth part of a supabase-js client. */
+export interface SupabaseAuthLike {
+  auth: {
+    refreshSession(): Promise<unknown>;
+    onAuthStateChange(callback: (event: string, session: { access_token: string; expires_at?: number } | null) => void): { data: { subscription: { unsubscribe(): void } } };
+  };
+}
 
 /**
  * The service's own stream, GET /api/me/events (served in local mode). A page of the service
@@ -43,11 +66,11 @@ export interface SupabaseAccountChannelOptions {
  * sends (realtime.send) in the same transaction as every change to the user's entitlements,
  * wallet links and leagues. supabase-js keeps the socket's token fresh after sign-in.
  */
-export function supabaseAccountChannel(supabase: Pick<SupabaseClient, 'channel' | 'removeChannel' | 'realtime'>, { userId, accessToken }: SupabaseAccountChannelOptions): AccountChannel {
+export function supabaseAccountChannel(supabase: SupabaseRealtimeLike, { userId, accessToken }: SupabaseAccountChannelOptions): AccountChannel {
   return {
     subscribe({ onConnected, onChange, onDisconnected }) {
       let stopped = false;
-      let channel: ReturnType<SupabaseClient['channel']> | undefined;
+      let channel: RealtimeChannelLike | undefined;
       void (async () => {
         try {
           await supabase.realtime.setAuth((await accessToken()) ?? null);
@@ -83,7 +106,7 @@ export function supabaseAccountChannel(supabase: Pick<SupabaseClient, 'channel' 
  * and that time, every call with the token would be refused as expired. This refreshes the session
  * `leadSeconds` before the token's own `exp` whenever that comes first. Returns a function that stops.
  */
-export function refreshAtTokenExpiry(supabase: Pick<SupabaseClient, 'auth'>, { leadSeconds = 10 }: { leadSeconds?: number } = {}): () => void {
+export function refreshAtTokenExpiry(supabase: SupabaseAuthLike, { leadSeconds = 10 }: { leadSeconds?: number } = {}): () => void {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const schedule = (session: { access_token: string; expires_at?: number } | null) => {
     clearTimeout(timer);
