@@ -84,7 +84,10 @@ export function recordOf(rows: StoredRow[]): V1Customer {
   const nonSubscriptions: Record<string, Record<string, unknown>[]> = {};
   const entitlements: Record<string, Record<string, unknown>> = {};
   const longest = new Map<string, StoredRow>();
-  for (const row of rows) {
+  // v1 keys subscriptions by product and shows each product's latest purchase: with two (bought
+  // again after the first expired) the rows come in the order of their source keys, a digest.
+  const latestFirst = [...rows].sort((a, b) => purchasedAt(b) - purchasedAt(a) || endOf(b) - endOf(a));
+  for (const row of latestFirst) {
     if (row.status === 'transferred' || row.product_id === null) continue;
     const store = row.status === 'temporary' ? 'promotional' : (row.store ?? 'app_store').toLowerCase();
     const sandbox = row.environment?.toUpperCase() === 'SANDBOX';
@@ -97,7 +100,8 @@ export function recordOf(rows: StoredRow[]): V1Customer {
       const issue = row.status === 'grace' || row.status === 'billing_issue';
       subscriptions[row.product_id] ??= {
         purchase_date: v1Time(row.period_purchased_at ?? row.granted_at),
-        original_purchase_date: v1Time(row.granted_at ?? row.period_purchased_at),
+        // The subscription's first purchase: its grant began no later than its current period.
+        original_purchase_date: v1Time(earliest(row.granted_at, row.period_purchased_at)),
         expires_date: v1Time(row.expires_at),
         period_type: (row.period_type ?? 'normal').toLowerCase(),
         store,
@@ -127,6 +131,9 @@ export function recordOf(rows: StoredRow[]): V1Customer {
 
 /** v1's times: ISO 8601 in UTC (with the milliseconds the events carried, so a sync confirms them exactly). */
 const v1Time = (value: string | null) => (value === null ? null : new Date(value).toISOString());
+
+const purchasedAt = (row: StoredRow) => Date.parse(row.period_purchased_at ?? row.granted_at ?? '') || 0;
+const earliest = (a: string | null, b: string | null) => (a === null ? b : b === null ? a : Date.parse(a) <= Date.parse(b) ? a : b);
 
 const endOf = (row: StoredRow) => (row.grants_until === 'infinity' || row.expires_at === null ? Infinity : Math.max(Date.parse(row.expires_at), row.grace_expires_at ? Date.parse(row.grace_expires_at) : 0));
 

@@ -134,6 +134,15 @@ describe.each(DATABASE_KINDS)('the stand-in over real HTTP on %s', (kind) => {
       ],
     },
     {
+      // Two purchases of one product: v1 keys subscriptions by product and shows the latest.
+      name: 'one bought again after it expired', expect: { active: true, status: 'active', willRenew: true, expiresAt: iso(at(28)) },
+      events: (u: string) => [
+        event('initial-purchase', u, { event_timestamp_ms: at(-40), purchased_at_ms: at(-40), expiration_at_ms: at(-10) }),
+        event('expiration', u, { event_timestamp_ms: at(-10), purchased_at_ms: at(-40), expiration_at_ms: at(-10), expiration_reason: 'UNSUBSCRIBE' }),
+        event('initial-purchase', u, { ...apple('3100', '3100'), event_timestamp_ms: at(-2), purchased_at_ms: at(-2), expiration_at_ms: at(28) }),
+      ],
+    },
+    {
       name: 'a lifetime purchase', expect: { active: true, status: 'active', willRenew: false, expiresAt: null },
       events: (u: string) => [billingEvent('non-renewing-purchase', u, { at: 0 }, { event_timestamp_ms: at(-1), purchased_at_ms: at(-1), expiration_at_ms: null })],
     },
