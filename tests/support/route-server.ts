@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 
 /**
  * A loopback HTTP server that hands each request to the real route handlers of the paths it is
- * given (the tests do not start `next dev`): for scripts that talk HTTP to the service, and for the
- * service talking to itself (the local RevenueCat stand-in).
+ * given (the tests do not start `next dev`): for scripts that talk HTTP to the service, for the
+ * service talking to itself (the local RevenueCat stand-in), and for clients of its streams.
  */
 type Handler = (request: Request, context: { params: Promise<Record<string, string>> }) => Promise<Response>;
 export type RouteTable = [RegExp, Record<string, unknown>][];
@@ -32,9 +32,20 @@ export async function startRouteServer(routes: RouteTable): Promise<RouteServer>
       const params = Object.fromEntries(Object.entries(match.groups ?? {}).map(([key, value]) => [key, decodeURIComponent(value)]));
       const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : await readBody(req);
       const headers = new Headers(Object.entries(req.headers).flatMap(([name, value]) => (typeof value === 'string' ? [[name, value] as [string, string]] : [])));
-      const response = await handler(new Request(url, { method: req.method, headers, body }), { params: Promise.resolve(params) });
+      // The request's signal ends with the client's connection, as the server's does (a stream's end).
+      const gone = new AbortController();
+      res.on('close', () => gone.abort());
+      const response = await handler(new Request(url, { method: req.method, headers, body, signal: gone.signal }), { params: Promise.resolve(params) });
       res.writeHead(response.status, Object.fromEntries(response.headers));
-      res.end(Buffer.from(await response.arrayBuffer()));
+      // Written as it comes (a server-sent events stream never ends on its own).
+      const reader = response.body?.getReader();
+      while (reader && !res.destroyed) {
+        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true as const }));
+        if (done) break;
+        res.write(value);
+      }
+      if (res.destroyed) await reader?.cancel().catch(() => undefined);
+      res.end();
       return;
     }
     res.writeHead(404).end();

@@ -26,18 +26,33 @@ export interface SupabaseAuthLike {
   };
 }
 
+export interface ServiceEventsChannelOptions {
+  /** The stream's URL: by default `/api/me/events`, for a page of the service itself. */
+  url?: string;
+  /**
+   * The signed-in user's access token, for an app elsewhere (another origin, Node, a server, a
+   * test): sent as `Authorization: Bearer`, which EventSource cannot send, so the stream is then
+   * read with `fetch`. Asked again before every reconnection.
+   */
+  accessToken?: () => string | null | undefined | Promise<string | null | undefined>;
+  EventSource?: typeof EventSource;
+  fetch?: typeof fetch;
+}
+
 /**
  * The service's own stream, GET /api/me/events (served in local mode). A page of the service
- * itself is authenticated by its session cookie; EventSource reconnects by itself after the stream
- * ends (every 5 minutes) or breaks, and each reconnection is an onConnected.
+ * itself is authenticated by its session cookie through EventSource, which reconnects by itself
+ * after the stream ends (every 5 minutes) or breaks; each reconnection is an onConnected. With
+ * `accessToken`, the stream is read with fetch and a Bearer token, reconnecting the same way.
  */
-export function serviceEventsChannel(options: { url?: string; EventSource?: typeof EventSource } = {}): AccountChannel {
+export function serviceEventsChannel(options: ServiceEventsChannelOptions = {}): AccountChannel {
   const url = options.url ?? '/api/me/events';
+  if (options.accessToken) return fetchedEventsChannel(url, options.accessToken, options.fetch ?? globalThis.fetch);
   return {
     subscribe({ onConnected, onChange, onDisconnected }) {
       const Source = options.EventSource ?? globalThis.EventSource;
       if (!Source) {
-        onDisconnected(new Error('This runtime has no EventSource: use Supabase Realtime (supabaseAccountChannel).'));
+        onDisconnected(new Error('This runtime has no EventSource: pass accessToken (the stream is then read with fetch), or use Supabase Realtime (supabaseAccountChannel).'));
         return () => undefined;
       }
       const source = new Source(url);
@@ -49,6 +64,100 @@ export function serviceEventsChannel(options: { url?: string; EventSource?: type
       return () => source.close();
     },
   };
+}
+
+/** Until the stream's own `retry:` says otherwise (the service sends one), as EventSource waits. */
+const DEFAULT_RETRY_MS = 3_000;
+
+/**
+ * The stream read with fetch, as EventSource would read it (WHATWG HTML, "Server-sent events"):
+ * reconnect after it ends or breaks, waiting `retry:`; give up on an answer that a retry cannot
+ * change (a 4xx: the session ended, not served outside local mode), but a 429 (too many streams,
+ * which frees up) or a 408.
+ */
+function fetchedEventsChannel(url: string, accessToken: NonNullable<ServiceEventsChannelOptions['accessToken']>, fetchStream: typeof fetch): AccountChannel {
+  return {
+    subscribe({ onConnected, onChange, onDisconnected }) {
+      const stop = new AbortController();
+      let retryMs = DEFAULT_RETRY_MS;
+      void (async () => {
+        while (!stop.signal.aborted) {
+          try {
+            const token = await accessToken();
+            const response = await fetchStream(url, {
+              headers: { accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+              signal: stop.signal,
+            });
+            if (!response.ok || !response.body) {
+              await response.body?.cancel();
+              if (response.ok) throw new GivenUp('This runtime\'s fetch cannot read a response as a stream: use Supabase Realtime (supabaseAccountChannel).');
+              const error = new Error(`GET ${url} answered ${response.status}`);
+              if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) throw new GivenUp(error.message);
+              throw error;
+            }
+            onConnected();
+            await readEventStream(response.body, {
+              onEvent: (event, data) => {
+                if (event === ACCOUNT_CHANGED_EVENT) onChange(readAccountChange(data));
+              },
+              onRetry: (ms) => { retryMs = ms; },
+            });
+            if (!stop.signal.aborted) onDisconnected(new Error('The stream ended; reconnecting.'));
+          } catch (error) {
+            if (stop.signal.aborted) return;
+            onDisconnected(error);
+            if (error instanceof GivenUp) return;
+          }
+          await pause(retryMs, stop.signal);
+        }
+      })();
+      return () => stop.abort();
+    },
+  };
+}
+
+/** A failure a reconnection would only repeat. */
+class GivenUp extends Error {}
+
+/** Read server-sent events: each `event`/`data` block as it completes, and the `retry:` field. */
+async function readEventStream(body: ReadableStream<Uint8Array>, handlers: { onEvent(event: string, data: string): void; onRetry(ms: number): void }): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = '';
+  let event = '';
+  let data: string[] = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffered += decoder.decode(value, { stream: true });
+    const lines = buffered.split(/\r\n|\r|\n/);
+    buffered = lines.pop() ?? '';
+    for (const line of lines) {
+      if (line === '') {
+        if (data.length > 0) handlers.onEvent(event || 'message', data.join('\n'));
+        event = '';
+        data = [];
+        continue;
+      }
+      if (line.startsWith(':')) continue; // a comment (the keep-alive)
+      const colon = line.indexOf(':');
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const fieldValue = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+      if (field === 'event') event = fieldValue;
+      else if (field === 'data') data.push(fieldValue);
+      else if (field === 'retry' && /^\d+$/.test(fieldValue)) handlers.onRetry(Number(fieldValue));
+    }
+  }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      resolve();
+    }, { once: true });
+  });
 }
 
 export interface SupabaseAccountChannelOptions {
