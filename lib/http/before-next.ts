@@ -73,6 +73,17 @@ function requestTargetAnswer(method: string, target: string, requestIdHeader: st
 }
 
 /**
+ * A path that reads as an /api one with its slash escaped (`/api%2fme`): Next takes `api%2fme` for
+ * one segment of a page and answers its HTML 404 page. An API client gets the problem+json 404 any
+ * unknown /api path gets (app/api/[[...path]]/route.ts).
+ */
+function encodedApiSlashAnswer(method: string, target: string, requestIdHeader: string | null) {
+  const path = target.split('?')[0]!;
+  if (!/^\/api%2f/i.test(path)) return undefined;
+  return answerBeforeNextParts('not_found', `There is no ${path.slice(0, 256)} here; see /docs for the API.`, {}, requestIdHeader, { method: method.slice(0, 32), path: path.slice(0, 256) });
+}
+
+/**
  * A request-target that is a whole URL (absolute-form, `POST http://host/api/... HTTP/1.1`: what a
  * client sends to a proxy) is served as its path and query, with the URL's authority as the Host
  * (RFC 9112, section 3.2.2: the server "MUST ignore the received Host header field ... and instead
@@ -148,7 +159,8 @@ export function answerBeforeNext(): void {
       const header = request.headers['x-request-id'];
       const requestIdHeader = typeof header === 'string' ? header : null;
       const refused = requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
-        ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader));
+        ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader))
+        ?? encodedApiSlashAnswer(request.method ?? '', request.url ?? '', requestIdHeader);
       if (refused) {
         response.writeHead(refused.status, refused.headers).end(refused.body);
         return true;

@@ -246,6 +246,14 @@ describe.each([
     expect({ status: webhook.status, location: webhook.location, type: webhook.type }).toEqual({ status: 401, location: null, type: 'application/problem+json' });
   });
 
+  it('answers an /api path whose slash is escaped (/api%2fme) with the problem+json 404 of an unknown /api path, not Next\'s HTML page', async () => {
+    for (const pathname of ['/api%2fme', '/api%2Fwallet-link?x=1']) {
+      const answer = await rawRequest(server.port, 'GET', pathname);
+      expect({ status: answer.status, type: answer.type, body: JSON.parse(answer.body) as unknown })
+        .toEqual({ status: 404, type: 'application/problem+json', body: expect.objectContaining({ code: 'not_found', detail: `There is no ${pathname.split('?')[0]} here; see /docs for the API.` }) });
+    }
+  });
+
   it('answers a body Node\'s parser refuses after reading the headers with that request\'s id: 400, or 413 for chunk extensions over its limit', async () => {
     const chunked = 'x-request-id: req-chunked-1\r\ntransfer-encoding: chunked\r\n';
     const invalid = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', chunked, 'zz\r\n');
