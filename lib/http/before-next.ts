@@ -72,6 +72,13 @@ function requestTargetAnswer(method: string, target: string, requestIdHeader: st
     `The request-target must be a path such as /api/health${target === '*' ? ' (* is for OPTIONS alone)' : ''}.`, {}, requestIdHeader, logged);
 }
 
+/** An HTTP/1.1 request without Host (RFC 9112, section 3.2, "MUST"): Node's own answer is a bare 400. */
+function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: string | null) {
+  if (request.httpVersion !== '1.1' || request.headers.host !== undefined) return undefined;
+  return answerBeforeNextParts('invalid_request', 'An HTTP/1.1 request names its Host (RFC 9112, section 3.2).', { connection: 'close' },
+    requestIdHeader, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
+}
+
 /**
  * A path that reads as an /api one with its slash escaped (`/api%2fme`): Next takes `api%2fme` for
  * one segment of a page and answers its HTML 404 page. An API client gets the problem+json 404 any
@@ -137,6 +144,21 @@ function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: strin
   return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n${body}`;
 }
 
+/**
+ * Node answers two client mistakes itself with a bare status and no body: an HTTP/1.1 request
+ * without Host (400, when the server requires one) and an Expect it does not know (417, when the
+ * server has no 'checkExpectation' listener). Here the server leaves both to the events above,
+ * which answer them as problem+json. Once per server.
+ */
+const answeringHere = new WeakSet<http.Server>();
+function answerHostAndExpectationHere(server: http.Server): void {
+  if (answeringHere.has(server)) return;
+  answeringHere.add(server);
+  // (Node's createServer option, kept on the server and read for each request; not in its types.)
+  (server as http.Server & { requireHostHeader?: boolean }).requireHostHeader = false;
+  if (server.listenerCount('checkExpectation') === 0) server.on('checkExpectation', () => undefined); // answered by emitBeforeNext
+}
+
 let installed = false;
 
 /**
@@ -154,11 +176,22 @@ export function answerBeforeNext(): void {
   installed = true;
   const emit = http.Server.prototype.emit;
   http.Server.prototype.emit = function emitBeforeNext(this: http.Server, event: string | symbol, ...args: unknown[]): boolean {
+    if (event === 'connection') answerHostAndExpectationHere(this);
+    if (event === 'checkExpectation') {
+      // An Expect other than 100-continue (RFC 9110, section 10.1.1: 417 Expectation Failed).
+      const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
+      const header = request.headers['x-request-id'];
+      const refused = answerBeforeNextParts('expectation_failed', 'This service meets no expectation but 100-continue: send the request without its Expect header.',
+        {}, typeof header === 'string' ? header : null, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
+      response.writeHead(refused.status, refused.headers).end(refused.body);
+      return true;
+    }
     if (event === 'request') {
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
       const header = request.headers['x-request-id'];
       const requestIdHeader = typeof header === 'string' ? header : null;
-      const refused = requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
+      const refused = missingHostAnswer(request, requestIdHeader)
+        ?? requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
         ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader))
         ?? encodedApiSlashAnswer(request.method ?? '', request.url ?? '', requestIdHeader);
       if (refused) {

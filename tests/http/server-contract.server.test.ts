@@ -43,7 +43,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string, extraHeaders = '', rawBody = ''): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; header: (name: string) => string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string, extraHeaders = '', rawBody = '', hostHeader = 'Host: 127.0.0.1\r\n'): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; header: (name: string) => string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -70,7 +70,7 @@ function rawRequest(port: number, method: string, pathname: string, extraHeaders
       resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), header, body });
     });
     // One write, so the parser reads the request and any malformed body in one pass.
-    socket.write(`${method} ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\n${extraHeaders}Connection: close\r\n\r\n${rawBody}`);
+    socket.write(`${method} ${pathname} HTTP/1.1\r\n${hostHeader}${extraHeaders}Connection: close\r\n\r\n${rawBody}`);
   });
 }
 
@@ -244,6 +244,17 @@ describe.each([
     expect({ status: health.status, location: health.location, body: JSON.parse(health.body) as unknown }).toEqual({ status: 200, location: null, body: expect.objectContaining({ status: 'ok' }) });
     const webhook = await rawRequest(server.port, 'POST', 'http://evil.example/api/webhooks/subscription-billing?x=1', 'content-type: application/json\r\ncontent-length: 2\r\n', '{}');
     expect({ status: webhook.status, location: webhook.location, type: webhook.type }).toEqual({ status: 401, location: null, type: 'application/problem+json' });
+  });
+
+  // Node answers both itself with a bare status and no body unless the server leaves them to it.
+  it('answers an HTTP/1.1 request without Host (400) and an Expect it cannot meet (417) with problem+json, and keeps serving', async () => {
+    const noHost = await rawRequest(server.port, 'GET', '/api/health', 'x-request-id: req-no-host\r\n', '', '');
+    expect({ status: noHost.status, type: noHost.type, id: noHost.header('x-request-id'), body: JSON.parse(noHost.body) as unknown })
+      .toEqual({ status: 400, type: 'application/problem+json', id: 'req-no-host', body: expect.objectContaining({ code: 'invalid_request', detail: expect.stringContaining('Host') }) });
+    const expectation = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', 'expect: 200-ok\r\ncontent-type: application/json\r\ncontent-length: 2\r\n', '{}');
+    expect({ status: expectation.status, type: expectation.type, code: (JSON.parse(expectation.body) as { code: string }).code })
+      .toEqual({ status: 417, type: 'application/problem+json', code: 'expectation_failed' });
+    expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
   it('answers an /api path whose slash is escaped (/api%2fme) with the problem+json 404 of an unknown /api path, not Next\'s HTML page', async () => {
