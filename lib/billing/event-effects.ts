@@ -122,6 +122,11 @@ export interface EntitlementEffect {
    */
   resumesRenewal?: boolean;
   /**
+   * A REFUND_REVERSED: the period it grants again began when it was first granted (the row keeps
+   * that time), so it is not the newer product of a subscription that moved on meanwhile.
+   */
+  reinstates?: boolean;
+  /**
    * A CANCELLATION of an App Store trial less than 24 hours before it converts: Apple charges the
    * first period anyway ("a CANCELLATION event followed by a RENEWAL event"), and the cancellation
    * holds for that period too, even where it is folded after the RENEWAL (one instant: grants first).
@@ -381,7 +386,9 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
     case 'REFUND_REVERSED':
       // Undoes a refund, which never changed auto-renewal: it stays as the subscriber left it. A
       // purchase without an expiry (a lifetime) never renews: active, like the purchase itself.
-      return { ...grant, renewal: period.expiresAt === null ? 'off' : 'keep' };
+      // The period it reinstates began when it was first granted (reinstates): never newer than
+      // a product the subscription moved on to meanwhile.
+      return { ...grant, renewal: period.expiresAt === null ? 'off' : 'keep', reinstates: true };
     case 'NON_RENEWING_PURCHASE':
       return { ...grant, renewal: 'off' };
     case 'TEMPORARY_ENTITLEMENT_GRANT':

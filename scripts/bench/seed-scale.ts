@@ -304,7 +304,9 @@ function billingEventsSql(part: number): string {
         || case when s.store in ('APP_STORE', 'MAC_APP_STORE') and e.period_type = 'TRIAL' and e.expires_ms - e.event_ms < ${APPLE_TRIAL_CANCEL_WINDOW_MS}
                 then '{"cancelsTrialLate": true}'::jsonb else '{}'::jsonb end
       when 'BILLING_ISSUE' then jsonb_build_object('entitlementId', ${id}, 'action', 'flag', 'status', case when e.grace_ms is null then 'billing_issue' else 'grace' end,
-        'statusFrom', jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace'), 'renewal', 'off', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', ${iso('e.grace_ms')}, 'pendingProductId', null, 'autoResumeAt', null)
+        -- (With a grace period it also ends a pause in effect.)
+        'statusFrom', case when e.grace_ms is null then jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace')
+                           else jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace', 'paused') end, 'renewal', 'off', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', ${iso('e.grace_ms')}, 'pendingProductId', null, 'autoResumeAt', null)
       else jsonb_build_object('entitlementId', ${id}, 'action', 'revoke', 'status', 'expired', 'statusFrom', null, 'renewal', 'off', 'expiry', 'set', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
     end`;
   // (The seed's customers have one or two entitlements.)

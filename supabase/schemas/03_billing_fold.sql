@@ -761,10 +761,6 @@ begin
                and greatest(n.period_purchased_at, n.granted_at) >= o.last_event_at - interval '1 hour'))
       -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
       and n.status <> 'temporary'
-      -- (Nor a period that had already ended when it was granted: a refund reversed after the
-      -- subscription moved on to another product reinstates a period long past, and ends nothing
-      -- paid for now.)
-      and n.grants_until > coalesce(n.granted_at, n.period_purchased_at, '-infinity')
       and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
            or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
                and n.period_purchased_at > o.period_purchased_at))
@@ -1460,7 +1456,11 @@ begin
     original_transaction_id = coalesce(v_period->>'originalTransactionId', p_row.original_transaction_id),
     transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', p_row.transaction_id) else p_row.transaction_id end,
     period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, p_row.period_purchased_at) else p_row.period_purchased_at end,
-    granted_at = case when v_new_period or not v_continues or p_row.granted_at is null then p_event_at else p_row.granted_at end,
+    -- (A reinstated period, a refund reversed, began when it was first granted: it is not newer
+    -- than what the subscription moved on to meanwhile, which it would otherwise supersede.)
+    granted_at = case when coalesce((p_effect->>'reinstates')::boolean, false) and p_row.granted_at is not null then p_row.granted_at
+                      when v_new_period or not v_continues or p_row.granted_at is null then p_event_at
+                      else p_row.granted_at end,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(p_row.last_event_at, p_event_at),

@@ -114,8 +114,11 @@ create table public.outbound_endpoints (
   types text[],
   registered_at timestamptz not null default now(),
   retired_at timestamptz,
-  -- Kept here as well as on the deliveries: an erasure and the retention delete deliveries, and
-  -- the status would go back to "never delivered".
+  -- The last delivery of the deliveries an erasure or the retention deleted, noted as they go (the
+  -- status would go back to "never delivered"); the ones kept have their own. Never written on the
+  -- delivery path: every event's delivery row checks this row (its foreign key), and an update per
+  -- settle made each of those checks chase a new row version (the events-sent webhook at half the
+  -- rate, docs/benchmarks.md).
   last_delivered_at timestamptz
 );
 alter table public.outbound_endpoints enable row level security;
@@ -536,6 +539,25 @@ alter table public.outbound_erased_users enable row level security;
 revoke all on table public.outbound_erased_users from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_erased_users to service_role;
 
+-- Before events go (an erasure, the retention): the last time each endpoint delivered any of them,
+-- kept on the endpoint (the status's "last delivered" reads it beside the deliveries kept).
+create or replace function public.outbound_note_last_deliveries(p_event_ids uuid[])
+returns void
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+begin
+  update public.outbound_endpoints p set last_delivered_at = last.delivered_at
+  from (select d.endpoint_id, max(d.delivered_at) as delivered_at from public.outbound_deliveries d
+        where d.event_id = any (p_event_ids) and d.delivered_at is not null group by d.endpoint_id) last
+  where p.id = last.endpoint_id and last.delivered_at > coalesce(p.last_delivered_at, '-infinity');
+end;
+$$;
+revoke all on function public.outbound_note_last_deliveries(uuid[]) from public, anon, authenticated;
+grant execute on function public.outbound_note_last_deliveries(uuid[]) to service_role;
+
 -- ...and `customer.deleted`, once. Then what the outbox keeps about the user goes: their earlier
 -- events that wait for no delivery, and their counter. The customer.deleted itself stays until
 -- every endpoint has it (none configured: it goes at once), then retention removes it.
@@ -548,6 +570,7 @@ set search_path = ''
 as $$
 declare
   v_hash bytea := pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
+  v_gone uuid[];
 begin
   if not public.is_user_id(p_user_id) then
     return;
@@ -556,9 +579,11 @@ begin
     perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
     insert into public.outbound_erased_users (id_hash) values (v_hash);
   end if;
-  delete from public.outbound_events e
-  where e.user_id = p_user_id
-    and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending');
+  v_gone := array(select e.id from public.outbound_events e
+                   where e.user_id = p_user_id
+                     and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending'));
+  perform public.outbound_note_last_deliveries(v_gone);
+  delete from public.outbound_events where id = any (v_gone);
   delete from public.outbound_user_sequences where user_id = p_user_id;
 end;
 $$;
@@ -725,11 +750,6 @@ begin
   where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
     and r.outcome in ('delivered', 'retry', 'dead');
   get diagnostics v_count = row_count;
-  -- (A receiver that took an event: the endpoint delivered, even if a replay settled it meanwhile.)
-  if p_results @> '[{"outcome": "delivered"}]' then
-    update public.outbound_endpoints set last_delivered_at = now()
-    where id = p_endpoint_id and last_delivered_at is distinct from now();
-  end if;
   return v_count;
 end;
 $$;
@@ -797,7 +817,7 @@ as $$
                                 where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
                                 order by head.sequence limit 1)),
         'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
-        'last_delivered_at', p.last_delivered_at,
+        'last_delivered_at', (select greatest(p.last_delivered_at, max(d.delivered_at)) from public.outbound_deliveries d where d.endpoint_id = p.id),
         'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)
                          from public.outbound_deliveries d
                          where d.endpoint_id = p.id and d.last_error is not null and d.last_failed_at is not null
@@ -870,10 +890,10 @@ as $$
 declare
   v_batch integer;
   v_deleted integer := 0;
+  v_gone uuid[];
 begin
   loop
-    delete from public.outbound_events o
-    where o.id = any (array(
+    v_gone := array(
       select e.id from public.outbound_events e
       where (e.created_at < p_now - interval '30 days'
              -- an erased user's customer.deleted, once no endpoint waits for it
@@ -881,7 +901,9 @@ begin
         and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
       order by e.created_at
       limit 1000
-      for update skip locked));
+      for update skip locked);
+    perform public.outbound_note_last_deliveries(v_gone);
+    delete from public.outbound_events o where o.id = any (v_gone);
     get diagnostics v_batch = row_count;
     v_deleted := v_deleted + v_batch;
     exit when v_batch < 1000 or clock_timestamp() >= p_deadline;

@@ -40,8 +40,8 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   ...['RENEWAL', 'SUBSCRIPTION_EXTENDED'].map((type) => ({
     name: `${type}: active, renewal as it was (on after a lapse), until the max of expiries`, event: event(type), effects: [grant('continue')], plan: { rank: 0 as const },
   })),
-  { name: 'REFUND_REVERSED: active, renewal as it was', event: event('REFUND_REVERSED'), effects: [grant('keep')], plan: { rank: 0 } },
-  { name: 'REFUND_REVERSED of a lifetime purchase: active, never renewing', event: event('REFUND_REVERSED', { expiration_at_ms: null }), effects: [grant('off', null)] },
+  { name: 'REFUND_REVERSED: active, renewal as it was, the period as first granted', event: event('REFUND_REVERSED'), effects: [{ ...grant('keep'), reinstates: true }], plan: { rank: 0 } },
+  { name: 'REFUND_REVERSED of a lifetime purchase: active, never renewing', event: event('REFUND_REVERSED', { expiration_at_ms: null }), effects: [{ ...grant('off', null), reinstates: true }] },
   { name: 'a grant for two entitlements: one effect each', event: event('RENEWAL', { entitlement_ids: ['pro', 'ads_free'] }),
     effects: [{ ...grant('continue'), entitlementId: 'pro' }, { ...grant('continue'), entitlementId: 'ads_free' }] },
   { name: 'INITIAL_PURCHASE without expiry: lifetime', event: event('INITIAL_PURCHASE', { expiration_at_ms: null }), effects: [grant('on', null)] },

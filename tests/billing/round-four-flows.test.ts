@@ -94,6 +94,26 @@ const flows: Flow[] = [
     expected: [{ now: 36, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(40), productId: BASIC } } } }],
   },
   {
+    name: 'R4-reversed: a yearly refund reversed while its year still runs, after the subscription moved on to monthly: the monthly still grants, renewing',
+    doc: `REFUND_REVERSED: "A refund has been reversed." (${DOC.types}): the reinstated year began before the product the customer pays for now`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 365, bought('APP_STORE', 'T0', 'T0', YEARLY)),
+      refund(u.alice, 5, 0, 5, bought('APP_STORE', 'T0', 'T0', YEARLY)),
+      renewal(u.alice, 10, 10, 40, bought('APP_STORE', 'T1', 'T0', BASIC)),
+      billingEvent('refund-reversed', u.alice, { at: 35, purchased: 0, expires: 365 }, bought('APP_STORE', 'T0', 'T0', YEARLY)),
+    ],
+    expected: [{ now: 36, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(40), productId: BASIC } } } }],
+  },
+  {
+    name: 'R4-lineage: an upgrade known only by its EXPIRATION still ends the product it replaced',
+    doc: `"the one whose current period began later supersedes the older" (docs/billing.md, from ${DOC.manage})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, bought('APP_STORE', 'T0', 'T0', BASIC)),
+      event('expiration', u.alice, 40, 10, 40, { ...bought('APP_STORE', 'T1', 'T0', PREMIUM), expiration_reason: 'UNSUBSCRIBE' }),
+    ],
+    expected: [{ now: 20, state: { alice: { pro: { active: false } } } }],
+  },
+  {
     name: 'R4-reversed: the same with an entitlement per product: the current product\'s stays, the reinstated one has ended',
     doc: `REFUND_REVERSED: "A refund has been reversed." (${DOC.types})`,
     items: (u) => [
