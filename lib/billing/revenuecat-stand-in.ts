@@ -100,7 +100,8 @@ export function recordOf(rows: StoredRow[]): V1Customer {
       const issue = row.status === 'grace' || row.status === 'billing_issue';
       subscriptions[row.product_id] ??= {
         purchase_date: v1Time(row.period_purchased_at ?? row.granted_at),
-        // The subscription's first purchase: its grant began no later than its current period.
+        // Never after purchase_date (the row knows its period and when it was granted, not the
+        // subscription's first purchase, which v1 means: the earlier of the two is the closest).
         original_purchase_date: v1Time(earliest(row.granted_at, row.period_purchased_at)),
         expires_date: v1Time(row.expires_at),
         period_type: (row.period_type ?? 'normal').toLowerCase(),

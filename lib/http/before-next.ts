@@ -95,14 +95,22 @@ function encodedApiSlashAnswer(method: string, target: string, requestIdHeader: 
  * client sends to a proxy) is served as its path and query, with the URL's authority as the Host
  * (RFC 9112, section 3.2.2: the server "MUST ignore the received Host header field ... and instead
  * use the host information of the request-target"). Next answered it with a 308 whose Location was
- * the URL itself: a redirect to whatever host the request line named.
+ * the URL itself: a redirect to whatever host the request line named. One that does not parse, or
+ * names no host, is a 400. Done first, so that every check after it reads the path.
  */
-function toOriginForm(request: http.IncomingMessage): void {
+function toOriginForm(request: http.IncomingMessage, requestIdHeader: string | null) {
   const target = request.url ?? '';
-  if (!/^https?:\/\//i.test(target)) return;
-  const url = URL.parse(target);
-  request.url = url ? `${url.pathname}${url.search}` : '/';
-  if (url?.host) request.headers.host = url.host;
+  if (!/^https?:\/\//i.test(target)) return undefined;
+  // (A URL's parser would read `http:///api/me` as host `api`, path `/me`: an authority is required.)
+  const url = /^https?:\/\/[^/?#\s]/i.test(target) ? URL.parse(target) : null;
+  if (!url?.host) {
+    // (Its path is not logged: the URL may carry a user name and password.)
+    return answerBeforeNextParts('invalid_request', 'The request-target is a URL this server cannot read; send its path, such as /api/health.', {}, requestIdHeader,
+      { method: (request.method ?? '').slice(0, 32), path: '(a URL that does not parse)' });
+  }
+  request.url = `${url.pathname}${url.search}`;
+  request.headers.host = url.host;
+  return undefined;
 }
 
 /**
@@ -181,8 +189,9 @@ export function answerBeforeNext(): void {
       // An Expect other than 100-continue (RFC 9110, section 10.1.1: 417 Expectation Failed).
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
       const header = request.headers['x-request-id'];
+      // (Its body is not read: the connection closes with the answer.)
       const refused = answerBeforeNextParts('expectation_failed', 'This service meets no expectation but 100-continue: send the request without its Expect header.',
-        {}, typeof header === 'string' ? header : null, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
+        { connection: 'close' }, typeof header === 'string' ? header : null, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
       response.writeHead(refused.status, refused.headers).end(refused.body);
       return true;
     }
@@ -191,6 +200,7 @@ export function answerBeforeNext(): void {
       const header = request.headers['x-request-id'];
       const requestIdHeader = typeof header === 'string' ? header : null;
       const refused = missingHostAnswer(request, requestIdHeader)
+        ?? toOriginForm(request, requestIdHeader)
         ?? requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
         ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader))
         ?? encodedApiSlashAnswer(request.method ?? '', request.url ?? '', requestIdHeader);
@@ -198,7 +208,6 @@ export function answerBeforeNext(): void {
         response.writeHead(refused.status, refused.headers).end(refused.body);
         return true;
       }
-      toOriginForm(request);
       settleClientAddress(request);
     }
     if (event === 'clientError') {

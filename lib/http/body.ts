@@ -59,6 +59,8 @@ async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8A
   if (declared !== null && /^\d+$/.test(declared) && Number(declared) > maxBytes) throw tooLarge();
   // Over the cap: stop reading but do not cancel, so Node drains the rest and the client sees the
   // 413 instead of a reset connection.
+  // (A body read twice is this code's mistake, not the client's: thrown as it is.)
+  if (request.bodyUsed) throw new Error('The request body was read already.');
   let bytes: Uint8Array | undefined;
   try {
     bytes = await readBoundedBytes(request.body, maxBytes, 'release');

@@ -25,10 +25,8 @@ describe('the stand-in\'s v1 record', () => {
     expect(record.entitlements?.pro).toMatchObject({ expires_date: '2026-12-28T00:00:00.000Z' });
   });
 
-  it('gives a renewed subscription its first purchase as original_purchase_date, never a later one', () => {
-    const renewed = { ...bought, granted_at: '2026-09-28T00:00:00.000Z' };
-    const record = recordOf([{ ...renewed, granted_at: '2026-12-01T00:00:00.000Z' }]);
-    expect(record.subscriptions?.['com.example.pro.monthly']).toMatchObject({ original_purchase_date: '2026-11-28T00:00:00.000Z', purchase_date: '2026-11-28T00:00:00.000Z' });
-    expect(recordOf([renewed]).subscriptions?.['com.example.pro.monthly']).toMatchObject({ original_purchase_date: '2026-09-28T00:00:00.000Z' });
+  it('never dates original_purchase_date after purchase_date (a row granted after its period began)', () => {
+    const grantedLate = { ...bought, granted_at: '2026-12-01T00:00:00.000Z' };
+    expect(recordOf([grantedLate]).subscriptions?.['com.example.pro.monthly']).toMatchObject({ original_purchase_date: '2026-11-28T00:00:00.000Z', purchase_date: '2026-11-28T00:00:00.000Z' });
   });
 });

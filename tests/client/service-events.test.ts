@@ -86,13 +86,14 @@ describe('serviceEventsChannel reconnecting', () => {
   let connections = 0;
   const authorizations: (string | undefined)[] = [];
   beforeAll(async () => {
-    // A stream that sends its retry, one change in two chunks (split inside a line), then ends.
+    // A stream that sends its retry, one change in two chunks, then ends.
     stream = createServer((request, response) => {
       connections += 1;
       authorizations.push(request.headers.authorization);
       response.writeHead(200, { 'content-type': 'text/event-stream' });
-      response.write(`retry: 30\n\n: keep-alive\n\nevent: account_changed\ndata: {"what":"entitle`);
-      setTimeout(() => response.end(`ments","at":"2026-12-06T00:00:0${connections}Z"}\n\n`), 10);
+      // (CRLF line ends, one split between its CR and LF: still one line end.)
+      response.write(`retry: 30\r\n\r\n: keep-alive\n\nevent: account_changed\r`);
+      setTimeout(() => response.end(`\ndata: {"what":"entitlements","at":"2026-12-06T00:00:0${connections}Z"}\r\n\r\n`), 10);
     });
     await new Promise<void>((resolve) => stream.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(stream.address() as { port: number }).port}/api/me/events`;
@@ -113,5 +114,21 @@ describe('serviceEventsChannel reconnecting', () => {
     expect(seen.connected).toBeGreaterThanOrEqual(3);
     expect(authorizations.slice(0, 3)).toEqual(['Bearer token-1', 'Bearer token-2', 'Bearer token-3']);
     expect(String(seen.disconnected[0])).toContain('The stream ended');
+  });
+
+  it('gives up on an answer that is not an event stream (a wrong URL), saying so', async () => {
+    const page = createServer((_request, response) => response.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>'));
+    await new Promise<void>((resolve) => page.listen(0, '127.0.0.1', resolve));
+    try {
+      const { seen, handlers } = recorder();
+      const stop = serviceEventsChannel({ url: `http://127.0.0.1:${(page.address() as { port: number }).port}/`, accessToken: () => 'token' }).subscribe(handlers);
+      await until(() => seen.disconnected.length === 1, 'the refusal');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      stop();
+      expect({ connected: seen.connected, disconnected: seen.disconnected.length, reason: String(seen.disconnected[0]) })
+        .toEqual({ connected: 0, disconnected: 1, reason: expect.stringContaining('not an event stream') });
+    } finally {
+      await new Promise<void>((resolve) => page.close(() => resolve()));
+    }
   });
 });

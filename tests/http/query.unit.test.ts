@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
-import { DomainError } from '../../lib/errors.ts';
+import { DomainError, MAX_FIELD_ERRORS } from '../../lib/errors.ts';
 import { readQueryWith } from '../../lib/http/query.ts';
 
 /** A query read by one strict schema: every name known, each once, each failure at its own name. */
@@ -26,6 +26,12 @@ describe('reading a query string', () => {
     expect(refusal('colour=red')).toEqual([{ path: 'colour', message: 'is not a known member' }]);
     expect(refusal('__proto__=x')).toEqual([{ path: '__proto__', message: 'is not a known member' }]);
     expect(refusal('constructor=x&limit=2')).toEqual([{ path: 'constructor', message: 'is not a known member' }]);
+  });
+
+  it('lists at most MAX_FIELD_ERRORS errors, then says how many more', () => {
+    const errors = refusal(Array.from({ length: 150 }, (_, index) => `unknown${index}=1`).join('&'));
+    expect(errors).toHaveLength(MAX_FIELD_ERRORS + 1);
+    expect(Array.isArray(errors) && errors.at(-1)).toEqual({ path: '(body)', message: 'and 50 more errors' });
   });
 
   it('refuses a name given twice, `__proto__` included', () => {

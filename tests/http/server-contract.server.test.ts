@@ -244,6 +244,14 @@ describe.each([
     expect({ status: health.status, location: health.location, body: JSON.parse(health.body) as unknown }).toEqual({ status: 200, location: null, body: expect.objectContaining({ status: 'ok' }) });
     const webhook = await rawRequest(server.port, 'POST', 'http://evil.example/api/webhooks/subscription-billing?x=1', 'content-type: application/json\r\ncontent-length: 2\r\n', '{}');
     expect({ status: webhook.status, location: webhook.location, type: webhook.type }).toEqual({ status: 401, location: null, type: 'application/problem+json' });
+    // Read as its path by every check after: an escaped /api slash is the API's 404 there too.
+    const escaped = await rawRequest(server.port, 'GET', 'http://evil.example/api%2fme');
+    expect({ status: escaped.status, type: escaped.type }).toEqual({ status: 404, type: 'application/problem+json' });
+    // A URL that does not parse, or names no host: a 400, never served as some other path.
+    for (const target of ['http://exa mple/api/health', 'http:///api/me', 'http://example:99999/api/health']) {
+      const answer = await rawRequest(server.port, 'GET', target);
+      expect({ target, status: answer.status, type: answer.type }).toEqual({ target, status: 400, type: 'application/problem+json' });
+    }
   });
 
   // Node answers both itself with a bare status and no body unless the server leaves them to it.

@@ -82,14 +82,20 @@ function fetchedEventsChannel(url: string, accessToken: NonNullable<ServiceEvent
       let retryMs = DEFAULT_RETRY_MS;
       void (async () => {
         while (!stop.signal.aborted) {
+          // One signal a connection, so that nothing a connection hangs on the subscription's stays.
+          const connection = new AbortController();
+          const hangUp = () => connection.abort();
+          stop.signal.addEventListener('abort', hangUp, { once: true });
           try {
             const token = await accessToken();
             const response = await fetchStream(url, {
               headers: { accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-              signal: stop.signal,
+              signal: connection.signal,
             });
-            if (!response.ok || !response.body) {
+            const isStream = /^text\/event-stream\b/i.test(response.headers.get('content-type') ?? '');
+            if (!response.ok || !response.body || !isStream) {
               await response.body?.cancel();
+              if (response.ok && !isStream) throw new GivenUp(`GET ${url} answered ${response.headers.get('content-type') ?? 'no content type'}, not an event stream: is the URL the service's /api/me/events?`);
               if (response.ok) throw new GivenUp('This runtime\'s fetch cannot read a response as a stream: use Supabase Realtime (supabaseAccountChannel).');
               const error = new Error(`GET ${url} answered ${response.status}`);
               if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) throw new GivenUp(error.message);
@@ -107,6 +113,8 @@ function fetchedEventsChannel(url: string, accessToken: NonNullable<ServiceEvent
             if (stop.signal.aborted) return;
             onDisconnected(error);
             if (error instanceof GivenUp) return;
+          } finally {
+            stop.signal.removeEventListener('abort', hangUp);
           }
           await pause(retryMs, stop.signal);
         }
@@ -130,8 +138,10 @@ async function readEventStream(body: ReadableStream<Uint8Array>, handlers: { onE
     const { value, done } = await reader.read();
     if (done) return;
     buffered += decoder.decode(value, { stream: true });
-    const lines = buffered.split(/\r\n|\r|\n/);
-    buffered = lines.pop() ?? '';
+    // (A trailing CR waits for the next chunk: it may be the first half of a CRLF.)
+    const complete = buffered.endsWith('\r') ? buffered.slice(0, -1) : buffered;
+    const lines = complete.split(/\r\n|\r|\n/);
+    buffered = (lines.pop() ?? '') + buffered.slice(complete.length);
     for (const line of lines) {
       if (line === '') {
         if (data.length > 0) handlers.onEvent(event || 'message', data.join('\n'));
@@ -152,11 +162,13 @@ async function readEventStream(body: ReadableStream<Uint8Array>, handlers: { onE
 
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
+    const done = () => {
       clearTimeout(timer);
+      signal.removeEventListener('abort', done);
       resolve();
-    }, { once: true });
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 }
 
