@@ -104,6 +104,8 @@ export class DomainError extends Error {
 /** Turn zod issues into `[{ path, message }]` with dotted paths (`payload.address`). */
 /** At most this many errors are listed (a body of a million unknown keys is not answered with a million). */
 export const MAX_FIELD_ERRORS = 100;
+/** The path of the last entry when more were found than are listed (its message says how many). */
+export const MORE_FIELD_ERRORS_PATH = '(more)';
 
 export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; message: string; code?: string; keys?: readonly string[] }[]): FieldError[] {
   const pathOf = (path: readonly PropertyKey[]) => (path.length === 0 ? '(body)' : path.map(String).join('.'));
@@ -112,7 +114,7 @@ export function fieldErrors(issues: readonly { path: readonly PropertyKey[]; mes
     ? issue.keys.map((key) => ({ path: pathOf([...issue.path, key]), message: 'is not a known member' }))
     : [{ path: pathOf(issue.path), message: issue.message }]);
   if (errors.length <= MAX_FIELD_ERRORS) return errors;
-  return [...errors.slice(0, MAX_FIELD_ERRORS), { path: '(body)', message: `and ${errors.length - MAX_FIELD_ERRORS} more errors` }];
+  return [...errors.slice(0, MAX_FIELD_ERRORS), { path: MORE_FIELD_ERRORS_PATH, message: `and ${errors.length - MAX_FIELD_ERRORS} more errors` }];
 }
 
 /** Validate with a zod schema; failures are `invalid_request` listing every failing path. */

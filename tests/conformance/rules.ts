@@ -1,6 +1,7 @@
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { base58 } from '@scure/base';
 import { checksumAddress } from 'viem';
+import { MORE_FIELD_ERRORS_PATH } from '../../lib/errors.ts';
 
 /**
  * Rules the server enforces that JSON Schema cannot say (a checksum, a point on a curve, the server
@@ -107,6 +108,7 @@ export const SHAPE_CODES = new Set(['invalid_request', 'invalid_json', 'invalid_
 export function explainedRefusal(path: string, body: unknown, problem: { code: string; errors?: { path: string }[] }): boolean {
   const broken = DESCRIBED_RULES.filter((rule) => rule.path === path && rule.code === problem.code && rule.broken(body));
   if (broken.length === 0) return false;
-  const fields = problem.errors?.map((error) => error.path) ?? ['(body)'];
+  // (The entry that says how many more were found than listed names no field.)
+  const fields = problem.errors?.map((error) => error.path).filter((field) => field !== MORE_FIELD_ERRORS_PATH) ?? ['(body)'];
   return fields.every((field) => broken.some((rule) => rule.field.test(field)));
 }

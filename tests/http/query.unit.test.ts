@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
-import { DomainError, MAX_FIELD_ERRORS } from '../../lib/errors.ts';
+import { DomainError, MAX_FIELD_ERRORS, MORE_FIELD_ERRORS_PATH } from '../../lib/errors.ts';
 import { readQueryWith } from '../../lib/http/query.ts';
 
 /** A query read by one strict schema: every name known, each once, each failure at its own name. */
@@ -31,7 +31,7 @@ describe('reading a query string', () => {
   it('lists at most MAX_FIELD_ERRORS errors, then says how many more', () => {
     const errors = refusal(Array.from({ length: 150 }, (_, index) => `unknown${index}=1`).join('&'));
     expect(errors).toHaveLength(MAX_FIELD_ERRORS + 1);
-    expect(Array.isArray(errors) && errors.at(-1)).toEqual({ path: '(body)', message: 'and 50 more errors' });
+    expect(Array.isArray(errors) && errors.at(-1)).toEqual({ path: MORE_FIELD_ERRORS_PATH, message: 'and 50 more errors' });
   });
 
   it('refuses a name given twice, `__proto__` included', () => {
