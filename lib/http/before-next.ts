@@ -29,6 +29,15 @@ const HEADERS_OF_EVERY_ANSWER: Readonly<Record<string, string>> = {
 const ROUTED_METHODS: readonly string[] = ['GET', 'HEAD', 'OPTIONS', 'POST', 'PUT', 'PATCH', 'DELETE'];
 const ROUTED = new Set(ROUTED_METHODS);
 
+/**
+ * What a log line names of a request: its method and path, each bounded. Never a whole URL's path
+ * (absolute-form, or a target before it is rewritten): the URL may carry a user name and password.
+ */
+function loggedTarget(method: string | undefined, target: string | undefined): { method: string; path: string } {
+  const path = /^https?:\/\//i.test(target ?? '') ? '(a URL)' : (target ?? '').split('?')[0]!.slice(0, 256);
+  return { method: (method ?? '').slice(0, 32), path };
+}
+
 /** A problem answered before Next: problemParts with the headers of every answer, and its log line. */
 function answerBeforeNextParts(code: ProblemCode, detail: string, headers: Record<string, string>, requestIdHeader: string | null, logged: Record<string, unknown>) {
   const requestId = acceptRequestId(requestIdHeader);
@@ -48,7 +57,7 @@ function answerBeforeNextParts(code: ProblemCode, detail: string, headers: Recor
 function unroutedMethodAnswer(method: string, path: string, requestIdHeader: string | null) {
   return answerBeforeNextParts('method_not_allowed',
     `This service does not answer ${method.slice(0, 32)} requests; use ${ROUTED_METHODS.join(', ')} (OPTIONS on a path names the ones it takes).`,
-    { allow: ROUTED_METHODS.join(', ') }, requestIdHeader, { method: method.slice(0, 32), path: path.slice(0, 256) });
+    { allow: ROUTED_METHODS.join(', ') }, requestIdHeader, loggedTarget(method, path));
 }
 
 /**
@@ -76,7 +85,7 @@ function requestTargetAnswer(method: string, target: string, requestIdHeader: st
 function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: string | null) {
   if (request.httpVersion !== '1.1' || request.headers.host !== undefined) return undefined;
   return answerBeforeNextParts('invalid_request', 'An HTTP/1.1 request names its Host (RFC 9112, section 3.2).', { connection: 'close' },
-    requestIdHeader, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
+    requestIdHeader, loggedTarget(request.method, request.url));
 }
 
 /**
@@ -87,7 +96,7 @@ function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: strin
 function encodedApiSlashAnswer(method: string, target: string, requestIdHeader: string | null) {
   const path = target.split('?')[0]!;
   if (!/^\/api%2f/i.test(path)) return undefined;
-  return answerBeforeNextParts('not_found', `There is no ${path.slice(0, 256)} here; see /docs for the API.`, {}, requestIdHeader, { method: method.slice(0, 32), path: path.slice(0, 256) });
+  return answerBeforeNextParts('not_found', `There is no ${path.slice(0, 256)} here; see /docs for the API.`, {}, requestIdHeader, loggedTarget(method, path));
 }
 
 /**
@@ -104,9 +113,8 @@ function toOriginForm(request: http.IncomingMessage, requestIdHeader: string | n
   // (A URL's parser would read `http:///api/me` as host `api`, path `/me`: an authority is required.)
   const url = /^https?:\/\/[^/?#\s]/i.test(target) ? URL.parse(target) : null;
   if (!url?.host) {
-    // (Its path is not logged: the URL may carry a user name and password.)
     return answerBeforeNextParts('invalid_request', 'The request-target is a URL this server cannot read; send its path, such as /api/health.', {}, requestIdHeader,
-      { method: (request.method ?? '').slice(0, 32), path: '(a URL that does not parse)' });
+      loggedTarget(request.method, target));
   }
   request.url = `${url.pathname}${url.search}`;
   request.headers.host = url.host;
@@ -191,7 +199,7 @@ export function answerBeforeNext(): void {
       const header = request.headers['x-request-id'];
       // (Its body is not read: the connection closes with the answer.)
       const refused = answerBeforeNextParts('expectation_failed', 'This service meets no expectation but 100-continue: send the request without its Expect header.',
-        { connection: 'close' }, typeof header === 'string' ? header : null, { method: (request.method ?? '').slice(0, 32), path: (request.url ?? '').split('?')[0]!.slice(0, 256) });
+        { connection: 'close' }, typeof header === 'string' ? header : null, loggedTarget(request.method, request.url));
       response.writeHead(refused.status, refused.headers).end(refused.body);
       return true;
     }

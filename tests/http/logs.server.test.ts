@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +26,27 @@ describe('logs', () => {
     const entry = JSON.parse(line) as Record<string, unknown>;
     expect(entry).toMatchObject({ level: 'info', requestId: 'req-logs-1', vercelId, method: 'GET', path: '/api/health/live', status: 200, msg: 'request' });
     expect(entry.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  });
+
+  // Answered before the target is rewritten to its path (an Expect it cannot meet, a URL that does
+  // not parse): the line names no part of a URL, which may carry a user name and password.
+  it('names no part of a whole-URL target in the lines of answers made before Next', async () => {
+    const credentials = `user-${randomUUID()}:password-${randomUUID()}`;
+    const raw = (requestLine: string, headers: string) => new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+      socket.on('end', () => resolve(answer.split('\r\n')[0]!));
+      socket.on('error', reject);
+      socket.write(`${requestLine}\r\nHost: 127.0.0.1\r\n${headers}Connection: close\r\n\r\n{}`);
+    });
+    expect(await raw(`POST http://${credentials}@evil.example/api/health HTTP/1.1`, 'x-request-id: req-logs-expect\r\nexpect: 200-ok\r\ncontent-length: 2\r\n')).toMatch(/^HTTP\/1\.1 417/);
+    expect(await raw(`GET http://${credentials}@example:99999/api/health HTTP/1.1`, 'x-request-id: req-logs-unparsed\r\n')).toMatch(/^HTTP\/1\.1 400/);
+    for (const id of ['req-logs-expect', 'req-logs-unparsed']) {
+      await expect.poll(() => server.output().includes(id)).toBe(true);
+      expect(JSON.parse(server.output().split('\n').find((text) => text.includes(id))!)).toMatchObject({ requestId: id, path: '(a URL)' });
+    }
+    expect(server.output()).not.toContain(credentials);
   });
 
   it('drops an x-vercel-id that is not one (it comes from the client off Vercel)', async () => {
