@@ -34,8 +34,9 @@ export const MOST_CALLS_GATHERED = 10;
  * stay committed: the same as a call whose answer is lost after its commit, which callers already
  * handle (a webhook answers 503, and the redelivery is a duplicate, or stored again).
  *
- * Where the adapter has no pool to wait for (the embedded database, Supabase's Data API), every
- * call goes alone.
+ * The embedded database (lib/db/pglite.ts) is a "pool" of two places on its thread's queue: calls
+ * wait here while both are taken, with no bound (its one connection waits on no other's lock).
+ * Supabase's Data API cannot call a procedure: there every call goes alone.
  */
 export async function callDbGathered<T = unknown>(gathered: GatheredFunction, args: Record<string, unknown>): Promise<T> {
   const db = await getDatabase();

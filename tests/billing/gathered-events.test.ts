@@ -1,11 +1,15 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
 import { DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { billingIssue, cancellation, countAdapterCalls, day, entitlementsOf, eventRow, expiration, holdOutboundUserLock, holdSubscriberLock, purchase, renewal } from './support.ts';
 
 // Billing events that would wait for a pooled connection travel together, as one call of
@@ -200,5 +204,101 @@ describe('billing events gathered into one call (postgres)', () => {
       await release();
     }
     await expect(first).resolves.toMatchObject({ outcome: 'applied' });
+  });
+});
+
+describeOn('pglite')('billing events gathered into one call (embedded)', () => {
+  // The embedded database runs one call at a time on its thread; two are sent to it at once (one
+  // runs, the next waits there), and billing events that find two there wait in the server and go
+  // by tens (lib/db/pglite.ts).
+
+  /** A fresh embedded database of its own, the service's for `work`, counting the calls that go alone and the gathered ones. */
+  async function onEmbedded(work: (counts: ReturnType<typeof countAdapterCalls>, db: Awaited<ReturnType<typeof openPglite>>, folder: string) => Promise<void>) {
+    const root = mkdtempSync(path.join(tmpdir(), 'account-link-gathered-'));
+    const folder = path.join(root, 'db');
+    cpSync(inject('pgliteTemplateDir'), folder, { recursive: true });
+    const db = await openPglite(folder, { migrate: false });
+    try {
+      const counts = countAdapterCalls(db);
+      replaceDatabase(db);
+      await work(counts, db, folder);
+    } finally {
+      await db.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  }
+  const sql = async (db: Awaited<ReturnType<typeof openPglite>>, text: string, values: unknown[] = []) => (await db.session.query(text, values)).rows;
+
+  it('sends two alone and the rest by tens, and leaves exactly what one-at-a-time delivery leaves', async () => {
+    await onEmbedded(async (counts, db) => {
+      const users = Array.from({ length: 12 }, (_, i) => `embedded-gathered-${i}`);
+      const events = (prefix: string) => shuffled(users.flatMap((user) => history(`${prefix}${user}`)), 7);
+      const together = events('t-');
+      const results = await Promise.all(together.map((body) => recordBillingEvent(body, OPTIONS)));
+      expect(results.every((result) => !result.duplicate)).toBe(true);
+      // Two went to the thread at once; the 58 behind them went as six calls (10 x 5, then 8).
+      expect(counts.alone).toBe(2);
+      expect(counts.gathered).toEqual([10, 10, 10, 10, 10, 8]);
+
+      for (const body of events('a-')) await recordBillingEvent(body, OPTIONS);
+      expect(counts.gathered).toHaveLength(6);
+      const rowsOf = (prefix: string) => sql(db,
+        `select substr(app_user_id, 3) as user_id, entitlement_id, product_id, status, expires_at, will_renew from public.entitlements
+         where app_user_id like $1 order by 1, 2, 3`, [`${prefix}%`]);
+      const gathered = await rowsOf('t-');
+      expect(gathered.length).toBe(users.length);
+      expect(gathered).toEqual(await rowsOf('a-'));
+      const stored = await sql(db, 'select count(*)::int as n from public.billing_events where event_id = any ($1)', [together.map((body) => body.event.id)]);
+      expect(stored[0]?.n).toBe(together.length);
+    });
+  });
+
+  it('answers each gathered call as a call of its own would: a refused event, a repeated id, a value that cannot be a literal', async () => {
+    await onEmbedded(async (counts, db) => {
+      const first = purchase('embedded-answers', 0.001, 0, 30);
+      const bad = renewal('embedded-answers', 30.001, 30, 60);
+      const badPlan = { ...describeEventEffects(bad.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' };
+      // Its values go to the thread as parameters, not as literals (sql-call.ts).
+      const nul = purchase('embedded-answers-nul', 0.001, 0, 30, { store_note: 'a\u0000b' });
+      const fillers = [0, 1].map((i) => purchase(`embedded-answers-filler-${i}`, 0.001, 0, 30));
+      const answers = await Promise.allSettled([...fillers, first, bad, first, nul].map((body, i) =>
+        callDbGathered(RECORD_BILLING_EVENT, recordArgs(body, i === 3 ? badPlan : undefined))));
+      // The four behind the fillers went as one call, refused whole for the NUL; then each went alone.
+      expect(counts.gathered).toEqual([4]);
+      expect(counts.alone).toBe(6);
+      const [, , firstAnswer, badAnswer, againAnswer, nulAnswer] = answers;
+      expect(firstAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: false, outcome: 'applied' } });
+      expect(badAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid', reason: 'invalid_request', sqlState: 'PT400' } });
+      expect(againAnswer).toMatchObject({ status: 'fulfilled', value: { duplicate: true } });
+      expect(nulAnswer).toMatchObject({ status: 'rejected', reason: { kind: 'invalid' } });
+      const stored = await sql(db, 'select event_id from public.billing_events where event_id = any ($1) order by 1', [[first, bad, nul].map((body) => body.event.id)]);
+      expect(stored).toEqual([{ event_id: first.event.id }]);
+    });
+  });
+
+  it('keeps every event a gathered call answered on disk: a copy of the folder taken as it returns holds them all', async () => {
+    // Each event of the call commits without waiting for its log to be written, and the call ends
+    // with one commit that waits (record_billing_events). PGlite has no background writer, so a
+    // copy of its folder the moment a call returns is what a crash at that moment would leave.
+    const bodies = Array.from({ length: 12 }, (_, i) => purchase(`embedded-crash-image-${i}`, 0.001, 0, 30));
+    const ids = bodies.map((body) => body.event.id);
+    const image = mkdtempSync(path.join(tmpdir(), 'account-link-crash-image-'));
+    try {
+      await onEmbedded(async (counts, _db, folder) => {
+        const answers = await Promise.all(bodies.map((body) => recordBillingEvent(body, OPTIONS)));
+        expect(answers.every((answer) => answer.outcome === 'applied')).toBe(true);
+        expect(counts.gathered).toEqual([10]);
+        cpSync(folder, path.join(image, 'db'), { recursive: true });
+      });
+      const recovered = await openPglite(path.join(image, 'db'), { migrate: false });
+      try {
+        const { rows } = await recovered.session.query('select event_id from public.billing_events where event_id = any ($1)', [ids]);
+        expect(rows.map((row) => String(row.event_id)).sort()).toEqual([...ids].sort());
+      } finally {
+        await recovered.close();
+      }
+    } finally {
+      rmSync(image, { recursive: true, force: true });
+    }
   });
 });
