@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
 import { loadConfig } from '../lib/config.ts';
 import { buildOpenApiDocument } from '../lib/openapi/document.ts';
+import { evmSignatureForAnyDeployment } from '../lib/wallets/schemas.ts';
 import { helpIfAsked } from './command-args.ts';
 
 export const CLIENT_PACKAGE_DIR = path.join('packages', 'client');
@@ -58,7 +59,8 @@ export function currentClientPackageProblems(): string[] {
 /**
  * The networks a wallet may be on are each deployment's configuration (its own /api/openapi.json
  * lists them, and it answers 400 `unsupported_chain` for others): the client serves any
- * deployment, so in its types a chain id is any number and a cluster any string.
+ * deployment, so in its types a chain id is any number and a cluster any string, and the EVM
+ * signature's description names no deployment's chains.
  */
 function forAnyDeployment<T>(document: T): T {
   const widen = (node: unknown): unknown => {
@@ -66,10 +68,11 @@ function forAnyDeployment<T>(document: T): T {
     if (node === null || typeof node !== 'object') return node;
     const copy = Object.fromEntries(Object.entries(node).map(([key, value]) => [key, widen(value)]));
     if (copy.properties && typeof copy.properties === 'object') {
+      const properties = copy.properties as Record<string, Record<string, unknown>>;
       for (const name of ['chainId', 'cluster']) {
-        const property = (copy.properties as Record<string, Record<string, unknown>>)[name];
-        if (property?.enum) delete property.enum;
+        if (properties[name]?.enum) delete properties[name].enum;
       }
+      if (properties.signature?.pattern === evmSignatureForAnyDeployment.pattern) properties.signature.description = evmSignatureForAnyDeployment.description;
     }
     return copy;
   };

@@ -36,23 +36,41 @@ const solanaAddressDoc = {
  * WALLET_EVM_RPC_URLS or not), so the description is built from the configuration, naming chains,
  * never where their RPC is nor the setting (the document is public).
  */
-function evmSignatureDoc(networks: Pick<Config['wallet'], 'evmChainIds' | 'evmRpcUrls'>) {
-  const checked = networks.evmChainIds.filter((id) => networks.evmRpcUrls.has(id));
-  const unchecked = networks.evmChainIds.filter((id) => !networks.evmRpcUrls.has(id));
+function evmSignatureDoc(networks: Pick<Config['wallet'], 'evmChainIds' | 'evmRpcUrls'> | 'any deployment') {
   const chains = (ids: number[]) => `${ids.length === 1 ? 'chain' : 'chains'} ${ids.join(', ')}`;
   const capitalized = (text: string) => text[0]!.toUpperCase() + text.slice(1);
+  const checkedThere = 'it is checked on that chain through its RPC: 422 `invalid_signature` if the contract refuses it, 503 `chain_unavailable` if the RPC does not answer';
+  const uncheckedThere = '422 `unsupported_signature_type` (`invalid_signature` for 65 bytes)';
+  let contractWallets: string[];
+  if (networks === 'any deployment') {
+    contractWallets = [`on a chain whose contract wallets the deployment checks, ${checkedThere}; on another, ${uncheckedThere}.`];
+  } else {
+    const checked = networks.evmChainIds.filter((id) => networks.evmRpcUrls.has(id));
+    const unchecked = networks.evmChainIds.filter((id) => !networks.evmRpcUrls.has(id));
+    contractWallets = [
+      ...(checked.length > 0 ? [`on ${chains(checked)} ${checkedThere}.`] : []),
+      ...(unchecked.length > 0 ? [`${capitalized(chains(unchecked))} ${unchecked.length === 1 ? 'has' : 'have'} no contract-wallet checks here, so there it is ${uncheckedThere}.`] : []),
+    ];
+  }
   return {
-    pattern: '^0x(?:[0-9a-fA-F]{2})+$',
+    pattern: EVM_SIGNATURE_PATTERN,
     description: [
       'personal_sign (EIP-191) of `message`, as hex bytes: `0x` and an even number of hex digits (400 `invalid_request` otherwise).',
       'An ordinary wallet\'s is 65 bytes (r, s, v) that recover `address`, checked offline.',
       'Any other signature (another length, ERC-6492\'s magic suffix, or 65 bytes that do not recover `address`, such as a Safe\'s with v 31 or 32) is a smart-contract wallet\'s (ERC-1271/ERC-6492):',
-      ...(checked.length > 0 ? [`on ${chains(checked)} it is checked on that chain through its RPC: 422 \`invalid_signature\` if the contract refuses it, 503 \`chain_unavailable\` if the RPC does not answer.`] : []),
-      ...(unchecked.length > 0 ? [`${capitalized(chains(unchecked))} ${unchecked.length === 1 ? 'has' : 'have'} no contract-wallet checks here, so there it is 422 \`unsupported_signature_type\` (\`invalid_signature\` for 65 bytes).`] : []),
+      ...contractWallets,
       'ERC-8010 (EIP-7702 delegation) signatures: 422 `unsupported_signature_type`.',
     ].join(' '),
   };
 }
+const EVM_SIGNATURE_PATTERN = '^0x(?:[0-9a-fA-F]{2})+$';
+
+/**
+ * The EVM signature's description with no deployment's chains in it, for the typed client, which
+ * serves any deployment (scripts/client-generate.ts): the field whose pattern is the EVM
+ * signature's gets it.
+ */
+export const evmSignatureForAnyDeployment = { pattern: EVM_SIGNATURE_PATTERN, description: evmSignatureDoc('any deployment').description };
 const solanaSignatureDoc = {
   pattern: '^[1-9A-HJ-NP-Za-km-z]{64,88}$',
   description: 'ed25519 signature of the UTF-8 `message`, base58: it decodes to exactly 64 bytes (400 `invalid_request` otherwise).',

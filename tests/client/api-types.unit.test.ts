@@ -30,6 +30,9 @@ describe('packages/client/src/api-types.ts', () => {
     expect(committed.match(/^\s+chainId\??: .*;$/gm)?.map((line) => line.trim())).toEqual(expect.arrayContaining(['chainId: number;', 'chainId?: number;']));
     expect(committed).not.toMatch(/chainId\??: \d/);
     expect(committed).not.toMatch(/cluster\??: "/);
+    // ...and so are the chains it checks contract wallets on (the default configuration names two, unchecked).
+    expect(committed).not.toMatch(/[Cc]hains? \d+(, \d+)* (has|have) no contract-wallet checks/);
+    expect(committed).toContain('on a chain whose contract wallets the deployment checks');
   });
 
   it('knows the kinds of change the service publishes and documents for account_changed', () => {
