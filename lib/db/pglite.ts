@@ -80,7 +80,7 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       return (await firstRow(buildFunctionCall(fn, args)))?.result ?? null;
     },
     // Billing events that would queue behind the thread's calls go together (lib/db/gathered-calls.ts):
-    // ten renewals in one call cost the thread about 0.5 ms each against 0.8 alone (scripts/bench/NOTES.md).
+    // ten renewals in one call cost the thread about a fifth less each than alone (docs/decisions/gathered-calls.md).
     hasFreeConnection: () => calls.hasRoom(),
     async callProcedureWhenConnected(procedure, take) {
       await calls.room();
