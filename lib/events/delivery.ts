@@ -38,7 +38,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   const deadline = performance.now() + options.budgetMs;
   const lapses = options.lapses === false ? { told: 0, done: true } : await tellDueLapses(deadline);
   const endpoints = options.endpoints ?? getEventEndpoints();
-  await registerEndpoints(endpoints);
+  await registerEndpoints(endpoints, { evenIfUnchanged: true });
   const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, deadline, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
@@ -63,13 +63,20 @@ async function tellDueLapses(deadline: number): Promise<{ told: number; done: bo
   }
 }
 
-// The endpoints this process last registered (their ids and filters): registered again only when the settings differ.
+// The endpoints this process last registered (their ids and filters).
 let registered: string | undefined;
 
-async function registerEndpoints(endpoints: readonly EventEndpoint[]): Promise<void> {
+/**
+ * Register the settings' receivers and retire every other. A run after a write skips it while the
+ * settings are the ones this process last registered (else every write pays a call); a run of the
+ * schedule or one asked over HTTP always makes it, so a receiver another process registered (a
+ * preview or rollout with other settings) is retired within a minute, not left pending with every
+ * new event for as long as this server runs.
+ */
+async function registerEndpoints(endpoints: readonly EventEndpoint[], options: { evenIfUnchanged?: boolean } = {}): Promise<void> {
   const rows = endpoints.map((endpoint) => ({ id: endpoint.id, types: endpoint.types }));
   const key = JSON.stringify(rows);
-  if (key === registered) return;
+  if (key === registered && !options.evenIfUnchanged) return;
   await setEndpoints(rows);
   registered = key;
 }
@@ -276,25 +283,25 @@ const SCHEDULE = Symbol.for('account-link-service.outbox-schedule');
 /** One turn of the schedule: what a run after a write does, with a lapse scan, and the receivers no longer in the settings retired. */
 export async function moveOutboxOnSchedule(): Promise<void> {
   lastLapseScan = -Infinity;
-  await retireEndpointsWhenNoneConfigured();
+  await registerSettingsEndpoints();
   await moveOutboxAfterWrite();
 }
 
 /**
- * With no receiver left in the settings the runs after writes have no endpoint to run, so nothing
- * retired the ones earlier settings registered, and every new event kept getting a delivery for
- * them (kept past the retention while pending). The schedule retires them, as the events cron's run
- * does. Settings that are refused retire nothing (they may name receivers once fixed).
+ * The schedule registers the settings' receivers and retires the others, as the events cron's run
+ * does: every new event gets a delivery for each receiver registered, and one that no setting of
+ * this server names (settings that named it before, with none left, a run after writes has no
+ * endpoint to run; another process's) would keep getting them, kept past the retention while
+ * pending. Settings that are refused retire nothing (they may name receivers once fixed).
  */
-async function retireEndpointsWhenNoneConfigured(): Promise<void> {
+async function registerSettingsEndpoints(): Promise<void> {
   let endpoints: readonly EventEndpoint[];
   try {
     endpoints = getEventEndpoints();
   } catch {
     return;
   }
-  if (endpoints.length > 0) return;
-  await registerEndpoints([]).catch((error: unknown) => {
-    log.warn({ err: { message: (error as Error).message } }, 'retiring the event receivers no longer in the settings failed; the next run retries');
+  await registerEndpoints(endpoints, { evenIfUnchanged: true }).catch((error: unknown) => {
+    log.warn({ err: { message: (error as Error).message } }, 'registering the event receivers of the settings failed; the next run retries');
   });
 }

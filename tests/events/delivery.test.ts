@@ -175,6 +175,34 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     }
   });
 
+  it('on the schedule and in a run asked over HTTP, retires a receiver another process registered, though this one\'s settings are unchanged', async () => {
+    // A preview or rollout with other settings sharing the database registered a third receiver.
+    const other = await startWebhookReceiver({ secrets: signingSecret });
+    const elsewhere = endpointsFor([other], [signingSecret])[0]!;
+    const registerElsewhere = () => db.sql('select public.outbound_add_endpoints($1::jsonb)', [JSON.stringify([{ id: elsewhere.id, types: null }])]);
+    const active = async () => (await db.sql<{ id: string }>('select id from public.outbound_endpoints where retired_at is null order by id')).map((row) => row.id);
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]), EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
+    try {
+      await registerElsewhere();
+      expect(await active()).toContain(elsewhere.id);
+      // A run after a write on the same settings registers nothing again...
+      await moveOutboxAfterWrite();
+      expect(await active()).toContain(elsewhere.id);
+      // ...the schedule does, as does the events cron's run.
+      await moveOutboxOnSchedule();
+      expect(await active()).toEqual([endpoints[0]!.id]);
+      await registerElsewhere();
+      await runOutboundEvents({ budgetMs: 5_000 });
+      expect(await active()).toEqual([endpoints[0]!.id]);
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      expect(await db.sql('select endpoint_id from public.outbound_deliveries where user_id = $1', [user.userId])).toEqual([{ endpoint_id: endpoints[0]!.id }]);
+    } finally {
+      restore();
+      await other.close();
+    }
+  });
+
   it('retries an endpoint that answers 500, holding the user\'s later events behind the failed one, then sends them in order under the same ids', async () => {
     const user = await testUser();
     receiver.setBehaviour('fail500');
