@@ -68,16 +68,16 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
   const calls = new CallsOnTheThread();
   // One statement with its values as literals (two passes through the WASM server instead of six:
   // sql-call.ts); sent with parameters only when a value cannot be a literal.
-  const firstRow = (call: SqlCall) => calls.send(async () => {
+  const firstRowOf = async (call: SqlCall) => {
     const literal = withLiteralValues(call);
     const rows = (literal === null ? await thread.request('query', call) : await thread.request('statement', { text: literal })) as Record<string, unknown>[];
     return rows[0];
-  });
+  };
   return {
     mode: 'embedded',
     session,
     async call(fn, args) {
-      return (await firstRow(buildFunctionCall(fn, args)))?.result ?? null;
+      return (await calls.send(() => firstRowOf(buildFunctionCall(fn, args))))?.result ?? null;
     },
     // Billing events that would queue behind the thread's calls go together (lib/db/gathered-calls.ts):
     // ten renewals in one call cost the thread about a fifth less each than alone (docs/decisions/gathered-calls.md).
@@ -91,12 +91,7 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       }
       // No lock timeout or time budget: on its one connection a call never waits for another's
       // lock, and no caller gives up on the thread's answer.
-      return calls.sendInRoom(async () => {
-        const call = buildProcedureCall(procedure, args);
-        const literal = withLiteralValues(call);
-        const rows = (literal === null ? await thread.request('query', call) : await thread.request('statement', { text: literal })) as Record<string, unknown>[];
-        return rows[0] ?? {};
-      });
+      return (await calls.sendInRoom(() => firstRowOf(buildProcedureCall(procedure, args)))) ?? {};
     },
     close,
   };
