@@ -98,10 +98,12 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
 }
 
 /**
- * The calls this process has on the database thread. Two at a time leave the thread never waiting
- * for this thread's next message (one runs while the next waits behind it); a billing event that
- * finds two there waits here for room (lib/db/gathered-calls.ts), and when room comes, the events
- * waiting by then go as one call. Other calls never wait here: they join the thread's queue at once.
+ * The calls this process has on the database thread: two at a time, which leaves the thread never
+ * waiting for this thread's next message (one runs while the next waits behind it). The others wait
+ * here, in the order they were made, as calls wait for a pooled connection: billing events that
+ * wait go by tens as one call when room comes (lib/db/gathered-calls.ts), and every call waits its
+ * turn (were reads sent past the waiting events, a steady stream of them would hold the events
+ * back for as long as it lasted).
  */
 class CallsOnTheThread {
   private static readonly ROOM = 2;
@@ -112,9 +114,9 @@ class CallsOnTheThread {
     return this.onThread < CallsOnTheThread.ROOM && this.waiting.length === 0;
   }
 
-  /** Send now, whatever is there. */
-  send<T>(work: () => Promise<T>): Promise<T> {
-    this.onThread++;
+  /** Send when there is room. (Its place is taken before this returns: hasRoom() counts it at once.) */
+  async send<T>(work: () => Promise<T>): Promise<T> {
+    await this.room();
     return this.sendInRoom(work);
   }
 

@@ -11,7 +11,7 @@ import { closeDatabase } from '../../lib/db/index.ts';
 import { migrationTarget, readMigrationFiles, runMigrations, type SqlSession } from '../../lib/db/migrate.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
-import { DATABASE_KINDS, type DatabaseKind } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { dbPush, migrationList } from '../support/supabase-cli.ts';
@@ -68,7 +68,7 @@ describe.each(DATABASE_KINDS)('one migration ledger, the Supabase CLI\'s (%s)', 
   });
 });
 
-describe('a deployed instance on a database behind its code', () => {
+describeOn('postgres')('a deployed instance on a database behind its code', () => {
   let restore: (() => void) | undefined;
   afterEach(async () => {
     restore?.();

@@ -9,7 +9,7 @@ import * as healthRoute from '../../app/api/health/route.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { pendingMigrations, readMigrationFiles, splitStatements } from '../../lib/db/migrate.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
-import { migrateCounting } from '../support/databases.ts';
+import { describeOn, migrateCounting } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { dbPush, migrationList, supabaseCli } from '../support/supabase-cli.ts';
@@ -83,7 +83,7 @@ const expectedLedger: LedgerRow[] = files.map(({ version, name, fileName }) => (
 }));
 
 // Each test runs the CLI and `npm run migrate` as processes of their own, over the whole folder.
-describe('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.117.0, a Supabase-shaped database)', { timeout: 300_000 }, () => {
+describeOn('postgres')('the Supabase CLI and `npm run migrate` share one ledger (supabase 2.117.0, a Supabase-shaped database)', { timeout: 300_000 }, () => {
   let restore: (() => void) | undefined;
   afterEach(async () => {
     restore?.();
