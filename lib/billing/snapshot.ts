@@ -15,7 +15,7 @@ import { outranks, v2SubscriptionState } from './snapshot-v2.ts';
  *
  * | RevenueCat says                                                  | status            | renews |
  * |------------------------------------------------------------------|-------------------|--------|
- * | refunded_at                                                      | refunded          | no     |
+ * | refunded_at                                                      | refunded          | as ** |
  * | expires_date passed, grace_period_expires_date not yet           | grace             | no     |
  * | expires_date passed, auto_resume_date ahead                      | paused            | no     |
  * | expires_date passed                                              | expired           | no     |
@@ -24,6 +24,10 @@ import { outranks, v2SubscriptionState } from './snapshot-v2.ts';
  * | otherwise (a non-subscription: lifetime unless its entitlement   | active            | yes    |
  * |   says an expiry; a prepaid plan; a promotional grant)           |                   | (no)   |
  * | a non-subscription no entitlement points to                      | as events said *  |        |
+ *
+ * (**) A refund leaves auto-renewal as the record says it (not unsubscribed, no billing issue: yes),
+ * as the refund's events leave it: refunds "can be given without cancelling a subscription" (event
+ * types and fields), so a REFUND_REVERSED after a refresh is renewing again, as after the events alone.
  *
  * (*) v1 shows, per entitlement, only the purchase that lasts longest: a purchase no entitlement
  * points to may grant (a second lifetime beside the one shown), or have been refunded (v1 still
@@ -388,7 +392,9 @@ function subscriptionSource(productId: string, subscription: RevenueCatSubscript
     store: upper(subscription.store),
     status,
     // Prepaid plans are topped up, never renewed; a promotional grant never converts to a paid one.
-    willRenew: status === 'active' && subscription.period_type?.toLowerCase() !== 'prepaid' && subscription.store?.toLowerCase() !== 'promotional',
+    // A refund leaves renewal as RevenueCat's record has it (**).
+    willRenew: (status === 'active' || (status === 'refunded' && !subscription.unsubscribe_detected_at && !subscription.billing_issues_detected_at))
+      && subscription.period_type?.toLowerCase() !== 'prepaid' && subscription.store?.toLowerCase() !== 'promotional',
     // A refund ends access when it happened.
     expiresAt: refunded !== null ? new Date(Math.min(refunded, expires ?? refunded)).toISOString() : iso(subscription.expires_date),
     graceExpiresAt: status === 'grace' ? iso(subscription.grace_period_expires_date) : null,

@@ -29,7 +29,10 @@ const cases: { name: string; fields: Record<string, unknown>; expected: Record<s
     expected: { status: 'grace', graceExpiresAt: new Date(AT + 5 * DAY).toISOString() } },
   { name: 'lapsed, grace over', fields: { expires_date: iso(AT - 9 * DAY), grace_period_expires_date: iso(AT - DAY) }, expected: { status: 'expired', graceExpiresAt: null } },
   { name: 'paused until it resumes', fields: { expires_date: iso(AT - DAY), auto_resume_date: iso(AT + 20 * DAY), store: 'play_store' }, expected: { status: 'paused', store: 'PLAY_STORE' } },
-  { name: 'refunded: access ends at the refund', fields: { refunded_at: iso(AT - 2 * DAY) }, expected: { status: 'refunded', willRenew: false, expiresAt: new Date(AT - 2 * DAY).toISOString() } },
+  // A refund need not cancel the subscription: renewal stays as the record says (a REFUND_REVERSED then renews).
+  { name: 'refunded: access ends at the refund, renewal as it was', fields: { refunded_at: iso(AT - 2 * DAY) }, expected: { status: 'refunded', willRenew: true, expiresAt: new Date(AT - 2 * DAY).toISOString() } },
+  { name: 'refunded and unsubscribed', fields: { refunded_at: iso(AT - 2 * DAY), unsubscribe_detected_at: iso(AT - 2 * DAY) }, expected: { status: 'refunded', willRenew: false } },
+  { name: 'refunded, a prepaid plan', fields: { refunded_at: iso(AT - 2 * DAY), period_type: 'prepaid', store: 'play_store' }, expected: { status: 'refunded', willRenew: false } },
   { name: 'sandbox', fields: { is_sandbox: true }, expected: { environment: 'SANDBOX' } },
   { name: 'a trial', fields: { period_type: 'trial' }, expected: { periodType: 'TRIAL' } },
 ];
