@@ -13,7 +13,7 @@ import { z } from 'zod';
  * Local mode is the one place development conveniences exist (the embedded database, the dev
  * signing key and `npm run token`, the dev webhook secrets, local sign-in on the account page):
  * either nothing production-like is configured (no DATABASE_URL, no SUPABASE_*, no real secret, no
- * URL of another machine, not on Vercel: a newcomer's `npm run dev`; see productionLike), or LOCAL_DEV=1
+ * URL of another machine, not on Vercel: a newcomer's `npm run dev`; see productionLikeSettings), or LOCAL_DEV=1
  * asks for it (tests and benches on a real Postgres with dev tokens; refused on Vercel). Anywhere else a configuration that lacks something a
  * deployment needs is refused as a whole (ConfigError: logged at startup with what to set, and
  * 503 service_misconfigured to callers), rather than quietly filling the gap with a dev default.
@@ -391,7 +391,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
   if (e.LOCAL_DEV) assertLocalDevAllowed(env);
-  const local = !deployed && (e.LOCAL_DEV || !productionLike(env));
+  const local = !deployed && (e.LOCAL_DEV || productionLikeSettings(env).length === 0);
   // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
   // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
   const databaseUrl = options.operator ? operatorDatabaseUrl(env)?.url : e.DATABASE_URL ?? e.POSTGRES_URL;
@@ -521,7 +521,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     return unlessRefused(config, refused);
   }
   if (!local) {
-    checked(() => assertDeployable(config, appOrigin), undefined);
+    checked(() => assertDeployable(config, appOrigin, productionLikeSettings(env)), undefined);
     config.warnings.push(...optionalPartsOff(config));
   }
   if (config.auth.verifySession && !config.auth.supabaseUrl) {
@@ -755,15 +755,15 @@ const REAL_SECRETS: ReadonlySet<string> = new Set([
  * its real keys: it is refused, naming what to set. LOCAL_DEV=1 keeps local mode on purpose. Raw
  * env, so an empty value still counts as unset.
  */
-function productionLike(env: Record<string, string | undefined>): boolean {
-  return Object.entries(env).some(([name, value]) => {
+function productionLikeSettings(env: Record<string, string | undefined>): string[] {
+  return Object.entries(env).filter(([name, value]) => {
     if (emptyAsUnset(value) === undefined) return false;
     if (name === 'DATABASE_URL' || /^POSTGRES_URL/.test(name) || /^(NEXT_PUBLIC_)?SUPABASE_/.test(name) || REAL_SECRETS.has(name)) return true;
     if (name === 'APP_ORIGIN') return isPublicHttpsOrigin(value!);
     if (name === 'REVENUECAT_API_URL') return !isLoopbackUrl(value!);
     if (name === 'WALLET_EVM_RPC_URLS') return value!.split(',').some((entry) => entry.trim() !== '' && !isLoopbackUrl(entry.slice(entry.indexOf('=') + 1)));
     return false;
-  });
+  }).map(([name]) => name).sort();
 }
 
 /** Whether a URL points at this machine; anything unreadable counts as another machine. */
@@ -788,7 +788,7 @@ function isPublicHttpsOrigin(value: string): boolean {
  * Outside local mode nothing falls back to a dev default: every gap is named, and the whole
  * configuration is refused until it is filled.
  */
-function assertDeployable(config: Config, appOrigin: string | undefined): void {
+function assertDeployable(config: Config, appOrigin: string | undefined, productionLike: string[]): void {
   const missing: string[] = [];
   if (config.databaseMode === 'embedded') missing.push('DATABASE_URL, or SUPABASE_URL + SUPABASE_SECRET_KEY (the database)');
   if (config.auth.mode === 'dev-key') missing.push('SUPABASE_URL or SUPABASE_JWT_SECRET (to verify session tokens)');
@@ -796,9 +796,13 @@ function assertDeployable(config: Config, appOrigin: string | undefined): void {
   // Wallets sign messages naming this origin, and the session cookie is Secure only over https.
   if (!appOrigin?.startsWith('https://')) missing.push('APP_ORIGIN as your site\'s https:// origin');
   if (missing.length > 0) {
-    throw new ConfigError(`${config.deployed ? 'Deployed (on Vercel)' : 'Not in local mode (DATABASE_URL, SUPABASE_*, a real secret, a URL of another machine or a public https:// APP_ORIGIN is set)'} without the settings a deployment needs: ` +
+    // Off Vercel, the settings that ended local mode by name (an operator's secret put in .env.local
+    // ends it for `npm run dev` too, and a list of kinds left the developer to guess which).
+    const notLocal = `Not in local mode (${productionLike.join(', ')} ${productionLike.length === 1 ? 'is' : 'are'} set: `
+      + 'a database URL, a Supabase setting, a real secret, a URL of another machine or a public https:// APP_ORIGIN each end it)';
+    throw new ConfigError(`${config.deployed ? 'Deployed (on Vercel)' : notLocal} without the settings a deployment needs: ` +
       `${missing.join('; ')}. The embedded database, dev keys, dev webhook secrets and local sign-in exist only in local mode ` +
-      '(nothing production-like set, or LOCAL_DEV=1 off Vercel).');
+      '(nothing production-like set, or LOCAL_DEV=1 off Vercel). An operator\'s settings (ADMIN_API_SECRET, a database URL for `npm run status`) belong in the shell that runs the command, not in .env.local.');
   }
 }
 

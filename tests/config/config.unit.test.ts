@@ -201,8 +201,9 @@ describe('configuration', () => {
     { name: 'WALLET_EVM_RPC_URLS to another machine', env: { WALLET_EVM_RPC_URLS: '1=http://127.0.0.1:8545,8453=https://base.example/v2/key' } },
     { name: 'REVENUECAT_API_URL of another machine', env: { REVENUECAT_API_URL: 'https://revenuecat-proxy.example' } },
   ];
-  it.each(productionLike)('counts $name as production-like: not local mode, so without a database it is refused', ({ env }) => {
-    expect(() => loadConfig(env)).toThrow(/^Not in local mode \(.*a real secret, a URL of another machine.*DATABASE_URL, or SUPABASE_URL \+ SUPABASE_SECRET_KEY/);
+  it.each(productionLike)('counts $name as production-like: not local mode, so without a database it is refused, naming the setting', ({ env }) => {
+    const [name] = Object.keys(env);
+    expect(() => loadConfig(env)).toThrow(new RegExp(`^Not in local mode \\(${name} is set: .*a real secret, a URL of another machine.*DATABASE_URL, or SUPABASE_URL \\+ SUPABASE_SECRET_KEY.*not in \\.env\\.local`));
     // A RevenueCat key is a real account's unless its API is on this machine (a stand-in).
     const local = env.REVENUECAT_SECRET_API_KEY ? { ...env, REVENUECAT_API_URL: 'http://127.0.0.1:9999' } : env;
     expect(loadConfig({ ...local, LOCAL_DEV: '1' }).local).toBe(true);
