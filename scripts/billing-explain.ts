@@ -16,7 +16,7 @@ import { databaseOrService, defaultBaseUrl } from './operator.ts';
 const HELP = {
   about: 'Why a subscriber has (or lacks) each entitlement, in words: their ids, each event and snapshot in order with what it did, and why each entitlement grants or not now. Changes nothing.',
   usage: 'Usage: npm run billing:explain -- --user <app user id> [--json] [--base-url <url>]',
-  docs: 'docs/billing.md',
+  docs: 'docs/operations.md',
 };
 const values = commandArgs(HELP, { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
 const user = values.user || usageError(HELP, 'Missing --user <app user id>.');
