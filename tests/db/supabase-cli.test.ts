@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import * as healthRoute from '../../app/api/health/route.ts';
 import { closeDatabase } from '../../lib/db/index.ts';
 import { pendingMigrations, readMigrationFiles, splitStatements } from '../../lib/db/migrate.ts';
