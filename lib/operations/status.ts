@@ -238,6 +238,8 @@ export function attentionFor(status: ServiceStatus, now: Date): string[] {
   if (behind.heldEvents > 0) notes.push(`${behind.heldEvents} billing event(s) are held aside until their customers' checkpoints succeed (the next maintenance run tries again).`);
   if (maintenance.lastRun && maintenance.lastRun.result.done === false) notes.push('The last maintenance run did not finish everything due: the next run goes on.');
   if (!maintenance.lastRun && parts?.cron === 'on' && !status.mode.local) notes.push('No maintenance run recorded yet: the daily cron job (GET /api/cron/maintenance) has not run here.');
+  // The startup log says it once; the status says it while it lasts.
+  if (parts?.cron === 'off' && !status.mode.local) notes.push('CRON_SECRET is unset: the daily jobs (the billing sweep, the retention) answer 503 and never run, so the billing event log grows without bound. Set it (docs/configuration.md).');
   if (status.events) notes.push(...outboxAttention(status.events, now));
   return notes;
 }

@@ -139,6 +139,19 @@ describe.each(DATABASE_KINDS)('GET /api/admin/status on %s', (kind) => {
     expect(describeStatus(body).find((line) => line.startsWith('Maintenance:'))).toContain(`dropped billing months billing_events_${name}, 1 checkpoint(s)`);
   });
 
+  it('outside local mode without CRON_SECRET, says so under attention while it lasts (the startup log says it once)', async () => {
+    const restore = setEnv({ ...DEPLOYMENT_SETTINGS, ADMIN_API_SECRET: ADMIN_SECRET, CRON_SECRET: undefined });
+    try {
+      const body = await status();
+      expect(body.parts.cron).toBe('off');
+      expect(body.attention).toEqual(expect.arrayContaining([expect.stringMatching(/^CRON_SECRET is unset: the daily jobs .* never run/)]));
+      expect(describeStatus(body)).not.toContain('Nothing needs attention.');
+    } finally {
+      restore();
+    }
+    expect((await status()).attention).not.toEqual(expect.arrayContaining([expect.stringMatching(/^CRON_SECRET/)]));
+  });
+
   it('answers only the admin secret: none or the cron secret is a 401; without ADMIN_API_SECRET, local mode\'s dev admin secret, and 503 outside local mode', async () => {
     for (const authorization of [undefined, `Bearer ${CRON_SECRET}`, ADMIN_SECRET, `Bearer ${DEV_ADMIN_SECRET}`]) {
       const response = await callRoute(statusRoute, { headers: authorization ? { authorization } : {} });
