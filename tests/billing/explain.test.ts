@@ -55,7 +55,8 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
       entitlements: { pro: v1Entitlement(YEARLY, { purchased: day(41), expires: day(406) }) },
       subscriptions: {
         [YEARLY]: v1Subscription({ purchased: day(41), expires: day(406), transactionId: '9000' }),
-        [MONTHLY]: v1Subscription({ purchased: day(30), expires: day(60), refunded: day(40), transactionId: String(renewed.event.transaction_id) }),
+        // Refunded, and auto-renewal turned off at the refund (a refund alone leaves it on): the sync turns it off here.
+        [MONTHLY]: v1Subscription({ purchased: day(30), expires: day(60), refunded: day(40), unsubscribed: day(40), transactionId: String(renewed.event.transaction_id) }),
       },
     });
     revenuecat.setClock(day(50));
