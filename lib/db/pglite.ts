@@ -47,10 +47,14 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       await thread.request('exec', { text: sql });
     },
   };
+  const calls = new CallsOnTheThread();
+  thread.onExit((error) => calls.fail(error));
   let closed = false;
   const close = async () => {
     if (closed) return;
     closed = true;
+    // Calls already sent finish first (the thread answers in order); gathered ones still waiting fail.
+    calls.fail(new DbError('unavailable', 'The embedded database was closed.'));
     try {
       await thread.close();
     } finally {
@@ -65,7 +69,6 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
       throw error;
     }
   }
-  const calls = new CallsOnTheThread();
   // One statement with its values as literals (two passes through the WASM server instead of six:
   // sql-call.ts); sent with parameters only when a value cannot be a literal.
   const firstRowOf = async (call: SqlCall) => {
@@ -83,67 +86,81 @@ export async function openPglite(dataDir: string, options: { migrate?: boolean }
     // ten renewals in one call cost the thread about a fifth less each than alone (docs/decisions/gathered-calls.md).
     hasFreeConnection: () => calls.hasRoom(),
     async callProcedureWhenConnected(procedure, take) {
-      await calls.room();
+      await calls.turn();
       const args = take();
       if (!args) {
-        calls.leave();
+        calls.giveBack();
         return undefined;
       }
       // No lock timeout or time budget: on its one connection a call never waits for another's
       // lock, and no caller gives up on the thread's answer.
-      return (await calls.sendInRoom(() => firstRowOf(buildProcedureCall(procedure, args)))) ?? {};
+      return (await calls.sendInTurn(() => firstRowOf(buildProcedureCall(procedure, args)))) ?? {};
     },
     close,
   };
 }
 
 /**
- * The calls this process has on the database thread: two at a time, which leaves the thread never
- * waiting for this thread's next message (one runs while the next waits behind it). The others wait
- * here, in the order they were made, as calls wait for a pooled connection: billing events that
- * wait go by tens as one call when room comes (lib/db/gathered-calls.ts), and every call waits its
- * turn (were reads sent past the waiting events, a steady stream of them would hold the events
- * back for as long as it lasted).
+ * The calls this process has sent to the database thread, which answers them one at a time in the
+ * order they came. A call is sent at once, never held here (a read waits on the thread's queue, as
+ * it always did). Billing events that would queue behind two calls wait here instead, and go by
+ * tens as one call (lib/db/gathered-calls.ts) when their turn comes: when fewer than two of the
+ * calls sent before they began to wait are unanswered, so the calls sent after them (a stream of
+ * reads) never push them back, and the thread still has the next call queued while it runs one.
  */
 class CallsOnTheThread {
   private static readonly ROOM = 2;
-  private onThread = 0;
-  private readonly waiting: Array<() => void> = [];
+  /** Calls sent (or turns given), and of them answered (or given back): the thread answers in order. */
+  private sent = 0;
+  private answered = 0;
+  private failed: Error | undefined;
+  /** Gathered calls waiting for their turn, each with how many calls were sent before it. */
+  private readonly waiting: Array<{ after: number; resolve(): void; reject(error: Error): void }> = [];
 
   hasRoom(): boolean {
-    return this.onThread < CallsOnTheThread.ROOM && this.waiting.length === 0;
+    return this.failed === undefined && this.sent - this.answered < CallsOnTheThread.ROOM && this.waiting.length === 0;
   }
 
-  /** Send when there is room. (Its place is taken before this returns: hasRoom() counts it at once.) */
-  async send<T>(work: () => Promise<T>): Promise<T> {
-    await this.room();
-    return this.sendInRoom(work);
+  /** Send now (counted at once, so hasRoom() sees it in the same turn). */
+  send<T>(work: () => Promise<T>): Promise<T> {
+    this.sent++;
+    return this.sendInTurn(work);
   }
 
-  /** Wait for room; the room is this caller's until it sends (sendInRoom) or leaves. */
-  room(): Promise<void> {
+  /** Wait for a turn; it is this caller's until it sends (sendInTurn) or gives it back. */
+  turn(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
     if (this.hasRoom()) {
-      this.onThread++;
+      this.sent++;
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.waiting.push(resolve));
+    return new Promise((resolve, reject) => this.waiting.push({ after: this.sent, resolve, reject }));
   }
 
-  async sendInRoom<T>(work: () => Promise<T>): Promise<T> {
+  async sendInTurn<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } finally {
-      this.leave();
+      this.giveBack();
     }
   }
 
-  /** A call answered (or room given back unused): the first waiting caller gets its room. */
-  leave(): void {
-    this.onThread--;
-    while (this.onThread < CallsOnTheThread.ROOM && this.waiting.length > 0) {
-      this.onThread++;
-      this.waiting.shift()!();
+  /** A call answered, or a turn given back unused: the first waiting call may go. */
+  giveBack(): void {
+    this.answered++;
+    while (this.waiting.length > 0 && this.waiting[0]!.after - this.answered < CallsOnTheThread.ROOM) {
+      const next = this.waiting.shift()!;
+      this.sent++;
+      // The ones behind it wait for it too.
+      for (const later of this.waiting) later.after = Math.max(later.after, this.sent);
+      next.resolve();
     }
+  }
+
+  /** The thread is gone (or closing): every waiting call fails so, and every later turn. */
+  fail(error: Error): void {
+    this.failed ??= error;
+    for (const waiter of this.waiting.splice(0)) waiter.reject(this.failed);
   }
 }
 
@@ -204,11 +221,21 @@ class PgliteThread {
       if (reply.error) waiter?.reject(Object.assign(new Error(reply.error.message), reply.error));
       else waiter?.resolve(reply.result);
     });
-    // The thread died (out of memory, a WASM abort): every waiting call fails as unavailable.
+    // The thread died (out of memory, a WASM abort) or was closed: every waiting call fails as
+    // unavailable, and so does every later one (a message to a dead thread is never answered).
     worker.on('exit', (code) => {
-      for (const waiter of this.pending.values()) waiter.reject(new DbError('unavailable', `The embedded database thread exited (${code}).`));
+      this.exited = new DbError('unavailable', `The embedded database thread exited (${code}).`);
+      for (const waiter of this.pending.values()) waiter.reject(this.exited);
       this.pending.clear();
+      for (const listener of this.exitListeners) listener(this.exited);
     });
+  }
+
+  private exited: DbError | undefined;
+  private readonly exitListeners: Array<(error: DbError) => void> = [];
+
+  onExit(listener: (error: DbError) => void): void {
+    this.exitListeners.push(listener);
   }
 
   static async start(dataDir: string): Promise<PgliteThread> {
@@ -231,6 +258,7 @@ class PgliteThread {
   }
 
   request(op: Op, payload: { text?: string; values?: unknown[] } = {}): Promise<unknown> {
+    if (this.exited) return Promise.reject(this.exited);
     const id = this.nextId++;
     this.worker.ref();
     return new Promise((resolve, reject) => {

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { databasePoolFor } from '../../lib/config.ts';
 import { replaceDatabase } from '../../lib/db/index.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { countAdapterCalls, day, deliver, entitlementsOf, eventRow, holdSubscriberLock, purchase } from './support.ts';
 
 // One customer's held lock (a slow refold, a checkpoint, an operator's explain) may delay that
@@ -11,7 +11,7 @@ import { countAdapterCalls, day, deliver, entitlementsOf, eventRow, holdSubscrib
 // other webhook takes a free connection or a gathered call. Through the route, over HTTP, on a real
 // Postgres server, with the deployed pool.
 
-describe('a customer whose lock is held (postgres)', () => {
+describeOn('postgres')('a customer whose lock is held (postgres)', () => {
   const db = suiteDatabase('postgres');
   /** The deployed pool (lib/config.ts), and a lock wait far longer than the test: the held customer's calls wait until released. */
   const poolSize = databasePoolFor(true, undefined).max;

@@ -6,7 +6,7 @@ import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { RECORD_BILLING_EVENT, recordBillingEvent, type RecordBillingEventOptions } from '../../lib/billing/record-event.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { callDbGathered, MOST_CALLS_GATHERED } from '../../lib/db/gathered-calls.ts';
-import { DbError, replaceDatabase } from '../../lib/db/index.ts';
+import { callDb, DbError, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
 import { openPostgres } from '../../lib/db/postgres.ts';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
@@ -250,6 +250,53 @@ describeOn('pglite')('billing events gathered into one call (embedded)', () => {
       expect(gathered).toEqual(await rowsOf('a-'));
       const stored = await sql(db, 'select count(*)::int as n from public.billing_events where event_id = any ($1)', [together.map((body) => body.event.id)]);
       expect(stored[0]?.n).toBe(together.length);
+    });
+  });
+
+  it('settles every call when the database closes while gathered ones wait: those sent are answered, the waiting ones fail as unavailable, later ones at once', async () => {
+    const root = mkdtempSync(path.join(tmpdir(), 'account-link-gathered-close-'));
+    try {
+      cpSync(inject('pgliteTemplateDir'), path.join(root, 'db'), { recursive: true });
+      const db = await openPglite(path.join(root, 'db'), { migrate: false });
+      const counts = countAdapterCalls(db);
+      replaceDatabase(db);
+      const calls = Array.from({ length: 12 }, (_, i) => recordBillingEvent(purchase(`embedded-closing-${i}`, 0.001, 0, 30), OPTIONS));
+      // (Were one never answered, this would wait until the test's timeout.)
+      const settling = Promise.allSettled(calls);
+      // Two are on the thread and the others wait to go together when it closes.
+      while (counts.alone < 2) await new Promise((resolve) => setImmediate(resolve));
+      await db.close();
+      const settled = await settling;
+      expect(settled.slice(0, 2).map((answer) => answer.status)).toEqual(['fulfilled', 'fulfilled']);
+      for (const answer of settled.slice(2)) expect(answer).toMatchObject({ status: 'rejected', reason: { kind: 'unavailable' } });
+      await expect(db.call('record_billing_event', recordArgs(purchase('embedded-closed', 0.001, 0, 30)))).rejects.toMatchObject({ kind: 'unavailable' });
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it('gives waiting billing events their turn while reads keep coming: reads made after them never push them back', async () => {
+    await onEmbedded(async (counts) => {
+      let stop = false;
+      let reads = 0;
+      // Four readers, each making a call as soon as its last one is answered: there are always
+      // calls on the thread, sent after the events began to wait.
+      const readers = Array.from({ length: 4 }, async () => {
+        while (!stop) {
+          await callDb('outbound_status', {});
+          reads++;
+        }
+      });
+      const events = Array.from({ length: 12 }, (_, i) => recordBillingEvent(purchase(`embedded-turn-${i}`, 0.001, 0, 30), OPTIONS));
+      try {
+        const answers = await Promise.all(events);
+        expect(answers.every((answer) => answer.outcome === 'applied')).toBe(true);
+        expect(counts.gathered.length).toBeGreaterThan(0);
+        expect(reads).toBeGreaterThan(0);
+      } finally {
+        stop = true;
+        await Promise.all(readers);
+      }
     });
   });
 

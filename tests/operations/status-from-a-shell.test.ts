@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import * as statusRoute from '../../app/api/admin/status/route.ts';
 import * as healthRoute from '../../app/api/health/route.ts';
 import * as webhookRoute from '../../app/api/webhooks/subscription-billing/route.ts';
@@ -16,7 +16,7 @@ import { clientSession } from '../../lib/db/postgres.ts';
 import { serviceStatusSchema } from '../../lib/openapi/responses.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
-import { suiteDatabase } from '../support/databases.ts';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { captureLogs } from '../support/log-capture.ts';
@@ -37,7 +37,7 @@ const runStatus = (args: string[], env: Record<string, string>) => promisify(exe
   env: { PATH: process.env.PATH!, HOME: process.env.HOME!, ...env } as unknown as NodeJS.ProcessEnv, timeout: 120_000,
 });
 
-describe('a deployment whose database is one migration behind its code', () => {
+describeOn('postgres')('a deployment whose database is one migration behind its code', () => {
   let url: string;
   let restore: () => void;
   beforeAll(async () => {
@@ -112,7 +112,7 @@ describe('a deployment whose database is one migration behind its code', () => {
   }, 120_000);
 });
 
-describe('`npm run status` beside a working deployment', () => {
+describeOn('postgres')('`npm run status` beside a working deployment', () => {
   const db = suiteDatabase('postgres');
   let deployment: RouteServer;
   let revenuecat: FakeRevenueCat;
