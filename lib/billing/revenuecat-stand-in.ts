@@ -109,7 +109,8 @@ export function recordOf(rows: StoredRow[]): V1Customer {
         is_sandbox: sandbox,
         ownership_type: 'PURCHASED',
         store_transaction_id: row.transaction_id,
-        unsubscribe_detected_at: !row.will_renew && !issue && row.status !== 'refunded' ? v1Time(row.last_event_at) : null,
+        // (A refunded row keeps the renewal its events left: refunds "can be given without cancelling".)
+        unsubscribe_detected_at: !row.will_renew && !issue ? v1Time(row.last_event_at) : null,
         billing_issues_detected_at: issue ? v1Time(row.last_event_at) : null,
         grace_period_expires_date: row.status === 'grace' ? v1Time(row.grace_expires_at) : null,
         refunded_at: row.status === 'refunded' ? v1Time(row.expires_at ?? row.last_event_at) : null,

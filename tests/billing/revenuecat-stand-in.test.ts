@@ -159,21 +159,29 @@ describe.each(DATABASE_KINDS)('the stand-in over real HTTP on %s', (kind) => {
     expect(after[0]!.syncedAt).not.toBeNull();
   });
 
-  it('a refresh after a refund leaves renewal as it was: a REFUND_REVERSED then makes it active and renewing again, as without the refresh', async () => {
+  it.each([
+    { name: 'renewing when refunded', unsubscribed: false, after: { status: 'active', willRenew: true } },
+    { name: 'turned off before the refund', unsubscribed: true, after: { status: 'cancelled_active', willRenew: false } },
+  ])('a refresh after a refund leaves renewal as it was ($name): a REFUND_REVERSED then gives what the webhooks alone give', async ({ unsubscribed, after }) => {
     // (A refund need not cancel the subscription: "refunds can be given without cancelling a
-    // subscription", event types and fields. The record says so: refunded_at, no unsubscribe.)
+    // subscription", event types and fields. The record says which: refunded_at, and an unsubscribe or not.)
     const user = await testUser();
-    const purchase = event('initial-purchase', user.userId, { event_timestamp_ms: at(-3), purchased_at_ms: at(-3), expiration_at_ms: at(27) });
-    const refund = event('cancellation-customer-support', user.userId, { event_timestamp_ms: at(-2), purchased_at_ms: at(-3), expiration_at_ms: at(-2), cancel_reason: 'CUSTOMER_SUPPORT', price: -9.99 });
-    for (const body of [purchase, refund]) expect((await deliver(body)).status).toBe(200);
+    const events = [
+      event('initial-purchase', user.userId, { event_timestamp_ms: at(-3), purchased_at_ms: at(-3), expiration_at_ms: at(27) }),
+      ...(unsubscribed ? [event('cancellation-unsubscribe', user.userId, { event_timestamp_ms: at(-2.5), purchased_at_ms: at(-3), expiration_at_ms: at(27), cancel_reason: 'UNSUBSCRIBE' })] : []),
+      event('cancellation-customer-support', user.userId, { event_timestamp_ms: at(-2), purchased_at_ms: at(-3), expiration_at_ms: at(-2), cancel_reason: 'CUSTOMER_SUPPORT', price: -9.99 }),
+    ];
+    for (const body of events) expect((await deliver(body)).status).toBe(200);
+    const rowOf = async () => (await db.sql<{ status: string; will_renew: boolean }>('select status, will_renew from public.entitlements where app_user_id = $1', [user.userId]))[0];
+    const before = await rowOf();
+    expect(before).toEqual({ status: 'refunded', will_renew: !unsubscribed });
     const refresh = await callRoute(userSyncRoute, { method: 'POST', headers: { authorization: user.authorization } });
     expect(refresh.status).toBe(200);
-    const [row] = await db.sql<{ status: string; will_renew: boolean }>('select status, will_renew from public.entitlements where app_user_id = $1', [user.userId]);
-    expect(row).toEqual({ status: 'refunded', will_renew: true });
+    expect(await rowOf()).toEqual(before);
     // The reversal comes after the refresh (the record's time is the refresh's).
     const reversed = event('refund-reversed', user.userId, { event_timestamp_ms: Date.now() + 1_000, purchased_at_ms: at(-3), expiration_at_ms: at(27) });
     expect((await deliver(reversed)).status).toBe(200);
-    expect(await entitlementsOf(db, user.userId, new Date())).toEqual([expect.objectContaining({ id: 'pro', active: true, status: 'active', willRenew: true, expiresAt: iso(at(27)) })]);
+    expect(await entitlementsOf(db, user.userId, new Date())).toEqual([expect.objectContaining({ id: 'pro', active: true, ...after, expiresAt: iso(at(27)) })]);
   });
 
   it('answers a scripted customer as it is: a purchase no webhook told of appears after a refresh', async () => {
