@@ -20,7 +20,8 @@ export interface EmbeddedDatabase extends DatabaseAdapter {
  * would stop HTTP parsing, routing and JSON work for its whole duration (about a millisecond for a
  * billing event), and requests would queue behind it on one core. On its own thread the SQL runs
  * beside the request handling, on the machine's other core. Calls still run one at a time (PGlite
- * has one connection), in the order they were made.
+ * has one connection), in the order they were sent: a billing event that waits to go with others
+ * (CallsOnTheThread) is sent when its turn comes.
  *
  * Durability is PGlite's own, unchanged by the thread: each call's WAL is written to the folder's
  * files before the call returns (plain writes, no fsync: a killed process loses nothing a call returned, an operating-system crash

@@ -300,12 +300,12 @@ describeOn('pglite')('billing events gathered into one call (embedded)', () => {
     });
   });
 
-  it('answers each gathered call as a call of its own would: a refused event, a repeated id, a value that cannot be a literal', async () => {
+  it('answers each gathered call as a call of its own would: a refused event, a repeated id, a value Postgres refuses', async () => {
     await onEmbedded(async (counts, db) => {
       const first = purchase('embedded-answers', 0.001, 0, 30);
       const bad = renewal('embedded-answers', 30.001, 30, 60);
       const badPlan = { ...describeEventEffects(bad.event, NOW, { ignoreSandbox: false }), eventId: 'another-event' };
-      // Its values go to the thread as parameters, not as literals (sql-call.ts).
+      // A value Postgres refuses (a \u0000 escape in jsonb): it refuses the whole gathered call.
       const nul = purchase('embedded-answers-nul', 0.001, 0, 30, { store_note: 'a\u0000b' });
       const fillers = [0, 1].map((i) => purchase(`embedded-answers-filler-${i}`, 0.001, 0, 30));
       const answers = await Promise.allSettled([...fillers, first, bad, first, nul].map((body, i) =>
