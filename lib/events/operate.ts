@@ -146,7 +146,10 @@ function endpointName(endpoint: EndpointOverview): string {
 export function describeOutbox(overview: OutboxOverview): string[] {
   const refused = overview.settingsRefused === null ? [] : [`Events: the settings are refused, nothing is sent: ${overview.settingsRefused}`];
   if (overview.endpoints.length === 0) {
-    return [...refused, `Events: ${refused.length ? 'no endpoint registered' : 'no endpoint (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS)'}; ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
+    // What the database holds: the service registers the receivers its own settings name when it
+    // opens the database (this shell's settings may be another's, or none).
+    const none = refused.length ? 'no endpoint registered' : 'no endpoint registered (the service registers those its EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS name)';
+    return [...refused, `Events: ${none}; ${overview.events} event(s) stored; ${overview.lapsesDue} lapse(s) due`];
   }
   // (Refused settings name no URL at all: the endpoint's own may well be in them.)
   const noUrl = refused.length ? '(URL unread: the settings are refused)' : '(URL not in these settings)';

@@ -50,6 +50,8 @@ describe('settings the service refuses', () => {
     expect(waiting).toContain(': 2 pending (the oldest since 2026-01-01 10:00 UTC; the next attempt due 2026-01-01 10:01:30 UTC), 0 dead;');
     expect(describeOutbox(outboxOverview(status([row({})]), null))[1]).toMatch(/^ {2}[0-9a-f]{16} \(URL not in these settings\) \[active\]/);
     expect(describeOutbox(outboxOverview(status([]), refused))).toEqual([`Events: the settings are refused, nothing is sent: ${why}`, 'Events: no endpoint registered; 3 event(s) stored; 2 lapse(s) due']);
+    // Without refused settings, what the database holds, not what this shell's settings say.
+    expect(describeOutbox(outboxOverview(status([]), null))).toEqual(['Events: no endpoint registered (the service registers those its EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS name); 3 event(s) stored; 2 lapse(s) due']);
     const [note] = outboxAttention(overview, new Date());
     expect(note).toContain(`The outbound events' settings are refused, so no event is sent: ${why}`);
     expect(note).toContain('npm run events:replay');
