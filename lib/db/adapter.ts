@@ -5,8 +5,8 @@ export interface DatabaseAdapter {
   readonly mode: DatabaseMode;
   call(fn: string, args: Record<string, unknown>): Promise<unknown>;
   /**
-   * Where calls share a pool of connections (Postgres; the embedded database's two places on its
-   * thread's queue): whether a call made now would find a connection free, without waiting for one.
+   * Where calls share a pool of connections (Postgres; the embedded database, as two calls on its
+   * thread): whether a call made now would find a connection free, without waiting for one.
    */
   hasFreeConnection?(): boolean;
   /**

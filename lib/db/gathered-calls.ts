@@ -34,8 +34,9 @@ export const MOST_CALLS_GATHERED = 10;
  * stay committed: the same as a call whose answer is lost after its commit, which callers already
  * handle (a webhook answers 503, and the redelivery is a duplicate, or stored again).
  *
- * The embedded database (lib/db/pglite.ts) is a "pool" of two places on its thread's queue: calls
- * wait here while both are taken, with no bound (its one connection waits on no other's lock).
+ * The embedded database (lib/db/pglite.ts) counts as two connections: a call waits here while two
+ * calls sent before it are unanswered on its thread, with no bound (its one connection waits on no
+ * other's lock).
  * Supabase's Data API cannot call a procedure: there every call goes alone.
  */
 export async function callDbGathered<T = unknown>(gathered: GatheredFunction, args: Record<string, unknown>): Promise<T> {
