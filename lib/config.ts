@@ -391,7 +391,9 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     throw new ConfigError('LOCAL_DEV=1 is refused on a deployment (VERCEL is set): it turns on dev keys and dev secrets. Remove it.');
   }
   if (e.LOCAL_DEV) assertLocalDevAllowed(env);
-  const local = !deployed && (e.LOCAL_DEV || productionLikeSettings(env).length === 0);
+  // The settings that say "a real deployment" (named again if the configuration is refused for it).
+  const productionLike = productionLikeSettings(env);
+  const local = !deployed && (e.LOCAL_DEV || productionLike.length === 0);
   // Where two names say the same thing, the service's own name wins, then Supabase's newer one,
   // then what the Vercel-Supabase integration installs (docs/configuration.md, "Which name wins").
   const databaseUrl = options.operator ? operatorDatabaseUrl(env)?.url : e.DATABASE_URL ?? e.POSTGRES_URL;
@@ -521,7 +523,7 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
     return unlessRefused(config, refused);
   }
   if (!local) {
-    checked(() => assertDeployable(config, appOrigin, productionLikeSettings(env)), undefined);
+    checked(() => assertDeployable(config, appOrigin, productionLike), undefined);
     config.warnings.push(...optionalPartsOff(config));
   }
   if (config.auth.verifySession && !config.auth.supabaseUrl) {

@@ -38,6 +38,12 @@ function loggedTarget(method: string | undefined, target: string | undefined): {
   return { method: (method ?? '').slice(0, 32), path };
 }
 
+/** The X-Request-Id a Node request carries, as acceptRequestId takes it (one value, or none). */
+function requestIdHeaderOf(request: http.IncomingMessage | undefined): string | null {
+  const header = request?.headers['x-request-id'];
+  return typeof header === 'string' ? header : null;
+}
+
 /** A problem answered before Next: problemParts with the headers of every answer, and its log line. */
 function answerBeforeNextParts(code: ProblemCode, detail: string, headers: Record<string, string>, requestIdHeader: string | null, logged: Record<string, unknown>) {
   const requestId = acceptRequestId(requestIdHeader);
@@ -196,17 +202,15 @@ export function answerBeforeNext(): void {
     if (event === 'checkExpectation') {
       // An Expect other than 100-continue (RFC 9110, section 10.1.1: 417 Expectation Failed).
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
-      const header = request.headers['x-request-id'];
       // (Its body is not read: the connection closes with the answer.)
       const refused = answerBeforeNextParts('expectation_failed', 'This service meets no expectation but 100-continue: send the request without its Expect header.',
-        { connection: 'close' }, typeof header === 'string' ? header : null, loggedTarget(request.method, request.url));
+        { connection: 'close' }, requestIdHeaderOf(request), loggedTarget(request.method, request.url));
       response.writeHead(refused.status, refused.headers).end(refused.body);
       return true;
     }
     if (event === 'request') {
       const [request, response] = args as [http.IncomingMessage, http.ServerResponse];
-      const header = request.headers['x-request-id'];
-      const requestIdHeader = typeof header === 'string' ? header : null;
+      const requestIdHeader = requestIdHeaderOf(request);
       const refused = missingHostAnswer(request, requestIdHeader)
         ?? toOriginForm(request, requestIdHeader)
         ?? requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
@@ -225,8 +229,7 @@ export function answerBeforeNext(): void {
       // pipelined request's answer must not be cut into).
       const inFlight = socket._httpMessage;
       if (socket.writable && !inFlight?._headerSent) {
-        const header = inFlight?.req?.headers['x-request-id'];
-        socket.write(clientErrorAnswer(error.code, typeof header === 'string' ? header : null));
+        socket.write(clientErrorAnswer(error.code, requestIdHeaderOf(inFlight?.req)));
       }
       socket.destroy(error);
       return true;
