@@ -115,7 +115,7 @@ describeOn('postgres')('the Supabase Cron recipes, run as the docs write them', 
     const queued = await supabase.query<{ id: string; url: string; headers: Record<string, string>; body: Buffer; timeout_milliseconds: number }>(
       'select id, url, headers, body, timeout_milliseconds from net.http_request_queue order by id');
     for (const request of queued.rows) {
-      const response = await fetch(request.url, { method: 'POST', headers: request.headers, body: request.body, signal: AbortSignal.timeout(request.timeout_milliseconds) });
+      const response = await fetch(request.url, { method: 'POST', headers: request.headers, body: request.body.toString('utf8'), signal: AbortSignal.timeout(request.timeout_milliseconds) });
       await supabase.query('insert into net._http_response (id, status_code, content_type, headers, content, timed_out) values ($1, $2, $3, $4, $5, false)',
         [request.id, response.status, response.headers.get('content-type'), JSON.stringify(Object.fromEntries(response.headers)), await response.text()]);
     }
