@@ -3,8 +3,8 @@
 // its due events (retries that came due, replays). Prints the run's report (stdout, JSON).
 // - Without --url: on the database the operator settings name, to the receivers this shell's
 //   settings name (EVENTS_WEBHOOK_URL / EVENTS_WEBHOOK_ENDPOINTS, from .env.local like the server).
-//   Outside local mode a shell without them is refused: a run registers the receivers it is given,
-//   and would retire the deployment's. While the local service holds the embedded database, the
+//   Outside local mode a shell without them is refused: such a run would send nothing (it sends to
+//   the receivers it is given, never the deployment's). While the local service holds the embedded database, the
 //   service runs it (POST /api/admin/events/deliver, its receivers), as the other events:* commands ask it.
 // - With --url: asks that deployment to run, POST /api/admin/events/deliver with this shell's
 //   ADMIN_API_SECRET: its receivers, its settings.
@@ -44,7 +44,7 @@ try {
 async function runHere(config: Config): Promise<OutboundRunReport> {
   const endpoints = getEventEndpoints(config);
   if (!config.local && endpoints.length === 0) {
-    throw new Error('this shell\'s settings name no receiver (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS): a run would retire the deployment\'s endpoints. '
+    throw new Error('this shell\'s settings name no receiver (EVENTS_WEBHOOK_URL or EVENTS_WEBHOOK_ENDPOINTS): a run here sends to those only, and would send nothing. '
       + 'Set the deployment\'s receivers here, or ask the deployment: `npm run events:deliver -- --url https://<your deployment>` (with its ADMIN_API_SECRET).');
   }
   return runOutboundEvents({ budgetMs, endpoints });

@@ -63,22 +63,23 @@ async function tellDueLapses(deadline: number): Promise<{ told: number; done: bo
   }
 }
 
-// The endpoints this process last registered (their ids and filters).
-let registered: string | undefined;
+// The endpoints this process last registered (their ids and filters), and when.
+let registered: { key: string; at: number } | undefined;
+/** A run after a write names its receivers again once this long has passed (they are retired after 3 days unnamed). */
+const NAME_AGAIN_AFTER_MS = 3600_000;
 
 /**
- * Register the settings' receivers and retire every other. A run after a write skips it while the
- * settings are the ones this process last registered (else every write pays a call); a run of the
- * schedule or one asked over HTTP always makes it, so a receiver another process registered (a
- * preview or rollout with other settings) is retired within a minute, not left pending with every
- * new event for as long as this server runs.
+ * Register the settings' receivers (noting them as named) and retire those no server has named for
+ * 3 days (public.outbound_set_endpoints). A run after a write skips it while the settings are the
+ * ones this process last registered within the hour (else every write pays a call); a run of the
+ * schedule or one asked over HTTP always makes it.
  */
 async function registerEndpoints(endpoints: readonly EventEndpoint[], options: { evenIfUnchanged?: boolean } = {}): Promise<void> {
   const rows = endpoints.map((endpoint) => ({ id: endpoint.id, types: endpoint.types }));
   const key = JSON.stringify(rows);
-  if (key === registered && !options.evenIfUnchanged) return;
+  if (!options.evenIfUnchanged && registered?.key === key && performance.now() - registered.at < NAME_AGAIN_AFTER_MS) return;
   await setEndpoints(rows);
-  registered = key;
+  registered = { key, at: performance.now() };
 }
 
 /**
@@ -280,7 +281,7 @@ export function scheduleOutbox(): void {
 }
 const SCHEDULE = Symbol.for('account-link-service.outbox-schedule');
 
-/** One turn of the schedule: what a run after a write does, with a lapse scan, and the receivers no longer in the settings retired. */
+/** One turn of the schedule: what a run after a write does, with a lapse scan, and the settings' receivers named (the long unnamed retired). */
 export async function moveOutboxOnSchedule(): Promise<void> {
   lastLapseScan = -Infinity;
   await registerSettingsEndpoints();
@@ -288,11 +289,11 @@ export async function moveOutboxOnSchedule(): Promise<void> {
 }
 
 /**
- * The schedule registers the settings' receivers and retires the others, as the events cron's run
- * does: every new event gets a delivery for each receiver registered, and one that no setting of
- * this server names (settings that named it before, with none left, a run after writes has no
- * endpoint to run; another process's) would keep getting them, kept past the retention while
- * pending. Settings that are refused retire nothing (they may name receivers once fixed).
+ * The schedule names the settings' receivers, as the events cron's run does: a receiver is retired
+ * only when no server sharing the database has named it for 3 days (a preview or rollout may name
+ * others, and retiring theirs at once would leave the events written meanwhile undelivered to
+ * them), so a server that runs for days names its own again. Settings that are refused name
+ * nothing and retire nothing (they may name receivers once fixed).
  */
 async function registerSettingsEndpoints(): Promise<void> {
   let endpoints: readonly EventEndpoint[];

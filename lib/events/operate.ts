@@ -19,19 +19,23 @@ export function shownUrl(url: URL): string {
 
 export interface EndpointOverview {
   id: string;
-  /** Origin and path from the settings; null where the settings do not name it (retired), or were not visible. */
+  /** Origin and path from the settings; null where the settings do not name it, or were not visible. */
   url: string | null;
   /** Which setting names it (`EVENTS_WEBHOOK_URL, entry 1`); null as for `url`. */
   setting: string | null;
   types: string[] | null;
   /**
    * active: the settings name it and it is registered; pending registration: the settings name it and no
-   * delivery run has registered it yet; retired: the database has it and the settings no longer name it
-   * (its pending deliveries wait in case it comes back).
+   * delivery run has registered it yet; not named here: registered, and these settings do not name it
+   * (another server sharing the database may: each event still gets a delivery for it, which that server
+   * sends) until `retiresAt`; retired: no server named it for 3 days (no new deliveries; its pending ones
+   * wait in case it comes back).
    */
-  state: 'active' | 'pending registration' | 'retired';
+  state: 'active' | 'pending registration' | 'not named here' | 'retired';
   registeredAt: string | null;
   retiredAt: string | null;
+  /** When it is retired unless a server's settings name it again (3 days after one last did); null: retired, or not registered. */
+  retiresAt: string | null;
   pending: number;
   oldestPendingAt: string | null;
   /** When the next attempt is due (the soonest of the users' queue heads); null: nothing pending. */
@@ -69,21 +73,20 @@ export function outboxOverview(status: OutboxStatus, settingsOrRefused: readonly
   const stored = new Set(status.endpoints.map((endpoint) => endpoint.id));
   const fromDatabase = status.endpoints.map((row): EndpointOverview => {
     const endpoint = named.get(row.id);
-    const retired = settings === null ? row.retired_at !== null : !endpoint;
     return {
       ...counts(row),
       id: row.id,
       url: endpoint ? shownUrl(endpoint.url) : null,
       setting: endpoint?.setting ?? null,
       types: endpoint ? endpoint.types : row.types,
-      state: retired ? 'retired' : 'active',
+      state: row.retired_at !== null ? 'retired' : settings === null || endpoint ? 'active' : 'not named here',
     };
   });
   const unregistered = (settings ?? []).filter((endpoint) => !stored.has(endpoint.id)).map((endpoint): EndpointOverview => ({
     id: endpoint.id, url: shownUrl(endpoint.url), setting: endpoint.setting, types: endpoint.types, state: 'pending registration',
-    registeredAt: null, retiredAt: null, pending: 0, oldestPendingAt: null, nextAttemptAt: null, dead: 0, lastDeliveredAt: null, lastFailure: null,
+    registeredAt: null, retiredAt: null, retiresAt: null, pending: 0, oldestPendingAt: null, nextAttemptAt: null, dead: 0, lastDeliveredAt: null, lastFailure: null,
   }));
-  const order = { active: 0, 'pending registration': 1, retired: 2 } as const;
+  const order = { active: 0, 'pending registration': 1, 'not named here': 2, retired: 3 } as const;
   return {
     endpoints: [...fromDatabase, ...unregistered].sort((a, b) => order[a.state] - order[b.state]),
     settingsRefused: refused,
@@ -97,6 +100,7 @@ function counts(row: EndpointStatus) {
   return {
     registeredAt: isoOrNull(row.registered_at),
     retiredAt: isoOrNull(row.retired_at),
+    retiresAt: isoOrNull(row.retires_at),
     pending: Number(row.pending),
     oldestPendingAt: isoOrNull(row.oldest_pending_at),
     nextAttemptAt: isoOrNull(row.next_attempt_at),
@@ -130,7 +134,9 @@ export function outboxAttention(overview: OutboxOverview, now: Date): string[] {
     }
     if (endpoint.oldestPendingAt && now.getTime() - Date.parse(endpoint.oldestPendingAt) > BACKLOG_LATE_MS) {
       notes.push(endpoint.state === 'retired'
-        ? `${endpoint.pending} event(s) wait for ${name}, which the settings no longer name: they are sent if it comes back, and leave with their events after 30 days.`
+        ? `${endpoint.pending} event(s) wait for ${name}, which no server's settings have named for 3 days: they are sent if it comes back, and leave with their events after 30 days.`
+        : endpoint.state === 'not named here'
+        ? `${endpoint.pending} event(s) wait for ${name}, which these settings do not name: another server sharing the database sends them if its settings name it; if none does, it is retired ${formatUtc(endpoint.retiresAt!)} and they wait in case it comes back.`
         : `${endpoint.pending} event(s) wait for ${name}, the oldest since ${formatUtc(endpoint.oldestPendingAt)}`
           + `${endpoint.lastFailure ? `; the last failure: ${endpoint.lastFailure.error}` : '; none failed: is anything moving the outbox (the events cron, `npm run events:deliver`)?'}.`);
     }
@@ -156,11 +162,15 @@ export function describeOutbox(overview: OutboxOverview): string[] {
   return [
     ...refused,
     `Events: ${overview.events} stored${overview.lastEventAt ? `, the last at ${formatUtc(overview.lastEventAt)}` : ''}; ${overview.lapsesDue} lapse(s) due`,
-    ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? noUrl} [${endpoint.state}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
+    ...overview.endpoints.map((endpoint) => `  ${endpoint.id} ${endpoint.url ?? noUrl} [${stateWords(endpoint)}${endpoint.types ? `; ${endpoint.types.join(', ')}` : ''}]: `
       + `${endpoint.pending} pending${endpoint.oldestPendingAt ? ` (the oldest since ${formatUtc(endpoint.oldestPendingAt)}${endpoint.nextAttemptAt ? `; the next attempt due ${formatUtc(endpoint.nextAttemptAt)}` : ''})` : ''}, ${endpoint.dead} dead; `
       + `last delivered ${endpoint.lastDeliveredAt ? formatUtc(endpoint.lastDeliveredAt) : 'never'}`
       + `${endpoint.lastFailure ? `; last failure ${formatUtc(endpoint.lastFailure.at)} (attempt ${endpoint.lastFailure.attempts}): ${endpoint.lastFailure.error}` : ''}`),
   ];
+}
+
+function stateWords(endpoint: EndpointOverview): string {
+  return endpoint.state === 'not named here' && endpoint.retiresAt ? `not named here: retired ${formatUtc(endpoint.retiresAt)} unless a server names it again` : endpoint.state;
 }
 
 // ---- Dead letters ----

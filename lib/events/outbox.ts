@@ -33,6 +33,10 @@ export interface EndpointStatus {
   types: string[] | null;
   registered_at: string;
   retired_at: string | null;
+  /** When a server's settings last named it (to within an hour). */
+  named_at: string;
+  /** When it is retired unless a server names it again; null: retired. */
+  retires_at: string | null;
   pending: number;
   oldest_pending_at: string | null;
   next_attempt_at: string | null;
@@ -67,7 +71,7 @@ export function tellLapses(limit: number): Promise<{ users: string[]; more: bool
   return callDb('outbound_tell_lapses', { p_limit: limit });
 }
 
-/** The endpoints the settings name now; the others are retired (an outbox run). */
+/** The endpoints the settings name now; those no server has named for 3 days are retired (an outbox run). */
 export function setEndpoints(endpoints: Array<{ id: string; types: string[] | null }>): Promise<number> {
   return callDb('outbound_set_endpoints', { p_endpoints: endpoints });
 }

@@ -107,8 +107,11 @@ grant select, insert, update, delete on table public.outbound_told_entitlements 
 
 -- The endpoints the settings name, by id (a digest of the URL: the URL itself may carry a
 -- credential, and stays in the settings). `types`: the event types it takes (`wallet.*` for a
--- family; null: every type). An endpoint the settings no longer name is retired: it gets no new
--- deliveries, and its pending ones wait in case it comes back.
+-- family; null: every type). An endpoint no server's settings have named for
+-- outbound_unnamed_retire_after() is retired: it gets no new deliveries, and its pending ones wait
+-- in case it comes back. Not sooner: servers that share the database may name different receivers
+-- (a preview beside production, a rollout), and one that retired the others' at once would leave
+-- every event written until they name theirs again undelivered to them.
 create table public.outbound_endpoints (
   id text primary key check (char_length(id) between 1 and 64),
   types text[],
@@ -119,7 +122,9 @@ create table public.outbound_endpoints (
   -- delivery path: every event's delivery row checks this row (its foreign key), and an update per
   -- settle made each of those checks chase a new row version (the events-sent webhook at half the
   -- rate, docs/benchmarks.md).
-  last_delivered_at timestamptz
+  last_delivered_at timestamptz,
+  -- When a server's settings last named it (to within an hour: public.outbound_add_endpoints).
+  named_at timestamptz not null default now()
 );
 alter table public.outbound_endpoints enable row level security;
 revoke all on table public.outbound_endpoints from public, anon, authenticated;
@@ -625,10 +630,24 @@ $$;
 revoke all on function public.outbound_tell_lapses(integer) from public, anon, authenticated;
 grant execute on function public.outbound_tell_lapses(integer) to service_role;
 
--- The endpoints a server's settings name ([{id, types}]): added, updated, brought back; no other
--- touched. The server calls it as it opens the database, before its first change (an event gets a
--- delivery for each endpoint registered when it is written). In id order, so that two servers
--- registering at once never wait on each other's rows in opposite orders.
+-- How long an endpoint no server's settings name keeps getting deliveries before it is retired:
+-- longer than a deployment on Vercel goes without naming its receivers (its daily crons' outbox
+-- runs name them, and each new instance as it opens the database), as long as a delivery's retries.
+create or replace function public.outbound_unnamed_retire_after()
+returns interval
+language sql
+immutable
+set search_path = ''
+as $$
+  select interval '3 days'
+$$;
+revoke all on function public.outbound_unnamed_retire_after() from public, anon, authenticated;
+grant execute on function public.outbound_unnamed_retire_after() to service_role;
+
+-- The endpoints a server's settings name ([{id, types}]): added, updated, brought back, noted as
+-- named; no other touched. The server calls it as it opens the database, before its first change
+-- (an event gets a delivery for each endpoint registered when it is written). In id order, so that
+-- two servers registering at once never wait on each other's rows in opposite orders.
 create or replace function public.outbound_add_endpoints(p_endpoints jsonb)
 returns void
 language plpgsql
@@ -644,15 +663,17 @@ begin
     select x ->> 'id', case when jsonb_typeof(x -> 'types') = 'array' then array(select jsonb_array_elements_text(x -> 'types')) end
     from jsonb_array_elements(p_endpoints) x
     order by x ->> 'id' collate "C"
-  on conflict (id) do update set types = excluded.types, retired_at = null
-    where e.types is distinct from excluded.types or e.retired_at is not null;
+  on conflict (id) do update set types = excluded.types, retired_at = null, named_at = now()
+    -- named_at at most hourly: every event's delivery row checks this row (its foreign key), and a
+    -- write per registration would make those checks chase a new row version.
+    where e.types is distinct from excluded.types or e.retired_at is not null or e.named_at < now() - interval '1 hour';
 end;
 $$;
 revoke all on function public.outbound_add_endpoints(jsonb) from public, anon, authenticated;
 grant execute on function public.outbound_add_endpoints(jsonb) to service_role;
 
--- The endpoints the settings name now: added as above, and the others retired (an outbox run).
--- Returns how many are active.
+-- The endpoints the settings name now: added as above, and retired those no server has named for
+-- outbound_unnamed_retire_after() (an outbox run). Returns how many the settings name.
 create or replace function public.outbound_set_endpoints(p_endpoints jsonb)
 returns integer
 language plpgsql
@@ -665,7 +686,8 @@ declare
 begin
   perform public.outbound_add_endpoints(p_endpoints);
   v_ids := array(select x ->> 'id' from jsonb_array_elements(p_endpoints) x);
-  update public.outbound_endpoints set retired_at = now() where retired_at is null and not (id = any (v_ids));
+  update public.outbound_endpoints set retired_at = now()
+  where retired_at is null and not (id = any (v_ids)) and named_at < now() - public.outbound_unnamed_retire_after();
   return cardinality(v_ids);
 end;
 $$;
@@ -803,7 +825,8 @@ as $$
   select jsonb_build_object(
     'endpoints', coalesce((
       select jsonb_agg(jsonb_build_object(
-        'id', p.id, 'types', p.types, 'registered_at', p.registered_at, 'retired_at', p.retired_at,
+        'id', p.id, 'types', p.types, 'registered_at', p.registered_at, 'retired_at', p.retired_at, 'named_at', p.named_at,
+        'retires_at', case when p.retired_at is null then p.named_at + public.outbound_unnamed_retire_after() end,
         'pending', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'pending'),
         'oldest_pending_at', (select min(e.created_at) from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
                               where d.endpoint_id = p.id and d.state = 'pending'),

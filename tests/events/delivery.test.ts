@@ -57,6 +57,8 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     receiver = await startWebhookReceiver({ secrets: signingSecret });
     endpoints = endpointsFor([receiver], [signingSecret]);
     forgetRegisteredEndpoints();
+    // The earlier tests' receivers, as if their servers had been gone for days: the run retires them.
+    await db.sql("update public.outbound_endpoints set named_at = now() - interval '4 days'");
     await run(); // registers the endpoint: events from here on are its
   });
   afterEach(async () => {
@@ -159,24 +161,36 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     }
   });
 
-  it('on the schedule, with no receiver left in the settings, retires the ones registered before: later events get no delivery for them', async () => {
+  /** As if no server had named `id` since `ago` (an SQL interval). */
+  const unnamedSince = (id: string, ago: string) => db.sql(`update public.outbound_endpoints set named_at = now() - $2::interval where id = $1`, [id, ago]);
+
+  it('on the schedule, with no receiver left in the settings: keeps writing deliveries for the one registered before until no server has named it for 3 days, then retires it', async () => {
     // (beforeEach registered this test's receiver; these settings name none.)
     const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: undefined, EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
+    const deliveriesOf = async (userId: string) => (await db.sql<{ n: number }>('select count(*)::int as n from public.outbound_deliveries where user_id = $1', [userId]))[0]!.n;
     try {
-      forgetRegisteredEndpoints();
-      await moveOutboxOnSchedule();
       const [endpoint] = endpoints;
+      forgetRegisteredEndpoints();
+      await unnamedSince(endpoint!.id, '71 hours');
+      await moveOutboxOnSchedule();
+      expect(await db.sql('select retired_at is null as active from public.outbound_endpoints where id = $1', [endpoint!.id])).toEqual([{ active: true }]);
+      const before = await testUser();
+      await linkWallet(before, evmWallet());
+      expect(await deliveriesOf(before.userId)).toBe(1);
+
+      await unnamedSince(endpoint!.id, '73 hours');
+      await moveOutboxOnSchedule();
       expect(await db.sql('select retired_at is not null as retired from public.outbound_endpoints where id = $1', [endpoint!.id])).toEqual([{ retired: true }]);
-      const user = await testUser();
-      await linkWallet(user, evmWallet());
-      expect(await db.sql('select count(*)::int as deliveries from public.outbound_deliveries where user_id = $1', [user.userId])).toEqual([{ deliveries: 0 }]);
+      const after = await testUser();
+      await linkWallet(after, evmWallet());
+      expect(await deliveriesOf(after.userId)).toBe(0);
     } finally {
       restore();
     }
   });
 
-  it('on the schedule and in a run asked over HTTP, retires a receiver another process registered, though this one\'s settings are unchanged', async () => {
-    // A preview or rollout with other settings sharing the database registered a third receiver.
+  it('a receiver another server registered (a preview, a rollout) keeps every event while that server names it, though this one\'s runs name others; the runs keep naming their own', async () => {
+    // A preview or rollout with other settings sharing the database registered a second receiver.
     const other = await startWebhookReceiver({ secrets: signingSecret });
     const elsewhere = endpointsFor([other], [signingSecret])[0]!;
     const registerElsewhere = () => db.sql('select public.outbound_add_endpoints($1::jsonb)', [JSON.stringify([{ id: elsewhere.id, types: null }])]);
@@ -184,19 +198,27 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]), EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
     try {
       await registerElsewhere();
-      expect(await active()).toContain(elsewhere.id);
-      // A run after a write on the same settings registers nothing again...
-      await moveOutboxAfterWrite();
-      expect(await active()).toContain(elsewhere.id);
-      // ...the schedule does, as does the events cron's run.
+      // This server's schedule and a run asked over HTTP name only its own receiver...
       await moveOutboxOnSchedule();
-      expect(await active()).toEqual([endpoints[0]!.id]);
-      await registerElsewhere();
       await runOutboundEvents({ budgetMs: 5_000 });
-      expect(await active()).toEqual([endpoints[0]!.id]);
+      expect(await active()).toEqual([endpoints[0]!.id, elsewhere.id].sort());
+      // ...and each event written meanwhile has a delivery for both: the other server sends its own.
       const user = await testUser();
       await linkWallet(user, evmWallet());
-      expect(await db.sql('select endpoint_id from public.outbound_deliveries where user_id = $1', [user.userId])).toEqual([{ endpoint_id: endpoints[0]!.id }]);
+      expect((await db.sql<{ endpoint_id: string }>('select endpoint_id from public.outbound_deliveries where user_id = $1 order by endpoint_id', [user.userId])).map((row) => row.endpoint_id))
+        .toEqual([endpoints[0]!.id, elsewhere.id].sort());
+      expect(other.received).toEqual([]);
+
+      // Its own receiver, unnamed for days by a database shared with servers that never name it,
+      // is named again by this server's schedule (at most hourly a write), so it is never retired.
+      await unnamedSince(endpoints[0]!.id, '2 hours');
+      await moveOutboxOnSchedule();
+      expect(await db.sql('select named_at > now() - interval \'1 minute\' as named from public.outbound_endpoints where id = $1', [endpoints[0]!.id])).toEqual([{ named: true }]);
+
+      // The other server gone for more than 3 days: the next run retires its receiver.
+      await unnamedSince(elsewhere.id, '4 days');
+      await moveOutboxOnSchedule();
+      expect(await active()).toEqual([endpoints[0]!.id]);
     } finally {
       restore();
       await other.close();

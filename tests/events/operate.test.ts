@@ -94,7 +94,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     return { id: event!.id, createdAt: new Date(event!.created_at) };
   }
 
-  it('GET endpoints: the backlog and the last failure after a receiver answered 500; origin and path only; a retired endpoint shown as retired', async () => {
+  it('GET endpoints: the backlog and the last failure after a receiver answered 500; origin and path only; one these settings do not name shown as such, with when it is retired', async () => {
     const event = await walletEvent();
     const report = await run();
     expect(report.endpoints).toEqual([expect.objectContaining({ retried: 1, delivered: 0, dead: 0 })]);
@@ -110,14 +110,17 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     expect(body.endpoints[0]!.nextAttemptAt).toBe(new Date(retryAt).toISOString());
     expect(body.events).toBeGreaterThanOrEqual(1);
 
-    // The settings name another receiver: the first one is retired (no URL: the settings no longer have it), the new one not registered yet.
+    // The settings name another receiver: the first one is not named here (no URL: these settings do
+    // not have it) until 3 days after a server last named it; the new one not registered yet.
     const restore = setEnv({ EVENTS_WEBHOOK_URL: `${receiver.url}/hooks/other` });
     try {
       const moved = await endpoints();
       expect(moved.endpoints.map((endpoint) => [endpoint.url, endpoint.state, endpoint.pending])).toEqual([
         [`${receiver.url}/hooks/other`, 'pending registration', 0],
-        [null, 'retired', 1],
+        [null, 'not named here', 1],
       ]);
+      const [{ named_at: namedAt }] = await db.sql<{ named_at: Date }>('select named_at from public.outbound_endpoints');
+      expect(moved.endpoints[1]!.retiresAt).toBe(new Date(new Date(namedAt).getTime() + 3 * 86_400_000).toISOString());
     } finally {
       restore();
     }

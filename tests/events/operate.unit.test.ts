@@ -8,16 +8,22 @@ import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
 const SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
 const [named] = parseEventEndpoints({ EVENTS_WEBHOOK_URL: 'https://hooks.example.com/in?token=abc', EVENTS_WEBHOOK_SECRET: SECRET }, { local: false });
 const row = (fields: Partial<EndpointStatus>): EndpointStatus => ({
-  id: named!.id, types: null, registered_at: '2026-01-01T00:00:00Z', retired_at: null, pending: 0, oldest_pending_at: null, next_attempt_at: null, dead: 0, last_delivered_at: null, last_failure: null, ...fields,
+  id: named!.id, types: null, registered_at: '2026-01-01T00:00:00Z', retired_at: null, named_at: '2026-01-01T00:00:00Z', retires_at: '2026-01-04T00:00:00Z', pending: 0, oldest_pending_at: null, next_attempt_at: null, dead: 0, last_delivered_at: null, last_failure: null, ...fields,
 });
 const status = (endpoints: EndpointStatus[]): OutboxStatus => ({ endpoints, events: 3, last_event_at: null, lapses_due: 2 });
 
 describe('outboxOverview', () => {
-  it('shows a named endpoint by origin and path, one the settings no longer name as retired, one not registered yet as such', () => {
-    const gone = row({ id: 'aaaaaaaaaaaaaaaa', pending: 4 });
-    expect(outboxOverview(status([gone, row({})]), [named!]).endpoints.map((e) => [e.id, e.url, e.state, e.pending])).toEqual([
-      [named!.id, 'https://hooks.example.com/in', 'active', 0],
-      ['aaaaaaaaaaaaaaaa', null, 'retired', 4],
+  it('shows a named endpoint by origin and path, one these settings do not name as such until the database retires it, one not registered yet as such', () => {
+    const elsewhere = row({ id: 'aaaaaaaaaaaaaaaa', pending: 4 });
+    const retired = row({ id: 'cccccccccccccccc', retired_at: '2026-01-04T00:01:00Z', retires_at: null });
+    const overview = outboxOverview(status([retired, elsewhere, row({})]), [named!]);
+    expect(overview.endpoints.map((e) => [e.id, e.url, e.state, e.pending, e.retiresAt])).toEqual([
+      [named!.id, 'https://hooks.example.com/in', 'active', 0, '2026-01-04T00:00:00.000Z'],
+      ['aaaaaaaaaaaaaaaa', null, 'not named here', 4, '2026-01-04T00:00:00.000Z'],
+      ['cccccccccccccccc', null, 'retired', 0, null],
+    ]);
+    expect(describeOutbox(overview).slice(1).map((line) => line.match(/\[([^\]]*)\]/)![1])).toEqual([
+      'active', 'not named here: retired 2026-01-04 00:00 UTC unless a server names it again', 'retired',
     ]);
     expect(outboxOverview(status([]), [named!]).endpoints).toEqual([expect.objectContaining({ id: named!.id, state: 'pending registration', registeredAt: null })]);
   });
@@ -68,6 +74,13 @@ describe('outboxAttention', () => {
     expect(outboxAttention(outboxOverview(status([waitingSince(BACKLOG_LATE_MS)]), [named!]), now)).toEqual([]);
     expect(outboxAttention(outboxOverview(status([waitingSince(BACKLOG_LATE_MS + 1000)]), [named!]), now)).toEqual([
       `2 event(s) wait for endpoint ${named!.id} (https://hooks.example.com/in), the oldest since 2026-01-01 10:59:59 UTC; the last failure: HTTP 503.`,
+    ]);
+  });
+
+  it('a backlog for an endpoint these settings do not name: who sends it, and when it is retired', () => {
+    const waiting = row({ id: 'aaaaaaaaaaaaaaaa', pending: 3, oldest_pending_at: new Date(now.getTime() - 2 * BACKLOG_LATE_MS).toISOString(), retires_at: '2026-01-03T09:00:00Z' });
+    expect(outboxAttention(outboxOverview(status([waiting]), [named!]), now)).toEqual([
+      '3 event(s) wait for endpoint aaaaaaaaaaaaaaaa, which these settings do not name: another server sharing the database sends them if its settings name it; if none does, it is retired 2026-01-03 09:00 UTC and they wait in case it comes back.',
     ]);
   });
 

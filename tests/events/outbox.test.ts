@@ -36,6 +36,11 @@ const summary = (events: EventRow[]) => events.map((e) => [e.type, e.data.reason
 
 describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
   const db = suiteDatabase(kind, { realtime: true }); // Supabase Realtime's schema: the lapse's broadcast is seen
+  /** Every endpoint's server gone for days, then an outbox run naming none: all retired. */
+  const endpointsGoneForDays = async () => {
+    await db.sql("update public.outbound_endpoints set named_at = now() - interval '4 days'");
+    await db.sql("select public.outbound_set_endpoints('[]'::jsonb)");
+  };
   let revenuecat: FakeRevenueCat;
   let restoreEnv: () => void;
   beforeAll(async () => {
@@ -187,7 +192,7 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await db.sql("update public.outbound_deliveries set state = 'delivered' where user_id = $1", [user.userId]);
     await db.sql('select public.outbound_maintain(now(), clock_timestamp() + interval \'5 seconds\')');
     expect(await eventsOf(db, user.userId)).toEqual([]);
-    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([])]);
+    await endpointsGoneForDays();
 
     // With no endpoint, nothing of the user stays at all.
     const alone = await testUser();
@@ -221,7 +226,8 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     // Dead-lettered (as its last retry would): the second is the head now, due since it was written.
     await db.sql("update public.outbound_deliveries set state = 'dead' where endpoint_id = $1 and event_id = $2", [endpoint, head!.event_id]);
     expect(new Date((await nextAttempt()).next_attempt_at!).getTime()).toBeLessThanOrEqual(Date.now());
-    // Retired (the settings name another receiver): never sent to, so no attempt is due, pending or not.
+    // Retired (no server named it for days): never sent to, so no attempt is due, pending or not.
+    await db.sql("update public.outbound_endpoints set named_at = now() - interval '4 days' where id = $1", [endpoint]);
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: `${endpoint}-next`, types: ['wallet.*'] }])]);
     expect(await nextAttempt()).toMatchObject({ pending: 1, next_attempt_at: null });
   });
@@ -259,6 +265,6 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     const [replayed] = await claim();
     expect(replayed).toMatchObject({ event_id: head!.event_id, attempts: 1 });
     expect(first.id).toBe((await db.sql<{ id: string }>("select data->'wallet'->>'id' as id from public.outbound_events where id = $1", [head!.event_id]))[0]!.id);
-    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([])]);
+    await endpointsGoneForDays();
   });
 });

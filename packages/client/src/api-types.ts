@@ -908,12 +908,14 @@ export interface components {
             /** @description The event types it takes (`wallet.*`: a family); null: every type */
             types: string[] | null;
             /**
-             * @description retired: the settings no longer name it (no new deliveries; its pending ones wait in case it comes back); pending registration: named, and no delivery run has registered it yet
+             * @description pending registration: named, and no delivery run has registered it yet; not named here: registered, and this server's settings do not name it (another server sharing the database may: each new event still gets a delivery for it) until `retiresAt`; retired: no server's settings named it for 3 days (no new deliveries; its pending ones wait in case it comes back)
              * @enum {string}
              */
-            state: "active" | "pending registration" | "retired";
+            state: "active" | "pending registration" | "not named here" | "retired";
             registeredAt: string | null;
             retiredAt: string | null;
+            /** @description When it is retired unless a server's settings name it again (3 days after one last did); null: retired, or not registered */
+            retiresAt: string | null;
             /** @description Deliveries not yet made (due, or waiting out a retry) */
             pending: number;
             /** @description When the oldest pending event was written */
