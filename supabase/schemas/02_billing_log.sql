@@ -361,6 +361,13 @@ $$;
 revoke all on function public.billing_tail_bound() from public, anon, authenticated;
 grant execute on function public.billing_tail_bound() to service_role;
 
+-- How old a group's last event must be before a webhook checkpoints the group there: an event
+-- generated before a checkpoint can no longer be folded in its place. RevenueCat's automatic
+-- retries end within hours, but a delivery that failed throughout may be sent again from its
+-- dashboard once the server is fixed ("Retrying a Failed Webhook", integrations/webhooks), days
+-- later: a refund sent again 6 days late was stale under a lag of 3 days, and left the refunded
+-- purchase granting. A month covers a long outage; the fold a late event runs stays bounded by
+-- billing_tail_bound(), and retention refolds a group that has no checkpoint old enough.
 create or replace function public.billing_checkpoint_lag()
 returns interval
 language plpgsql
@@ -368,7 +375,7 @@ immutable
 set search_path = ''
 as $$
 begin
-  return interval '3 days';
+  return interval '30 days';
 end;
 $$;
 revoke all on function public.billing_checkpoint_lag() from public, anon, authenticated;
@@ -389,7 +396,8 @@ grant execute on function public.billing_checkpoint_lag() to service_role;
 --    arrive, so neither a fold nor retention ever replays much:
 --      * when the group's state is a month old (pending_since) and its last event is at least
 --        billing_checkpoint_lag() old, the next event first checkpoints the group where it stands:
---        a copy of its rows, no replay (RevenueCat's retries are long over for anything before it);
+--        a copy of its rows, no replay (RevenueCat's retries, and a resend from its dashboard
+--        after an outage, are over for anything before it);
 --      * when its tail reaches billing_tail_bound() events, it is checkpointed so that only the
 --        newest half stays unfolded: a late event replays fewer than the bound.
 -- 3. Retention (billing_maintain) finds the groups a month's drop waits for through pending_since,

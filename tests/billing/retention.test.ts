@@ -13,7 +13,7 @@ import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
-import { billingEvent, day, deliver, entitlementsOf, eventRow } from './support.ts';
+import { apple, billingEvent, day, deliver, entitlementsOf, eventRow, LIFETIME, MONTHLY } from './support.ts';
 
 /**
  * The billing log kept by month for BILLING_EVENTS_RETENTION_MONTHS (supabase/migrations/
@@ -234,6 +234,32 @@ describe.each(DATABASE_KINDS)('bounded folds and retention on %s', (kind) => {
     const view = await comparable(db, user, 259.5);
     expect(view).toEqual(await comparable(db, control, 259.5));
     expect(view[0]).toMatchObject({ status: 'active', willRenew: true, active: true });
+  });
+
+  it('a refund sent again from RevenueCat\'s dashboard 6 days late, after later events and a month of history, still folds in its place: no access', async () => {
+    // Lost in an outage (RevenueCat's retries end within hours), then sent again once the server
+    // was fixed ("Retrying a Failed Webhook", integrations/webhooks): a checkpoint taken 3 days
+    // after the last event had made it stale, and the refunded lifetime purchase kept granting.
+    const user = `resent-${randomUUID()}`;
+    const now = (Date.now() - day(0)) / 86_400_000; // in the fixtures' days
+    const lifetime = billingEvent('non-renewing-purchase', user, { at: now - 31, purchased: now - 31, expires: null }, apple('L-1', 'L-1', LIFETIME));
+    const refund = billingEvent('cancellation-customer-support', user, { at: now - 6, purchased: now - 31, expires: now - 6 }, { ...apple('L-1', 'L-1', LIFETIME), price: -79.99 });
+    const monthly = billingEvent('initial-purchase', user, { at: now - 5, purchased: now - 5, expires: now + 25 }, { ...apple('M-1', 'M-1', MONTHLY), entitlement_ids: ['other'] });
+    const unsubscribe = billingEvent('cancellation-unsubscribe', user, { at: now - 0.01, purchased: now - 5, expires: now + 25 }, { ...apple('M-1', 'M-1', MONTHLY), entitlement_ids: ['other'], cancel_reason: 'UNSUBSCRIBE' });
+    const receivedDaysAgo = async (eventId: string, days: number) => {
+      await db.sql('update public.billing_events set received_at = received_at - make_interval(days => $2) where event_id = $1', [eventId, days]);
+      await db.sql('update public.billing_event_ids set received_at = received_at - make_interval(days => $2) where event_id = $1', [eventId, days]);
+      await db.sql('select public.billing_recount_tails()');
+    };
+    await deliverAll([lifetime, monthly]);
+    await receivedDaysAgo(lifetime.event.id, 31);
+    await receivedDaysAgo(monthly.event.id, 5);
+    await deliverAll([unsubscribe]); // the group's history is a month old: the next event may checkpoint it
+    await deliverAll([refund]);
+    expect(await eventRow(db, refund.event.id)).toMatchObject({ outcome: 'applied' });
+    const views = await entitlementsOf(db, user, new Date());
+    expect(views.find((view) => view.id === 'pro')).toMatchObject({ active: false });
+    expect(views.find((view) => view.id === 'other')).toMatchObject({ active: true, willRenew: false });
   });
 
   it('checkpoints a tail from before tails were bounded (far past the bound) where the group stands, without replaying it', async () => {
