@@ -713,6 +713,12 @@ function assertLocalDevAllowed(env: Record<string, string | undefined>): void {
   if (keys.length > 0 && !isLoopbackUrl(emptyAsUnset(env.REVENUECAT_API_URL) === undefined ? 'https://api.revenuecat.com' : env.REVENUECAT_API_URL!)) {
     reasons.push(`${keys.join(', ')} ${keys.length === 1 ? 'is a key' : 'are keys'} of a real RevenueCat account (REVENUECAT_API_URL is not this machine)`);
   }
+  // A self-hosted stack on one machine has its database and Supabase on loopback: its public
+  // origin is what says it is served to the internet. (A name that can never be public, such as a
+  // .test one that a developer maps to this machine for https, is not.)
+  if (set('APP_ORIGIN') && isPublicHttpsOrigin(env.APP_ORIGIN!) && !isSpecialUseOrigin(env.APP_ORIGIN!)) {
+    reasons.push('APP_ORIGIN is a public https origin (the service is served beyond this machine there)');
+  }
   if (reasons.length > 0) {
     throw new ConfigError(`LOCAL_DEV=1 is refused beside a real deployment's settings: ${reasons.join('; ')}. ` +
       'LOCAL_DEV=1 turns on the dev signing key, local sign-in, the public dev webhook and admin secrets and the RevenueCat stand-in, ' +
@@ -772,6 +778,20 @@ function productionLikeSettings(env: Record<string, string | undefined>): string
 function isLoopbackUrl(value: string): boolean {
   try {
     return isLoopbackHost(new URL(value.trim()).hostname);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether an origin's host is a special-use domain name, never delegated on the internet (RFC 6761:
+ * test, example, invalid, localhost and example.com/.net/.org; RFC 6762's local; RFC 8375's
+ * home.arpa; ICANN's internal).
+ */
+function isSpecialUseOrigin(value: string): boolean {
+  try {
+    const host = new URL(value.trim()).hostname.toLowerCase().replace(/\.$/, '');
+    return /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org))$/.test(host);
   } catch {
     return false;
   }

@@ -220,6 +220,7 @@ describe('configuration', () => {
     { name: 'the integration\'s pooled and direct URLs', env: { POSTGRES_URL: 'postgres://u:p@aws-0.pooler.supabase.com:6543/postgres', POSTGRES_URL_NON_POOLING: 'postgres://u:p@db.abc.supabase.co:5432/postgres' }, names: ['POSTGRES_URL_NON_POOLING', 'POSTGRES_URL'] },
     { name: 'a Supabase project', env: { SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x' }, names: ['SUPABASE_URL'] },
     { name: 'a Supabase project named for the browser only', env: { NEXT_PUBLIC_SUPABASE_URL: 'https://abc.supabase.co' }, names: ['NEXT_PUBLIC_SUPABASE_URL'] },
+    { name: 'a public https origin (a stack on one machine served to the internet)', env: { DATABASE_URL: 'postgres://app:pw@localhost:5432/prod', SUPABASE_URL: 'http://127.0.0.1:8000', APP_ORIGIN: 'https://shop.acme-store.app' }, names: ['APP_ORIGIN'] },
     { name: 'a RevenueCat key (RevenueCat itself)', env: { REVENUECAT_SECRET_API_KEY: 'sk_real' }, names: ['REVENUECAT_SECRET_API_KEY'] },
     { name: 'RevenueCat keys behind a proxy elsewhere', env: { REVENUECAT_SECRET_API_KEY: 'sk_real', REVENUECAT_V2_SECRET_API_KEY: 'sk_v2', REVENUECAT_PROJECT_ID: 'proj1', REVENUECAT_API_URL: 'https://rc-proxy.example' }, names: ['REVENUECAT_SECRET_API_KEY', 'REVENUECAT_V2_SECRET_API_KEY'] },
     {
@@ -252,6 +253,12 @@ describe('configuration', () => {
       { DATABASE_URL: 'postgres://u:p@127.0.0.1/app', SUBSCRIPTION_WEBHOOK_SECRET: realSecret, CRON_SECRET: realSecret, ADMIN_API_SECRET: realSecret },
     ]) {
       expect(loadConfig({ ...env, LOCAL_DEV: '1', AUTH_VERIFY_SESSION: 'false' }).local, JSON.stringify(env)).toBe(true);
+    }
+  });
+
+  it('keeps LOCAL_DEV=1 beside an https origin whose name can never be public (a developer\'s own name for this machine)', () => {
+    for (const origin of ['https://dev.example.test', 'https://app.example.com', 'https://shop.localhost', 'https://box.local', 'https://svc.home.arpa']) {
+      expect(loadConfig({ APP_ORIGIN: origin, LOCAL_DEV: '1' }).local, origin).toBe(true);
     }
   });
 
