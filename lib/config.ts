@@ -44,6 +44,10 @@ const booleanFlag = (fallback: boolean | undefined) =>
       .optional()
       .transform((value) => value ?? fallback),
   );
+
+/** A number setting that is not one says so in words (zod's own: "expected number, received NaN"). */
+const notANumber = (issue: { code: string }) => (issue.code === 'invalid_type' ? 'must be a number' : undefined);
+
 const commaList = z.preprocess(
   emptyAsUnset,
   z
@@ -58,7 +62,7 @@ export const envSchema = z.object({
   POSTGRES_URL: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
   /** The integration's direct connection string: only `npm run migrate` uses it (lib/db/migrate.ts). */
   POSTGRES_URL_NON_POOLING: z.preprocess(emptyAsUnset, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
-  DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(100).optional()),
+  DATABASE_POOL_MAX: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(1).max(100).optional()),
   SUPABASE_URL: optionalUrl,
   SUPABASE_SECRET_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
@@ -79,9 +83,9 @@ export const envSchema = z.object({
   BILLING_IGNORE_SANDBOX: booleanFlag(undefined),
   REVENUECAT_SECRET_API_KEY: optionalString,
   REVENUECAT_API_URL: z.preprocess(emptyAsUnset, z.url({ protocol: /^https?$/ }).default('https://api.revenuecat.com')),
-  REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
-  REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number().positive().max(100).default(1)),
-  BILLING_USER_REFRESHES_PER_DAY: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(1000).default(20)),
+  REVENUECAT_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(100).max(30_000).default(4000)),
+  REVENUECAT_REQUESTS_PER_SECOND: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).positive().max(100).default(1)),
+  BILLING_USER_REFRESHES_PER_DAY: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(1).max(1000).default(20)),
   /** RevenueCat REST API v2 (lib/revenuecat/v2.ts): a v2 secret key and the project it reads, both or neither. */
   REVENUECAT_V2_SECRET_API_KEY: optionalString,
   REVENUECAT_PROJECT_ID: z.preprocess(emptyAsUnset, z.string().regex(/^[A-Za-z0-9_-]{1,255}$/, 'must be a RevenueCat project id (proj...)').optional()),
@@ -90,7 +94,7 @@ export const envSchema = z.object({
   /** Local mode only: sync from this service's own stand-in of RevenueCat's REST API (lib/revenuecat/stand-in.ts) instead of RevenueCat. */
   REVENUECAT_STAND_IN: booleanFlag(false),
   BILLING_SYNC_AFTER: z.preprocess(emptyAsUnset, z.enum(['gaps', 'all', 'none']).default('gaps')),
-  BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(1).max(120).default(13)),
+  BILLING_EVENTS_RETENTION_MONTHS: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(1).max(120).default(13)),
   CRON_SECRET: optionalString,
   ADMIN_API_SECRET: optionalString,
   /** Outbound events (lib/events/endpoints.ts reads and checks these three): receiver URLs, comma-separated. */
@@ -103,7 +107,7 @@ export const envSchema = z.object({
   WALLET_EVM_CHAIN_IDS: commaList,
   WALLET_SOLANA_CLUSTERS: commaList,
   WALLET_EVM_RPC_URLS: optionalString,
-  WALLET_EVM_RPC_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(100).max(30_000).default(4000)),
+  WALLET_EVM_RPC_TIMEOUT_MS: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(100).max(30_000).default(4000)),
   NEXT_PUBLIC_SUPABASE_URL: optionalUrl,
   NEXT_PUBLIC_SUPABASE_PUBLISHABLE_KEY: optionalString,
   LOG_LEVEL: z.preprocess(emptyAsUnset, z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info')),
@@ -121,7 +125,7 @@ export const envSchema = z.object({
    * saw to X-Forwarded-For (lib/http/before-next.ts reads the client's address by it; Vercel's own
    * header is trusted there without it).
    */
-  TRUSTED_PROXY_HOPS: z.preprocess(emptyAsUnset, z.coerce.number().int().min(0).max(10).default(0)),
+  TRUSTED_PROXY_HOPS: z.preprocess(emptyAsUnset, z.coerce.number({ error: notANumber }).int({ error: 'must be a whole number' }).min(0).max(10).default(0)),
   /** Set by `next dev` / `next start` to the port they listen on (-p, PORT, or the next free one): local mode's APP_ORIGIN default. */
   // Not the operator's setting: anything but a port number is left aside rather than refusing the configuration.
   PORT: z.preprocess((value) => (typeof value === 'string' && /^\d{1,5}$/.test(value.trim()) && Number(value) >= 1 && Number(value) <= 65_535 ? Number(value) : undefined), z.number().optional()),

@@ -25,7 +25,7 @@ export const problemSchema = z
   .meta({ id: 'Problem', description: 'application/problem+json (RFC 9457)' });
 
 export const healthResponseSchema = z
-  .object({ status: z.enum(['ok', 'degraded']), database: z.enum(['ok', 'unavailable']), mode: z.enum(['embedded', 'postgres', 'supabase']) })
+  .object({ status: z.enum(['ok', 'degraded']), database: z.enum(['ok', 'schema_behind', 'unavailable']).meta({ description: 'schema_behind: the database answers but lacks migrations of this code (run `npm run migrate`, or `supabase db push`)' }), mode: z.enum(['embedded', 'postgres', 'supabase']) })
   .meta({ id: 'Health' });
 
 export const liveResponseSchema = z.object({ status: z.literal('ok') }).meta({ id: 'Live' });

@@ -141,6 +141,12 @@ describe('configuration', () => {
     expect(sessionCookieOptions(loadConfig({ APP_ORIGIN: 'https://dev.example.test', LOCAL_DEV: '1' }), expires).secure).toBe(true);
   });
 
+  it('says in words what is wrong with a number setting', () => {
+    expect(() => loadConfig({ DATABASE_POOL_MAX: 'abc', LOCAL_DEV: '1' })).toThrow(/DATABASE_POOL_MAX: must be a number$/);
+    expect(() => loadConfig({ DATABASE_POOL_MAX: '1.5', LOCAL_DEV: '1' })).toThrow(/DATABASE_POOL_MAX: must be a whole number$/);
+    expect(() => loadConfig({ REVENUECAT_REQUESTS_PER_SECOND: 'fast', LOCAL_DEV: '1' })).toThrow(/REVENUECAT_REQUESTS_PER_SECOND: must be a number$/);
+  });
+
   it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);

@@ -104,7 +104,7 @@ describeOn('postgres')('the Supabase CLI and `npm run migrate` share one ledger 
   it('`supabase db push` applies every migration; `migration list` shows them on both sides; `npm run migrate` is up to date and changes nothing; the service serves', async () => {
     const url = await supabaseShapedDatabase({ realtime: true });
     // Before: a deployed instance refuses the database (it lacks the migrations of its code).
-    expect(await health(url)).toMatchObject({ status: 503, body: { status: 'degraded', database: 'unavailable' } });
+    expect(await health(url)).toMatchObject({ status: 503, body: { status: 'degraded', database: 'schema_behind' } });
 
     expect(await dbPush(url)).toMatchObject({ upToDate: false, migrations: files.map((file) => file.fileName) });
     expect(await listed(url)).toEqual(listedEqual);

@@ -80,6 +80,7 @@ describeOn('postgres')('a deployment whose database is one migration behind its 
     }
     // The public answers stay generic (503, retry), and no longer claim the database did not answer.
     expect(health.status).toBe(503);
+    expect(health.body).toMatchObject({ status: 'degraded', database: 'schema_behind' });
     expect({ status: refused.status, code: refused.body.code }).toEqual({ status: 503, code: 'database_unavailable' });
     expect(refused.body.detail).not.toMatch(/did not answer/);
     const messages = capture.lines.filter((line) => line.msg !== 'request').map((line) => String(line.msg));

@@ -641,8 +641,11 @@ export interface components {
         Health: {
             /** @enum {string} */
             status: "ok" | "degraded";
-            /** @enum {string} */
-            database: "ok" | "unavailable";
+            /**
+             * @description schema_behind: the database answers but lacks migrations of this code (run `npm run migrate`, or `supabase db push`)
+             * @enum {string}
+             */
+            database: "ok" | "schema_behind" | "unavailable";
             /** @enum {string} */
             mode: "embedded" | "postgres" | "supabase";
         };
