@@ -788,14 +788,17 @@ function isLoopbackUrl(value: string): boolean {
 }
 
 /**
- * Whether an origin's host is a special-use domain name, never delegated on the internet (RFC 6761:
+ * Whether a host name is a special-use domain name, never delegated on the internet (RFC 6761:
  * test, example, invalid, localhost and example.com/.net/.org; RFC 6762's local; RFC 8375's
- * home.arpa; ICANN's internal).
+ * home.arpa; ICANN's internal): no one can point it at this machine from outside.
  */
+export function isSpecialUseHost(hostname: string): boolean {
+  return /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org))$/.test(hostname.toLowerCase().replace(/\.$/, ''));
+}
+
 function isSpecialUseOrigin(value: string): boolean {
   try {
-    const host = new URL(value.trim()).hostname.toLowerCase().replace(/\.$/, '');
-    return /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org))$/.test(host);
+    return isSpecialUseHost(new URL(value.trim()).hostname);
   } catch {
     return false;
   }

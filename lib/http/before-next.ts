@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { trustedClientAddress } from '../auth/failure-throttle.ts';
-import { getConfig, isDeployed } from '../config.ts';
+import { getConfig, isDeployed, isSpecialUseHost } from '../config.ts';
 import { log } from '../log.ts';
 import { ApiError, problemParts, type ProblemCode } from './problem.ts';
 import { acceptRequestId } from './request-id.ts';
@@ -92,6 +92,39 @@ function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: strin
   if (request.httpVersion !== '1.1' || request.headers.host !== undefined) return undefined;
   return answerBeforeNextParts('invalid_request', 'An HTTP/1.1 request names its Host (RFC 9112, section 3.2).', { connection: 'close' },
     requestIdHeader, loggedTarget(request.method, request.url));
+}
+
+/**
+ * Whether local mode answers a request that names `host` (its Host header): this machine's own
+ * names, never a public one. Local mode's doors (local sign-in, the dev signing key, the public dev
+ * webhook and admin secrets) are for this machine and its LAN; a web page the developer visits can
+ * make its own public name resolve to this machine (DNS rebinding) and then send requests that name
+ * it, same-origin to the browser, with those secrets. So: an IP address (a phone on the LAN uses
+ * one), a name without a dot (the machine's), a special-use name (.localhost, .local, .test, ...)
+ * and APP_ORIGIN's host.
+ */
+export function isLocalModeHost(host: string, appOriginHost: string): boolean {
+  const name = host.toLowerCase().replace(/:\d*$/, '').replace(/\.$/, '');
+  if (/^\[[0-9a-f:.]+\]$/.test(name) || /^\d{1,3}(\.\d{1,3}){3}$/.test(name)) return true;
+  return !name.includes('.') || isSpecialUseHost(name) || name === appOriginHost.toLowerCase();
+}
+
+/** In local mode, a request naming a public host: 421, and nothing of the service runs (isLocalModeHost). */
+function foreignHostAnswer(request: http.IncomingMessage, requestIdHeader: string | null) {
+  const host = request.headers.host;
+  if (host === undefined) return undefined;
+  let appOriginHost: string;
+  try {
+    const config = getConfig();
+    if (!config.local) return undefined;
+    appOriginHost = new URL(config.appOrigin).hostname;
+  } catch {
+    return undefined; // a refused configuration: every route answers 503
+  }
+  if (isLocalModeHost(host, appOriginHost)) return undefined;
+  return answerBeforeNextParts('misdirected_request',
+    'In local mode this service answers only for this machine\'s names (localhost, an IP address, APP_ORIGIN\'s host), not a public one: a page can point its own name at this machine.',
+    { connection: 'close' }, requestIdHeader, loggedTarget(request.method, request.url));
 }
 
 /**
@@ -215,7 +248,8 @@ export function answerBeforeNext(): void {
         ?? toOriginForm(request, requestIdHeader)
         ?? requestTargetAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
         ?? (ROUTED.has(request.method ?? '') ? undefined : unroutedMethodAnswer(request.method ?? '', (request.url ?? '').split('?')[0]!, requestIdHeader))
-        ?? encodedApiSlashAnswer(request.method ?? '', request.url ?? '', requestIdHeader);
+        ?? encodedApiSlashAnswer(request.method ?? '', request.url ?? '', requestIdHeader)
+        ?? foreignHostAnswer(request, requestIdHeader);
       if (refused) {
         response.writeHead(refused.status, refused.headers).end(refused.body);
         return true;

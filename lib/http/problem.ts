@@ -17,6 +17,7 @@ export const PROBLEM_CATALOG = {
   method_not_allowed: [405, 'Method not allowed'],
   request_timeout: [408, 'Request timeout'],
   expectation_failed: [417, 'Expectation failed'],
+  misdirected_request: [421, 'Misdirected request'],
   request_header_fields_too_large: [431, 'Request header fields too large'],
   not_found: [404, 'Not found'],
   // Session tokens

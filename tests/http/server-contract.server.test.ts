@@ -265,6 +265,18 @@ describe.each([
     expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
+  it('in local mode answers only for this machine\'s names: a public Host gets 421 problem+json before anything runs (a DNS-rebinding page), an IP address or a local name is served', async () => {
+    for (const [method, target, host] of [['GET', '/api/health', 'rebind.attacker.net'], ['POST', '/', `rebind.attacker.net:${server.port}`], ['GET', 'http://rebind.attacker.net/api/me', '127.0.0.1']] as const) {
+      const answer = await rawRequest(server.port, method, target, '', '', `Host: ${host}\r\n`);
+      expect({ target, status: answer.status, type: answer.type, body: JSON.parse(answer.body) as unknown }).toEqual({
+        target, status: 421, type: 'application/problem+json', body: expect.objectContaining({ code: 'misdirected_request', detail: expect.stringContaining('this machine\'s names') }),
+      });
+    }
+    for (const host of [`192.168.1.20:${server.port}`, '[fe80::1]', 'my-laptop', 'my-laptop.local', `localhost:${server.port}`]) {
+      expect({ host, status: (await rawRequest(server.port, 'GET', '/api/health', '', '', `Host: ${host}\r\n`)).status }).toEqual({ host, status: 200 });
+    }
+  });
+
   it('answers an /api path whose slash is escaped (/api%2fme) with the problem+json 404 of an unknown /api path, not Next\'s HTML page', async () => {
     for (const pathname of ['/api%2fme', '/api%2Fwallet-link?x=1']) {
       const answer = await rawRequest(server.port, 'GET', pathname);
