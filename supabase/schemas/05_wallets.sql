@@ -176,6 +176,13 @@ declare
   v_retired integer;
 begin
   perform pg_advisory_xact_lock(4361, hashtext(p_user_id::text));
+  -- An erased user (public.forget_user) is gone. A session token minted before still verifies until
+  -- it expires where the service does not ask the Auth server (HS256, AUTH_VERIFY_SESSION off): it
+  -- must not link a wallet again, which would also tell a wallet.linked after the user's last
+  -- event, customer.deleted. (The same id signing up again is unerased: billing_unerase_user.)
+  if public.billing_ids_erased(array[p_user_id::text]) then
+    raise exception 'session_revoked' using errcode = 'PT401', detail = 'This account was deleted; sign in again.';
+  end if;
 
   select count(*), min(c.created_at) into v_recent, v_oldest
   from public.wallet_challenges c

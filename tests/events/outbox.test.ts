@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { deliver, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet, unlinkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
+import { callRoute } from '../support/http.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -184,6 +186,12 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await db.sql('select public.forget_user($1::uuid)', [user.userId]);
     await db.sql('select public.forget_user($1::uuid)', [user.userId]);
     // The delivered events went with the user; the customer.deleted waits for its endpoint.
+    expect(await eventsOf(db, user.userId)).toEqual([{ type: 'customer.deleted', sequence: 3, data: {} }]);
+    // Their session token, still valid where the Auth server is not asked (HS256), links nothing
+    // more: customer.deleted stays their last event.
+    const wallet = evmWallet();
+    const challenge = await callRoute(challengeRoute, { method: 'POST', headers: { authorization: user.authorization }, body: { chain: wallet.chain, address: wallet.address, chainId: 1 } });
+    expect({ status: challenge.status, code: challenge.body.code }).toEqual({ status: 401, code: 'session_revoked' });
     expect(await eventsOf(db, user.userId)).toEqual([{ type: 'customer.deleted', sequence: 3, data: {} }]);
     const kept = await db.sql<{ n: number }>(`select (select count(*) from public.outbound_user_sequences where user_id = $1)
       + (select count(*) from public.outbound_told_entitlements where user_id = $1) as n`, [user.userId]);
