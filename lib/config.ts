@@ -162,7 +162,7 @@ export const DEV_WEBHOOK_SECRETS = {
  * The operator's Bearer secret for /api/admin/* in local mode when ADMIN_API_SECRET is unset, so
  * `npm run status`, `billing:explain` and `billing:sync` can ask the running local service (which
  * holds the embedded database folder). Documented and public like the dev webhook secrets: only
- * ever used in local mode, never on a deployment. As long as a real one must be (MIN_OPERATOR_SECRET_LENGTH).
+ * ever used in local mode, never on a deployment. As long as a real one must be (MIN_SECRET_LENGTH).
  */
 export const DEV_ADMIN_SECRET = 'dev-admin-api-secret-for-local-mode-only';
 
@@ -510,12 +510,12 @@ export function loadConfig(env: Record<string, string | undefined>, options: Loa
       refused.push(`${name} can only hold letters, digits and - . _ ~ + / (then = padding), the characters of a Bearer credential; generate one with \`openssl rand -hex 32\`.`);
     }
   }
-  // The operator's secrets open routes that spend RevenueCat's budget and run maintenance, and any
-  // caller on the internet may guess at them: too short to guess is refused, naming the setting
-  // (never the value or its length).
-  for (const [name, value] of [['CRON_SECRET', e.CRON_SECRET], ['ADMIN_API_SECRET', e.ADMIN_API_SECRET]] as const) {
-    if (value !== undefined && value.length < MIN_OPERATOR_SECRET_LENGTH) {
-      refused.push(`${name} must be at least ${MIN_OPERATOR_SECRET_LENGTH} characters, or it can be guessed; generate one with \`openssl rand -hex 32\`.`);
+  // Any caller on the internet may guess at these: the webhook secrets grant entitlements and write
+  // leagues, the operator's open routes that spend RevenueCat's budget and run maintenance. Too short
+  // to guess is refused, naming the setting (never the value or its length).
+  for (const [name, value] of [...bearerSecrets, ['LEAGUES_WEBHOOK_SECRET', e.LEAGUES_WEBHOOK_SECRET], ['LEAGUES_WEBHOOK_SECRET_PREVIOUS', e.LEAGUES_WEBHOOK_SECRET_PREVIOUS]] as const) {
+    if (value !== undefined && value.length < MIN_SECRET_LENGTH) {
+      refused.push(`${name} must be at least ${MIN_SECRET_LENGTH} characters, or it can be guessed; generate one with \`openssl rand -hex 32\`.`);
     }
   }
   if (config.revenuecat) checked(() => assertRevenueCatUrl(config.revenuecat!.apiUrl), undefined);
@@ -650,8 +650,8 @@ function isLoopbackHost(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '[::1]' || /^127(\.\d{1,3}){3}$/.test(hostname);
 }
 
-/** The shortest CRON_SECRET or ADMIN_API_SECRET accepted (`openssl rand -hex 32` gives 64). */
-export const MIN_OPERATOR_SECRET_LENGTH = 32;
+/** The shortest webhook, cron or admin secret accepted (`openssl rand -hex 32` gives 64). */
+export const MIN_SECRET_LENGTH = 32;
 
 /**
  * REVENUECAT_API_URL receives the secret API key as a Bearer token with every call, and its answers

@@ -88,8 +88,8 @@ const WALLET_USERS = Number(process.env.BENCH_WALLET_USERS ?? 1_500);
 /** Smart-contract wallets per contract scenario (each ERC-1271 one is deployed first, untimed). */
 const CONTRACT_WALLET_USERS = Number(process.env.BENCH_CONTRACT_WALLET_USERS ?? 300);
 const CONTRACT_CHAIN_ID = 31337;
-const BILLING_SECRET = 'bench-subscription-secret';
-const LEAGUES_SECRET = 'bench-leagues-secret';
+const BILLING_SECRET = 'bench-subscription-secret-0123456789abcdef';
+const LEAGUES_SECRET = 'bench-leagues-secret-0123456789abcdef0123';
 const DAY_MS = 86_400_000;
 
 type Mode = 'postgres' | 'embedded';

@@ -43,7 +43,7 @@ describe.each([
   });
 
   it('fails closed when unset outside local mode: nothing is accepted', () => {
-    const deployable = { DATABASE_URL: 'postgres://db/app', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'billing-secret' };
+    const deployable = { DATABASE_URL: 'postgres://db/app', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'billing-secret-0123456789abcdef01234' };
     const restore = setEnv({ ...deployable, [env]: undefined, [`${env}_PREVIOUS`]: undefined });
     try {
       // The billing secret is required: the whole configuration is refused (503 service_misconfigured).

@@ -28,7 +28,7 @@ const CRON_SECRET = 'cron-secret-for-stand-in-tests-0123456789';
 
 describe('the stand-in in the configuration', () => {
   const deployable = {
-    SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef', LEAGUES_WEBHOOK_SECRET: 'leagues-secret',
+    SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef', LEAGUES_WEBHOOK_SECRET: 'leagues-secret-0123456789abcdef01234',
     APP_ORIGIN: 'https://app.example.com', DATABASE_URL: 'postgres://db.example.com/app',
   };
 

@@ -254,9 +254,9 @@ describeOn('pglite')('the webhook request', () => {
     { name: 'two spaces after the scheme (RFC 9110: one or more)', authorization: `Bearer  ${DEV_SECRET}`, status: 200 },
     { name: 'the header twice (joined by the client as one value)', authorization: `Bearer ${DEV_SECRET}, Bearer ${DEV_SECRET}`, status: 401, code: 'invalid_webhook_secret' },
     { name: 'an 8 KiB value', authorization: `Bearer ${'s'.repeat(8 * 1024)}`, status: 401, code: 'invalid_webhook_secret' },
-    { name: 'the current secret after a rotation', authorization: 'Bearer rc-secret-new', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old', LOCAL_DEV: '1' }, status: 200 },
-    { name: 'the previous secret during a rotation', authorization: 'Bearer rc-secret-old', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old', LOCAL_DEV: '1' }, status: 200 },
-    { name: 'the dev secret once a real one is set', authorization: `Bearer ${DEV_SECRET}`, env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new', LOCAL_DEV: '1' }, status: 401, code: 'invalid_webhook_secret' },
+    { name: 'the current secret after a rotation', authorization: 'Bearer rc-secret-new-0123456789abcdef0123', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new-0123456789abcdef0123', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old-0123456789abcdef0123', LOCAL_DEV: '1' }, status: 200 },
+    { name: 'the previous secret during a rotation', authorization: 'Bearer rc-secret-old-0123456789abcdef0123', env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new-0123456789abcdef0123', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'rc-secret-old-0123456789abcdef0123', LOCAL_DEV: '1' }, status: 200 },
+    { name: 'the dev secret once a real one is set', authorization: `Bearer ${DEV_SECRET}`, env: { SUBSCRIPTION_WEBHOOK_SECRET: 'rc-secret-new-0123456789abcdef0123', LOCAL_DEV: '1' }, status: 401, code: 'invalid_webhook_secret' },
     { name: 'the leagues secret', authorization: `Bearer ${DEV_WEBHOOK_SECRETS.leagues}`, status: 401, code: 'invalid_webhook_secret' },
     {
       name: 'any secret when none is set outside local mode', authorization: `Bearer ${DEV_SECRET}`,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configureForOperator, DEV_WEBHOOK_SECRETS, describeConfig, getConfig, loadConfig, MIN_OPERATOR_SECRET_LENGTH } from '../../lib/config.ts';
+import { ConfigError, configureForOperator, DEV_WEBHOOK_SECRETS, describeConfig, getConfig, loadConfig, MIN_SECRET_LENGTH } from '../../lib/config.ts';
 import { sessionCookieOptions } from '../../lib/web/session-cookie.ts';
 import { setEnv } from '../support/env.ts';
 
@@ -8,8 +8,8 @@ const COMPLETE: Record<string, string> = {
   SUPABASE_URL: 'https://abc.supabase.co',
   SUPABASE_SECRET_KEY: 'sb_secret_x',
   SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x',
-  SUBSCRIPTION_WEBHOOK_SECRET: 's',
-  LEAGUES_WEBHOOK_SECRET: 'l',
+  SUBSCRIPTION_WEBHOOK_SECRET: 's'.repeat(32),
+  LEAGUES_WEBHOOK_SECRET: 'l'.repeat(32),
   APP_ORIGIN: 'https://app.example.com',
 };
 
@@ -54,12 +54,12 @@ describe('configuration', () => {
     const dev = { subscription: [DEV_WEBHOOK_SECRETS.subscription], leagues: [DEV_WEBHOOK_SECRETS.leagues] };
     expect(loadConfig({}).webhookSecrets).toEqual(dev);
     expect(loadConfig({ DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }).webhookSecrets).toEqual(dev);
-    expect(loadConfig(COMPLETE).webhookSecrets).toEqual({ subscription: ['s'], leagues: ['l'] });
+    expect(loadConfig(COMPLETE).webhookSecrets).toEqual({ subscription: ['s'.repeat(32)], leagues: ['l'.repeat(32)] });
   });
 
   it('accepts the current and the previous secret during a rotation', () => {
-    const config = loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'new', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'old', LEAGUES_WEBHOOK_SECRET: 'l', LOCAL_DEV: '1' });
-    expect(config.webhookSecrets).toEqual({ subscription: ['new', 'old'], leagues: ['l'] });
+    const config = loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'new-secret-0123456789abcdef012345', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'old-secret-0123456789abcdef012345', LEAGUES_WEBHOOK_SECRET: 'l'.repeat(32), LOCAL_DEV: '1' });
+    expect(config.webhookSecrets).toEqual({ subscription: ['new-secret-0123456789abcdef012345', 'old-secret-0123456789abcdef012345'], leagues: ['l'.repeat(32)] });
   });
 
   it('is in local mode with nothing production-like set, or with LOCAL_DEV=1, and nowhere else', () => {
@@ -67,7 +67,7 @@ describe('configuration', () => {
     expect(loadConfig({ APP_ORIGIN: 'http://localhost:4000' }).local).toBe(true);
     expect(loadConfig({ APP_ORIGIN: 'https://localhost:3443' }).local).toBe(true);
     // A public https origin is a site served to others: not local, so without a database it is refused.
-    expect(() => loadConfig({ APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 's', LEAGUES_WEBHOOK_SECRET: 'l' })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET/);
+    expect(() => loadConfig({ APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 's'.repeat(32), LEAGUES_WEBHOOK_SECRET: 'l'.repeat(32) })).toThrow(/DATABASE_URL.*SUPABASE_URL or SUPABASE_JWT_SECRET/);
     expect(loadConfig({ DATABASE_URL: LOCAL_DB, LOCAL_DEV: '1' }).local).toBe(true);
     expect(loadConfig({ ...onThisMachine(COMPLETE), LOCAL_DEV: 'true' }).local).toBe(true);
     expect(loadConfig(COMPLETE).local).toBe(false);
@@ -149,8 +149,9 @@ describe('configuration', () => {
 
   it('refuses a billing secret that cannot travel as Bearer credentials (RFC 6750 token68)', () => {
     expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'has space' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET can only hold/);
-    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
-    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'rk_AZ09-._~+/==', LOCAL_DEV: '1' }).webhookSecrets.subscription).toEqual(['rk_AZ09-._~+/==']);
+    expect(() => loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: 'ok-secret-0123456789abcdef0123456', SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS: 'quote"d' })).toThrow(/SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS/);
+    const token68 = `rk_AZ09-._~+/${'x'.repeat(MIN_SECRET_LENGTH - 15)}==`;
+    expect(loadConfig({ SUBSCRIPTION_WEBHOOK_SECRET: token68, LOCAL_DEV: '1' }).webhookSecrets.subscription).toEqual([token68]);
   });
 
   it('names every refused setting at once (a deployment would need a redeploy for each), numbered; one alone in its own words', () => {
@@ -193,14 +194,14 @@ describe('configuration', () => {
     })();
     expect(refusal).toContain(name);
     expect(refusal).not.toContain('zq-7731');
-    const accepted = `rk_AZ09-._~+/${'x'.repeat(MIN_OPERATOR_SECRET_LENGTH - 15)}==`;
+    const accepted = `rk_AZ09-._~+/${'x'.repeat(MIN_SECRET_LENGTH - 15)}==`;
     const config = loadConfig({ [name]: accepted, LOCAL_DEV: '1' });
     expect(name === 'CRON_SECRET' ? config.cronSecret : config.adminSecret).toBe(accepted);
   });
 
   // Found by an outside review: real secrets beside no database still ran in local mode, where anyone
   // signs in as anyone and the dev secrets are accepted beside the real ones.
-  const realSecret = 'r'.repeat(MIN_OPERATOR_SECRET_LENGTH);
+  const realSecret = 'r'.repeat(MIN_SECRET_LENGTH);
   const productionLike: { name: string; env: Record<string, string> }[] = [
     ...['REVENUECAT_SECRET_API_KEY', 'SUBSCRIPTION_WEBHOOK_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', 'LEAGUES_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET_PREVIOUS', 'CRON_SECRET', 'ADMIN_API_SECRET']
       .map((name) => ({ name, env: { [name]: realSecret } })),
@@ -273,14 +274,14 @@ describe('configuration', () => {
     expect(loadConfig({ REVENUECAT_API_URL: 'http://[::1]:9999' }).local).toBe(true);
   });
 
-  it.each(['CRON_SECRET', 'ADMIN_API_SECRET'])('refuses a %s shorter than 32 characters at start, naming the setting and not the value', (name) => {
+  it.each(['CRON_SECRET', 'ADMIN_API_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET', 'SUBSCRIPTION_WEBHOOK_SECRET_PREVIOUS', 'LEAGUES_WEBHOOK_SECRET', 'LEAGUES_WEBHOOK_SECRET_PREVIOUS'])('refuses a %s shorter than 32 characters at start, naming the setting and not the value', (name) => {
     for (const env of [{ LOCAL_DEV: '1' }, COMPLETE]) {
-      for (const value of ['a', 'x'.repeat(MIN_OPERATOR_SECRET_LENGTH - 1)]) {
+      for (const value of ['a', 'x'.repeat(MIN_SECRET_LENGTH - 1)]) {
         expect(() => loadConfig({ ...env, [name]: value })).toThrow(ConfigError);
         expect(() => loadConfig({ ...env, [name]: value })).toThrow(new RegExp(`^${name} must be at least 32 characters`));
       }
       expect(() => loadConfig({ ...env, [name]: 'short-zq7731' })).not.toThrow(/zq7731/);
-      expect(loadConfig({ ...env, [name]: 'x'.repeat(MIN_OPERATOR_SECRET_LENGTH) })).toBeDefined();
+      expect(loadConfig({ ...env, [name]: 'x'.repeat(MIN_SECRET_LENGTH) })).toBeDefined();
     }
   });
 
@@ -331,7 +332,7 @@ describe('configuration', () => {
   });
 
   it('describes itself for the startup log without any secret', () => {
-    const secrets = ['db-password-123', 'query-password-999', 'sb_secret_456', 'webhook-789', 'webhook-old-000', 'leagues-abc'];
+    const secrets = ['db-password-123', 'query-password-999', 'sb_secret_456', 'webhook-789-0123456789abcdef012345', 'webhook-old-000-0123456789abcdef0123', 'leagues-abc-0123456789abcdef0123456'];
     const config = loadConfig({
       DATABASE_URL: `postgres://user:${secrets[0]}@db:5432/app?password=${secrets[1]}&sslmode=require`,
       SUPABASE_URL: 'https://abc.supabase.co',

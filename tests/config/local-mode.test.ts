@@ -24,12 +24,12 @@ const MIXED: { name: string; env: Record<string, string> }[] = [
   { name: 'SUPABASE_URL without a database key or webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', AUTH_VERIFY_SESSION: 'false' } },
   { name: 'a Supabase database but no webhook secrets', env: { SUPABASE_URL: 'http://127.0.0.1:9', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false', APP_ORIGIN: 'https://app.example.com' } },
   // Found by a second outside review: a self-hosted deployment that forgot its database.
-  { name: 'a public https APP_ORIGIN and real webhook secrets, but no database', env: { APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', LEAGUES_WEBHOOK_SECRET: 'real-leagues-secret' } },
+  { name: 'a public https APP_ORIGIN and real webhook secrets, but no database', env: { APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret-0123456789abcdef', LEAGUES_WEBHOOK_SECRET: 'real-leagues-secret-0123456789abcdef' } },
   // Found by a third: real secrets and a chain's RPC elsewhere, no database or Supabase setting.
   {
     name: 'real secrets and an outside RPC, but no database',
     env: {
-      REVENUECAT_SECRET_API_KEY: 'sk_real_revenuecat_key', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', CRON_SECRET: 'c'.repeat(40),
+      REVENUECAT_SECRET_API_KEY: 'sk_real_revenuecat_key', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret-0123456789abcdef', CRON_SECRET: 'c'.repeat(40),
       ADMIN_API_SECRET: 'a'.repeat(40), WALLET_EVM_RPC_URLS: '1=https://eth.example/v2/key',
     },
   },
@@ -48,7 +48,7 @@ const LOCAL_DEV_BESIDE_REAL: { name: string; env: Record<string, string> }[] = [
   { name: 'a Supabase project with its database key', env: { LOCAL_DEV: '1', SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', AUTH_VERIFY_SESSION: 'false' } },
   {
     name: 'a remote database, a Supabase project and real secrets (the reviewers\' mix)',
-    env: { LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@db.example.com/app', SUPABASE_URL: 'https://abc.supabase.co', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret', CRON_SECRET: 'c'.repeat(40), REVENUECAT_STAND_IN: '1' },
+    env: { LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@db.example.com/app', SUPABASE_URL: 'https://abc.supabase.co', SUBSCRIPTION_WEBHOOK_SECRET: 'real-billing-secret-0123456789abcdef', CRON_SECRET: 'c'.repeat(40), REVENUECAT_STAND_IN: '1' },
   },
 ];
 

@@ -16,7 +16,7 @@ import { requireProductionBuild } from '../support/production-build.ts';
  * the credential a caller sent, appears in anything the server printed.
  */
 
-const secret = (name: string) => `${name}-${randomBytes(12).toString('hex')}`;
+const secret = (name: string) => `${name}-${randomBytes(16).toString('hex')}`;
 
 /** Every variable the service reads, unset, so nothing from the test's own environment leaks in. */
 const NOTHING_CONFIGURED = Object.fromEntries(Object.keys(envSchema.shape).map((name) => [name, undefined]));

@@ -84,7 +84,7 @@ describe('the Vercel-Supabase integration\'s settings alone', () => {
 });
 
 describe('which name wins', () => {
-  const base = { SUBSCRIPTION_WEBHOOK_SECRET: 's', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com' };
+  const base = { SUBSCRIPTION_WEBHOOK_SECRET: 's'.repeat(32), SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com' };
   it('the service\'s own names, then Supabase\'s newer ones, then the integration\'s', () => {
     expect(loadConfig({ ...base, DATABASE_URL: 'postgres://own/db', POSTGRES_URL: 'postgres://integration/db' }).databaseUrl).toBe('postgres://own/db');
     expect(loadConfig({ ...base, POSTGRES_URL: 'postgres://integration/db' }).databaseUrl).toBe('postgres://integration/db');

@@ -82,15 +82,15 @@ describeOn('postgres')('a deployed instance on a database behind its code', () =
     const db = await emptyDatabase('postgres');
     try {
       restore = setEnv({
-        VERCEL: '1', DATABASE_URL: db.url, SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret',
-        LEAGUES_WEBHOOK_SECRET: 'leagues-secret', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined,
+        VERCEL: '1', DATABASE_URL: db.url, SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef0123',
+        LEAGUES_WEBHOOK_SECRET: 'leagues-secret-0123456789abcdef01234', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined,
       });
       await closeDatabase();
 
       const capture = captureLogs('error');
       let refused;
       try {
-        refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+        refused = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret-0123456789abcdef0123' }, body: delivery() });
       } finally {
         capture.stop();
       }
@@ -112,7 +112,7 @@ describeOn('postgres')('a deployed instance on a database behind its code', () =
       expect(migrate.stdout).toContain(`applied ${files.length}`);
 
       await closeDatabase();
-      const served = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret' }, body: delivery() });
+      const served = await callRoute(webhookRoute, { method: 'POST', headers: { authorization: 'Bearer deployed-secret-0123456789abcdef0123' }, body: delivery() });
       expect({ status: served.status, body: served.body }).toEqual({ status: 200, body: { received: true } });
     } finally {
       await db.close();

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_USER } from '../../lib/auth/dev-user.ts';
-import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_OPERATOR_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
+import { ConfigError, DEV_ADMIN_SECRET, loadConfig, MIN_SECRET_LENGTH, OPERATOR_DATABASE_SETTINGS, REVENUECAT_STAND_IN_KEY } from '../../lib/config.ts';
 import { migrationTarget } from '../../lib/db/migrate.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliver } from '../billing/support.ts';
@@ -86,7 +86,7 @@ describeOn('postgres')('the operator commands with only the deployment\'s databa
 
 describe('the dev admin secret', () => {
   it('opens the operator routes in local mode only, when ADMIN_API_SECRET is unset', () => {
-    expect(DEV_ADMIN_SECRET.length).toBeGreaterThanOrEqual(MIN_OPERATOR_SECRET_LENGTH);
+    expect(DEV_ADMIN_SECRET.length).toBeGreaterThanOrEqual(MIN_SECRET_LENGTH);
     expect(loadConfig({}).adminSecret).toBe(DEV_ADMIN_SECRET);
     expect(loadConfig({ LOCAL_DEV: '1', DATABASE_URL: 'postgres://app:pw@127.0.0.1/app' }).adminSecret).toBe(DEV_ADMIN_SECRET);
     expect(loadConfig({ LOCAL_DEV: '1', ADMIN_API_SECRET: 'a'.repeat(40) }).adminSecret).toBe('a'.repeat(40));

@@ -191,7 +191,7 @@ describeOn('postgres')('the status of a deployment whose database lacks a migrat
       await db.sql('delete from supabase_migrations.schema_migrations where version = $1', [files.at(-1)!.version]);
       restore = setEnv({
         VERCEL: '1', DATABASE_URL: db.url, SUPABASE_JWT_SECRET: 'x'.repeat(40), SUBSCRIPTION_WEBHOOK_SECRET: 'deployed-secret-0123456789abcdef',
-        LEAGUES_WEBHOOK_SECRET: 'leagues-secret', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined, ADMIN_API_SECRET: ADMIN_SECRET,
+        LEAGUES_WEBHOOK_SECRET: 'leagues-secret-0123456789abcdef01234', APP_ORIGIN: 'https://app.example.com', LOCAL_DEV: undefined, ADMIN_API_SECRET: ADMIN_SECRET,
       });
       await closeDatabase();
       const response = await callRoute(statusRoute, { headers: { authorization: `Bearer ${ADMIN_SECRET}` } });

@@ -260,7 +260,7 @@ describe.each(DATABASE_KINDS)('account changes, published and streamed, on %s', 
 
   it('outside local mode answers 404 live_updates_not_served, pointing to Supabase Realtime', async () => {
     const user = await testUser();
-    const restore = setEnv({ DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'billing-secret', LOCAL_DEV: undefined });
+    const restore = setEnv({ DATABASE_URL: 'postgres://app:pw@127.0.0.1:9/app', SUPABASE_JWT_SECRET: 'j'.repeat(40), APP_ORIGIN: 'https://app.example.com', SUBSCRIPTION_WEBHOOK_SECRET: 'billing-secret-0123456789abcdef01234', LOCAL_DEV: undefined });
     try {
       const response = await callRoute(eventsRoute, { headers: { authorization: user.authorization } });
       expect({ status: response.status, code: response.body.code }).toEqual({ status: 404, code: 'live_updates_not_served' });
