@@ -219,9 +219,11 @@ const HEX = '[0-9a-fA-F]';
 const EVENT_ID = new RegExp(`^(evt_)?${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}$`);
 // Within what the database stores (it has no year 0, and events began long after 1970): a time
 // outside is the caller's 400 saying so, not the database's refusal.
+// (A value that is no time at all fails the format alone: the bounds hold for it, so they are not listed too.)
+const unreadableOrWithin = (value: string, inBounds: (ms: number) => boolean) => Number.isNaN(Date.parse(value)) || inBounds(Date.parse(value));
 const isoInstant = z.iso.datetime({ offset: true, message: 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z' })
-  .refine((value) => Date.parse(value) >= 0, 'must not be before 1970-01-01T00:00:00Z')
-  .refine((value) => Date.parse(value) <= Date.parse('9999-12-31T23:59:59.999Z'), 'must not be after 9999-12-31T23:59:59Z');
+  .refine((value) => unreadableOrWithin(value, (ms) => ms >= 0), 'must not be before 1970-01-01T00:00:00Z')
+  .refine((value) => unreadableOrWithin(value, (ms) => ms <= Date.parse('9999-12-31T23:59:59.999Z')), 'must not be after 9999-12-31T23:59:59Z');
 
 export const replayBodySchema = z
   .strictObject({

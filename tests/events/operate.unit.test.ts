@@ -107,4 +107,14 @@ describe('parseReplayRequest', () => {
   ])('refuses %s, naming the field', (_name, body, path) => {
     expect(() => parseReplayRequest(body)).toThrow(expect.objectContaining({ code: 'invalid_request', errors: expect.arrayContaining([expect.objectContaining({ path })]) }));
   });
+
+  it('says of a value that is no time only that it is none (not that it is out of bounds too)', () => {
+    let errors: Array<{ path: string; message: string }> = [];
+    try {
+      parseReplayRequest({ from: 'yesterday', to: '2026-01-02T00:00:00Z' });
+    } catch (error) {
+      errors = (error as { errors: typeof errors }).errors;
+    }
+    expect(errors).toEqual([{ path: 'from', message: expect.stringContaining('an ISO 8601 time with its offset') }]);
+  });
 });
