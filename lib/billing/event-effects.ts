@@ -132,6 +132,13 @@ export interface EntitlementEffect {
    * holds for that period too, even where it is folded after the RENEWAL (one instant: grants first).
    */
   cancelsTrialLate?: boolean;
+  /**
+   * A Stripe RENEWAL at price 0: RevenueCat goes on sending these for an open invoice ("mark the
+   * subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events
+   * with a zero price", How grace periods work, Stripe). On a row an EXPIRATION ended, it grants
+   * nothing; elsewhere (a past-due subscription, which keeps access; a 100%-off coupon) it renews.
+   */
+  zeroPriceStripeRenewal?: boolean;
 }
 
 /** The subscription period the event speaks of: the facts a grant stores and the guards compare. */
@@ -377,9 +384,11 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
     case 'UNCANCELLATION':
       // Re-enables renewal; a billing issue (a grace period) stands until a payment recovers it.
       return { ...grant, renewal: prepaid ? 'off' : 'on', keepsBillingIssue: true };
-    case 'RENEWAL':
+    case 'RENEWAL': {
       // A charge for a new period: renewal is on again after a cancellation (see resumesRenewal).
-      return prepaid ? { ...grant, renewal: 'off' } : { ...grant, renewal: 'continue', resumesRenewal: true };
+      const renewal: Effect = prepaid ? { ...grant, renewal: 'off' } : { ...grant, renewal: 'continue', resumesRenewal: true };
+      return readText(event.store)?.toUpperCase() === 'STRIPE' && event.price === 0 ? { ...renewal, zeroPriceStripeRenewal: true } : renewal;
+    }
     case 'SUBSCRIPTION_EXTENDED':
       // The period pushed back, nothing charged: renewal stays as the subscriber left it.
       return { ...grant, renewal: prepaid ? 'off' : 'continue' };

@@ -1415,6 +1415,11 @@ declare
   v_will_renew boolean;
   v_status text;
 begin
+  -- A Stripe RENEWAL at price 0 on a row an EXPIRATION ended: an unpaid invoice, whose access
+  -- RevenueCat revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts).
+  if coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired' then
+    return;
+  end if;
   -- Continues the stored period when that still grants as this one begins (a renewal); else
   -- (lapsed, expired, refunded, temporary) it starts afresh.
   v_continues := p_row.grants_until >= v_start and p_row.status <> 'temporary' and v_action = 'grant';

@@ -8,7 +8,7 @@ import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type 
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, billingEvent, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, event, eventRow, expectEntitlementState, flowSettings, isoDay,
+  apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, event, eventRow, expectEntitlementState, expiration, flowSettings, isoDay,
   isSnapshotItem, MONTHLY, purchase, receivedAt, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
 
 /**
@@ -38,6 +38,7 @@ const min = (minutes: number) => minutes / 1_440;
 const sec = (seconds: number) => seconds / 86_400;
 const TYPES = 'https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields';
 const SAMPLES = 'https://www.revenuecat.com/docs/integrations/webhooks/sample-events';
+const GRACE = 'https://www.revenuecat.com/docs/subscription-guidance/how-grace-periods-work';
 /** RevenueCat's own sample TRANSFER is stamped 78789789798798 (the year 4466). */
 const YEAR_4466 = 78_789_789_798_798;
 
@@ -175,6 +176,27 @@ const renewalFlows: Flow[] = [
     items: (u) => [purchase(u.alice, 0, 0, 30), cancellation(u.alice, 'UNSUBSCRIBE', 10, 0, 30), renewal(u.alice, 30, 30, 60, apple('2000000100000002')),
       cancellation(u.alice, 'UNSUBSCRIBE', 40, 30, 60, apple('2000000100000002'))],
     expected: [{ now: 41, state: { alice: { pro: cancelledUntil(60) } } }],
+  },
+  {
+    name: 'R08 Stripe set to mark an unpaid subscription unpaid: after its EXPIRATION, the zero-price RENEWALs of the open invoice grant nothing',
+    doc: `"mark the subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), billingIssue(u.alice, 30.001, 0, 37, null, stripe('in_1')),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 61, state: { alice: { pro: { active: false, status: 'expired' } } } }],
+  },
+  {
+    name: 'R09 Stripe set to leave it past due: no EXPIRATION, and a zero-price RENEWAL keeps access',
+    doc: `"leave the subscription past-due: RevenueCat will not revoke access and will continue generating RENEWAL events with a zero price" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), billingIssue(u.alice, 30.001, 0, 37, null, stripe('in_1')),
+      renewal(u.alice, 30.002, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 31, state: { alice: { pro: { active: true, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'R10 ... unpaid, then the invoice paid: a RENEWAL with its price grants again',
+    doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 }), renewal(u.alice, 65, 65, 95, { ...stripe('in_3'), price: 9.99 })],
+    expected: [{ now: 66, state: { alice: { pro: renewing(95) } } }],
   },
 ];
 
