@@ -718,10 +718,10 @@ function assertLocalDevAllowed(env: Record<string, string | undefined>): void {
     reasons.push(`${keys.join(', ')} ${keys.length === 1 ? 'is a key' : 'are keys'} of a real RevenueCat account (REVENUECAT_API_URL is not this machine)`);
   }
   // A self-hosted stack on one machine has its database and Supabase on loopback: its public
-  // origin is what says it is served to the internet. (A name that can never be public, such as a
-  // .test one that a developer maps to this machine for https, is not.)
-  if (set('APP_ORIGIN') && isPublicHttpsOrigin(env.APP_ORIGIN!) && !isSpecialUseOrigin(env.APP_ORIGIN!)) {
-    reasons.push('APP_ORIGIN is a public https origin (the service is served beyond this machine there)');
+  // origin is what says it is served to the internet. (Not a name of this machine or its network:
+  // an IP address a phone on the LAN uses, a .test name mapped here for https.)
+  if (set('APP_ORIGIN') && !originNamesThisMachine(env.APP_ORIGIN!)) {
+    reasons.push('APP_ORIGIN names a public host (the service is served beyond this machine there)');
   }
   if (reasons.length > 0) {
     throw new ConfigError(`LOCAL_DEV=1 is refused beside a real deployment's settings: ${reasons.join('; ')}. ` +
@@ -788,17 +788,21 @@ function isLoopbackUrl(value: string): boolean {
 }
 
 /**
- * Whether a host name is a special-use domain name, never delegated on the internet (RFC 6761:
- * test, example, invalid, localhost and example.com/.net/.org; RFC 6762's local; RFC 8375's
- * home.arpa; ICANN's internal): no one can point it at this machine from outside.
+ * Whether a host name (a URL's hostname, or a Host header without its port) names this machine or
+ * its network, as no one on the internet can make it: an IP address, a name without a dot (the
+ * machine's own), or a name under a suffix that is never delegated on the internet: RFC 6761's
+ * test, example, invalid, localhost and example.com/.net/.org, RFC 6762's local, RFC 8375's
+ * home.arpa, ICANN's internal, and the private suffixes networks use (lan, localdomain, home, corp).
  */
-export function isSpecialUseHost(hostname: string): boolean {
-  return /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org))$/.test(hostname.toLowerCase().replace(/\.$/, ''));
+export function namesThisMachine(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.$/, '');
+  if (/^\[[0-9a-f:.]+\]$/.test(name) || /^\d{1,3}(\.\d{1,3}){3}$/.test(name)) return true;
+  return !name.includes('.') || /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org)|lan|localdomain|home|corp)$/.test(name);
 }
 
-function isSpecialUseOrigin(value: string): boolean {
+function originNamesThisMachine(value: string): boolean {
   try {
-    return isSpecialUseHost(new URL(value.trim()).hostname);
+    return namesThisMachine(new URL(value.trim()).hostname);
   } catch {
     return false;
   }

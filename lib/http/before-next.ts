@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { trustedClientAddress } from '../auth/failure-throttle.ts';
-import { getConfig, isDeployed, isSpecialUseHost } from '../config.ts';
+import { getConfig, isDeployed, namesThisMachine } from '../config.ts';
 import { log } from '../log.ts';
 import { ApiError, problemParts, type ProblemCode } from './problem.ts';
 import { acceptRequestId } from './request-id.ts';
@@ -99,14 +99,12 @@ function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: strin
  * names, never a public one. Local mode's doors (local sign-in, the dev signing key, the public dev
  * webhook and admin secrets) are for this machine and its LAN; a web page the developer visits can
  * make its own public name resolve to this machine (DNS rebinding) and then send requests that name
- * it, same-origin to the browser, with those secrets. So: an IP address (a phone on the LAN uses
- * one), a name without a dot (the machine's), a special-use name (.localhost, .local, .test, ...)
- * and APP_ORIGIN's host.
+ * it, same-origin to the browser, with those secrets. So: what namesThisMachine says (an IP address,
+ * as a phone on the LAN uses; a name without a dot; .localhost, .local, .test, ...) and APP_ORIGIN's host.
  */
 export function isLocalModeHost(host: string, appOriginHost: string): boolean {
-  const name = host.toLowerCase().replace(/:\d*$/, '').replace(/\.$/, '');
-  if (/^\[[0-9a-f:.]+\]$/.test(name) || /^\d{1,3}(\.\d{1,3}){3}$/.test(name)) return true;
-  return !name.includes('.') || isSpecialUseHost(name) || name === appOriginHost.toLowerCase();
+  const name = host.toLowerCase().replace(/:\d*$/, '');
+  return namesThisMachine(name) || name.replace(/\.$/, '') === appOriginHost.toLowerCase();
 }
 
 /** In local mode, a request naming a public host: 421, and nothing of the service runs (isLocalModeHost). */
