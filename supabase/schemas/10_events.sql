@@ -921,7 +921,10 @@ begin
       where (e.created_at < p_now - interval '30 days'
              -- an erased user's customer.deleted, once no endpoint waits for it
              or (e.type = 'customer.deleted' and e.user_id not in (select s.user_id from public.outbound_user_sequences s)))
-        and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
+        -- A pending delivery keeps its event, but a retired endpoint's only for the 30 days (it may
+        -- come back): no server sends to it, and its backlog must not keep personal data for good.
+        and not exists (select 1 from public.outbound_deliveries d join public.outbound_endpoints p on p.id = d.endpoint_id
+                        where d.event_id = e.id and d.state = 'pending' and (p.retired_at is null or e.created_at >= p_now - interval '30 days'))
       order by e.created_at
       limit 1000
       for update skip locked);

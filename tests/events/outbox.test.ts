@@ -209,6 +209,25 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, alone.userId)).toEqual([]);
   });
 
+  it('retention: a pending delivery keeps its event past 30 days while its endpoint is in use, not once it is retired', async () => {
+    const [inUse, retired] = [`ep-${randomUUID().slice(0, 8)}`, `ep-${randomUUID().slice(0, 8)}`];
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: inUse, types: null }, { id: retired, types: null }])]);
+    const [kept, gone] = [await testUser(), await testUser()];
+    await linkWallet(kept, evmWallet());
+    await linkWallet(gone, evmWallet());
+    // kept's event is delivered to the retired endpoint and pending at the one in use; gone's the other way round.
+    await db.sql("update public.outbound_deliveries set state = 'delivered' where (user_id = $1 and endpoint_id = $2) or (user_id = $3 and endpoint_id = $4)", [kept.userId, retired, gone.userId, inUse]);
+    await db.sql("update public.outbound_endpoints set named_at = now() - interval '4 days' where id = $1", [retired]);
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: inUse, types: null }])]);
+    const maintainAt = (days: number) => db.sql(`select public.outbound_maintain(now() + interval '${days} days', clock_timestamp() + interval '5 seconds')`);
+    await maintainAt(29); // within the 30 days, the retired endpoint's backlog waits in case it comes back
+    expect((await eventsOf(db, gone.userId)).map((e) => e.type)).toEqual(['wallet.linked']);
+    await maintainAt(31);
+    expect(await eventsOf(db, gone.userId)).toEqual([]);
+    expect((await eventsOf(db, kept.userId)).map((e) => e.type)).toEqual(['wallet.linked']);
+    await endpointsGoneForDays();
+  });
+
   it('tells nothing for an id that is no user (a custom or anonymous app user id)', async () => {
     const id = `custom-${randomUUID()}`;
     await deliverNow('initial-purchase', id);
