@@ -918,15 +918,20 @@ begin
   select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
   if v_folded is null or v_key collate "C" >= v_folded collate "C" then
-    -- Checkpointed where it stands (a copy) when that state is old enough: its tail is long or a
-    -- month old, and its last event so far back that nothing before it can still be on its way
-    -- (RevenueCat's retries end within hours).
+    -- Checkpointed when its tail is long or a month old, at its newest event so far back that
+    -- nothing before it can still be on its way (billing_checkpoint_lag): where it stands (a copy)
+    -- when that is its last event, else before the events since (one replay of the tail).
     -- (Nested: SQL does not promise to evaluate the terms of an "and" in order.)
-    if v_folded is not null and (v_tail >= public.billing_tail_bound() or v_pending < v_received - interval '30 days')
-       and public.billing_key_time(v_folded) < v_received - public.billing_checkpoint_lag() then
-      if public.billing_checkpoint_here(v_group) then
-        v_tail := 0;
-        v_pending := null;
+    if v_folded is not null and (v_tail >= public.billing_tail_bound() or v_pending < v_received - interval '30 days') then
+      if public.billing_key_time(v_folded) < v_received - public.billing_checkpoint_lag() then
+        if public.billing_checkpoint_here(v_group) then
+          v_tail := 0;
+          v_pending := null;
+        end if;
+      elsif v_pending < v_received - interval '30 days' then
+        if public.billing_checkpoint_before(v_group, v_received - public.billing_checkpoint_lag()) then
+          select tail_events, pending_since into v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
+        end if;
       end if;
     end if;
     -- On top of the history: one step, and the event is written once, with what it did.
@@ -1154,6 +1159,36 @@ end;
 $$;
 revoke all on function public.billing_checkpoint_here(text) from public, anon, authenticated;
 grant execute on function public.billing_checkpoint_here(text) to service_role;
+
+-- A group whose state is a month old but whose last events are recent (a weekly renewal): checkpoint
+-- it at its newest event generated before p_before, by one replay of its tail, so that the events
+-- after it stay unfolded (a late one still takes its place) and the tail starts again. False when
+-- no event of the tail is that old.
+create or replace function public.billing_checkpoint_before(p_group text, p_before timestamptz)
+returns boolean
+language plpgsql
+volatile
+set search_path = ''
+as $$
+declare
+  v_members text[] := array(select app_user_id from public.billing_subscribers where group_id = p_group);
+  v_key text;
+begin
+  select max(public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C") into v_key
+  from public.billing_events e join public.billing_subscribers s on s.app_user_id = e.subject_id
+  where e.subject_id = any (v_members) and e.event_at >= public.billing_group_from(p_group) and e.event_at < p_before
+    and e.plan->>'ignoredReason' is null
+    and public.billing_sort_key(e.event_at, e.sort_rank, e.event_id) collate "C" > coalesce(s.base_key, '') collate "C";
+  if v_key is null then
+    return false;
+  end if;
+  -- (In the default collation: a "C" argument would make every text of the fold "C", and no index could serve it.)
+  perform public.billing_refold_group(p_group, '', v_key collate "default");
+  return true;
+end;
+$$;
+revoke all on function public.billing_checkpoint_before(text,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.billing_checkpoint_before(text,timestamp with time zone) to service_role;
 
 -- The tail bound: checkpoint the group so that only the newest half of billing_tail_bound() events
 -- stays after its checkpoint (one replay of the tail now; every later fold replays less than the bound).
@@ -1565,6 +1600,10 @@ begin
     v_checkpoint_due := public.billing_key_time(v_folded) < p_received - public.billing_checkpoint_lag();
   end if;
   if not coalesce(v_checkpoint_due, false) and v_tail + 1 >= public.billing_tail_bound() then
+    return null;
+  end if;
+  -- A month-old state with recent events: the fold checkpoints it before them (billing_checkpoint_before).
+  if not coalesce(v_checkpoint_due, false) and v_pending < p_received - interval '30 days' then
     return null;
   end if;
 

@@ -262,6 +262,39 @@ describe.each(DATABASE_KINDS)('bounded folds and retention on %s', (kind) => {
     expect(views.find((view) => view.id === 'other')).toMatchObject({ active: true, willRenew: false });
   });
 
+  it('a weekly subscriber whose state is a month old: this week\'s renewal checkpoints it before its last month of events (a replay of the tail), and a late event of that month still folds in its place', async () => {
+    const user = `weekly-${randomUUID()}`;
+    const now = (Date.now() - day(0)) / 86_400_000; // in the fixtures' days
+    const start = now - 7 * 20;
+    const renewalOfWeek = (week: number) => billingEvent('renewal', user, { at: start + 7 * week - 0.01, purchased: start + 7 * week - 0.01, expires: start + 7 * (week + 1) },
+      { transaction_id: `${user}-t${week}` });
+    const history = [billingEvent('initial-purchase', user, { at: start, purchased: start, expires: start + 7 }, { transaction_id: `${user}-t0` }),
+      ...Array.from({ length: 19 }, (_, i) => renewalOfWeek(i + 1))];
+    await db.sql(`select public.billing_ensure_partitions((now() - interval '6 months')::date, now()::date)`);
+    await deliverAll(history);
+    // Each received when it happened (what the service would have recorded then).
+    for (const body of history) {
+      const at = new Date((body.event.event_timestamp_ms as number) + 60_000);
+      await db.sql('update public.billing_events set received_at = $2 where event_id = $1', [body.event.id, at]);
+      await db.sql('update public.billing_event_ids set received_at = $2 where event_id = $1', [body.event.id, at]);
+    }
+    await db.sql('select public.billing_recount_tails()');
+    expect(await groupOf(user)).toMatchObject({ base_key: null, tail_events: 20 });
+
+    await deliverAll([renewalOfWeek(20)]);
+    const group = await groupOf(user);
+    // Checkpointed at the newest event more than 30 days old: the five since then (this one included) stay after it.
+    expect(group.base_key).not.toBeNull();
+    expect(group.tail_events).toBe(5);
+    expect(group.replayed).toBe(5);
+    // An unsubscribe of two weeks ago, lost until now: still folded in its place (renewal off until the next RENEWAL, which turns it on again).
+    const late = billingEvent('cancellation-unsubscribe', user, { at: start + 7 * 18 + 1, purchased: start + 7 * 18 - 0.01, expires: start + 7 * 19 }, { transaction_id: `${user}-t18` });
+    await deliverAll([late]);
+    // After the checkpoint: one more event the fold replays, where one before it would be outside every fold.
+    expect(await groupOf(user)).toMatchObject({ base_key: group.base_key, replayed: 6 });
+    expect((await entitlementsOf(db, user, new Date()))[0]).toMatchObject({ active: true, willRenew: true });
+  });
+
   it('checkpoints a tail from before tails were bounded (far past the bound) where the group stands, without replaying it', async () => {
     const user = `long-tail-${randomUUID()}`;
     for (const body of daily(user, 420)) await record(body);
