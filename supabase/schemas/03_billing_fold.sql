@@ -449,6 +449,17 @@ begin
     v_source_key := coalesce(v_key, v_source_key);
     v_key := null;
   end if;
+  -- A one-time purchase is keyed by its own transaction (a NON_RENEWING_PURCHASE's original
+  -- transaction ties it to no lineage: lib/billing/event-effects.ts); an event about it that names
+  -- an original transaction too (its refund) is about that row.
+  if v_period->>'transactionId' is not null and v_period->>'originalTransactionId' is distinct from v_period->>'transactionId'
+     and not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
+    v_key := public.billing_source_key(p_plan->>'environment', v_store, v_period->>'productId', null, v_period->>'transactionId');
+    if exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_key) then
+      v_source_key := v_key;
+    end if;
+    v_key := null;
+  end if;
 
   -- A snapshot of RevenueCat's own record (lib/billing/snapshot.ts) is authoritative as of its
   -- time: each purchase it shows is written as it says, for the entitlements it maps to it and for

@@ -9,7 +9,7 @@ import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } f
 import { setEnv } from '../support/env.ts';
 import {
   apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, event, eventRow, expectEntitlementState, expiration, flowSettings, isoDay,
-  isSnapshotItem, MONTHLY, purchase, receivedAt, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
+  isSnapshotItem, LIFETIME, MONTHLY, purchase, receivedAt, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem } from './support.ts';
 
 /**
  * Three flows of the fourth outside audit, about what an event means before it meets the stored
@@ -39,6 +39,8 @@ const sec = (seconds: number) => seconds / 86_400;
 const TYPES = 'https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields';
 const SAMPLES = 'https://www.revenuecat.com/docs/integrations/webhooks/sample-events';
 const GRACE = 'https://www.revenuecat.com/docs/subscription-guidance/how-grace-periods-work';
+const WEB_REFUNDS = 'https://www.revenuecat.com/docs/web/web-billing/refunding-payments';
+const lifetime = (tx: string, otx: string) => ({ store: 'APP_STORE', product_id: LIFETIME, transaction_id: tx, original_transaction_id: otx });
 /** RevenueCat's own sample TRANSFER is stamped 78789789798798 (the year 4466). */
 const YEAR_4466 = 78_789_789_798_798;
 
@@ -197,6 +199,13 @@ const renewalFlows: Flow[] = [
     items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
       renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 }), renewal(u.alice, 65, 65, 95, { ...stripe('in_3'), price: 9.99 })],
     expected: [{ now: 66, state: { alice: { pro: renewing(95) } } }],
+  },
+  {
+    name: 'R11 a one-time purchase whose original transaction differs from its own, refunded by an event naming both: access ends',
+    doc: `CANCELLATION: "A subscription or non-renewing purchase has been cancelled or refunded" (${TYPES}); a one-time purchase refunded: "the customer immediately loses access" (${WEB_REFUNDS})`,
+    items: (u) => [event('non-renewing-purchase', u.alice, 1, 1, null, lifetime('L-2', 'L-1')), refund(u.alice, 5, 1, 5, { ...lifetime('L-2', 'L-1'), price: -79.99 }),
+      refund(u.bob, 5, 1, null, { ...lifetime('L-4', 'L-3'), price: -79.99 }), event('non-renewing-purchase', u.bob, 1, 1, null, lifetime('L-4', 'L-3'))],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } }, bob: { pro: { active: false } } } }],
   },
 ];
 
