@@ -639,6 +639,7 @@ begin
     loop
       if v_entitlement is null or v_row.entitlement_id = v_entitlement then v_found := true; end if;
       if v_action in ('grant', 'temporary_grant') then
+        continue when public.billing_grant_refused(v_row, v_effect);
         perform public.billing_grant(v_row, p_plan, v_effect, p_event_id, p_event_at);
         if v_action = 'grant' then v_granted := v_granted || v_row.entitlement_id; end if;
         v_applied := v_applied + 1;
@@ -925,7 +926,10 @@ begin
       and source_key in (public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
                                                    p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId'),
                          -- (The product's row of a record that did not know the purchase: the event claims it.)
-                         public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId', null, null)));
+                         public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId', null, null),
+                         -- (A one-time purchase's, keyed by its own transaction: billing_apply_event finds it so.)
+                         public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId', null,
+                                                   p_plan->'period'->>'transactionId')));
   select folded_key, tail_events, pending_since into v_folded, v_tail, v_pending from public.billing_subscribers where app_user_id = v_group;
   -- (Equal: the watermark of a new id already counted an event of this key, filed under it.)
   if v_folded is null or v_key collate "C" >= v_folded collate "C" then
@@ -1193,6 +1197,8 @@ begin
   if v_key is null then
     return false;
   end if;
+  -- Never behind a checkpoint a member has already (ids merged into one group: one's may be newer).
+  select greatest(v_key collate "C", max(s.base_key collate "C")) into v_key from public.billing_subscribers s where s.group_id = p_group;
   -- (In the default collation: a "C" argument would make every text of the fold "C", and no index could serve it.)
   perform public.billing_refold_group(p_group, '', v_key collate "default");
   return true;
@@ -1439,6 +1445,22 @@ grant execute on function public.billing_recount_tails() to service_role;
 -- A grant on a stored row of its source (one step of the fold for `grant` and `temporary_grant`):
 -- the row as the event leaves it. One piece of code for the fold (public.billing_apply_event) and for
 -- its in-order shortcut (public.billing_fold_in_order).
+-- Whether a grant leaves the row as it is: a Stripe RENEWAL at price 0 on a row an EXPIRATION
+-- ended is an unpaid invoice, whose access RevenueCat revoked (the effect's zeroPriceStripeRenewal,
+-- lib/billing/event-effects.ts). Nothing is granted, and nothing else the grant would end ends.
+create or replace function public.billing_grant_refused(p_row public.entitlements, p_effect jsonb)
+returns boolean
+language plpgsql
+immutable
+set search_path = ''
+as $$
+begin
+  return coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired';
+end;
+$$;
+revoke all on function public.billing_grant_refused(entitlements,jsonb) from public, anon, authenticated;
+grant execute on function public.billing_grant_refused(entitlements,jsonb) to service_role;
+
 create or replace function public.billing_grant(p_row public.entitlements, p_plan jsonb, p_effect jsonb, p_event_id text, p_event_at timestamptz)
 returns void
 language plpgsql
@@ -1461,11 +1483,6 @@ declare
   v_will_renew boolean;
   v_status text;
 begin
-  -- A Stripe RENEWAL at price 0 on a row an EXPIRATION ended: an unpaid invoice, whose access
-  -- RevenueCat revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts).
-  if coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired' then
-    return;
-  end if;
   -- Continues the stored period when that still grants as this one begins (a renewal); else
   -- (lapsed, expired, refunded, temporary) it starts afresh.
   v_continues := p_row.grants_until >= v_start and p_row.status <> 'temporary' and v_action = 'grant';
@@ -1656,7 +1673,7 @@ begin
   select * into v_row from public.entitlements
   where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and source_key = v_source_key
   for update;
-  if not found then
+  if not found or public.billing_grant_refused(v_row, v_effect) then
     return null;
   end if;
 

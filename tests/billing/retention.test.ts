@@ -13,7 +13,7 @@ import { openPglite } from '../../lib/db/pglite.ts';
 import { clientSession, openPostgres } from '../../lib/db/postgres.ts';
 import { DATABASE_KINDS, describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
 import { createDatabase } from '../../scripts/support/postgres-server.ts';
-import { apple, billingEvent, day, deliver, entitlementsOf, eventRow, LIFETIME, MONTHLY } from './support.ts';
+import { apple, billingEvent, day, deliver, entitlementsOf, eventRow, LIFETIME, MONTHLY, YEARLY } from './support.ts';
 
 /**
  * The billing log kept by month for BILLING_EVENTS_RETENTION_MONTHS (supabase/migrations/
@@ -293,6 +293,36 @@ describe.each(DATABASE_KINDS)('bounded folds and retention on %s', (kind) => {
     // After the checkpoint: one more event the fold replays, where one before it would be outside every fold.
     expect(await groupOf(user)).toMatchObject({ base_key: group.base_key, replayed: 6 });
     expect((await entitlementsOf(db, user, new Date()))[0]).toMatchObject({ active: true, willRenew: true });
+  });
+
+  it('ids merged into one group: the checkpoint before recent events never moves an id\'s checkpoint back behind events its rows hold', async () => {
+    const [x, y] = [`merge-x-${randomUUID()}`, `merge-y-${randomUUID()}`];
+    const now = (Date.now() - day(0)) / 86_400_000;
+    const receivedWhenGenerated = async (bodies: BillingWebhookBody[]) => {
+      await db.sql(`select public.billing_ensure_partitions((now() - interval '6 months')::date, now()::date)`);
+      for (const body of bodies) {
+        const at = new Date((body.event.event_timestamp_ms as number) + 60_000);
+        await db.sql('update public.billing_events set received_at = $2 where event_id = $1', [body.event.id, at]);
+        await db.sql('update public.billing_event_ids set received_at = $2 where event_id = $1', [body.event.id, at]);
+      }
+      await db.sql('select public.billing_recount_tails()');
+    };
+    const purchaseX = billingEvent('initial-purchase', x, { at: now - 75, purchased: now - 75, expires: now - 45 }, apple(`${x}-t0`, `${x}-o`));
+    const renewalX = billingEvent('renewal', x, { at: now - 45, purchased: now - 45, expires: now - 15 }, apple(`${x}-t1`, `${x}-o`));
+    await deliverAll([purchaseX, renewalX]);
+    await receivedWhenGenerated([purchaseX, renewalX]);
+    const nextX = billingEvent('renewal', x, { at: now - 15, purchased: now - 15, expires: now + 15 }, apple(`${x}-t2`, `${x}-o`));
+    await deliverAll([nextX]); // x's state a month old, its last event too: checkpointed where it stood (at its renewal)
+    await receivedWhenGenerated([nextX]);
+    const checkpointOfX = (await groupOf(x)).base_key!;
+    expect(checkpointOfX).toContain(renewalX.event.id);
+    const purchaseY = billingEvent('initial-purchase', y, { at: now - 50, purchased: now - 50, expires: now + 315 }, apple(`${y}-t0`, `${y}-o`, YEARLY));
+    await deliverAll([purchaseY]);
+    await receivedWhenGenerated([purchaseY]);
+    // One customer (an alias): the groups join, with y's month-old purchase unfolded and recent events.
+    await deliverAll([billingEvent('subscriber-alias', x, { at: now - 0.01 }, { aliases: [x, y], original_app_user_id: x })]);
+    const checkpoints = await db.sql<{ base_key: string }>('select base_key from public.billing_subscribers where app_user_id = any ($1)', [[x, y]]);
+    for (const { base_key: key } of checkpoints) expect(key >= checkpointOfX, `${key} against ${checkpointOfX}`).toBe(true);
   });
 
   it('checkpoints a tail from before tails were bounded (far past the bound) where the group stands, without replaying it', async () => {

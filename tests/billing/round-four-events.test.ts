@@ -207,6 +207,13 @@ const renewalFlows: Flow[] = [
       refund(u.bob, 5, 1, null, { ...lifetime('L-4', 'L-3'), price: -79.99 }), event('non-renewing-purchase', u.bob, 1, 1, null, lifetime('L-4', 'L-3'))],
     expected: [{ now: 6, state: { alice: { pro: { active: false } }, bob: { pro: { active: false } } } }],
   },
+  {
+    name: 'R12 ... an unpaid Stripe subscription\'s zero-price RENEWAL beside an App Store purchase\'s temporary grant: grants nothing, and ends nothing either',
+    doc: `"RevenueCat will revoke access but continues generating RENEWAL events with a zero price" (${GRACE}); TEMPORARY_ENTITLEMENT_GRANT: access "for at most 24 hours" until the purchase validates (${TYPES})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      temporaryGrant(u.alice, 59.9, 60.9), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 60.5, state: { alice: { pro: { active: true, status: 'temporary' } } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
@@ -330,6 +337,20 @@ describe.each(DATABASE_KINDS)('billing round four: what an event means, in every
       for (const flow of setting.flows) it(flow.name, () => runFlow(db, flow, revenuecat), 240_000);
     });
   }
+});
+
+describe.each(DATABASE_KINDS)('a one-time purchase found by its own transaction on %s', (kind) => {
+  const db = suiteDatabase(kind);
+  it('its REFUND_REVERSED naming both ids reinstates its row and asks no sync (no new purchase)', async () => {
+    const user = randomUUID();
+    for (const body of [event('non-renewing-purchase', user, 1, 1, null, lifetime('L-2', 'L-1')), refund(user, 5, 1, 5, { ...lifetime('L-2', 'L-1'), price: -79.99 })]) {
+      expect((await deliver(body)).status).toBe(200);
+    }
+    const reversed = event('refund-reversed', user, 6, 1, null, lifetime('L-2', 'L-1'));
+    const result = await db.adapter.call('record_billing_event', { p_body: reversed, p_plan: describeEventEffects(reversed.event, new Date()), p_sync_after: 'gaps' });
+    expect(result).toMatchObject({ outcome: 'applied', syncIds: [] });
+    expect(await db.sql('select status from public.entitlements where app_user_id = $1', [user])).toEqual([{ status: 'active' }]);
+  });
 });
 
 describe('the plans behind the flows', () => {
