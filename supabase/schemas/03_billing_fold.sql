@@ -451,9 +451,9 @@ begin
   end if;
   -- A one-time purchase is keyed by its own transaction (a NON_RENEWING_PURCHASE's original
   -- transaction ties it to no lineage: lib/billing/event-effects.ts); an event about it that names
-  -- an original transaction too (its refund) is about that row.
-  if v_period->>'transactionId' is not null and v_period->>'originalTransactionId' is distinct from v_period->>'transactionId'
-     and not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
+  -- an original transaction too (its refund) is about that row, even where another purchase's row
+  -- has the original's key (a second one-time purchase naming the first as its original).
+  if v_period->>'transactionId' is not null and v_period->>'originalTransactionId' is distinct from v_period->>'transactionId' then
     v_key := public.billing_source_key(p_plan->>'environment', v_store, v_period->>'productId', null, v_period->>'transactionId');
     if exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_key) then
       v_source_key := v_key;
@@ -711,7 +711,10 @@ begin
 
     -- No row yet: a grant creates it; a flag, refund or revocation only when it says how long
     -- access lasts (RevenueCat sends those for live subscriptions), starting from what it says.
-    if v_action not in ('grant', 'temporary_grant') and not coalesce((v_effect->>'createsRow')::boolean, false) then
+    -- Not a grant the purchase's own row refuses (an entitlement its product was mapped to since).
+    if (v_action not in ('grant', 'temporary_grant') and not coalesce((v_effect->>'createsRow')::boolean, false))
+       or (v_effect ? 'zeroPriceStripeRenewal'
+           and exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key = v_source_key and public.billing_grant_refused(e, v_effect))) then
       v_stale := v_stale + 1;
       continue;
     end if;

@@ -214,6 +214,20 @@ const renewalFlows: Flow[] = [
       temporaryGrant(u.alice, 59.9, 60.9), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
     expected: [{ now: 60.5, state: { alice: { pro: { active: true, status: 'temporary' } } } }],
   },
+  {
+    name: 'R13 ... the refused zero-price RENEWAL naming an entitlement its product was mapped to since: grants that one nothing either',
+    doc: `"RevenueCat will revoke access but continues generating RENEWAL events with a zero price" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0, entitlement_ids: ['pro', 'extra'] })],
+    expected: [{ now: 61, state: { alice: { pro: { active: false }, extra: null } } }],
+  },
+  {
+    name: 'R14 two one-time purchases of one product, the second naming the first as its original, each refunded: no access',
+    doc: `a one-time purchase refunded: "the customer immediately loses access" (${WEB_REFUNDS})`,
+    items: (u) => [event('non-renewing-purchase', u.alice, 1, 1, null, lifetime('L-1', 'L-1')), event('non-renewing-purchase', u.alice, 2, 2, null, lifetime('L-2', 'L-1')),
+      refund(u.alice, 5, 2, 5, { ...lifetime('L-2', 'L-1'), price: -79.99 }), refund(u.alice, 6, 1, 6, { ...lifetime('L-1', 'L-1'), price: -79.99 })],
+    expected: [{ now: 7, state: { alice: { pro: { active: false } } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
