@@ -366,8 +366,8 @@ grant execute on function public.billing_tail_bound() to service_role;
 -- retries end within hours, but a delivery that failed throughout may be sent again from its
 -- dashboard once the server is fixed ("Retrying a Failed Webhook", integrations/webhooks), days
 -- later: a refund sent again 6 days late was stale under a lag of 3 days, and left the refunded
--- purchase granting. A month covers a long outage; the fold a late event runs stays bounded by
--- billing_tail_bound(), and retention refolds a group that has no checkpoint old enough.
+-- purchase granting. A month covers a long outage; a group with recent events is checkpointed
+-- before them (public.billing_checkpoint_before), so its tail stays about a month long.
 create or replace function public.billing_checkpoint_lag()
 returns interval
 language plpgsql
@@ -394,10 +394,11 @@ grant execute on function public.billing_checkpoint_lag() to service_role;
 -- 2. Every customer group counts the events after its checkpoint (billing_subscribers.tail_events)
 --    and when the oldest of them was received (pending_since). Checkpoints are taken as events
 --    arrive, so neither a fold nor retention ever replays much:
---      * when the group's state is a month old (pending_since) and its last event is at least
---        billing_checkpoint_lag() old, the next event first checkpoints the group where it stands:
---        a copy of its rows, no replay (RevenueCat's retries, and a resend from its dashboard
---        after an outage, are over for anything before it);
+--      * when the group's state is a month old (pending_since), the next event first checkpoints
+--        the group at its newest event at least billing_checkpoint_lag() old (RevenueCat's retries,
+--        and a resend from its dashboard after an outage, are over for anything before it): where
+--        it stands, a copy of its rows, when that is its last event; else one replay of its tail
+--        (public.billing_checkpoint_before);
 --      * when its tail reaches billing_tail_bound() events, it is checkpointed so that only the
 --        newest half stays unfolded: a late event replays fewer than the bound.
 -- 3. Retention (billing_maintain) finds the groups a month's drop waits for through pending_since,

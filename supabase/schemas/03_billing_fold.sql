@@ -1445,9 +1445,6 @@ $$;
 revoke all on function public.billing_recount_tails() from public, anon, authenticated;
 grant execute on function public.billing_recount_tails() to service_role;
 
--- A grant on a stored row of its source (one step of the fold for `grant` and `temporary_grant`):
--- the row as the event leaves it. One piece of code for the fold (public.billing_apply_event) and for
--- its in-order shortcut (public.billing_fold_in_order).
 -- Whether a grant leaves the row as it is: a Stripe RENEWAL at price 0 on a row an EXPIRATION
 -- ended is an unpaid invoice, whose access RevenueCat revoked (the effect's zeroPriceStripeRenewal,
 -- lib/billing/event-effects.ts). Nothing is granted, and nothing else the grant would end ends.
@@ -1464,6 +1461,9 @@ $$;
 revoke all on function public.billing_grant_refused(entitlements,jsonb) from public, anon, authenticated;
 grant execute on function public.billing_grant_refused(entitlements,jsonb) to service_role;
 
+-- A grant on a stored row of its source (one step of the fold for `grant` and `temporary_grant`):
+-- the row as the event leaves it. One piece of code for the fold (public.billing_apply_event) and for
+-- its in-order shortcut (public.billing_fold_in_order).
 create or replace function public.billing_grant(p_row public.entitlements, p_plan jsonb, p_effect jsonb, p_event_id text, p_event_at timestamptz)
 returns void
 language plpgsql
