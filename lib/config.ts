@@ -800,12 +800,25 @@ export function namesThisMachine(hostname: string): boolean {
   return !name.includes('.') || /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org)|lan|localdomain|home|corp)$/.test(name);
 }
 
+/**
+ * Whether an origin names this machine or its network as namesThisMachine says, its IP address a
+ * private one (loopback, RFC 1918, link-local, CGNAT; IPv6 loopback, unique-local, link-local): a
+ * public address is a server on the internet.
+ */
 function originNamesThisMachine(value: string): boolean {
+  let hostname: string;
   try {
-    return namesThisMachine(new URL(value.trim()).hostname);
+    hostname = new URL(value.trim()).hostname.toLowerCase();
   } catch {
     return false;
   }
+  const ipv4 = /^(\d{1,3})\.(\d{1,3})\.\d{1,3}\.\d{1,3}$/.exec(hostname);
+  if (ipv4) {
+    const [a, b] = [Number(ipv4[1]), Number(ipv4[2])];
+    return a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127);
+  }
+  if (hostname.startsWith('[')) return hostname === '[::1]' || /^\[f[cd][0-9a-f]{0,2}:/.test(hostname) || /^\[fe[89ab][0-9a-f]?:/.test(hostname);
+  return namesThisMachine(hostname);
 }
 
 function isPublicHttpsOrigin(value: string): boolean {

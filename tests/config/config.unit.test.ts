@@ -265,13 +265,13 @@ describe('configuration', () => {
 
   it('keeps LOCAL_DEV=1 beside an origin that names this machine or its network (a LAN address for a phone, a name mapped here for https)', () => {
     for (const origin of ['https://dev.example.test', 'https://app.example.com', 'https://shop.localhost', 'https://box.local', 'https://svc.home.arpa',
-      'https://192.168.1.10:3443', 'https://10.0.0.5', 'https://[fd00::5]:3443', 'https://my-laptop:3443', 'http://devbox.lan:3000']) {
+      'https://192.168.1.10:3443', 'https://10.0.0.5', 'https://172.20.0.3', 'https://[fd00::5]:3443', 'https://[fe80::1]', 'https://my-laptop:3443', 'http://devbox.lan:3000']) {
       expect(loadConfig({ APP_ORIGIN: origin, LOCAL_DEV: '1' }).local, origin).toBe(true);
     }
   });
 
   it('refuses LOCAL_DEV=1 beside an origin with a public name, over http too', () => {
-    for (const origin of ['https://shop.acme-store.app', 'http://shop.acme-store.app', 'http://abc123.ngrok-free.app']) {
+    for (const origin of ['https://shop.acme-store.app', 'http://shop.acme-store.app', 'http://abc123.ngrok-free.app', 'https://203.0.113.5', 'http://[2001:db8::5]:3000']) {
       expect(() => loadConfig({ APP_ORIGIN: origin, LOCAL_DEV: '1' }), origin).toThrow(/^LOCAL_DEV=1 is refused beside a real deployment's settings: APP_ORIGIN names a public host/);
     }
   });
