@@ -1,4 +1,5 @@
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 import { z } from 'zod';
 
 /**
@@ -796,9 +797,18 @@ function isLoopbackUrl(value: string): boolean {
  */
 export function namesThisMachine(hostname: string): boolean {
   const name = hostname.toLowerCase().replace(/\.$/, '');
-  if (/^\[[0-9a-f:.]+\]$/.test(name) || /^\d{1,3}(\.\d{1,3}){3}$/.test(name)) return true;
+  if (ipAddressOf(name) !== null) return true;
   return !name.includes('.') || /(^|\.)(test|example|invalid|localhost|local|internal|home\.arpa|example\.(com|net|org)|lan|localdomain|home|corp)$/.test(name);
 }
+
+/** The IP address a host name is (IPv6 in brackets or not; an IPv4-mapped one as its IPv4 address), or null for a name. */
+function ipAddressOf(hostname: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  const address = hostname.replace(/^\[|\]$/g, '');
+  return ipaddr.isValid(address) ? ipaddr.process(address) : null;
+}
+
+/** The ranges (ipaddr.js's names) of addresses on this machine or its network, never a server on the internet. */
+const THIS_NETWORK_RANGES: ReadonlySet<string> = new Set(['loopback', 'private', 'linkLocal', 'carrierGradeNat', 'uniqueLocal']);
 
 /**
  * Whether an origin names this machine or its network as namesThisMachine says, its IP address a
@@ -812,13 +822,8 @@ function originNamesThisMachine(value: string): boolean {
   } catch {
     return false;
   }
-  const ipv4 = /^(\d{1,3})\.(\d{1,3})\.\d{1,3}\.\d{1,3}$/.exec(hostname);
-  if (ipv4) {
-    const [a, b] = [Number(ipv4[1]), Number(ipv4[2])];
-    return a === 10 || a === 127 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127);
-  }
-  if (hostname.startsWith('[')) return hostname === '[::1]' || /^\[f[cd][0-9a-f]{0,2}:/.test(hostname) || /^\[fe[89ab][0-9a-f]?:/.test(hostname);
-  return namesThisMachine(hostname);
+  const address = ipAddressOf(hostname);
+  return address === null ? namesThisMachine(hostname) : THIS_NETWORK_RANGES.has(address.range());
 }
 
 function isPublicHttpsOrigin(value: string): boolean {

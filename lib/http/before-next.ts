@@ -102,24 +102,25 @@ function missingHostAnswer(request: http.IncomingMessage, requestIdHeader: strin
  * it, same-origin to the browser, with those secrets. So: what namesThisMachine says (an IP address,
  * as a phone on the LAN uses; a name without a dot; .localhost, .local, .test, ...) and APP_ORIGIN's host.
  */
-export function isLocalModeHost(host: string, appOriginHost: string): boolean {
+export function isLocalModeHost(host: string, appOrigin: string): boolean {
   const name = host.toLowerCase().replace(/:\d*$/, '');
-  return namesThisMachine(name) || name.replace(/\.$/, '') === appOriginHost.toLowerCase();
+  // (APP_ORIGIN read only for a name that is not this machine's: every request in local mode asks.)
+  return namesThisMachine(name) || name.replace(/\.$/, '') === new URL(appOrigin).hostname;
 }
 
 /** In local mode, a request naming a public host: 421, and nothing of the service runs (isLocalModeHost). */
 function foreignHostAnswer(request: http.IncomingMessage, requestIdHeader: string | null) {
   const host = request.headers.host;
   if (host === undefined) return undefined;
-  let appOriginHost: string;
+  let appOrigin: string;
   try {
     const config = getConfig();
     if (!config.local) return undefined;
-    appOriginHost = new URL(config.appOrigin).hostname;
+    appOrigin = config.appOrigin;
   } catch {
     return undefined; // a refused configuration: every route answers 503
   }
-  if (isLocalModeHost(host, appOriginHost)) return undefined;
+  if (isLocalModeHost(host, appOrigin)) return undefined;
   return answerBeforeNextParts('misdirected_request',
     'In local mode this service answers only for this machine\'s names (localhost, an IP address, APP_ORIGIN\'s host), not a public one: a page can point its own name at this machine.',
     { connection: 'close' }, requestIdHeader, loggedTarget(request.method, request.url));

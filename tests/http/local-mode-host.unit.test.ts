@@ -8,10 +8,10 @@ describe('isLocalModeHost', () => {
     'localhost', 'localhost:3000', 'app.localhost', 'my-laptop', 'my-laptop.local', 'dev.example.test', 'box.home.arpa', 'svc.internal', 'LOCALHOST.',
     'localhost.localdomain', 'devbox.lan', 'shop.my-app.dev:3000',
   ])('serves %s', (host) => {
-    expect(isLocalModeHost(host, 'shop.my-app.dev')).toBe(true);
+    expect(isLocalModeHost(host, 'https://shop.my-app.dev')).toBe(true);
   });
 
   it.each(['rebind.attacker.net', 'rebind.attacker.net:3000', 'localhost.attacker.net', '127.0.0.1.nip.io', 'app.vercel.app', 'my-app.dev', 'abc123.ngrok-free.app', 'evil.com.'])('refuses %s', (host) => {
-    expect(isLocalModeHost(host, 'shop.my-app.dev')).toBe(false);
+    expect(isLocalModeHost(host, 'https://shop.my-app.dev')).toBe(false);
   });
 });
