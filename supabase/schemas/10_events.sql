@@ -184,14 +184,22 @@ security definer
 set search_path = ''
 as $$
 begin
-  insert into public.outbound_user_sequences (user_id, last_sequence) values (p_user_id, 0) on conflict (user_id) do nothing;
   perform 1 from public.outbound_user_sequences where user_id = p_user_id for update;
+  if not found then
+    -- The user's first event, or their first since an erasure deleted their counter: numbered after
+    -- the events of theirs still waiting (the erasure's customer.deleted), so none goes before it.
+    insert into public.outbound_user_sequences (user_id, last_sequence)
+      values (p_user_id, coalesce((select max(e.sequence) from public.outbound_events e where e.user_id = p_user_id), 0))
+      on conflict (user_id) do nothing;
+    perform 1 from public.outbound_user_sequences where user_id = p_user_id for update;
+  end if;
 end;
 $$;
 revoke all on function public.outbound_lock_user(text) from public, anon, authenticated;
 grant execute on function public.outbound_lock_user(text) to service_role;
 
--- Write one event (and its deliveries) with the user's next sequence number. Returns the number.
+-- Write one event (and its deliveries) with the user's next sequence number, under the user's lock
+-- (public.outbound_lock_user, taken first). Returns the number.
 create or replace function public.outbound_emit(p_user_id text, p_type text, p_data jsonb)
 returns bigint
 language plpgsql
@@ -501,6 +509,7 @@ declare
 begin
   if tg_op = 'DELETE' then v_row := old; else v_row := new; end if;
   if public.is_user_id(v_row.user_id::text) and not public.outbound_erasing(v_row.user_id::text) then
+    perform public.outbound_lock_user(v_row.user_id::text);
     perform public.outbound_emit(v_row.user_id::text,
       case tg_op when 'DELETE' then 'wallet.unlinked' else 'wallet.linked' end,
       jsonb_build_object('wallet', public.wallet_link_json(v_row)));

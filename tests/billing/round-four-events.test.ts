@@ -96,6 +96,18 @@ const environmentFlows: Flow[] = [
     expected: [{ now: 1 + min(100), state: { alice: { pro: { active: false, status: 'expired' } } } }],
   })),
   {
+    name: 'E07 a failed validation naming the product as its store does (a Play base plan: `<product>:monthly`) ends the grant of its transaction too',
+    doc: `"If the purchase can't be validated, an EXPIRATION event with the same transaction_id is sent." and "depending on the store, the product_id might be different from the product_id present in the subsequent INITIAL_PURCHASE event" (${TYPES})`,
+    items: (u) => [
+      temporaryGrant(u.alice, 1, 2, { store: 'PLAY_STORE' }),
+      event('expiration', u.alice, 1 + min(90), 1, 1 + min(90), {
+        store: 'PLAY_STORE', product_id: `${MONTHLY}:monthly`, transaction_id: TEMP_TX, original_transaction_id: undefined,
+        expiration_reason: 'UNKNOWN', period_type: 'NORMAL', environment: 'PRODUCTION',
+      }),
+    ],
+    expected: [{ now: 1 + min(100), state: { alice: { pro: { active: false, status: 'expired', expiresAt: isoDay(1 + min(90)) } } } }],
+  },
+  {
     name: 'E04 a temporary grant that says SANDBOX still grants nothing in a deployment',
     doc: `environment: "Store environment." SANDBOX, PRODUCTION (${TYPES})`,
     items: (u) => [temporaryGrant(u.alice, 1, 2, { environment: 'SANDBOX' })],

@@ -209,6 +209,24 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, alone.userId)).toEqual([]);
   });
 
+  it('numbers a user erased and lifted again after the customer.deleted still waiting, so it reaches a receiver first', async () => {
+    const endpoint = `ep-${randomUUID().slice(0, 8)}`;
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId);
+    await db.sql('select public.forget_user($1::uuid)', [user.userId]); // the grant and customer.deleted wait
+    // An operator lifts the erased id (docs/security.md, An erased user stays erased), and the same
+    // id buys again.
+    await db.sql('delete from public.billing_erased_ids where id_hash = public.billing_id_hash($1)', [user.userId]);
+    await deliverNow('initial-purchase', user.userId);
+    const events = await eventsOf(db, user.userId);
+    expect(events.map((e) => [e.sequence, e.type])).toEqual([[1, 'entitlement.granted'], [2, 'customer.deleted'], [3, 'entitlement.granted']]);
+    const queue = await db.sql<{ type: string }>(`select e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+      where d.endpoint_id = $1 and d.user_id = $2 and d.state = 'pending' order by d.sequence`, [endpoint, user.userId]);
+    expect(queue.map((row) => row.type)).toEqual(['entitlement.granted', 'customer.deleted', 'entitlement.granted']);
+    await endpointsGoneForDays();
+  });
+
   it('retention: a pending delivery keeps its event past 30 days while its endpoint is in use, not once it is retired', async () => {
     const [inUse, retired] = [`ep-${randomUUID().slice(0, 8)}`, `ep-${randomUUID().slice(0, 8)}`];
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: inUse, types: null }, { id: retired, types: null }])]);
