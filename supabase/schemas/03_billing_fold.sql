@@ -431,17 +431,18 @@ begin
   -- A provisional grant (TEMPORARY_ENTITLEMENT_GRANT) is keyed by its transaction: the events that
   -- settle it name that transaction with an original transaction of their own (its failed
   -- validation is "an EXPIRATION event with the same transaction_id"): they are about its row.
-  -- An event that grants nothing is, whatever product it names: "depending on the store, the
-  -- product_id might be different" (a Play product with its base plan, `pro_monthly:monthly`, where
-  -- the grant named `pro_monthly`), and its transaction is the one purchase. A grant of another
-  -- product keeps a row of its own, and ends the provisional one below.
+  -- That EXPIRATION (the one event that revokes) is, whatever product of the same store it names:
+  -- "depending on the store, the product_id might be different" (Google Play's names the base
+  -- plan, `pro_monthly:monthly`, where the grant named `pro_monthly`). Any other event of another
+  -- product is about a purchase of its own, whose row it keeps (a real grant of the entitlement
+  -- ends the provisional one below).
   if v_period->>'transactionId' is not null
      and not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
     select e.source_key into v_key from public.entitlements e
     where e.app_user_id = v_owner and e.status = 'temporary' and e.transaction_id = v_period->>'transactionId'
       and (e.product_id is not distinct from v_period->>'productId'
-           or not exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x
-                          where x->>'action' in ('grant', 'temporary_grant')))
+           or (upper(coalesce(e.store, '')) = upper(coalesce(v_store, ''))
+               and exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'action' = 'revoke')))
     order by e.product_id is not distinct from v_period->>'productId' desc, e.source_key
     limit 1;
     -- The purchase that validates it (a grant naming the same transaction under an original

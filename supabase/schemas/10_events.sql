@@ -188,10 +188,12 @@ begin
   if not found then
     -- The user's first event, or their first since an erasure deleted their counter: numbered after
     -- the events of theirs still waiting (the erasure's customer.deleted), so none goes before it.
-    insert into public.outbound_user_sequences (user_id, last_sequence)
-      values (p_user_id, coalesce((select max(e.sequence) from public.outbound_events e where e.user_id = p_user_id), 0))
-      on conflict (user_id) do nothing;
-    perform 1 from public.outbound_user_sequences where user_id = p_user_id for update;
+    -- Read by a statement after the insert, which may have waited for the erasure's transaction to
+    -- commit (and a statement sees only what committed before it began).
+    insert into public.outbound_user_sequences (user_id, last_sequence) values (p_user_id, 0) on conflict (user_id) do nothing;
+    update public.outbound_user_sequences
+      set last_sequence = greatest(last_sequence, coalesce((select max(e.sequence) from public.outbound_events e where e.user_id = p_user_id), 0))
+      where user_id = p_user_id;
   end if;
 end;
 $$;
@@ -211,9 +213,13 @@ declare
   v_sequence bigint;
   v_id uuid;
 begin
-  insert into public.outbound_user_sequences as s (user_id, last_sequence, last_type) values (p_user_id, 1, p_type)
-    on conflict (user_id) do update set last_sequence = s.last_sequence + 1, last_type = excluded.last_type
-    returning s.last_sequence into v_sequence;
+  update public.outbound_user_sequences set last_sequence = last_sequence + 1, last_type = p_type
+    where user_id = p_user_id returning last_sequence into v_sequence;
+  if not found then -- (a caller that did not lock first: never numbered from 1 again)
+    perform public.outbound_lock_user(p_user_id);
+    update public.outbound_user_sequences set last_sequence = last_sequence + 1, last_type = p_type
+      where user_id = p_user_id returning last_sequence into v_sequence;
+  end if;
   insert into public.outbound_events (user_id, sequence, type, data) values (p_user_id, v_sequence, p_type, p_data)
     returning id into v_id;
   insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)

@@ -108,6 +108,18 @@ const environmentFlows: Flow[] = [
     expected: [{ now: 1 + min(100), state: { alice: { pro: { active: false, status: 'expired', expiresAt: isoDay(1 + min(90)) } } } }],
   },
   {
+    name: 'E08 a billing issue of another product naming the same transaction (its INITIAL_PURCHASE not yet here) is about a purchase of its own: its grace stands',
+    doc: `BILLING_ISSUE: "grace_period_expiration_at_ms" (${TYPES}); the provisional grant's failed validation is "an EXPIRATION event with the same transaction_id" (${TYPES})`,
+    items: (u) => [
+      temporaryGrant(u.alice, 1, 2, { store: 'PLAY_STORE' }),
+      event('billing-issue-grace', u.alice, 1 + min(90), 1, 1.3, {
+        store: 'PLAY_STORE', product_id: `${MONTHLY}:monthly`, transaction_id: TEMP_TX, original_transaction_id: TEMP_TX,
+        grace_period_expiration_at_ms: day(10), environment: 'PRODUCTION',
+      }),
+    ],
+    expected: [{ now: 5, state: { alice: { pro: { active: true, status: 'grace', productId: `${MONTHLY}:monthly` } } } }],
+  },
+  {
     name: 'E04 a temporary grant that says SANDBOX still grants nothing in a deployment',
     doc: `environment: "Store environment." SANDBOX, PRODUCTION (${TYPES})`,
     items: (u) => [temporaryGrant(u.alice, 1, 2, { environment: 'SANDBOX' })],

@@ -5,7 +5,8 @@ import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import { deliver, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet, unlinkWallet } from '../support/account-actions.ts';
-import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import pg from 'pg';
+import { DATABASE_KINDS, suiteDatabase, untilASessionWaitsForALock, type TestDatabase } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
@@ -224,6 +225,32 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     const queue = await db.sql<{ type: string }>(`select e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
       where d.endpoint_id = $1 and d.user_id = $2 and d.state = 'pending' order by d.sequence`, [endpoint, user.userId]);
     expect(queue.map((row) => row.type)).toEqual(['entitlement.granted', 'customer.deleted', 'entitlement.granted']);
+    await endpointsGoneForDays();
+  });
+
+  it.runIf(kind === 'postgres')('numbers the first event of a user after an erasure committed meanwhile after its customer.deleted (it waited for it)', async () => {
+    const endpoint = `ep-${randomUUID().slice(0, 8)}`;
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);
+    const user = randomUUID(); // no event yet: the erasure makes their counter, and deletes it
+    const [erasing, linking] = [new pg.Client({ connectionString: db.url }), new pg.Client({ connectionString: db.url })];
+    await Promise.all([erasing.connect(), linking.connect()]);
+    try {
+      await erasing.query('begin');
+      await erasing.query('select public.outbound_lock_user($1)', [user]);
+      await erasing.query("select public.outbound_emit($1, 'customer.deleted', '{}'::jsonb)", [user]);
+      await erasing.query('delete from public.outbound_user_sequences where user_id = $1', [user]);
+      await linking.query('begin');
+      const locked = linking.query('select public.outbound_lock_user($1)', [user]); // waits for the erasure
+      await untilASessionWaitsForALock(db);
+      await erasing.query('commit');
+      await locked;
+      const [{ sequence }] = (await linking.query("select public.outbound_emit($1, 'wallet.linked', '{}'::jsonb) as sequence", [user])).rows;
+      await linking.query('commit');
+      expect(Number(sequence)).toBe(2);
+    } finally {
+      await Promise.all([erasing.end(), linking.end()]);
+    }
+    expect((await eventsOf(db, user)).map((e) => [e.sequence, e.type])).toEqual([[1, 'customer.deleted'], [2, 'wallet.linked']]);
     await endpointsGoneForDays();
   });
 
