@@ -33,10 +33,11 @@ function assertJsonContentType(contentType: string | null): void {
     throw new ApiError('unsupported_media_type', { detail: `Send the body as JSON with "Content-Type: application/json" (got ${shown}).` });
   }
   // JSON is UTF-8 (RFC 8259, section 8.1). A body that says it is another charset would be read as
-  // something it is not, so it is refused rather than decoded as UTF-8 regardless.
-  // (Every charset it names: one that names two is read as neither.)
+  // something it is not, so it is refused rather than decoded as UTF-8 regardless; US-ASCII is read
+  // the same either way (its bytes are UTF-8's first 128). (Every charset it names: one that names
+  // two is read as neither.)
   const charsets = parameters.map((parameter) => /^\s*charset\s*=\s*"?([^";\s]*)"?\s*$/i.exec(parameter)?.[1]).filter((value) => value !== undefined);
-  if (charsets.some((charset) => !/^utf-?8$/i.test(charset))) {
+  if (charsets.some((charset) => !/^(utf-?8|us-ascii)$/i.test(charset))) {
     throw new ApiError('unsupported_media_type', { detail: `JSON is sent in UTF-8; send "Content-Type: application/json" or "application/json; charset=utf-8" (got ${shown}).` });
   }
 }

@@ -55,6 +55,7 @@ describe('reading JSON bodies over real HTTP', () => {
     expect((await post('{}', { 'content-type': 'application/json; charset=utf-8' })).status).toBe(200);
     expect((await post('{}', { 'content-type': 'application/vnd.api+json' })).status).toBe(200);
     expect((await post('{}', { 'content-type': 'application/json;charset="UTF-8"' })).status).toBe(200);
+    expect((await post('{}', { 'content-type': 'application/json; charset=US-ASCII' })).status).toBe(200); // UTF-8's first 128
   });
 
   it.each(hostileBodies)('answers 400 invalid_json, never a 5xx: $name', async ({ body }) => {
