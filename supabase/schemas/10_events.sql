@@ -201,7 +201,8 @@ revoke all on function public.outbound_lock_user(text) from public, anon, authen
 grant execute on function public.outbound_lock_user(text) to service_role;
 
 -- Write one event (and its deliveries) with the user's next sequence number, under the user's lock
--- (public.outbound_lock_user, taken first). Returns the number.
+-- (its counter's row: public.outbound_lock_user, which a caller reading what was told takes first).
+-- Returns the number.
 create or replace function public.outbound_emit(p_user_id text, p_type text, p_data jsonb)
 returns bigint
 language plpgsql
@@ -215,7 +216,7 @@ declare
 begin
   update public.outbound_user_sequences set last_sequence = last_sequence + 1, last_type = p_type
     where user_id = p_user_id returning last_sequence into v_sequence;
-  if not found then -- (a caller that did not lock first: never numbered from 1 again)
+  if not found then -- (no counter yet: made as outbound_lock_user makes it, never from 1 again)
     perform public.outbound_lock_user(p_user_id);
     update public.outbound_user_sequences set last_sequence = last_sequence + 1, last_type = p_type
       where user_id = p_user_id returning last_sequence into v_sequence;
@@ -515,7 +516,6 @@ declare
 begin
   if tg_op = 'DELETE' then v_row := old; else v_row := new; end if;
   if public.is_user_id(v_row.user_id::text) and not public.outbound_erasing(v_row.user_id::text) then
-    perform public.outbound_lock_user(v_row.user_id::text);
     perform public.outbound_emit(v_row.user_id::text,
       case tg_op when 'DELETE' then 'wallet.unlinked' else 'wallet.linked' end,
       jsonb_build_object('wallet', public.wallet_link_json(v_row)));
@@ -926,6 +926,8 @@ security definer
 set search_path = ''
 as $$
 declare
+  -- What was written before this is past the 30 days.
+  v_kept_since timestamptz := p_now - interval '30 days';
   v_batch integer;
   v_deleted integer := 0;
   v_gone uuid[];
@@ -933,13 +935,13 @@ begin
   loop
     v_gone := array(
       select e.id from public.outbound_events e
-      where (e.created_at < p_now - interval '30 days'
+      where (e.created_at < v_kept_since
              -- an erased user's customer.deleted, once no endpoint waits for it
              or (e.type = 'customer.deleted' and e.user_id not in (select s.user_id from public.outbound_user_sequences s)))
         -- A pending delivery keeps its event, but a retired endpoint's only for the 30 days (it may
         -- come back): no server sends to it, and its backlog must not keep personal data for good.
         and not exists (select 1 from public.outbound_deliveries d join public.outbound_endpoints p on p.id = d.endpoint_id
-                        where d.event_id = e.id and d.state = 'pending' and (p.retired_at is null or e.created_at >= p_now - interval '30 days'))
+                        where d.event_id = e.id and d.state = 'pending' and (p.retired_at is null or e.created_at >= v_kept_since))
       order by e.created_at
       limit 1000
       for update skip locked);
