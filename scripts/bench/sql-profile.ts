@@ -70,9 +70,9 @@ export const DAY_MS = 86_400_000;
 export const SUBSCRIBERS = 1_000;
 
 /** The bench's event (scripts/bench.ts): RevenueCat's sample shape, an anonymous alias, ~1 KB. */
-export function renewalBody(index: number, start: number) {
+export function renewalBody(index: number, start: number, supabaseUsers = process.env.SUPABASE_USERS === '1') {
   // SUPABASE_USERS=1: the subscribers are Supabase users (uuid ids), so each change is told as an outbound event.
-  const subscriber = process.env.SUPABASE_USERS === '1'
+  const subscriber = supabaseUsers
     ? `00000000-0000-4000-8000-${(index % SUBSCRIBERS).toString(16).padStart(12, '0')}`
     : `profile-subscriber-${index % SUBSCRIBERS}`;
   const anonymous = `$RCAnonymousID:${(index % SUBSCRIBERS).toString(16).padStart(32, '0')}`;

@@ -277,7 +277,8 @@ revoke all on function public.account_entitlements_format() from public, anon, a
 grant execute on function public.account_entitlements_format() to service_role;
 
 -- The contents of these owners' entitlement rows, as a digest (and the session's time zone, which
--- the kept JSON's times are written in).
+-- the kept JSON's times are written in). Every account read asks it: planned once per connection, as
+-- public.entitlement_sources is (below, which says why).
 create or replace function public.account_entitlements_digest(p_owner_ids text[])
 returns bytea
 language plpgsql
@@ -286,6 +287,7 @@ set search_path = ''
 -- (The rows' text in one style whatever the session's: every instant written with its offset.)
 set datestyle = 'ISO, YMD'
 set intervalstyle = 'postgres'
+set plan_cache_mode = force_generic_plan
 as $$
 begin
   return (
@@ -317,12 +319,14 @@ grant execute on function public.account_entitlements_lock_key(text) to service_
 -- Serialized with forget_user by the owners' locks: an erasure waits for a read that is keeping rows
 -- it erases, and a read that waits for an erasure builds from what it left (a statement after the
 -- lock sees what committed before it: READ COMMITTED; at another isolation nothing is kept).
+-- Its statements planned once per connection, as public.entitlement_sources's (below, which says why).
 create or replace function public.account_entitlements_keep(p_user_id uuid, p_now timestamptz)
 returns text
 language plpgsql
 volatile
 security definer
 set search_path = ''
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_kept public.account_entitlements_cache;
@@ -566,6 +570,10 @@ grant execute on function public.entitlement_owner_ids(text) to authenticated, s
 -- which grants longest, then the latest news, then renewing; last, by its keys, so that two rows
 -- alike otherwise always come in one order), and whether the entitlement will renew (a source that
 -- grants then renews). Security invoker: what a caller may read of the rows decides.
+-- Planned once per connection (plan_cache_mode): for an array of ids Postgres never trusts the
+-- generic plan (it guesses ten ids where there are one or two) and planned the query again on every
+-- call, 0.07 ms of every renewal's outbound reconcile and of every account read built afresh; the
+-- generic plan is the same lookup by key, and an ANALYZE of the table has it planned again.
 create or replace function public.entitlement_sources(p_owner_ids text[], p_now timestamptz)
 returns table (
   entitlement_id text, place bigint, grants_now boolean, effective_status text, entitlement_renews boolean,
@@ -575,6 +583,7 @@ returns table (
 language plpgsql
 stable
 set search_path = ''
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 begin

@@ -252,13 +252,15 @@ revoke all on function public.outbound_erasing(text) from public, anon, authenti
 grant execute on function public.outbound_erasing(text) to service_role;
 
 -- Until when an entitlement of a user grants, as its sources' grants_until say (THE rule for
--- "grants", 03_billing_fold.sql): the end a lapse is looked for at.
+-- "grants", 03_billing_fold.sql): the end a lapse is looked for at. Planned once per
+-- connection, as public.entitlement_sources is (07_account.sql says why).
 create or replace function public.outbound_grants_until(p_owner_ids text[], p_entitlement_id text)
 returns timestamptz
 language plpgsql
 stable
 security definer
 set search_path = ''
+set plan_cache_mode = force_generic_plan
 as $$
 begin
   return (
