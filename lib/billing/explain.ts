@@ -394,7 +394,7 @@ function changeWords(before: StoredRow | null, after: StoredRow | null): string 
   if (before.expires_at !== after.expires_at && !(ended && before.status !== after.status)) parts.push(after.expires_at === null ? 'no end' : `ends ${formatUtc(after.expires_at)}`);
   if (before.grace_expires_at !== after.grace_expires_at && after.grace_expires_at) parts.push(`grace until ${formatUtc(after.grace_expires_at)}`);
   if (before.will_renew !== after.will_renew) parts.push(after.will_renew ? 'renewal on' : 'renewal off');
-  if (before.pending_product_id !== after.pending_product_id && after.pending_product_id) parts.push(`changing to ${after.pending_product_id === '*' ? 'another product' : after.pending_product_id}`);
+  if (before.pending_product_id !== after.pending_product_id && after.pending_product_id) parts.push(`changing to ${after.pending_product_id === '*' ? 'another product or offer' : after.pending_product_id}`);
   return parts.join(', ');
 }
 

@@ -765,19 +765,22 @@ begin
     where o.app_user_id = v_owner
       and v_source_key in (o.source_key, n.source_key)
       and o.status = any (c_granting)
-      and o.product_id is not null and n.product_id is not null and n.product_id <> o.product_id
+      and o.product_id is not null and n.product_id is not null
       and upper(coalesce(n.environment, 'PRODUCTION')) = upper(coalesce(o.environment, 'PRODUCTION'))
-      and (n.original_transaction_id = o.original_transaction_id
+      and ((n.original_transaction_id = o.original_transaction_id and n.product_id <> o.product_id)
            -- The product the old row named as pending continues it only from the old period's end,
            -- where a change at period end takes effect (within an hour, for the stores' clocks): a
            -- purchase of that product already under way is another subscription (a second Play
            -- account or Apple ID), which the change does not end.
-           or (n.product_id = o.pending_product_id
+           or (n.product_id = o.pending_product_id and n.product_id <> o.product_id
                and greatest(n.period_purchased_at, n.granted_at) >= o.expires_at - interval '1 hour')
            -- Google Play replaced it at once with a product it did not name (a PRODUCT_CHANGE without
            -- new_product_id): the Play subscription that began after it is the replacement. Not one
            -- begun before the change (the old row's last event, within an hour for a bundle's order):
-           -- that is another subscription, and the old row grants to the end of what was paid.
+           -- that is another subscription, and the old row grants to the end of what was paid. The
+           -- replacement may be the same product: another offer of its base plan, which Play sells
+           -- as a new purchase token where "the old purchase token becomes inactive" (RevenueCat's
+           -- guide to Google Play Billing, subscription-upgrades-downgrades-and-plan-changes).
            or (o.pending_product_id = '*' and upper(coalesce(o.store, '')) = 'PLAY_STORE' and upper(coalesce(n.store, '')) = 'PLAY_STORE'
                and n.original_transaction_id is not null
                and greatest(n.period_purchased_at, n.granted_at) >= o.last_event_at - interval '1 hour'))

@@ -37,9 +37,44 @@ const temporaryGrant = (u: string, store: string, product: string, transaction: 
   billingEvent('temporary-entitlement-grant', u, { at: 0.001, purchased: 0, expires: 1 }, { store, product_id: product, transaction_id: transaction });
 const VALIDATED = `TEMPORARY_ENTITLEMENT_GRANT: "a regular INITIAL_PURCHASE event will be sent" once the purchase is validated, and its "transaction_id might be different" (${DOC.types})`;
 const BASIC = 'com.example.basic.monthly';
+const PLAY_PLAN_CHANGES = 'https://www.revenuecat.com/guides/google-play-billing/subscription-upgrades-downgrades-and-plan-changes';
 const PREMIUM = 'com.example.premium.monthly';
 
 const flows: Flow[] = [
+  {
+    name: 'R4-replaced: a Google Play replacement by another offer of the same base plan (the same product id), the new purchase then refunded: no access',
+    doc: `Play's replacement modes: "Old subscription is cancelled, and new subscription takes effect immediately" (${DOC.manage}); a plan change gives a new purchase token and "the old purchase token becomes inactive" (${PLAY_PLAN_CHANGES}); a refund removes access (${DOC.refunds})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, play('GPA.5555-5555-5555-55555')),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.5555-5555-5555-55555'), new_product_id: undefined }),
+      purchase(u.alice, 10.0001, 10, 40, play('GPA.6666-6666-6666-66666')),
+      refund(u.alice, 15, 10, 15, play('GPA.6666-6666-6666-66666')),
+    ],
+    expected: [{ now: 16, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R4-replaced: the same replacement, nothing after it: the new purchase shown, renewing; the replaced one no longer grants',
+    doc: `as above (${DOC.manage}, ${PLAY_PLAN_CHANGES})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, play('GPA.5555-5555-5555-55555')),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.5555-5555-5555-55555'), new_product_id: undefined }),
+      purchase(u.alice, 10.0001, 10, 40, play('GPA.6666-6666-6666-66666')),
+    ],
+    expected: [{ now: 11, state: { alice: { pro: { active: true, willRenew: true, expiresAt: isoDay(40), sources: [
+      expect.objectContaining({ active: true, expiresAt: isoDay(40) }), expect.objectContaining({ active: false, status: 'expired', willRenew: false }),
+    ] } } } }],
+  },
+  {
+    name: 'R4-replaced: a second Play subscription of the same product bought before the change is not its replacement: the first grants to its end',
+    doc: `PRODUCT_CHANGE without new_product_id: Play replaced the subscription at once (${DOC.types}); a purchase begun before the change is another subscription`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, play('GPA.5555-5555-5555-55555')),
+      purchase(u.alice, 5, 5, 35, play('GPA.7777-7777-7777-77777')),
+      event('product-change', u.alice, 10, 0, 30, { ...play('GPA.5555-5555-5555-55555'), new_product_id: undefined }),
+      refund(u.alice, 15, 5, 15, play('GPA.7777-7777-7777-77777')),
+    ],
+    expected: [{ now: 16, state: { alice: { pro: { active: true, expiresAt: isoDay(30) } } } }],
+  },
   {
     name: 'R4-validated: a Stripe purchase validating a temporary grant (the same invoice), refunded and expired: no access',
     doc: `${VALIDATED}; "Granting a refund will immediately expire the subscription and remove any entitlement access." (${DOC.refunds})`,
