@@ -273,11 +273,13 @@ grant execute on function public.billing_lock_group(text[]) to service_role;
 
 -- 5. One step of the fold: apply one event's plan to the stored rows, as of the event's time.
 -- Returns {outcome: applied | stale | ignored, ownerId}. Called with the event's group locked.
+-- Planned once per connection, as public.billing_log_and_fold says.
 create or replace function public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamptz)
 returns jsonb
 language plpgsql
 volatile
 set search_path = ''
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   c_granting constant text[] := array['active', 'cancelled_active', 'temporary', 'billing_issue', 'grace'];
@@ -859,23 +861,25 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- Measured: docs/benchmarks.md.
 --
 -- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
--- group's entitlements to the fold of its history: on top when it is the newest, else the whole
--- history again. Returns {duplicate, outcome, ownerId, groupId, newSource}: outcome applied (some
--- entitlement changed), stale (nothing changed: the newer history already says more), ignored
--- (nothing to apply); newSource: the event is about a purchase none of its owner's ids had a row of.
--- A second delivery of the same id waits on the unique key and then changes nothing.
---
--- Record one entry of the log (a webhook event, or a snapshot of RevenueCat's record) and bring its
 -- group's entitlements to the fold of its history: on top when it is the newest, else the history
 -- since the checkpoint again. Returns {duplicate, outcome, ownerId, groupId, newSource,
 -- afterSnapshot}: afterSnapshot, the event was generated between a snapshot and a later confirmation
 -- of it (RevenueCat's record had already moved past it). Checkpoints the group on the way when its
--- tail is old or long (public.billing_checkpoint_here decides).
+-- tail is old or long (public.billing_checkpoint_here decides). Outcome applied (some entitlement
+-- changed), stale (nothing changed: the newer history already says more), ignored (nothing to
+-- apply); newSource: the event is about a purchase none of its owner's ids had a row of. A second
+-- delivery of the same id waits on the unique key and then changes nothing.
+-- Its statements, and billing_apply_event's, are planned once per connection (plan_cache_mode):
+-- several look ids up by an array, whose generic plan Postgres distrusts (it guesses ten ids where
+-- an event names two), so it planned them on every event a new customer or a merge brings, a
+-- quarter of such an event's Postgres time. Their generic plans are lookups by key
+-- (tests/db/query-plans.test.ts reads them at scale), and an ANALYZE has them planned again.
 create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
 returns jsonb
 language plpgsql
 volatile
 set search_path = ''
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_event_id text := p_plan->>'eventId';
