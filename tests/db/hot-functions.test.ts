@@ -54,9 +54,10 @@ describe('the functions a webhook or an account read reaches', () => {
     // (from the sixth call); a statement whose generic plan it judges dearer than planning for the
     // call's values is planned again on every call (an array of ids, typically: it guesses ten). A
     // plan made for the call's values shows them; a generic plan shows only parameters. So no plan
-    // of a warm connection's renewal or account read may show the user's id.
-    it('plan each statement once per connection: a warm renewal with events on, and an account read, show no call\'s values in their plans', async () => {
-      await db.sql(`select public.outbound_set_endpoints('[{"id": "plans", "types": null}]'::jsonb)`);
+    // of a warm connection's webhook, account read or delivery may show the user's or endpoint's id.
+    it('plan each statement once per connection: a warm renewal with events on, a first purchase, an account read and the events\' delivery show no call\'s values in their plans', async () => {
+      const endpoint = 'endpoint-of-the-plans-test';
+      await db.sql(`select public.outbound_set_endpoints($1::jsonb)`, [JSON.stringify([{ id: endpoint, types: null }])]);
       const OTHER_SUBSCRIBERS = Number(process.env.PLANS_SUBSCRIBERS ?? 300);
       const start = Date.now();
       // Subscriber 0 (a Supabase user's id): its purchase, then renewals in order, one connection.
@@ -78,6 +79,9 @@ describe('the functions a webhook or an account read reaches', () => {
           if (index === bodies.length - 1) await client.query('set auto_explain.log_min_duration = 0');
           await client.query('select public.record_billing_event(p_body => $1, p_plan => $2)', renewalArgs(body));
           await client.query('select public.get_account_json($1, now())', [userId]);
+          // The events' delivery: what is due claimed, and settled as delivered.
+          const claimed = (await client.query<{ claimed: { event_id: string }[] }>('select public.outbound_claim($1, 50, 30) as claimed', [endpoint])).rows[0]!.claimed;
+          await client.query('select public.outbound_settle($1, $2::jsonb)', [endpoint, JSON.stringify(claimed.map((event) => ({ event_id: event.event_id, outcome: 'delivered' })))]);
           if (index === bodies.length - 1) {
             // And a new customer's first purchase, which the whole fold takes.
             await client.query('select public.record_billing_event(p_body => $1, p_plan => $2)', renewalArgs(newcomer));
@@ -95,7 +99,9 @@ describe('the functions a webhook or an account read reaches', () => {
       // The workload ran what it is about: the outbox's reconcile read the user's entitlements.
       expect(plans.some((p) => p.query.includes('row_number() over (partition by e.entitlement_id'))).toBe(true);
       expect(plans.some((p) => p.query.includes('outbound_told_entitlements'))).toBe(true);
-      const planned = plans.filter((p) => p.plan.includes(userId) || p.plan.includes(newcomer.event.app_user_id)).map((p) => p.query.slice(0, 160));
+      expect(plans.some((p) => p.query.includes('outbound_deliveries'))).toBe(true);
+      expect((await db.sql<{ delivered: number }>(`select count(*)::int as delivered from public.outbound_deliveries where state = 'delivered'`))[0]!.delivered).toBeGreaterThan(8);
+      const planned = plans.filter((p) => [userId, newcomer.event.app_user_id, endpoint].some((value) => p.plan.includes(value))).map((p) => p.query.slice(0, 160));
       expect(planned).toEqual([]);
     });
   });
