@@ -9,7 +9,8 @@
 -- `entitlement.updated`. So a refold that rebuilds a customer's rows, a TRANSFER, a sync snapshot
 -- and a webhook all tell the same thing for the same outcome, and nothing for no outcome.
 -- Access that ends because time passed writes no row: public.outbound_tell_lapses finds told
--- access whose end is past and tells it (lib/events/lapses.ts runs it).
+-- access that time may have changed (one of its sources' ends is past) and tells what changed
+-- (lib/events/lapses.ts runs it).
 --
 -- The outbox. Each event is written in the transaction of the change that caused it (nothing told
 -- for a change that rolled back, nothing lost for one that committed), with a per-user sequence
@@ -92,16 +93,17 @@ revoke all on table public.outbound_user_sequences from public, anon, authentica
 grant select, insert, update, delete on table public.outbound_user_sequences to service_role;
 
 -- What receivers were last told each user is entitled to: one row per entitlement told as granting
--- (granted or updated, not revoked since), with when that access ends as told.
+-- (granted or updated, not revoked since), with when time alone may change it next
+-- (public.outbound_recheck_at): the scan of lapses looks at it again then.
 create table public.outbound_told_entitlements (
   user_id text not null,
   entitlement_id text not null,
   entitlement jsonb not null,
-  grants_until timestamptz not null,
+  recheck_at timestamptz not null,
   primary key (user_id, entitlement_id)
 );
 alter table public.outbound_told_entitlements enable row level security;
-create index outbound_told_entitlements_until_idx on public.outbound_told_entitlements (grants_until);
+create index outbound_told_entitlements_recheck_idx on public.outbound_told_entitlements (recheck_at);
 revoke all on table public.outbound_told_entitlements from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_told_entitlements to service_role;
 
@@ -251,10 +253,13 @@ $$;
 revoke all on function public.outbound_erasing(text) from public, anon, authenticated;
 grant execute on function public.outbound_erasing(text) to service_role;
 
--- Until when an entitlement of a user grants, as its sources' grants_until say (THE rule for
--- "grants", 03_billing_fold.sql): the end a lapse is looked for at. Planned once per
--- connection, as public.entitlement_sources is (07_account.sql says why).
-create or replace function public.outbound_grants_until(p_owner_ids text[], p_entitlement_id text)
+-- When time alone may next change what an entitlement of a user shows: the first of its sources'
+-- ends still ahead (grants_until, THE rule for "grants", 03_billing_fold.sql). The view reads the
+-- time only there (public.entitlement_sources): a source that stops granting may end the access, or
+-- leave it with another source and change what it shows (a renewing monthly lapsing beside a
+-- lifetime: will_renew turns false), so each end is looked at, not only the last. None ahead:
+-- at once. Planned once per connection, as public.entitlement_sources is (07_account.sql says why).
+create or replace function public.outbound_recheck_at(p_owner_ids text[], p_entitlement_id text)
 returns timestamptz
 language plpgsql
 stable
@@ -264,12 +269,12 @@ set plan_cache_mode = force_generic_plan
 as $$
 begin
   return (
-    select coalesce(max(e.grants_until), '-infinity') from public.entitlements e
-    where e.app_user_id = any (p_owner_ids) and e.entitlement_id = p_entitlement_id);
+    select coalesce(min(e.grants_until), '-infinity') from public.entitlements e
+    where e.app_user_id = any (p_owner_ids) and e.entitlement_id = p_entitlement_id and e.grants_until > now());
 end;
 $$;
-revoke all on function public.outbound_grants_until(text[],text) from public, anon, authenticated;
-grant execute on function public.outbound_grants_until(text[],text) to service_role;
+revoke all on function public.outbound_recheck_at(text[],text) from public, anon, authenticated;
+grant execute on function public.outbound_recheck_at(text[],text) to service_role;
 
 -- Whether a receiver would act differently: the fields of an entitlement it is told about, times
 -- compared as times (their JSON text follows the session's time zone).
@@ -306,7 +311,7 @@ declare
   v_owners text[];
   v_told record;
   v_item jsonb;
-  v_until timestamptz;
+  v_recheck_at timestamptz;
   v_written integer := 0;
 begin
   if not public.is_user_id(p_user_id) or public.outbound_erasing(p_user_id) then
@@ -317,7 +322,7 @@ begin
   v_owners := public.entitlement_owner_ids(p_user_id);
 
   for v_told in
-    select t.entitlement_id, t.entitlement, t.grants_until from public.outbound_told_entitlements t
+    select t.entitlement_id, t.entitlement, t.recheck_at from public.outbound_told_entitlements t
     where t.user_id = p_user_id order by t.entitlement_id collate "C"
   loop
     v_item := (select x from jsonb_array_elements(v_view) x where x ->> 'entitlement_id' = v_told.entitlement_id);
@@ -331,14 +336,14 @@ begin
         'reason', coalesce(v_item ->> 'status', 'removed')));
       v_written := v_written + 1;
     else
-      v_until := public.outbound_grants_until(v_owners, v_told.entitlement_id);
+      v_recheck_at := public.outbound_recheck_at(v_owners, v_told.entitlement_id);
       if public.outbound_entitlement_changed(v_told.entitlement, v_item) then
-        update public.outbound_told_entitlements set entitlement = v_item, grants_until = v_until
+        update public.outbound_told_entitlements set entitlement = v_item, recheck_at = v_recheck_at
         where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
         perform public.outbound_emit(p_user_id, 'entitlement.updated', jsonb_build_object('entitlement', v_item, 'previous', v_told.entitlement));
         v_written := v_written + 1;
-      elsif v_until is distinct from v_told.grants_until then
-        update public.outbound_told_entitlements set grants_until = v_until
+      elsif v_recheck_at is distinct from v_told.recheck_at then
+        update public.outbound_told_entitlements set recheck_at = v_recheck_at
         where user_id = p_user_id and entitlement_id = v_told.entitlement_id;
       end if;
     end if;
@@ -350,8 +355,8 @@ begin
       and not exists (select 1 from public.outbound_told_entitlements t where t.user_id = p_user_id and t.entitlement_id = x ->> 'entitlement_id')
     order by x ->> 'entitlement_id' collate "C"
   loop
-    insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, grants_until)
-      values (p_user_id, v_item ->> 'entitlement_id', v_item, public.outbound_grants_until(v_owners, v_item ->> 'entitlement_id'));
+    insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, recheck_at)
+      values (p_user_id, v_item ->> 'entitlement_id', v_item, public.outbound_recheck_at(v_owners, v_item ->> 'entitlement_id'));
     perform public.outbound_emit(p_user_id, 'entitlement.granted', jsonb_build_object('entitlement', v_item));
     v_written := v_written + 1;
   end loop;
@@ -488,8 +493,8 @@ as $$
 declare
   v_count integer;
 begin
-  insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, grants_until)
-  select u.id, x ->> 'entitlement_id', x, public.outbound_grants_until(public.entitlement_owner_ids(u.id), x ->> 'entitlement_id')
+  insert into public.outbound_told_entitlements (user_id, entitlement_id, entitlement, recheck_at)
+  select u.id, x ->> 'entitlement_id', x, public.outbound_recheck_at(public.entitlement_owner_ids(u.id), x ->> 'entitlement_id')
   from (
     select e.app_user_id as id from public.entitlements e where e.grants_until > now()
     union
@@ -612,9 +617,11 @@ $$;
 revoke all on function public.outbound_tell_erasure(text) from public, anon, authenticated;
 grant execute on function public.outbound_tell_erasure(text) to service_role;
 
--- Lapses by time: the users whose told access has ended by now, at most p_limit of them, each
--- reconciled (an `entitlement.revoked`, reason `expired`, unless something else changed too) and
--- sent the same account_changed broadcast as a written change. Returns {users, more}.
+-- Lapses by time: the users with told access that time may have changed by now (recheck_at), at
+-- most p_limit of them, each reconciled (an `entitlement.revoked`, reason `expired`, when the access
+-- ended; `entitlement.updated` when another source still grants and what shows changed; nothing
+-- when nothing did) and sent the same account_changed broadcast as a written change. Returns
+-- {users, more}.
 create or replace function public.outbound_tell_lapses(p_limit integer default 200)
 returns jsonb
 language plpgsql
@@ -631,9 +638,9 @@ begin
   end if;
   v_users := array(
     select t.user_id from public.outbound_told_entitlements t
-    where t.grants_until <= now()
+    where t.recheck_at <= now()
     group by t.user_id
-    order by min(t.grants_until)
+    order by min(t.recheck_at)
     limit p_limit);
   foreach v_user in array v_users loop
     perform public.outbound_reconcile_entitlements(v_user);
@@ -866,7 +873,7 @@ as $$
       from public.outbound_endpoints p), '[]'::jsonb),
     'events', (select count(*) from public.outbound_events),
     'last_event_at', (select max(created_at) from public.outbound_events),
-    'lapses_due', (select count(*) from public.outbound_told_entitlements t where t.grants_until <= now())
+    'lapses_due', (select count(*) from public.outbound_told_entitlements t where t.recheck_at <= now())
   )
 $$;
 revoke all on function public.outbound_status() from public, anon, authenticated;

@@ -70,7 +70,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     await sql('begin');
     await sql("set local session_replication_role = 'replica'");
     await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [userId]);
-    await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [userId]);
+    await sql("update public.outbound_told_entitlements set recheck_at = now() - interval '1 minute' where user_id = $1", [userId]);
     await sql('commit');
   });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as challengeRoute from '../../app/api/wallet-link/challenge/route.ts';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
-import { deliver, flowSettings } from '../billing/support.ts';
+import { deliver, entitlementsOf, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet, unlinkWallet } from '../support/account-actions.ts';
 import pg from 'pg';
@@ -160,7 +160,7 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
       await sql('begin');
       await sql("set local session_replication_role = 'replica'"); // no trigger: nothing tells it
       await sql("update public.entitlements set expires_at = now() - interval '1 minute' where app_user_id = $1", [buyer.userId]);
-      await sql("update public.outbound_told_entitlements set grants_until = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
+      await sql("update public.outbound_told_entitlements set recheck_at = now() - interval '1 minute' where user_id = $1", [buyer.userId]);
       await sql('commit');
     });
     expect((await eventsOf(db, buyer.userId)).map((e) => e.type)).toEqual(['entitlement.granted']);
@@ -175,6 +175,33 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     const [again] = await db.sql<{ result: { users: string[] } }>('select public.outbound_tell_lapses(10000) as result');
     expect(again!.result.users).not.toContain(buyer.userId);
     expect(await eventsOf(db, buyer.userId)).toHaveLength(2);
+  });
+
+  it('tells what time changes beside access that stays: a renewing monthly lapsing beside a lifetime purchase turns will_renew off', async () => {
+    const buyer = await testUser();
+    await deliverNow('non-renewing-purchase', buyer.userId, { purchasedHoursAgo: 2, expiresInHours: null },
+      { product_id: 'com.example.pro.lifetime', transaction_id: '2000000855550001', original_transaction_id: '2000000855550001' });
+    await deliverNow('initial-purchase', buyer.userId, { purchasedHoursAgo: 29 * 24, expiresInHours: 24 });
+    const granted = await eventsOf(db, buyer.userId);
+    expect(granted.at(-1)!.data.entitlement).toMatchObject({ entitlement_id: 'pro', active: true, will_renew: true, expires_at: null });
+    // Looked at again when the monthly ends, not only when the last source (the lifetime: never) does.
+    const [monthly] = await db.sql<{ grants_until: Date }>("select grants_until from public.entitlements where app_user_id = $1 and expires_at is not null", [buyer.userId]);
+    expect(await db.sql('select recheck_at from public.outbound_told_entitlements where user_id = $1', [buyer.userId])).toEqual([{ recheck_at: monthly!.grants_until }]);
+    // A day passes: every time the rows hold moves a day back, the monthly's end into the past.
+    await db.connection(async (sql) => {
+      await sql('begin');
+      await sql("set local session_replication_role = 'replica'"); // no trigger: nothing tells it
+      await sql("update public.entitlements set expires_at = expires_at - interval '25 hours' where app_user_id = $1 and expires_at is not null", [buyer.userId]);
+      await sql("update public.outbound_told_entitlements set recheck_at = recheck_at - interval '25 hours' where user_id = $1", [buyer.userId]);
+      await sql('commit');
+    });
+    await db.sql('select public.outbound_tell_lapses(10000)');
+    const told = (await eventsOf(db, buyer.userId)).slice(granted.length);
+    expect(told.map((e) => [e.type, e.data.entitlement?.will_renew, e.data.entitlement?.active])).toEqual([['entitlement.updated', false, true]]);
+    // What GET /api/me shows now, and nothing more to tell.
+    expect((await entitlementsOf(db, buyer.userId, new Date())).map((view) => [view.id, view.active, view.willRenew])).toEqual([['pro', true, false]]);
+    await db.sql('select public.outbound_tell_lapses(10000)');
+    expect(await eventsOf(db, buyer.userId)).toHaveLength(granted.length + 1);
   });
 
   it('tells an erasure as one customer.deleted, not a revoke or an unlink per row, and only once; then keeps nothing of the user but it until delivered', async () => {
