@@ -20,7 +20,7 @@ export function webhookId(eventId: string): string {
 }
 
 // What a receiver acts on; `syncedAt` and `sources` change without a change of access.
-const TOLD_FIELDS = ['status', 'active', 'willRenew', 'productId', 'store', 'environment', 'periodType', 'expiresAt', 'graceExpiresAt'] as const;
+export const TOLD_FIELDS = ['status', 'active', 'willRenew', 'productId', 'store', 'environment', 'periodType', 'expiresAt', 'graceExpiresAt'] as const;
 
 function eventData(event: StoredEvent): Record<string, unknown> {
   const data = event.data as { entitlement?: EntitlementRow; previous?: EntitlementRow; reason?: string; wallet?: unknown };

@@ -9,6 +9,7 @@ import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
 import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import type { DatabaseAdapter } from '../../lib/db/index.ts';
 import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
+import { expectEventsTellTheAccount } from '../support/events-receiver.ts';
 import type { DatabaseKind, TestDatabase } from '../support/databases.ts';
 import type { FakeCustomer, FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
@@ -185,12 +186,16 @@ export async function deliverFlowItem(item: FlowItem, users: Record<string, stri
 /**
  * Every role's entitlements at `expected.now` match what is expected; and for a role that is a
  * Supabase user (a uuid), what the app reads through Supabase at that instant (my_entitlements,
- * has_entitlement, the access token's claims) matches what GET /api/me shows.
+ * has_entitlement, the access token's claims) matches what GET /api/me shows, and so does what a
+ * receiver of their outbound events holds now (tests/support/events-receiver.ts).
  */
 export async function expectEntitlementState(db: TestDatabase, users: Record<string, string>, expected: ExpectedState, label: string): Promise<void> {
   for (const [role, entitlements] of Object.entries(expected.state)) {
     const views = await entitlementsOf(db, users[role]!, new Date(day(expected.now)));
-    if (UUID.test(users[role]!)) await expectAppReadsMatchAccount(db, users[role]!, new Date(day(expected.now)), `${label}, ${role}`);
+    if (UUID.test(users[role]!)) {
+      await expectAppReadsMatchAccount(db, users[role]!, new Date(day(expected.now)), `${label}, ${role}`);
+      await expectEventsTellTheAccount(db, users[role]!, `${label}, ${role}`);
+    }
     if (entitlements === null || entitlements === undefined) {
       expect({ label, role, views }).toEqual({ label, role, views: [] });
       continue;
