@@ -1,11 +1,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, isoDay, isSnapshotItem, MONTHLY, play, purchase, READER_NAMES, READERS,
-  readerSettings, refund, renewal, snapshot, transfer, day, YEARLY, type ExpectedState, type FlowItem,
+  apple, billingEvent, billingIssue, cancellation, deliveryOrdersOn, DOC, event, isoDay, isSnapshotItem, MONTHLY, play, purchase, READER_NAMES, READERS,
+  readerSettings, refund, renewal, runFlowInOrders, snapshot, transfer, day, YEARLY, type Flow as SuiteFlow,
 } from './support.ts';
 
 /**
@@ -19,12 +19,7 @@ import {
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
-interface Flow {
-  name: string;
-  doc: string;
-  items: (u: Users) => FlowItem[];
-  expected: ExpectedState[];
-}
+type Flow = SuiteFlow<Role>;
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID(), anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
 const customer = (original: string, ...aliases: string[]) => ({ original_app_user_id: original, aliases: [original, ...aliases] });
 
@@ -228,15 +223,6 @@ const flows: Flow[] = [
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 6, seed: 4004 });
 
-async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
-  const count = flow.items(newUsers()).length;
-  for (const order of orders(count, db.kind)) {
-    const users = newUsers();
-    const items = flow.items(users);
-    for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
-    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 12)} order ${order.join(',')}, day ${state.now}`);
-  }
-}
 
 let revenuecat: FakeRevenueCat;
 beforeAll(async () => {
@@ -264,7 +250,7 @@ describe.each(DATABASE_KINDS)('billing round four: where an effect lands, in eve
         if (reader !== 'v1' && !syncs) continue;
         it(flow.name, async () => {
           const [v1Before, v2Before] = [revenuecat.requests.length, revenuecat.v2Requests.length];
-          await runFlow(db, flow, revenuecat);
+          await runFlowInOrders(db, flow, newUsers, orders, revenuecat);
           // The syncs read the configured record(s), and only those.
           if (syncs) expect({ v1: revenuecat.requests.length > v1Before, v2: revenuecat.v2Requests.length > v2Before }).toEqual({ v1: reader !== 'v2', v2: reader !== 'v1' });
         }, 240_000);

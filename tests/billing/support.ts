@@ -183,6 +183,30 @@ export async function deliverFlowItem(item: FlowItem, users: Record<string, stri
   expect({ snapshot: item.snapshotOf, status: response.status }).toEqual({ snapshot: item.snapshotOf, status: 200 });
 }
 
+/** A flow of a suite: its webhooks (and syncs) for fresh users, and the state expected after all of them. */
+export interface Flow<Role extends string = string> {
+  name: string;
+  /** The documentation the expectation rests on (quoted, with its page). */
+  doc: string;
+  items: (users: Record<Role, string>) => FlowItem[];
+  expected: ExpectedState[];
+}
+
+/**
+ * Run a flow in each of `orders` (deliveryOrdersOn): fresh users each time, every item delivered
+ * through the route (or refreshed, for a snapshot), then every expected state read.
+ */
+export async function runFlowInOrders<Role extends string>(db: TestDatabase, flow: Flow<Role>, newUsers: () => Record<Role, string>,
+  orders: (n: number, kind: DatabaseKind) => number[][], revenuecat?: FakeRevenueCat): Promise<void> {
+  const count = flow.items(newUsers()).length;
+  for (const order of orders(count, db.kind)) {
+    const users = newUsers();
+    const items = flow.items(users);
+    for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
+    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 12)} order ${order.join(',')}, day ${state.now}`);
+  }
+}
+
 /**
  * Every role's entitlements at `expected.now` match what is expected; and for a role that is a
  * Supabase user (a uuid), what the app reads through Supabase at that instant (my_entitlements,
