@@ -273,7 +273,13 @@ grant execute on function public.billing_lock_group(text[]) to service_role;
 
 -- 5. One step of the fold: apply one event's plan to the stored rows, as of the event's time.
 -- Returns {outcome: applied | stale | ignored, ownerId}. Called with the event's group locked.
--- Planned once per connection, as public.billing_log_and_fold says.
+-- Its statements are planned once per connection (plan_cache_mode): several look ids up by an
+-- array, whose generic plan Postgres distrusts (it guesses ten ids where an event names two), so it
+-- planned them on every event a new customer or a merge brings. Their generic plans are lookups by
+-- key (tests/db/query-plans.test.ts reads them at scale), and on Postgres autovacuum's ANALYZE has
+-- them made again (the embedded database keeps what its first calls made, as it would anyway).
+-- Only here: the setting reaches every function a function calls, and the fold's log of events
+-- is partitioned, where a generic plan locks every partition (a plan for the call's values prunes).
 create or replace function public.billing_apply_event(p_plan jsonb, p_event_id text, p_event_at timestamptz)
 returns jsonb
 language plpgsql
@@ -869,17 +875,11 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- changed), stale (nothing changed: the newer history already says more), ignored (nothing to
 -- apply); newSource: the event is about a purchase none of its owner's ids had a row of. A second
 -- delivery of the same id waits on the unique key and then changes nothing.
--- Its statements, and billing_apply_event's, are planned once per connection (plan_cache_mode):
--- several look ids up by an array, whose generic plan Postgres distrusts (it guesses ten ids where
--- an event names two), so it planned them on every event a new customer or a merge brings, a
--- quarter of such an event's Postgres time. Their generic plans are lookups by key
--- (tests/db/query-plans.test.ts reads them at scale), and an ANALYZE has them planned again.
 create or replace function public.billing_log_and_fold(p_body jsonb, p_plan jsonb)
 returns jsonb
 language plpgsql
 volatile
 set search_path = ''
-set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_event_id text := p_plan->>'eventId';
@@ -897,6 +897,8 @@ declare
   v_tail integer;
   v_pending timestamptz;
   v_base text;
+  v_id text;
+  v_id_base text;
   v_key text;
   v_before text;
   v_owner text;
@@ -931,7 +933,13 @@ begin
   v_key := public.billing_sort_key(v_event_at, v_rank, v_event_id);
   -- Older than a checkpoint of an id it names: its place in the history is gone; it changes
   -- nothing, and RevenueCat's record is fetched instead.
-  select max(base_key collate "C") into v_base from public.billing_subscribers where app_user_id = any (v_linked);
+  -- (One id at a time, each a lookup by key: over the array, Postgres planned it on every call.)
+  foreach v_id in array v_linked loop
+    select s.base_key into v_id_base from public.billing_subscribers s where s.app_user_id = v_id;
+    if v_id_base collate "C" > coalesce(v_base, '') collate "C" then
+      v_base := v_id_base;
+    end if;
+  end loop;
   if v_base is not null and v_key collate "C" <= v_base collate "C" then
     perform public.billing_log_event(p_body, p_plan, v_received, 'stale', v_candidates[1], false);
     return jsonb_build_object('duplicate', false, 'outcome', 'stale', 'ownerId', v_candidates[1], 'groupId', v_group,
