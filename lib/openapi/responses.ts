@@ -251,7 +251,7 @@ export const eventOutboxSchema = z
     settingsRefused: z.string().nullable().meta({ description: 'Why the service refuses its event settings (the setting and entry to fix, never a secret): nothing is sent until they are fixed. Null: they are accepted' }),
     events: z.int().meta({ description: 'Events stored (kept 30 days)' }),
     lastEventAt: nullableTime,
-    lapsesDue: z.int().meta({ description: 'Granted access whose end has passed and that no scan has told yet' }),
+    lapsesDue: z.int().meta({ description: 'Told access that time may have changed (one of its purchases ended) and that no scan has looked at since: a lapse, or a change such as willRenew turning false' }),
   })
   .meta({ id: 'EventOutbox' });
 

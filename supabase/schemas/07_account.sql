@@ -573,7 +573,9 @@ grant execute on function public.entitlement_owner_ids(text) to authenticated, s
 -- Planned once per connection (plan_cache_mode): for an array of ids Postgres never trusts the
 -- generic plan (it guesses ten ids where there are one or two) and planned the query again on every
 -- call, 0.07 ms of every renewal's outbound reconcile and of every account read built afresh; the
--- generic plan is the same lookup by key, and an ANALYZE of the table has it planned again.
+-- generic plan is the same lookup by key, and on Postgres autovacuum's ANALYZE has it made again.
+-- (The embedded database never analyzes: a connection keeps the plan its first calls made, with
+-- this setting or without.)
 create or replace function public.entitlement_sources(p_owner_ids text[], p_now timestamptz)
 returns table (
   entitlement_id text, place bigint, grants_now boolean, effective_status text, entitlement_renews boolean,

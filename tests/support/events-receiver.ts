@@ -8,6 +8,12 @@ import type { TestDatabase } from './databases.ts';
  * A receiver of the outbound events, as docs/events.md tells one to act: it applies a user's events
  * in sequence order (granted and updated set the entitlement as the event says, revoked removes
  * it, customer.deleted forgets everything). What it then holds must be what GET /api/me shows.
+ *
+ * Events are derived at the database's clock, the real one. The billing flow suites date their
+ * events from a fixed day in the past (tests/billing/fixtures.ts T0), so in most of their flows
+ * nothing grants by now and a receiver holds nothing, as GET /api/me shows nothing: the check there
+ * catches what is told for lifetime and long purchases, and the order and form of every event. The
+ * outbox's own tests (tests/events/) tell changes at the real clock, lapses by time included.
  */
 
 /** The bodies receivers were sent for the user, in sequence order. */

@@ -943,7 +943,7 @@ export interface components {
             /** @description Events stored (kept 30 days) */
             events: number;
             lastEventAt: string | null;
-            /** @description Granted access whose end has passed and that no scan has told yet */
+            /** @description Told access that time may have changed (one of its purchases ended) and that no scan has looked at since: a lapse, or a change such as willRenew turning false */
             lapsesDue: number;
         };
         EventDeadLetters: {
