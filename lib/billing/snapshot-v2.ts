@@ -29,7 +29,8 @@ import { snapshotPlan, type SnapshotPlan, type SnapshotSource } from './snapshot
  * get-customer's Date header (RevenueCat's clock, as v1's request_date_ms).
  *
  * Products stay keyed as webhooks name them (the item's product `store_identifier`); a subscription
- * v2 names no product for (a promotional grant) is keyed by its store_subscription_identifier.
+ * v2 names no product for (a promotional grant) is the row its store_subscription_identifier names
+ * as a transaction, whatever that row's product (productUnnamed), else keyed by that identifier.
  */
 export function describeV2Snapshot(record: V2Record, appUserId: string, options: { eventId: string; ignoreSandbox?: boolean }): SnapshotPlan {
   const at = record.requestDateMs;
@@ -52,6 +53,7 @@ export function describeV2Snapshot(record: V2Record, appUserId: string, options:
       entitlementIds: [...item.entitlementIds],
       mapping: item.entitlementsComplete ? 'complete' : 'partial',
       asEventsSaid: false,
+      ...(item.productId === null ? { productUnnamed: true } : {}),
     };
     // One item a product stands for a subscription of it not known here by its transaction (a
     // renewal whose webhook has not come): the item that grants, then the one ending last. Every

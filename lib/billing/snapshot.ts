@@ -87,6 +87,12 @@ export interface SnapshotSource {
    * its transaction id, it cannot tell which one it is: it writes none of them.
    */
   grantedElsewhere?: boolean;
+  /**
+   * The record names no product for it (REST v2's promotional grants: `product_id` "Exists for all
+   * store types except for promotional"), so `productId` is a stand-in: the row its transaction
+   * id names is its row whatever product that row has (the grant's webhooks name the product).
+   */
+  productUnnamed?: boolean;
 }
 
 export interface SnapshotPlan extends BillingEventPlan {

@@ -491,11 +491,14 @@ begin
   -- not grant while its entitlement does (grantedElsewhere) when the customer holds several
   -- purchases of the product: it may be any of them but the one that grants; none either for a
   -- second subscription of a product REST v2 lists twice (matchOnly): the product's other item
-  -- stands for the purchase not known here.
+  -- stands for the purchase not known here. A purchase the record names no product for
+  -- (productUnnamed: REST v2's promotional grants) is the row its transaction names, whatever that
+  -- row's product: its webhooks named one.
   for v_source in select value from jsonb_array_elements(coalesce(p_plan->'snapshot'->'sources', '[]'::jsonb)) loop
     v_match := array(
       select distinct e.source_key from public.entitlements e
-      where e.app_user_id = v_owner and e.product_id = v_source->>'productId'
+      where e.app_user_id = v_owner
+        and (e.product_id = v_source->>'productId' or coalesce((v_source->>'productUnnamed')::boolean, false))
         and upper(coalesce(e.environment, 'PRODUCTION')) = upper(coalesce(v_source->>'environment', 'PRODUCTION'))
         and upper(coalesce(e.store, '')) = upper(coalesce(v_source->>'store', ''))
         and v_source->>'transactionId' in (e.transaction_id, e.original_transaction_id)

@@ -5,7 +5,7 @@ import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/dat
 import { setEnv } from '../support/env.ts';
 import {
   apple, billingEvent, billingIssue, cancellation, deliveryOrdersOn, DOC, event, isoDay, isSnapshotItem, MONTHLY, play, purchase, READER_NAMES, READERS,
-  readerSettings, refund, renewal, runFlowInOrders, snapshot, transfer, day, YEARLY, type Flow as SuiteFlow,
+  expiration, readerSettings, refund, renewal, runFlowInOrders, snapshot, transfer, day, YEARLY, type Flow as SuiteFlow,
 } from './support.ts';
 
 /**
@@ -32,10 +32,27 @@ const temporaryGrant = (u: string, store: string, product: string, transaction: 
   billingEvent('temporary-entitlement-grant', u, { at: 0.001, purchased: 0, expires: 1 }, { store, product_id: product, transaction_id: transaction });
 const VALIDATED = `TEMPORARY_ENTITLEMENT_GRANT: "a regular INITIAL_PURCHASE event will be sent" once the purchase is validated, and its "transaction_id might be different" (${DOC.types})`;
 const BASIC = 'com.example.basic.monthly';
+const PROMO = 'rc_promo_pro_monthly';
+const promotional = { store: 'PROMOTIONAL', product_id: PROMO, transaction_id: 'promo_1', original_transaction_id: 'promo_1', period_type: 'PROMOTIONAL', entitlement_ids: ['pro'] };
+const PROFILE = 'https://www.revenuecat.com/docs/dashboard-and-metrics/customer-profile';
 const PLAY_PLAN_CHANGES = 'https://www.revenuecat.com/guides/google-play-billing/subscription-upgrades-downgrades-and-plan-changes';
 const PREMIUM = 'com.example.premium.monthly';
 
 const flows: Flow[] = [
+  {
+    name: 'R4-promotional: a promotional grant, a refresh of RevenueCat\'s record while it runs, then the grant removed early: no access',
+    doc: `Removing a granted entitlement early (${PROFILE}); EXPIRATION: access "should be removed" (${DOC.types}); REST v2's product_id "Exists for all store types except for promotional" (https://www.revenuecat.com/docs/api-v2)`,
+    items: (u) => [
+      event('non-renewing-purchase', u.alice, 1, 1, 60, promotional),
+      snapshot('alice', 2, {
+        subscriptions: { [PROMO]: sub({ purchased: day(1), expires: day(60), store: 'promotional', transactionId: 'promo_1' }) },
+        entitlements: { pro: ent(PROMO, { purchased: day(1), expires: day(60) }) },
+      }),
+      cancellation(u.alice, 'DEVELOPER_INITIATED', 5, 1, 5, promotional),
+      expiration(u.alice, 'DEVELOPER_INITIATED', 5.0001, 1, 5, promotional),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
+  },
   {
     name: 'R4-replaced: a Google Play replacement by another offer of the same base plan (the same product id), the new purchase then refunded: no access',
     doc: `Play's replacement modes: "Old subscription is cancelled, and new subscription takes effect immediately" (${DOC.manage}); a plan change gives a new purchase token and "the old purchase token becomes inactive" (${PLAY_PLAN_CHANGES}); a refund removes access (${DOC.refunds})`,
