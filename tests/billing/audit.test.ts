@@ -3,14 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as cronSyncRoute from '../../app/api/cron/billing-sync/route.ts';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import type { EntitlementView } from '../../lib/billing/entitlement-view.ts';
-import { DATABASE_KINDS, describeOn, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, describeOn, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement, v1Subscription, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, day, deliver, deliverFlowItem, deliveryOrdersOn, DOC, entitlementsOf, event, expectEntitlementState, expiration,
-  isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem, flowSettings } from './support.ts';
+  apple, billingEvent, billingIssue, cancellation, day, deliver, deliveryOrdersOn, DOC, entitlementsOf, event, expiration,
+  isoDay, LIFETIME, MONTHLY, play, PLAY_MONTHLY, purchase, refund, renewal, snapshot, transfer, trial, v1Time, YEARLY, type FlowItem, flowSettings, runFlowInOrders,
+} from './support.ts';
 
 /**
  * Audit (issues 11 and 14): RevenueCat's documented flows, written from RevenueCat's own pages
@@ -752,16 +753,6 @@ const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { ev
 
 let revenuecat: FakeRevenueCat;
 
-async function runFlow(db: TestDatabase, flow: Flow): Promise<void> {
-  const count = flow.items(newUsers()).length;
-  for (const order of orders(count, db.kind)) {
-    const users = newUsers();
-    const items = flow.items(users);
-    for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
-    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
-  }
-}
-
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
 });
@@ -780,7 +771,7 @@ describe.each(DATABASE_KINDS)('audit: RevenueCat\'s documented flows in every de
   for (const flow of [...webhookFlows, ...snapshotFlows]) {
     // AUDIT_STRICT=1 runs the known failures as plain tests, to see their diffs.
     const test = flow.knownFailure && process.env.AUDIT_STRICT !== '1' ? it.fails : it;
-    test(`${flow.name}${flow.knownFailure ? ` [known failure: ${flow.knownFailure}]` : ''}`, () => runFlow(db, flow), 120_000);
+    test(`${flow.name}${flow.knownFailure ? ` [known failure: ${flow.knownFailure}]` : ''}`, () => runFlowInOrders(db, flow, newUsers, orders, revenuecat), 120_000);
   }
 });
 

@@ -1,11 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, day, deliverFlowItem, deliveryOrdersOn, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME,
-  MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem, flowSettings } from './support.ts';
+  apple, billingEvent, billingIssue, cancellation, day, deliveryOrdersOn, DOC, event, expiration, isoDay, LIFETIME,
+  MONTHLY, play, purchase, refund, renewal, snapshot, transfer, trial, YEARLY, type ExpectedState, type FlowItem, flowSettings, runFlowInOrders,
+} from './support.ts';
 
 /**
  * Outside audit of the entitlement model (issues 11 and 14): sequences written to break it, from
@@ -796,16 +797,6 @@ const flows: Flow[] = [
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 3, seed: 2611 });
 
-async function runFlow(db: TestDatabase, flow: Flow, revenuecat: FakeRevenueCat): Promise<void> {
-  const count = flow.items(newUsers()).length;
-  for (const order of orders(count, db.kind)) {
-    const users = newUsers();
-    const items = flow.items(users);
-    for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
-    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
-  }
-}
-
 let revenuecat: FakeRevenueCat;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
@@ -825,5 +816,5 @@ describe.each(DATABASE_KINDS)('outside audit: adversarial flows in every deliver
     restoreEnv();
   });
 
-  for (const flow of flows) it(flow.name, () => runFlow(db, flow, revenuecat), 180_000);
+  for (const flow of flows) it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders, revenuecat), 180_000);
 });
