@@ -464,6 +464,17 @@ begin
     v_source_key := coalesce(v_key, v_source_key);
     v_key := null;
   end if;
+  -- A promotional grant that a refresh reading REST v2 alone wrote before the grant's webhooks came:
+  -- v2 names no product for it, so the refresh keyed it by its transaction, with that transaction
+  -- standing for the product (lib/billing/snapshot-v2.ts). The grant's events are about that row
+  -- (its removal ends it) and key it as they name it.
+  if upper(coalesce(v_store, '')) = 'PROMOTIONAL' and v_period->>'transactionId' is not null
+     and not exists (select 1 from public.entitlements where app_user_id = v_owner and source_key = v_source_key) then
+    update public.entitlements e set source_key = v_source_key, product_id = v_period->>'productId'
+    where e.app_user_id = v_owner and upper(coalesce(e.store, '')) = 'PROMOTIONAL'
+      and upper(coalesce(e.environment, 'PRODUCTION')) = v_env_key
+      and e.transaction_id = v_period->>'transactionId' and e.product_id = e.transaction_id;
+  end if;
   -- A one-time purchase is keyed by its own transaction (a NON_RENEWING_PURCHASE's original
   -- transaction ties it to no lineage: lib/billing/event-effects.ts); an event about it that names
   -- an original transaction too (its refund) is about that row, even where another purchase's row

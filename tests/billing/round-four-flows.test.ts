@@ -54,6 +54,19 @@ const flows: Flow[] = [
     expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
   },
   {
+    name: 'R4-promotional: a promotional grant seen first through a refresh (its webhook lost), then removed early: no access',
+    doc: `Removing a granted entitlement early (${PROFILE}); EXPIRATION: access "should be removed" (${DOC.types})`,
+    items: (u) => [
+      snapshot('alice', 2, {
+        subscriptions: { [PROMO]: sub({ purchased: day(1), expires: day(60), store: 'promotional', transactionId: 'promo_1' }) },
+        entitlements: { pro: ent(PROMO, { purchased: day(1), expires: day(60) }) },
+      }),
+      cancellation(u.alice, 'DEVELOPER_INITIATED', 5, 1, 5, promotional),
+      expiration(u.alice, 'DEVELOPER_INITIATED', 5.0001, 1, 5, promotional),
+    ],
+    expected: [{ now: 6, state: { alice: { pro: { active: false } } } }],
+  },
+  {
     name: 'R4-replaced: a Google Play replacement by another offer of the same base plan (the same product id), the new purchase then refunded: no access',
     doc: `Play's replacement modes: "Old subscription is cancelled, and new subscription takes effect immediately" (${DOC.manage}); a plan change gives a new purchase token and "the old purchase token becomes inactive" (${PLAY_PLAN_CHANGES}); a refund removes access (${DOC.refunds})`,
     items: (u) => [
