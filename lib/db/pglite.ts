@@ -179,6 +179,13 @@ const fieldsOf = (error) => ({
 });
 PGlite.create(workerData.dataDir).then((pg) => {
   let queue = Promise.resolve();
+  // The SQL functions' plans are kept for the connection, made with the tables as they were then,
+  // and PGlite never analyzes (no autovacuum): a database filled after its first calls would go on
+  // reading grown tables whole. After 1,000 requests, then 2,000 more, 4,000 more, ... (at most
+  // every 256,000), the plans are dropped and made again with the tables as they are now.
+  let handled = 0;
+  let replanAfter = 1000;
+  let replanStep = 1000;
   parentPort.on('message', (message) => {
     queue = queue.then(async () => {
       try {
@@ -190,6 +197,11 @@ PGlite.create(workerData.dataDir).then((pg) => {
         parentPort.postMessage({ id: message.id, result });
       } catch (error) {
         parentPort.postMessage({ id: message.id, error: fieldsOf(error) });
+      }
+      if (message.op !== 'close' && ++handled >= replanAfter) {
+        replanStep = Math.min(replanStep * 2, 256000);
+        replanAfter = handled + replanStep;
+        await pg.exec('discard plans').catch(() => {}); // (refused only inside a failed transaction: the next time, then)
       }
     });
   });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { renewalArgs, renewalBody, SUBSCRIBERS } from '../../scripts/bench/sql-profile.ts';
@@ -106,5 +107,31 @@ describe('the functions a webhook or an account read reaches', () => {
       const planned = plans.filter((p) => values.some((value) => p.plan.includes(value))).map((p) => p.query.slice(0, 160));
       expect(planned).toEqual([]);
     });
+  });
+  describeOn('pglite')('on the embedded database', () => {
+    const db = suiteDatabase('pglite');
+
+    // PGlite never analyzes, and a connection keeps the plans its first calls made: made on empty
+    // tables, they read them whole once they have grown. The embedded database drops its plans
+    // after 1,000 requests, then 2,000 more, and so on (lib/db/pglite.ts), so they are made again
+    // with the tables as they are. Seen in the table's scan counts, not in time.
+    it('plan again as the tables grow: an account read uses the entitlements\' index once they hold many rows', async () => {
+      const user = randomUUID();
+      const readAccount = () => db.adapter.call('get_account_json', { p_user_id: user, p_now: new Date().toISOString() });
+      for (let i = 0; i < 8; i++) await readAccount(); // the plans made, the table empty
+      await db.sql(`insert into public.entitlements (app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, last_event_id, last_event_at)
+        select 'grown-' || g, 'pro', 'pro_monthly', 'key-' || g, 'active', true, now() + interval '30 days', 'event-' || g, now() from generate_series(1, 20000) g`);
+      const scans = async () => {
+        await db.sql('select pg_stat_force_next_flush()');
+        await db.sql('select 1'); // (the counts are written as a statement ends)
+        const [row] = await db.sql<{ seq: number; idx: number }>("select seq_scan::int as seq, idx_scan::int as idx from pg_stat_user_tables where relname = 'entitlements'");
+        return row!;
+      };
+      for (let i = 0; i < 1000; i++) await readAccount();
+      const before = await scans();
+      for (let i = 0; i < 20; i++) await readAccount();
+      const after = await scans();
+      expect({ wholeReads: after.seq - before.seq, indexReads: after.idx - before.idx > 0 }).toEqual({ wholeReads: 0, indexReads: true });
+    }, 120_000);
   });
 });
