@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { renewalArgs, renewalBody, SUBSCRIBERS } from '../../scripts/bench/sql-profile.ts';
+import { recordRenewal, renewalBody, SUBSCRIBERS } from '../../scripts/bench/sql-profile.ts';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
 import { autoExplainOptions, parseAutoExplainNotice } from '../support/query-plans.ts';
 
@@ -78,19 +78,19 @@ describe('the functions a webhook or an account read reaches', () => {
         for (const [index, body] of bodies.entries()) {
           await forgetAccount();
           if (index === bodies.length - 1) await client.query('set auto_explain.log_min_duration = 0');
-          await client.query('select public.record_billing_event(p_body => $1, p_plan => $2)', renewalArgs(body));
+          await recordRenewal(client, body);
           await client.query('select public.get_account_json($1, now())', [userId]);
           // The events' delivery: what is due claimed, and settled as delivered.
           const claimed = (await client.query<{ claimed: { event_id: string }[] }>('select public.outbound_claim($1, 50, 30) as claimed', [endpoint])).rows[0]!.claimed;
           await client.query('select public.outbound_settle($1, $2::jsonb)', [endpoint, JSON.stringify(claimed.map((event) => ({ event_id: event.event_id, outcome: 'delivered' })))]);
           if (index === bodies.length - 1) {
             // And a new customer's first purchase, which the whole fold takes.
-            await client.query('select public.record_billing_event(p_body => $1, p_plan => $2)', renewalArgs(newcomer));
+            await recordRenewal(client, newcomer);
           }
           if (index === 0) {
             // Other subscribers, and the statistics autovacuum leaves: which plans Postgres distrusts
             // depends on them (sql-profile.ts found two statements with them, one without).
-            for (let other = 1; other < OTHER_SUBSCRIBERS; other++) await client.query('select public.record_billing_event(p_body => $1, p_plan => $2)', renewalArgs(renewalBody(other, start, true)));
+            for (let other = 1; other < OTHER_SUBSCRIBERS; other++) await recordRenewal(client, renewalBody(other, start, true));
             await client.query('analyze');
           }
         }
