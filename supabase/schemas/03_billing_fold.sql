@@ -776,9 +776,13 @@ begin
   -- as one a CANCELLATION of a subscription bought before this service created, its period's
   -- purchase) supersedes: every row of the older
   -- product stops granting (expired, not renewing, ending when the newer began), whichever
-  -- entitlements each product grants. One exception, Apple's (the App Store and the Mac App Store):
-  -- an upgrade during an introductory offer (a free trial) keeps the offer's product active to its
-  -- end beside the new one; it only stops renewing.
+  -- entitlements each product grants. A newer period that begins after this event (a change at
+  -- period end whose event the store generated hours before the old period ends, as RevenueCat's
+  -- sample RENEWAL is: "The customer will retain their entitlement based on the original product",
+  -- RevenueCat's webhook event flows) leaves the older rows granting until it begins, not renewing;
+  -- an event at or after that point expires them. One exception, Apple's (the App Store and the
+  -- Mac App Store): an upgrade during an introductory offer (a free trial) keeps the offer's product
+  -- active to its end beside the new one; it only stops renewing.
   with superseded as (
     select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
            upper(coalesce(o.store, '')) in ('APP_STORE', 'MAC_APP_STORE') and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
@@ -814,10 +818,10 @@ begin
     group by o.entitlement_id, o.source_key, o.store, o.period_type
   )
   update public.entitlements e set
-    status = case when not s.keeps_offer then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
+    status = case when not (s.keeps_offer or s.at > p_event_at) then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
     will_renew = false,
     expires_at = case when s.keeps_offer then e.expires_at else least(coalesce(e.expires_at, 'infinity'), s.at) end,
-    grace_expires_at = case when s.keeps_offer then e.grace_expires_at end,
+    grace_expires_at = case when s.keeps_offer then e.grace_expires_at when s.at > p_event_at then least(e.grace_expires_at, s.at) end,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(e.last_event_at, s.news_at),

@@ -10,7 +10,7 @@ import {
 /**
  * A store's subscription lifecycle as RevenueCat documents it, each flow to the state its pages
  * say: Apple's family sharing, a Google Play pause and an early resume, a trial cancelled and
- * re-enabled, upgrades and downgrades on each store, refunds and their reversal, events whose
+ * re-enabled, upgrades and downgrades on each store (a downgrade's event generated hours before it takes effect), refunds and their reversal, events whose
  * entitlements are null or empty. Webhooks only, through the real route and SQL, on both engines,
  * in every delivery order on Postgres (in order and reversed on PGlite). The state is read after
  * every event was delivered.
@@ -18,6 +18,7 @@ import {
 type Role = 'alice';
 const newUsers = (): Record<Role, string> => ({ alice: randomUUID() });
 const FAMILY = 'https://www.revenuecat.com/docs/platform-resources/apple-platform-resources/apple-family-sharing';
+const SAMPLES = 'https://www.revenuecat.com/docs/integrations/webhooks/sample-events';
 const BASIC = 'com.example.basic.monthly';
 const PREMIUM = 'com.example.premium.monthly';
 const bought = (store: string, transaction: string, original: string, product: string, entitlements: string[] | null = ['pro']) =>
@@ -106,6 +107,32 @@ const flows: Flow<Role>[] = [
       renewal(u.alice, 30, 30, 60, bought('PLAY_STORE', 'GPA.3333-3333-3333-33333', 'GPA.3333-3333-3333-33333', 'basic_monthly:monthly', ['basic'])),
     ],
     expected: [{ now: 31, state: { alice: { premium: noAccess, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'an App Store downgrade at renewal whose RENEWAL is generated hours before the old period ends: the old entitlement grants to its end, then the new one',
+    doc: `"The customer will retain their entitlement based on the original product. When the customer encounters their next renewal, a RENEWAL event will be dispatched" (${DOC.flows}); RevenueCat's sample RENEWAL is stamped hours before its purchased_at_ms (${SAMPLES})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, bought('APP_STORE', '7000', '7000', PREMIUM, ['premium'])),
+      event('product-change', u.alice, 10, 0, 30, { ...bought('APP_STORE', '7000', '7000', PREMIUM, ['premium']), new_product_id: BASIC }),
+      renewal(u.alice, 29.6, 30, 60, bought('APP_STORE', '7001', '7000', BASIC, ['basic'])),
+    ],
+    expected: [
+      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30) } } } },
+      { now: 31, state: { alice: { premium: noAccess, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } },
+    ],
+  },
+  {
+    name: 'a Google Play DEFERRED downgrade applied by the new product\'s INITIAL_PURCHASE, generated hours before the old period ends: the old entitlement grants to its end',
+    doc: `"When the product change goes into effect you will receive a RENEWAL event on Apple and Stripe or a INITIAL_PURCHASE event on Google Play"; DEFERRED: "Replacement takes effect when the old plan expires" (${DOC.manage})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, bought('PLAY_STORE', 'GPA.7100-7100-7100-71000', 'GPA.7100-7100-7100-71000', 'premium_monthly:monthly', ['premium'])),
+      event('product-change', u.alice, 10, 0, 30, { ...bought('PLAY_STORE', 'GPA.7100-7100-7100-71000', 'GPA.7100-7100-7100-71000', 'premium_monthly:monthly', ['premium']), new_product_id: 'basic_monthly:monthly' }),
+      purchase(u.alice, 29.6, 30, 60, bought('PLAY_STORE', 'GPA.7200-7200-7200-72000', 'GPA.7200-7200-7200-72000', 'basic_monthly:monthly', ['basic'])),
+    ],
+    expected: [
+      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30) } } } },
+      { now: 31, state: { alice: { premium: noAccess, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } },
+    ],
   },
   {
     name: 'two App Store upgrades in one period (basic, premium, ultra; one entitlement each): only the last grants',
