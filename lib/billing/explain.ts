@@ -535,6 +535,7 @@ const REASON_WORDS: Record<string, string> = {
   transfer: 'a transfer names ids but no products',
   refund: 'a refund may end more than one period',
   new_source: 'a product not seen before for this customer',
+  mapping: 'the event names other entitlements than its purchase grants here (the product\'s entitlements changed in the dashboard)',
   event: 'every event is followed by a sync here',
   before_history: 'an event older than the customer\'s checkpoint',
   after_snapshot: 'an event RevenueCat\'s record had already moved past',

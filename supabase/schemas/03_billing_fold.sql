@@ -871,6 +871,46 @@ $$;
 revoke all on function public.billing_group_state(text) from public, anon, authenticated;
 grant execute on function public.billing_group_state(text) to service_role;
 
+-- Whether an event shows that its product's entitlements changed in the dashboard since the
+-- service wrote its purchase's rows: a row of the purchase still granting (at the event's time)
+-- under an entitlement the event does not name, or under any when it names none (its product maps
+-- to no entitlement now: `entitlement_ids` null); or an entitlement it names that nothing of the
+-- owner grants, while the purchase grants another (the product moved to it). Attaching and detaching
+-- change what earlier purchases grant ("detaching an entitlement from a product will remove it for
+-- any customers that have previously purchased that product", RevenueCat's Entitlements page), but
+-- no webhook says so: the event's own effects only take away there (a flag, refund or expiration
+-- reaches every row of its purchase), and RevenueCat's record, fetched after it (a sync, reason
+-- `mapping`), says what the purchase grants now. Once the record has settled it, the same events
+-- ask no more.
+create or replace function public.billing_mapping_changed(p_owner text, p_plan jsonb, p_at timestamptz)
+returns boolean
+language plpgsql
+stable
+set search_path = ''
+as $$
+declare
+  v_source_key text := public.billing_source_key(p_plan->>'environment', p_plan->'period'->>'store', p_plan->'period'->>'productId',
+                                                 p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
+  v_named text[] := array(select x->>'entitlementId' from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x
+                          where x->>'entitlementId' is not null);
+  v_names_none boolean := exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'entitlementId' is null);
+begin
+  if p_owner is null or p_plan ? 'snapshot' or jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) = 0 then
+    return false;
+  end if;
+  return exists (select 1 from public.entitlements e
+                 where e.app_user_id = p_owner and e.source_key = v_source_key and e.grants_until > p_at
+                   and (v_names_none or not e.entitlement_id = any (v_named)))
+      or (exists (select 1 from unnest(v_named) as n(id)
+                  where not exists (select 1 from public.entitlements e
+                                    where e.app_user_id = p_owner and e.entitlement_id = n.id and e.grants_until > p_at))
+          and exists (select 1 from public.entitlements e
+                      where e.app_user_id = p_owner and e.source_key = v_source_key and e.grants_until > p_at));
+end;
+$$;
+revoke all on function public.billing_mapping_changed(text,jsonb,timestamp with time zone) from public, anon, authenticated;
+grant execute on function public.billing_mapping_changed(text,jsonb,timestamp with time zone) to service_role;
+
 -- The billing webhook at close to the cost of storing the event.
 --
 -- Most deliveries are in order: a renewal, newer than everything its customer has, granting the one
@@ -910,6 +950,7 @@ declare
   v_ignored boolean;
   v_new_source boolean := false;
   v_after_snapshot boolean := false;
+  v_mapping_changed boolean := false;
   v_group text;
   v_folded text;
   v_tail integer;
@@ -1000,6 +1041,7 @@ begin
     update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = coalesce(v_pending, v_received)
     where app_user_id = v_group;
     perform public.billing_log_event(p_body, p_plan, v_received, v_outcome, v_owner, false);
+    v_mapping_changed := v_outcome = 'applied' and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
     -- Generated before a later snapshot confirmed the last one (the group's last entry): that one already knew of it.
     if public.billing_key_event(v_folded) like 'sync:%' then
       v_after_snapshot := exists (
@@ -1012,6 +1054,7 @@ begin
     v_owner := public.billing_refold_group(v_group, v_event_id);
     v_outcome := case when public.billing_group_state(v_group) is distinct from v_before then 'applied' else 'stale' end;
     update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id and received_at = v_received;
+    v_mapping_changed := v_outcome = 'applied' and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
     select tail_events into v_tail from public.billing_subscribers where app_user_id = v_group;
     -- Generated between a snapshot and a later one that said the same (a confirmation): that one already knew of it.
     v_after_snapshot := exists (
@@ -1024,7 +1067,7 @@ begin
     perform public.billing_checkpoint_tail(v_group);
   end if;
   return jsonb_build_object('duplicate', false, 'outcome', v_outcome, 'ownerId', v_owner, 'groupId', v_group, 'newSource', v_new_source,
-                            'afterSnapshot', v_after_snapshot);
+                            'afterSnapshot', v_after_snapshot, 'mappingChanged', v_mapping_changed);
 end;
 $$;
 revoke all on function public.billing_log_and_fold(jsonb,jsonb) from public, anon, authenticated;
@@ -1360,18 +1403,19 @@ begin
     if p_sync_after <> 'none' then
       v_sync := public.billing_mark_sync(array[v_owner], 'before_history');
     end if;
-  elsif p_sync_after = 'all' or (p_sync_after = 'gaps' and (p_plan->>'syncReason' is not null or (v_result->>'newSource')::boolean)) then
+  elsif p_sync_after = 'all' or (p_sync_after = 'gaps' and (p_plan->>'syncReason' is not null or (v_result->>'newSource')::boolean
+                                                          or coalesce((v_result->>'mappingChanged')::boolean, false))) then
     v_sync := public.billing_mark_sync(
       case when p_plan->>'syncReason' = 'transfer'
            then array(select jsonb_array_elements_text(p_plan->'movedIds')) || v_owner
            else array[v_owner] end,
-      coalesce(p_plan->>'syncReason', case when p_sync_after = 'all' then 'event' else 'new_source' end));
+      coalesce(p_plan->>'syncReason', case when p_sync_after = 'all' then 'event' when (v_result->>'newSource')::boolean then 'new_source' else 'mapping' end));
   elsif coalesce((v_result->>'afterSnapshot')::boolean, false) and p_sync_after <> 'none' then
     v_sync := public.billing_mark_sync(array[v_owner], 'after_snapshot');
   end if;
   -- usersNoted: whether it changed what a Supabase user reads, so its commit may write outbound
   -- events (public.outbound_pending_users): the server moves the outbox after the response only then.
-  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' || jsonb_build_object('syncIds', to_jsonb(v_sync),
+  return v_result - 'groupId' - 'newSource' - 'beforeHistory' - 'afterSnapshot' - 'mappingChanged' || jsonb_build_object('syncIds', to_jsonb(v_sync),
     'usersNoted', exists (select 1 from public.outbound_pending_users where tx = pg_current_xact_id()));
 end;
 $$;

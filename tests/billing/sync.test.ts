@@ -10,7 +10,9 @@ import { MAX_SYNCS_AFTER_WEBHOOKS, requireRevenueCat, SWEEP_WITHOUT_REVENUECAT, 
 import { MAX_SUBSCRIBER_BYTES } from '../../lib/revenuecat/client.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
-import { billingEvent, day, deliver, entitlementsOf, isoDay } from './support.ts';
+import { describeEventEffects } from '../../lib/billing/event-effects.ts';
+import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
+import { billingEvent, cancellation, day, deliver, entitlementsOf, isoDay, purchase } from './support.ts';
 
 /**
  * Entitlements converge on RevenueCat's own record: a local stand-in of its REST API v1 (real HTTP)
@@ -204,6 +206,47 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     const views = await until(() => entitlementsOf(db, user, new Date(day(11))), (v) => v.some((view) => view.syncedAt === isoDay(10.01)));
     expect(views.find((view) => view.id === 'premium')).toMatchObject({ active: true, willRenew: true, expiresAt: isoDay(45) });
     expect(views.find((view) => view.id === 'basic')).toMatchObject({ active: false, willRenew: false });
+  });
+
+  it('ends an entitlement detached from the product, which no webhook says, by the sync after an event that names only the others (gaps)', async () => {
+    const user = `detach-${randomUUID()}`;
+    onTestFinished(setEnv({ BILLING_SYNC_AFTER: undefined }));
+    const granted = { purchased: day(0), expires: day(30) };
+    revenuecat.setCustomer(user, {
+      entitlements: { pro: v1Entitlement(MONTHLY, granted), extra: v1Entitlement(MONTHLY, granted) },
+      subscriptions: { [MONTHLY]: v1Subscription(granted) },
+    });
+    revenuecat.setClock(day(0.01));
+    expect((await deliver(purchase(user, 0, 0, 30, { entitlement_ids: ['pro', 'extra'] }))).status).toBe(200);
+    await until(() => db.sql('select 1 from public.billing_sync_queue where app_user_id = $1', [user]), (rows) => rows.length === 0);
+    // The dashboard detaches `extra` from the product: RevenueCat's record stops granting it. Then the user unsubscribes.
+    revenuecat.setCustomer(user, { entitlements: { pro: v1Entitlement(MONTHLY, granted) }, subscriptions: { [MONTHLY]: v1Subscription({ ...granted, unsubscribed: day(10) }) } });
+    revenuecat.setClock(day(10.01));
+    expect((await deliver(cancellation(user, 'UNSUBSCRIBE', 10, 0, 30, { entitlement_ids: ['pro'] }))).status).toBe(200);
+    const views = await until(() => entitlementsOf(db, user, new Date(day(11))), (v) => v.some((view) => view.syncedAt === isoDay(10.01)));
+    expect(views.find((view) => view.id === 'extra')).toMatchObject({ active: false });
+    expect(views.find((view) => view.id === 'pro')).toMatchObject({ active: true, willRenew: false, expiresAt: isoDay(30) });
+  });
+
+  it('marks a sync (reason mapping) after an event whose entitlements differ from what its purchase grants here: a detach, a product moved, a product mapped to none; not when they agree', async () => {
+    const record = async (body: BillingWebhookBody) =>
+      ((await db.adapter.call('record_billing_event', { p_body: body, p_plan: describeEventEffects(body.event, new Date()), p_sync_after: 'gaps' })) as { syncIds: string[] }).syncIds;
+    const reasonFor = async (user: string) => (await db.sql<{ reason: string }>('select reason from public.billing_sync_queue where app_user_id = $1', [user]))[0]?.reason;
+    const bought = async (user: string, entitlements: string[]) => {
+      expect(await record(purchase(user, 0, 0, 30, { entitlement_ids: entitlements }))).toEqual([user]); // a product not seen before
+      await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [user]);
+    };
+    const [detached, moved, unmapped] = ['detached', 'moved', 'unmapped'].map((name) => `${name}-${randomUUID()}`) as [string, string, string];
+    await bought(detached, ['pro', 'extra']);
+    expect(await record(cancellation(detached, 'BILLING_ERROR', 5, 0, 30, { entitlement_ids: ['extra', 'pro'] }))).toEqual([]);
+    expect(await record(cancellation(detached, 'UNSUBSCRIBE', 10, 0, 30, { entitlement_ids: ['pro'] }))).toEqual([detached]);
+    expect(await reasonFor(detached)).toBe('mapping');
+    await bought(moved, ['pro']);
+    expect(await record(cancellation(moved, 'UNSUBSCRIBE', 10, 0, 30, { entitlement_ids: ['premium'] }))).toEqual([moved]);
+    expect(await reasonFor(moved)).toBe('mapping');
+    await bought(unmapped, ['pro']);
+    expect(await record(cancellation(unmapped, 'UNSUBSCRIBE', 10, 0, 30, { entitlement_ids: null }))).toEqual([unmapped]);
+    expect(await reasonFor(unmapped)).toBe('mapping');
   });
 
   it('leaves a production purchase alone when the snapshot shows only a sandbox purchase of the same product (v1 keys subscriptions by product)', async () => {
