@@ -37,7 +37,8 @@ try {
     for (const dead of deadLetters) {
       console.log(`${formatUtc(dead.lastAttemptAt)}  endpoint ${dead.endpointId}  ${dead.webhookId}  ${dead.type}  user ${dead.userId} #${dead.sequence}  after ${dead.attempts} attempt(s): ${dead.lastError ?? '(no error recorded)'}`);
     }
-    console.error(`${deadLetters.length} dead letter(s). Send one again with \`npm run events:replay -- --event <webhook-id>\`, or a time range with --from and --to.`);
+    // To its own endpoint: without --endpoint a replay sends to every endpoint, and those that had it get it again.
+    console.error(`${deadLetters.length} dead letter(s). Send one again with \`npm run events:replay -- --event <webhook-id> --endpoint <endpoint>\`, or a time range with --from and --to (and --endpoint).`);
   }
 } catch (error) {
   console.error(error instanceof DomainError ? `${error.code}: ${error.detail}` : `Dead letters failed: ${(error as Error).message}`);

@@ -79,6 +79,8 @@ create table public.outbound_events (
 );
 alter table public.outbound_events enable row level security;
 create index outbound_events_created_idx on public.outbound_events (created_at);
+-- The erasures told (few): what each user had before theirs is never sent again, and goes with it.
+create index outbound_events_erasures_idx on public.outbound_events (user_id, sequence) where type = 'customer.deleted';
 revoke all on table public.outbound_events from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_events to service_role;
 
@@ -586,8 +588,12 @@ revoke all on function public.outbound_note_last_deliveries(uuid[]) from public,
 grant execute on function public.outbound_note_last_deliveries(uuid[]) to service_role;
 
 -- ...and `customer.deleted`, once. Then what the outbox keeps about the user goes: their earlier
--- events that wait for no delivery, and their counter. The customer.deleted itself stays until
--- every endpoint has it (none configured: it goes at once), then retention removes it.
+-- events that wait for no delivery, and their counter. A retired endpoint gets no customer.deleted
+-- (no new deliveries), so what it still waits for of the user goes now: back, it would receive the
+-- erased user's data without the erasure. The events an active endpoint still waits for go out
+-- before the customer.deleted, then go with it (outbound_maintain); no replay sends them again
+-- (outbound_replay). The customer.deleted itself stays until every endpoint has it (none
+-- configured: it goes at once), then retention removes it.
 create or replace function public.outbound_tell_erasure(p_user_id text)
 returns void
 language plpgsql
@@ -606,6 +612,8 @@ begin
     perform public.outbound_emit(p_user_id, 'customer.deleted', '{}'::jsonb);
     insert into public.outbound_erased_users (id_hash) values (v_hash);
   end if;
+  delete from public.outbound_deliveries d using public.outbound_endpoints p
+  where d.user_id = p_user_id and d.state = 'pending' and p.id = d.endpoint_id and p.retired_at is not null;
   v_gone := array(select e.id from public.outbound_events e
                    where e.user_id = p_user_id
                      and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending'));
@@ -829,6 +837,8 @@ begin
       and (p_event_id is not null or (e.created_at >= p_from and e.created_at < p_to))
       and p.retired_at is null and (p_endpoint_id is null or p.id = p_endpoint_id)
       and public.outbound_endpoint_wants(p.types, e.type)
+      -- Never what an erased user had before their customer.deleted (still waiting to go out).
+      and not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence)
   on conflict (endpoint_id, event_id) do update
     set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null;
   get diagnostics v_count = row_count;
@@ -941,6 +951,20 @@ declare
   v_deleted integer := 0;
   v_gone uuid[];
 begin
+  -- What an erased user had before their customer.deleted, once it waits for no delivery (an active
+  -- endpoint sends it before the customer.deleted): kept, a replay or a new endpoint could send it
+  -- again after the erasure. (From the erasures, which are few; what is left, the next run takes.)
+  v_gone := array(
+    select e.id from public.outbound_events c
+    join public.outbound_events e on e.user_id = c.user_id and e.sequence < c.sequence
+    where c.type = 'customer.deleted'
+      and not exists (select 1 from public.outbound_deliveries d join public.outbound_endpoints p on p.id = d.endpoint_id
+                      where d.event_id = e.id and d.state = 'pending' and (p.retired_at is null or e.created_at >= v_kept_since))
+    limit 1000
+    for update of e skip locked);
+  perform public.outbound_note_last_deliveries(v_gone);
+  delete from public.outbound_events o where o.id = any (v_gone);
+  get diagnostics v_deleted = row_count;
   loop
     v_gone := array(
       select e.id from public.outbound_events e

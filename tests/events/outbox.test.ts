@@ -237,6 +237,31 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, alone.userId)).toEqual([]);
   });
 
+  it('sends nothing an erased user had before their customer.deleted again: not by a replay, not to a retired endpoint that comes back; it goes with the erasure once delivered', async () => {
+    const [active, retired] = [`ep-${randomUUID().slice(0, 8)}`, `ep-${randomUUID().slice(0, 8)}`];
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: active, types: null }, { id: retired, types: null }])]);
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId); // the grant waits at both endpoints
+    // One endpoint's server stops naming it for days: retired, its delivery of the grant still waiting.
+    await db.sql("update public.outbound_endpoints set named_at = now() - interval '4 days' where id = $1", [retired]);
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: active, types: null }])]);
+    await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+    const waiting = () => db.sql<{ endpoint_id: string; type: string }>(`select d.endpoint_id, e.type from public.outbound_deliveries d
+      join public.outbound_events e on e.id = d.event_id where d.user_id = $1 and d.state = 'pending' order by d.endpoint_id, d.sequence`, [user.userId]);
+    expect(await waiting()).toEqual([{ endpoint_id: active, type: 'entitlement.granted' }, { endpoint_id: active, type: 'customer.deleted' }]);
+    // Both delivered; an operator replays the hour (to every active endpoint): only the erasure is sent again.
+    await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1", [user.userId]);
+    await db.sql("select public.outbound_replay(p_from => now() - interval '1 hour', p_to => now() + interval '1 hour')");
+    expect(await waiting()).toEqual([{ endpoint_id: active, type: 'customer.deleted' }]);
+    const [grant] = await db.sql<{ id: string }>("select id from public.outbound_events where user_id = $1 and type = 'entitlement.granted'", [user.userId]);
+    expect(await db.sql('select public.outbound_replay(p_event_id => $1) as n', [grant!.id])).toEqual([{ n: 0 }]);
+    // Delivered again, the next maintenance takes the grant and the erasure both: nothing of the user is kept.
+    await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1", [user.userId]);
+    await db.sql("select public.outbound_maintain(now(), clock_timestamp() + interval '5 seconds')");
+    expect(await eventsOf(db, user.userId)).toEqual([]);
+    await endpointsGoneForDays();
+  });
+
   it('numbers a user erased and lifted again after the customer.deleted still waiting, so it reaches a receiver first', async () => {
     const endpoint = `ep-${randomUUID().slice(0, 8)}`;
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);
