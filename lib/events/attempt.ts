@@ -74,10 +74,13 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     'webhook-timestamp': String(timestamp),
     'webhook-signature': await signWebhook({ id: message.id, timestamp, body: message.body, secrets: endpoint.secrets }),
   };
+  const started = performance.now();
   let answer = await post(url, headers, message.body, timeoutMs, addresses);
   // A kept connection the receiver had closed as it was reused: once more on a new one (Node's
-  // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id).
-  if ('failure' in answer && answer.staleConnection) answer = await post(url, headers, message.body, timeoutMs, addresses);
+  // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id), within what is
+  // left of the attempt's timeout: the attempt as a whole never takes longer.
+  const left = Math.floor(timeoutMs - (performance.now() - started));
+  if ('failure' in answer && answer.staleConnection && left >= 1) answer = await post(url, headers, message.body, left, addresses);
   if ('failure' in answer) {
     const status = answer.status === undefined ? {} : { status: answer.status };
     if (answer.failure === 'timeout') {

@@ -26,13 +26,25 @@ export interface OutboundRunReport {
 }
 
 export interface OutboundRunOptions {
-  /** Work started before this many milliseconds have passed (an attempt under way finishes: up to its timeout more). */
+  /**
+   * The run ends within this many milliseconds: an attempt started near its end gets the time left
+   * as its timeout (at least LEAST_ATTEMPT_MS; no attempt starts with less left).
+   */
   budgetMs: number;
   endpoints?: readonly EventEndpoint[];
   timeoutMs?: number;
   /** Look for lapses too (default true). */
   lapses?: boolean;
 }
+
+/**
+ * An attempt started near the end of its run gets the time left as its timeout, never less than
+ * this (a receiver that answers within it is never cut short; a slower one is tried again later,
+ * with the whole timeout from the start of a run). So a run asked over HTTP answers within its
+ * function's time, and an attempt is never cut off by the function ending: its outcome would be
+ * lost, and the event sent again once its lease ran out.
+ */
+export const LEAST_ATTEMPT_MS = 5_000;
 
 export async function runOutboundEvents(options: OutboundRunOptions): Promise<OutboundRunReport> {
   const deadline = performance.now() + options.budgetMs;
@@ -43,7 +55,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
-/** What one run asked over HTTP may take (the cron's and the operator's): the function may run 30 s. */
+/** What one run asked over HTTP may take, its attempts included (the cron's and the operator's): the function may run 30 s. */
 const ROUTE_RUN_BUDGET_MS = 20_000;
 
 /** One run asked over HTTP (GET /api/cron/events, POST /api/admin/events/deliver), on the server's own settings. */
@@ -120,6 +132,8 @@ class Doorbell {
  * others claimed with it, nor the events written while it hangs.
  */
 async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number, doorbell?: Doorbell) {
+  // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
+  const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 30;
   const inFlight = new Set<Promise<void>>();
@@ -140,10 +154,10 @@ async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, time
       // What ended is settled before the queue is claimed again: a user's next event is claimable
       // only once their last one is settled.
       await settleEnded();
-      const open = failure === undefined && performance.now() < deadline;
+      const open = failure === undefined && deadline - performance.now() >= least;
       const claimed = open && inFlight.size < DELIVERY_BATCH ? await claimDeliveries(endpoint.id, DELIVERY_BATCH - inFlight.size, leaseSeconds) : [];
       for (const delivery of claimed) {
-        const running: Promise<void> = attempt(endpoint, delivery, timeoutMs)
+        const running: Promise<void> = attempt(endpoint, delivery, Math.max(1, Math.min(timeoutMs, Math.floor(deadline - performance.now()))))
           .then((outcome) => void ended.push(outcome), (error: unknown) => void (failure ??= { error }))
           .finally(() => inFlight.delete(running));
         inFlight.add(running);
@@ -187,6 +201,12 @@ export function forgetRegisteredEndpoints(): void {
 export const LAPSE_SCAN_EVERY_MS = 30_000;
 /** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
+/**
+ * What a run after a response may take with the runs it repeats for writes made meanwhile: it ends
+ * within the 30 s a function may run (vercel.json), which its request's answer began. What is left
+ * goes with the next write's run, the schedule or the cron.
+ */
+const AFTER_WRITE_RUN_LIMIT_MS = 25_000;
 
 // The after-write run of each endpoint in this process, and whether a write asked for one more.
 const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell }>();
@@ -241,12 +261,13 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   }
   const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
   run.running = (async () => {
+    const endBy = performance.now() + AFTER_WRITE_RUN_LIMIT_MS;
     try {
       do {
         run.again = false;
         await registerEndpoints(endpoints);
-        await deliverToEndpoint(endpoint, performance.now() + AFTER_WRITE_BUDGET_MS, DELIVERY_TIMEOUT_MS, run.doorbell);
-      } while (run.again);
+        await deliverToEndpoint(endpoint, Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, endBy), DELIVERY_TIMEOUT_MS, run.doorbell);
+      } while (run.again && endBy - performance.now() >= LEAST_ATTEMPT_MS);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
     } finally {

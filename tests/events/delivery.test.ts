@@ -9,7 +9,7 @@ import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
-import { forgetRegisteredEndpoints, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { forgetRegisteredEndpoints, LEAST_ATTEMPT_MS, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
 import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
 import { verifyWebhook } from '../../packages/client/src/webhooks.ts';
@@ -270,6 +270,25 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     const got = ofUser(receiver.received, user.userId);
     expect(got.map((r) => r.behaviour)).toEqual(['hang', 'redirect', 'slow2xx', 'ok']);
     expect(new Set(got.map((r) => r.id)).size).toBe(1);
+  });
+
+  it('ends a run within its budget: an attempt gets at most the time left as its timeout, and none starts with less than 5 s left', async () => {
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    receiver.setBehaviour('hang');
+    await retriesDue();
+    // Less than LEAST_ATTEMPT_MS left from the start: nothing is attempted, and the run says it is not done.
+    expect(await runOutboundEvents({ budgetMs: 4_000, endpoints, timeoutMs: 15_000 })).toMatchObject({ done: false, endpoints: [{ delivered: 0, retried: 0 }] });
+    // A 10 s run with 15 s attempts: the hanging attempt is cut at the run's end, not 15 s in.
+    expect((await runOutboundEvents({ budgetMs: 10_000, endpoints, timeoutMs: 15_000 })).endpoints[0]).toMatchObject({ delivered: 0, retried: 1 });
+    const [failed] = await db.sql<{ last_error: string }>('select last_error from public.outbound_deliveries where user_id = $1', [user.userId]);
+    const timeoutMs = Number(/^no answer within (\d+) ms$/.exec(failed!.last_error)?.[1]);
+    expect(timeoutMs).toBeGreaterThanOrEqual(LEAST_ATTEMPT_MS);
+    expect(timeoutMs).toBeLessThanOrEqual(10_000);
+    receiver.setBehaviour('ok');
+    await retriesDue();
+    await run();
+    expect(ofUser(receiver.received, user.userId).map((r) => r.behaviour)).toEqual(['hang', 'ok']);
   });
 
   it('keeps a slow endpoint from holding up another: each has its own queue', async () => {
