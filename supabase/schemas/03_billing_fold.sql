@@ -881,7 +881,9 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- no webhook says so: the event's own effects only take away there (a flag, refund or expiration
 -- reaches every row of its purchase), and RevenueCat's record, fetched after it (a sync, reason
 -- `mapping`), says what the purchase grants now. Once the record has settled it, the same events
--- ask no more.
+-- ask no more. A grant that names no entitlement (recorded only: `no_entitlements`) names none here.
+-- Not asked of a PRODUCT_CHANGE: whether it names the old product's entitlements or the new one's,
+-- RevenueCat's pages do not say, and a change of product is no sign of a new mapping.
 create or replace function public.billing_mapping_changed(p_owner text, p_plan jsonb, p_at timestamptz)
 returns boolean
 language plpgsql
@@ -893,9 +895,11 @@ declare
                                                  p_plan->'period'->>'originalTransactionId', p_plan->'period'->>'transactionId');
   v_named text[] := array(select x->>'entitlementId' from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x
                           where x->>'entitlementId' is not null);
-  v_names_none boolean := exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'entitlementId' is null);
+  v_names_none boolean := exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'entitlementId' is null)
+                           or p_plan->>'ignoredReason' = 'no_entitlements';
 begin
-  if p_owner is null or p_plan ? 'snapshot' or jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) = 0 then
+  if p_owner is null or p_plan ? 'snapshot' or p_plan->>'type' = 'PRODUCT_CHANGE'
+     or (jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) = 0 and not v_names_none) then
     return false;
   end if;
   return exists (select 1 from public.entitlements e
@@ -1054,7 +1058,7 @@ begin
     v_owner := public.billing_refold_group(v_group, v_event_id);
     v_outcome := case when public.billing_group_state(v_group) is distinct from v_before then 'applied' else 'stale' end;
     update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id and received_at = v_received;
-    v_mapping_changed := v_outcome = 'applied' and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
+    -- (No mapping check: the rows are what later events made them, not what this one found.)
     select tail_events into v_tail from public.billing_subscribers where app_user_id = v_group;
     -- Generated between a snapshot and a later one that said the same (a confirmation): that one already knew of it.
     v_after_snapshot := exists (
@@ -1395,8 +1399,14 @@ begin
     -- waiting and flushes at its end). A write makes this commit flush the log, through that one.
     perform pg_catalog.pg_logical_emit_message(true, 'record_billing_event', '');
   end if;
+  -- A grant naming no entitlement changes nothing, but where its purchase still grants, the
+  -- product's entitlements changed (public.billing_mapping_changed).
+  if not (v_result->>'duplicate')::boolean and p_plan->>'ignoredReason' = 'no_entitlements' and p_sync_after <> 'none'
+     and public.billing_mapping_changed(v_result->>'ownerId', p_plan, (p_plan->>'eventAt')::timestamptz) then
+    v_sync := public.billing_mark_sync(array[v_result->>'ownerId'], 'mapping');
+  end if;
   if (v_result->>'duplicate')::boolean or p_plan->>'ignoredReason' is not null then
-    return v_result || jsonb_build_object('syncIds', '[]'::jsonb);
+    return v_result || jsonb_build_object('syncIds', to_jsonb(v_sync));
   end if;
   v_owner := v_result->>'ownerId';
   if coalesce((v_result->>'beforeHistory')::boolean, false) then

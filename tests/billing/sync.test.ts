@@ -12,7 +12,7 @@ import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { describeEventEffects } from '../../lib/billing/event-effects.ts';
 import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
-import { billingEvent, cancellation, day, deliver, entitlementsOf, isoDay, purchase } from './support.ts';
+import { apple, billingEvent, cancellation, day, deliver, entitlementsOf, event, isoDay, purchase } from './support.ts';
 
 /**
  * Entitlements converge on RevenueCat's own record: a local stand-in of its REST API v1 (real HTTP)
@@ -228,7 +228,7 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect(views.find((view) => view.id === 'pro')).toMatchObject({ active: true, willRenew: false, expiresAt: isoDay(30) });
   });
 
-  it('marks a sync (reason mapping) after an event whose entitlements differ from what its purchase grants here: a detach, a product moved, a product mapped to none; not when they agree', async () => {
+  it('marks a sync (reason mapping) after an event whose entitlements differ from what its purchase grants here: a detach, a product moved, a product mapped to none; not when they agree, not for a product change, not for a late event', async () => {
     const record = async (body: BillingWebhookBody) =>
       ((await db.adapter.call('record_billing_event', { p_body: body, p_plan: describeEventEffects(body.event, new Date()), p_sync_after: 'gaps' })) as { syncIds: string[] }).syncIds;
     const reasonFor = async (user: string) => (await db.sql<{ reason: string }>('select reason from public.billing_sync_queue where app_user_id = $1', [user]))[0]?.reason;
@@ -247,6 +247,19 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     await bought(unmapped, ['pro']);
     expect(await record(cancellation(unmapped, 'UNSUBSCRIBE', 10, 0, 30, { entitlement_ids: null }))).toEqual([unmapped]);
     expect(await reasonFor(unmapped)).toBe('mapping');
+    // A grant naming none (recorded only, it changes nothing) while the purchase still grants: the same.
+    await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [unmapped]);
+    expect(await record(event('uncancellation', unmapped, 12, 0, 30, { ...apple('1000'), entitlement_ids: null }))).toEqual([unmapped]);
+    expect(await reasonFor(unmapped)).toBe('mapping');
+    // Not a PRODUCT_CHANGE naming the product it changes to, nor an event older than what the rows
+    // say now (a late delivery: later events made them).
+    const [changed, late] = ['changed', 'late'].map((name) => `${name}-${randomUUID()}`) as [string, string];
+    await bought(changed, ['premium']);
+    expect(await record(event('product-change', changed, 10, 0, 30, { ...apple('1000'), entitlement_ids: ['basic'], new_product_id: 'com.example.basic.monthly' }))).toEqual([]);
+    await bought(late, ['pro']);
+    expect(await record(cancellation(late, 'UNSUBSCRIBE', 20, 0, 30, { entitlement_ids: ['premium'] }))).toEqual([late]);
+    await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [late]);
+    expect(await record(cancellation(late, 'BILLING_ERROR', 3, 0, 30, { entitlement_ids: ['pro'] }))).toEqual([]);
   });
 
   it('leaves a production purchase alone when the snapshot shows only a sandbox purchase of the same product (v1 keys subscriptions by product)', async () => {
