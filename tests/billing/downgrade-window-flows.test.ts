@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
-import { billingEvent, cancellation, deliveryOrdersOn, DOC, event, expiration, isoDay, purchase, refund, renewal, runFlowInOrders, type Flow } from './support.ts';
+import type { DatabaseKind } from '../support/databases.ts';
+import { billingEvent, cancellation, deliveryOrdersOn, describeFlows, DOC, event, expiration, isoDay, purchase, refund, renewal, type Flow } from './support.ts';
 
 /**
  * The window between a downgrade's event and the period it begins: the store generates the new
@@ -146,12 +144,4 @@ const flows: Flow<Role>[] = [
 
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 10, seed: 1212 });
 
-describe.each(DATABASE_KINDS)('a downgrade\'s window before the new period, on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv({ LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined });
-  });
-  afterAll(() => restoreEnv());
-  for (const flow of flows) it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
-});
+describeFlows('a downgrade\'s window before the new period', flows, newUsers, orders);

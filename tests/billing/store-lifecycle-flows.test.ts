@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import type { DatabaseKind } from '../support/databases.ts';
 import {
-  apple, billingEvent, cancellation, day, deliveryOrdersOn, DOC, event, expiration, isoDay, play, purchase, refund, renewal, runFlowInOrders, trial,
+  apple, billingEvent, cancellation, day, deliveryOrdersOn, describeFlows, DOC, event, expiration, isoDay, play, purchase, refund, renewal, trial,
   type Flow,
 } from './support.ts';
 
@@ -210,16 +208,4 @@ const flows: Flow<Role>[] = [
 /** Every order on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 6, seed: 5005 });
 
-describe.each(DATABASE_KINDS)('store lifecycles as RevenueCat documents them, in every delivery order, on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    // Webhooks only: no refresh from RevenueCat after an event.
-    restoreEnv = setEnv({ LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined });
-  });
-  afterAll(() => restoreEnv());
-
-  for (const flow of flows) {
-    it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
-  }
-});
+describeFlows('store lifecycles as RevenueCat documents them, in every delivery order', flows, newUsers, orders);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { billingEvent, day, deliveryOrdersOn, DOC, isoDay, readerSettings, runFlowInOrders, snapshot, transfer, type Flow } from './support.ts';
+import { billingEvent, day, deliveryOrdersOn, describeFlows, DOC, isoDay, readerSettings, runFlowInOrders, snapshot, transfer, WEBHOOKS_ONLY, type Flow } from './support.ts';
 
 /**
  * Store-specific lifecycles (Amazon, Paddle, Web Billing, Stripe), product changes, pauses,
@@ -557,18 +557,7 @@ const flows: Flow<Role>[] = [
 /** Every order the harness offers on PGlite; in order and reversed on Postgres. */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'pglite', sample: 6, seed: 1111 });
 
-describe.each(DATABASE_KINDS)('store-specific flows, in every delivery order, on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv({ LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined });
-  });
-  afterAll(() => restoreEnv());
-
-  for (const flow of flows) {
-    it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
-  }
-});
+describeFlows('store-specific flows, in every delivery order', flows, newUsers, orders);
 
 // ---------------------------------------------------------------- sandbox beside production (deployed: sandbox grants nothing)
 const sandboxFlows: Flow<Role>[] = [
@@ -595,18 +584,7 @@ const sandboxFlows: Flow<Role>[] = [
   },
 ];
 
-describe.each(DATABASE_KINDS)('store-specific sandbox flows (BILLING_SANDBOX_GRANTS=false), on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv({ LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined, BILLING_SANDBOX_GRANTS: 'false' });
-  });
-  afterAll(() => restoreEnv());
-
-  for (const flow of sandboxFlows) {
-    it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
-  }
-});
+describeFlows('store-specific sandbox flows (BILLING_SANDBOX_GRANTS=false)', sandboxFlows, newUsers, orders, { ...WEBHOOKS_ONLY, BILLING_SANDBOX_GRANTS: 'false' });
 
 // ---------------------------------------------------------------- where the webhooks cannot say everything: RevenueCat's record
 const recordFlows: Flow<Role>[] = [

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { randomUUID } from 'node:crypto';
-import { expect, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import * as userSyncRoute from '../../app/api/me/billing/sync/route.ts';
 import * as billingRoute from '../../app/api/webhooks/subscription-billing/route.ts';
 import { toEntitlementViews, type EntitlementRow, type EntitlementView } from '../../lib/billing/entitlement-view.ts';
@@ -10,7 +10,8 @@ import { DEV_WEBHOOK_SECRETS } from '../../lib/config.ts';
 import type { DatabaseAdapter } from '../../lib/db/index.ts';
 import { expectAppReadsMatchAccount } from '../support/app-reads.ts';
 import { expectEventsTellTheAccount } from '../support/events-receiver.ts';
-import type { DatabaseKind, TestDatabase } from '../support/databases.ts';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { setEnv } from '../support/env.ts';
 import type { FakeCustomer, FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { callRoute, type RouteResponse } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -205,6 +206,26 @@ export async function runFlowInOrders<Role extends string>(db: TestDatabase, flo
     for (const index of order) await deliverFlowItem(items[index]!, users, revenuecat);
     for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 12)} order ${order.join(',')}, day ${state.now}`);
   }
+}
+
+/** Webhooks only: no refresh from RevenueCat after an event, and no RevenueCat key to refresh with. */
+export const WEBHOOKS_ONLY: Record<string, string | undefined> = { LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined };
+
+/** A suite of flows on each engine (`title, on <engine>`), each flow run in `orders` with `settings` set (webhooks only unless told). */
+export function describeFlows<Role extends string>(title: string, flows: Flow<Role>[], newUsers: () => Record<Role, string>,
+  orders: (n: number, kind: DatabaseKind) => number[][], settings: Record<string, string | undefined> = WEBHOOKS_ONLY): void {
+  describe.each(DATABASE_KINDS)(`${title}, on %s`, (kind) => {
+    const db = suiteDatabase(kind);
+    let restoreEnv: () => void;
+    beforeAll(() => {
+      restoreEnv = setEnv(settings);
+    });
+    afterAll(() => restoreEnv());
+
+    for (const flow of flows) {
+      it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
+    }
+  });
 }
 
 /**
