@@ -93,9 +93,11 @@ async function main() {
   if (response.status !== 200) process.exit(1);
   if (type !== 'TRANSFER' && period) {
     mkdirSync(path.dirname(stateFile), { recursive: true });
-    // Written whole, then renamed over the old file: a run at the same moment reads one or the other.
+    // Read again and written whole, then renamed over the old file: a run for another user that
+    // ended while this one waited for its answer keeps its entry, and a run at the same moment reads
+    // one file or the other.
     const written = `${stateFile}.${process.pid}.tmp`;
-    writeFileSync(written, `${JSON.stringify({ ...state, [key]: period }, null, 2)}\n`);
+    writeFileSync(written, `${JSON.stringify({ ...readState(stateFile), [key]: period }, null, 2)}\n`);
     renameSync(written, stateFile);
   }
 }

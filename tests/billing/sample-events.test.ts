@@ -103,6 +103,13 @@ describeOn('pglite')('npm run sample-event against the running service', () => {
     expect(Object.keys(state)).toEqual([`${server.url} ${DEV_USER.id}`]);
   });
 
+  it('keeps each user\'s subscription when runs for different users overlap', async () => {
+    const users = [randomUUID(), randomUUID(), randomUUID()];
+    await Promise.all(users.map((user) => sample(['--type', 'INITIAL_PURCHASE', '--user', user])));
+    const state = JSON.parse(readFileSync(path.join(dataDir, 'sample-events.json'), 'utf8')) as Record<string, unknown>;
+    for (const user of users) expect(Object.keys(state), user).toContain(`${server.url} ${user}`);
+  });
+
   // (Twenty runs of the script, three at a time: each is mostly a process starting.)
   it('a refund (CANCELLATION CUSTOMER_SUPPORT) for another user; every type is answered 200', { timeout: 120_000 }, async () => {
     const user = randomUUID();
