@@ -182,6 +182,13 @@ export interface BillingEventPlan {
    * everything: a TRANSFER names ids but no products; a refund may change more than one period.
    */
   syncReason: 'transfer' | 'refund' | null;
+  /**
+   * A grant naming no entitlement (`entitlement_ids` null or empty) that still merges the ids it
+   * names: it changes no row, and where its purchase still grants, the product's entitlements
+   * changed in the dashboard (public.billing_mapping_changed asks RevenueCat's record). One that
+   * merges nothing says so by its ignoredReason, `no_entitlements`.
+   */
+  namesNoEntitlement?: true;
 }
 
 export interface DescribeOptions {
@@ -337,7 +344,8 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
     move: merges ? 'merge' : null,
   };
   const recordOnly = (reason: string): BillingEventPlan =>
-    (merges ? withIdentity : { ...withIdentity, subjectId: null, linkedIds: [], movedIds: [], move: null, ignoredReason: reason });
+    (merges ? { ...withIdentity, ...(reason === 'no_entitlements' ? { namesNoEntitlement: true as const } : {}) }
+      : { ...withIdentity, subjectId: null, linkedIds: [], movedIds: [], move: null, ignoredReason: reason });
 
   if (!changes) return recordOnly((RECORD_ONLY_TYPES as readonly string[]).includes(type) ? 'record_only_type' : 'unknown_type');
   if (identity.candidates.length === 0) return ignored('no_app_user_id');

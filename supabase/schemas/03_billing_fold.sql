@@ -821,7 +821,7 @@ begin
     status = case when not (s.keeps_offer or s.at > p_event_at) then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
     will_renew = false,
     expires_at = case when s.keeps_offer then e.expires_at else least(coalesce(e.expires_at, 'infinity'), s.at) end,
-    grace_expires_at = case when s.keeps_offer then e.grace_expires_at when s.at > p_event_at then least(e.grace_expires_at, s.at) end,
+    grace_expires_at = case when s.keeps_offer then e.grace_expires_at when s.at > p_event_at and e.grace_expires_at is not null then least(e.grace_expires_at, s.at) end,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(e.last_event_at, s.news_at),
@@ -881,7 +881,8 @@ grant execute on function public.billing_group_state(text) to service_role;
 -- no webhook says so: the event's own effects only take away there (a flag, refund or expiration
 -- reaches every row of its purchase), and RevenueCat's record, fetched after it (a sync, reason
 -- `mapping`), says what the purchase grants now. Once the record has settled it, the same events
--- ask no more. A grant that names no entitlement (recorded only: `no_entitlements`) names none here.
+-- ask no more. A grant that names no entitlement (it changes nothing: ignoredReason `no_entitlements`,
+-- or `namesNoEntitlement` when it still merges ids) names none here.
 -- Not asked of a PRODUCT_CHANGE: whether it names the old product's entitlements or the new one's,
 -- RevenueCat's pages do not say, and a change of product is no sign of a new mapping.
 create or replace function public.billing_mapping_changed(p_owner text, p_plan jsonb, p_at timestamptz)
@@ -896,7 +897,7 @@ declare
   v_named text[] := array(select x->>'entitlementId' from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x
                           where x->>'entitlementId' is not null);
   v_names_none boolean := exists (select 1 from jsonb_array_elements(coalesce(p_plan->'effects', '[]'::jsonb)) x where x->>'entitlementId' is null)
-                           or p_plan->>'ignoredReason' = 'no_entitlements';
+                           or p_plan->>'ignoredReason' = 'no_entitlements' or coalesce((p_plan->>'namesNoEntitlement')::boolean, false);
 begin
   if p_owner is null or p_plan ? 'snapshot' or p_plan->>'type' = 'PRODUCT_CHANGE'
      or (jsonb_array_length(coalesce(p_plan->'effects', '[]'::jsonb)) = 0 and not v_names_none) then
@@ -1045,7 +1046,8 @@ begin
     update public.billing_subscribers set folded_key = v_key, tail_events = v_tail, pending_since = coalesce(v_pending, v_received)
     where app_user_id = v_group;
     perform public.billing_log_event(p_body, p_plan, v_received, v_outcome, v_owner, false);
-    v_mapping_changed := v_outcome = 'applied' and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
+    v_mapping_changed := (v_outcome = 'applied' or coalesce((p_plan->>'namesNoEntitlement')::boolean, false))
+                         and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
     -- Generated before a later snapshot confirmed the last one (the group's last entry): that one already knew of it.
     if public.billing_key_event(v_folded) like 'sync:%' then
       v_after_snapshot := exists (

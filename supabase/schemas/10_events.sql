@@ -949,6 +949,7 @@ declare
   v_kept_since timestamptz := p_now - interval '30 days';
   v_batch integer;
   v_deleted integer := 0;
+  v_erased_done boolean;
   v_gone uuid[];
 begin
   -- What an erased user had before their customer.deleted, once it waits for no delivery (an active
@@ -965,12 +966,17 @@ begin
   perform public.outbound_note_last_deliveries(v_gone);
   delete from public.outbound_events o where o.id = any (v_gone);
   get diagnostics v_deleted = row_count;
+  v_erased_done := v_deleted < 1000;
   loop
     v_gone := array(
       select e.id from public.outbound_events e
       where (e.created_at < v_kept_since
              -- an erased user's customer.deleted, once no endpoint waits for it
              or (e.type = 'customer.deleted' and e.user_id not in (select s.user_id from public.outbound_user_sequences s)))
+        -- A customer.deleted stays while any event of its user before it does: it is what keeps a
+        -- replay from sending them (an endpoint that takes no customer.deleted may still wait for them).
+        and (e.type <> 'customer.deleted'
+             or not exists (select 1 from public.outbound_events x where x.user_id = e.user_id and x.sequence < e.sequence))
         -- A pending delivery keeps its event, but a retired endpoint's only for the 30 days (it may
         -- come back): no server sends to it, and its backlog must not keep personal data for good.
         and not exists (select 1 from public.outbound_deliveries d join public.outbound_endpoints p on p.id = d.endpoint_id
@@ -984,7 +990,7 @@ begin
     v_deleted := v_deleted + v_batch;
     exit when v_batch < 1000 or clock_timestamp() >= p_deadline;
   end loop;
-  return jsonb_build_object('eventsDeleted', v_deleted, 'done', v_batch < 1000);
+  return jsonb_build_object('eventsDeleted', v_deleted, 'done', v_erased_done and v_batch < 1000);
 end;
 $$;
 revoke all on function public.outbound_maintain(timestamp with time zone,timestamp with time zone) from public, anon, authenticated;

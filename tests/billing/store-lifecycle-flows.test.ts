@@ -115,7 +115,7 @@ const flows: Flow<Role>[] = [
       renewal(u.alice, 29.6, 30, 60, bought('APP_STORE', '7001', '7000', BASIC, ['basic'])),
     ],
     expected: [
-      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30) } } } },
+      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30), graceExpiresAt: null } } } },
       { now: 31, state: { alice: { premium: noAccess, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } },
     ],
   },
@@ -128,7 +128,7 @@ const flows: Flow<Role>[] = [
       purchase(u.alice, 29.6, 30, 60, bought('PLAY_STORE', 'GPA.7200-7200-7200-72000', 'GPA.7200-7200-7200-72000', 'basic_monthly:monthly', ['basic'])),
     ],
     expected: [
-      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30) } } } },
+      { now: 29.8, state: { alice: { premium: { active: true, willRenew: false, expiresAt: isoDay(30), graceExpiresAt: null } } } },
       { now: 31, state: { alice: { premium: noAccess, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } },
     ],
   },

@@ -251,6 +251,12 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [unmapped]);
     expect(await record(event('uncancellation', unmapped, 12, 0, 30, { ...apple('1000'), entitlement_ids: null }))).toEqual([unmapped]);
     expect(await reasonFor(unmapped)).toBe('mapping');
+    // The same grant naming the user's anonymous id too (as a signed-in user's aliases do): it merges
+    // the ids, and still asks.
+    await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [unmapped]);
+    const anonymous = `$RCAnonymousID:${randomUUID().replaceAll('-', '')}`;
+    expect(await record(event('renewal', unmapped, 13, 0, 30, { ...apple('1000'), entitlement_ids: null, aliases: [unmapped, anonymous] }))).toEqual([unmapped]);
+    expect(await reasonFor(unmapped)).toBe('mapping');
     // Not a PRODUCT_CHANGE naming the product it changes to, nor an event older than what the rows
     // say now (a late delivery: later events made them).
     const [changed, late] = ['changed', 'late'].map((name) => `${name}-${randomUUID()}`) as [string, string];

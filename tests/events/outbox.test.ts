@@ -262,6 +262,27 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await endpointsGoneForDays();
   });
 
+  it('keeps an erased user\'s customer.deleted while an endpoint that takes no customer.deleted still waits for an event before it, and replays skip that event', async () => {
+    const [all, entitlementsOnly] = [`ep-${randomUUID().slice(0, 8)}`, `ep-${randomUUID().slice(0, 8)}`];
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: all, types: null }, { id: entitlementsOnly, types: ['entitlement.*'] }])]);
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId);
+    await db.sql('select public.forget_user($1::uuid)', [user.userId]);
+    // The first endpoint has both; the other still waits for the grant.
+    await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1 and endpoint_id = $2", [user.userId, all]);
+    await db.sql("select public.outbound_maintain(now(), clock_timestamp() + interval '5 seconds')");
+    expect((await eventsOf(db, user.userId)).map((e) => e.type)).toEqual(['entitlement.granted', 'customer.deleted']);
+    await db.sql("select public.outbound_replay(p_from => now() - interval '1 hour', p_to => now() + interval '1 hour', p_endpoint_id => $1)", [all]);
+    const pendingAt = await db.sql<{ type: string }>(`select e.type from public.outbound_deliveries d join public.outbound_events e on e.id = d.event_id
+      where d.user_id = $1 and d.endpoint_id = $2 and d.state = 'pending'`, [user.userId, all]);
+    expect(pendingAt.map((row) => row.type)).toEqual(['customer.deleted']);
+    // Every endpoint has what it takes: both go.
+    await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1", [user.userId]);
+    await db.sql("select public.outbound_maintain(now(), clock_timestamp() + interval '5 seconds')");
+    expect(await eventsOf(db, user.userId)).toEqual([]);
+    await endpointsGoneForDays();
+  });
+
   it('numbers a user erased and lifted again after the customer.deleted still waiting, so it reaches a receiver first', async () => {
     const endpoint = `ep-${randomUUID().slice(0, 8)}`;
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);
