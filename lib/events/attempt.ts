@@ -55,12 +55,15 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMEOUT_MS) throw new RangeError(`An attempt's timeout is whole milliseconds from 1 to ${MAX_TIMEOUT_MS}`);
   const local = options.local ?? getConfig().local;
   const url = endpoint.url;
+  // The whole attempt, the address check included, ends within timeoutMs.
+  const started = performance.now();
   let addresses: string[] | undefined;
   if (!local) {
     // Checked before every attempt, not only at startup: a name's DNS answer can change to a private
     // address after the receiver was configured. The connection goes to the addresses checked, not
     // to what a second lookup answers (a name that answers a public address, then a private one).
-    const checked = await publicAddresses(url.hostname, lookup);
+    const checked = await withinTime(publicAddresses(url.hostname, lookup), timeoutMs);
+    if (checked === undefined) return { ok: false, error: `no answer within ${timeoutMs} ms: ${url.hostname} did not resolve in time` };
     if ('refused' in checked) return { ok: false, error: checked.refused };
     addresses = checked.addresses;
   }
@@ -74,8 +77,8 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     'webhook-timestamp': String(timestamp),
     'webhook-signature': await signWebhook({ id: message.id, timestamp, body: message.body, secrets: endpoint.secrets }),
   };
-  const started = performance.now();
-  let answer = await post(url, headers, message.body, timeoutMs, addresses);
+  const first = Math.max(1, Math.floor(timeoutMs - (performance.now() - started)));
+  let answer = await post(url, headers, message.body, first, addresses);
   // A kept connection the receiver had closed as it was reused: once more on a new one (Node's
   // advice for keep-alive; a repeat is safe, receivers deduplicate by webhook-id), within what is
   // left of the attempt's timeout: the attempt as a whole never takes longer.
@@ -162,6 +165,13 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
     }));
     sent.end(body);
   });
+}
+
+/** What `work` gives within `ms`, or undefined (the work goes on unheeded: a DNS lookup cannot be stopped). */
+function withinTime<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** The addresses `host` is or resolves to, when every one is public; else why it is refused. */

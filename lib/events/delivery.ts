@@ -202,9 +202,9 @@ export const LAPSE_SCAN_EVERY_MS = 30_000;
 /** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
 /**
- * What a run after a response may take with the runs it repeats for writes made meanwhile: it ends
- * within the 30 s a function may run (vercel.json), which its request's answer began. What is left
- * goes with the next write's run, the schedule or the cron.
+ * What the work after a response may take (its lapse scan, its runs and the runs they repeat for
+ * writes made meanwhile): it ends within the 30 s a function may run (vercel.json), which began with
+ * its request. What is left goes with the next write's run, the schedule or the cron.
  */
 const AFTER_WRITE_RUN_LIMIT_MS = 25_000;
 
@@ -232,16 +232,18 @@ function lapseScanDue(): boolean {
  * the next run (the cron's at the latest).
  */
 export function moveOutboxAfterWrite({ usersNoted = true }: { usersNoted?: boolean } = {}): Promise<void> {
+  // Everything this write starts (the lapse scan, the runs and what they repeat) ends by then.
+  const endBy = performance.now() + AFTER_WRITE_RUN_LIMIT_MS;
   const endpoints = usersNoted ? safeEndpoints() : [];
-  const runs = endpoints.map((endpoint) => moveEndpointAfterWrite(endpoints, endpoint));
+  const runs = endpoints.map((endpoint) => moveEndpointAfterWrite(endpoints, endpoint, endBy));
   if (lapseScanDue()) {
     lastLapseScan = performance.now();
-    lapseRun = tellDueLapses(performance.now() + AFTER_WRITE_BUDGET_MS)
+    lapseRun = tellDueLapses(Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, endBy))
       .then(async ({ told }) => {
         // What the scan wrote goes out now (a run under way claims again), not with the next run.
         if (told === 0) return;
         const all = safeEndpoints();
-        await Promise.all(all.map((endpoint) => moveEndpointAfterWrite(all, endpoint)));
+        await Promise.all(all.map((endpoint) => moveEndpointAfterWrite(all, endpoint, endBy)));
       }, (error: unknown) => {
         log.warn({ err: { message: (error as Error).message } }, 'telling lapses after a write failed; the next run retries');
       })
@@ -252,7 +254,7 @@ export function moveOutboxAfterWrite({ usersNoted = true }: { usersNoted?: boole
   return Promise.all([...runs, lapseRun]).then(() => undefined);
 }
 
-function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: EventEndpoint): Promise<void> {
+function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: EventEndpoint, endBy: number): Promise<void> {
   const current = endpointRuns.get(endpoint.id);
   if (current) {
     current.again = true;
@@ -261,7 +263,6 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   }
   const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
   run.running = (async () => {
-    const endBy = performance.now() + AFTER_WRITE_RUN_LIMIT_MS;
     try {
       do {
         run.again = false;

@@ -152,6 +152,9 @@ describe('attemptDelivery', () => {
     expect(rebound).toEqual({ ok: false, error: 'not sent: hooks.example resolves to ::ffff:192.168.1.20, a private address (events go to public receivers only)' });
     expect(await attemptDelivery(named, message(), { local: false, lookup: () => Promise.reject(Object.assign(new Error('nope'), { code: 'ENOTFOUND' })) }))
       .toEqual({ ok: false, error: 'not sent: hooks.example does not resolve (ENOTFOUND)' });
+    // A lookup that never answers ends with the attempt's timeout, like a receiver that never does.
+    expect(await attemptDelivery(named, message(), { local: false, timeoutMs: 50, lookup: () => new Promise(() => {}) }))
+      .toEqual({ ok: false, error: 'no answer within 50 ms: hooks.example did not resolve in time' });
     expect(receiver.received.length).toBe(before);
   });
 
