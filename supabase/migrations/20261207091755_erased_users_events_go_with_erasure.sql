@@ -2,6 +2,7 @@
 -- The reasoning lives beside each object in supabase/schemas; this file only takes a deployed
 -- database there.
 
+-- (Not CONCURRENTLY: migrations run in a transaction; the outbox is new in this release, so the table is small when this runs.)
 CREATE INDEX outbound_events_erasures_idx ON public.outbound_events USING btree (user_id, sequence) WHERE (type = 'customer.deleted'::text);
 
 set local check_function_bodies = off;

@@ -13,7 +13,7 @@ import { billingEvent, day, deliveryOrdersOn, describeFlows, DOC, isoDay, reader
  * on PGlite (in order and reversed on Postgres). The state is read after every event was
  * delivered. Webhooks only, except where they cannot say everything (an entitlement detached from
  * a product, a TRANSFER naming no purchase): there RevenueCat's record is fetched too, as the sync
- * the event asks for does.
+ * the event asks for does (that the event asks for it: tests/billing/sync.test.ts).
  */
 type Role = 'alice' | 'bob' | 'carol' | 'anon';
 const newUsers = (): Record<Role, string> => ({
