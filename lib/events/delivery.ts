@@ -259,7 +259,9 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   if (current) {
     current.again = true;
     current.doorbell.press();
-    return current.running;
+    // A run another write began may go on past this write's limit: this write waits for it only
+    // until then (the run goes on, within the limit of the write that began it).
+    return untilOrBy(current.running, endBy);
   }
   const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
   run.running = (async () => {
@@ -277,6 +279,13 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   })();
   endpointRuns.set(endpoint.id, run);
   return run.running;
+}
+
+/** Resolves when `work` ends, or at `endBy` (performance.now() time), whichever comes first. */
+function untilOrBy(work: Promise<void>, endBy: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, endBy - performance.now()))));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 function safeEndpoints(): readonly EventEndpoint[] {

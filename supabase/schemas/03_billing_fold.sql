@@ -1060,7 +1060,9 @@ begin
     v_owner := public.billing_refold_group(v_group, v_event_id);
     v_outcome := case when public.billing_group_state(v_group) is distinct from v_before then 'applied' else 'stale' end;
     update public.billing_events set outcome = v_outcome, owner_id = v_owner where event_id = v_event_id and received_at = v_received;
-    -- (No mapping check: the rows are what later events made them, not what this one found.)
+    -- (No mapping check, but of a grant naming no entitlement, which changes nothing: the rows are
+    -- what later events made them, not what this one found.)
+    v_mapping_changed := coalesce((p_plan->>'namesNoEntitlement')::boolean, false) and public.billing_mapping_changed(v_owner, p_plan, v_event_at);
     select tail_events into v_tail from public.billing_subscribers where app_user_id = v_group;
     -- Generated between a snapshot and a later one that said the same (a confirmation): that one already knew of it.
     v_after_snapshot := exists (

@@ -616,7 +616,11 @@ begin
   where d.user_id = p_user_id and d.state = 'pending' and p.id = d.endpoint_id and p.retired_at is not null;
   v_gone := array(select e.id from public.outbound_events e
                    where e.user_id = p_user_id
-                     and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending'));
+                     and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
+                     -- (The customer.deleted stays while an earlier event of the user does: see outbound_maintain.)
+                     and (e.type <> 'customer.deleted'
+                          or not exists (select 1 from public.outbound_events x join public.outbound_deliveries d on d.event_id = x.id
+                                         where x.user_id = p_user_id and x.sequence < e.sequence and d.state = 'pending')));
   perform public.outbound_note_last_deliveries(v_gone);
   delete from public.outbound_events where id = any (v_gone);
   delete from public.outbound_user_sequences where user_id = p_user_id;

@@ -228,7 +228,7 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     expect(views.find((view) => view.id === 'pro')).toMatchObject({ active: true, willRenew: false, expiresAt: isoDay(30) });
   });
 
-  it('marks a sync (reason mapping) after an event whose entitlements differ from what its purchase grants here: a detach, a product moved, a product mapped to none; not when they agree, not for a product change, not for a late event', async () => {
+  it('marks a sync (reason mapping) after an event whose entitlements differ from what its purchase grants here: a detach, a product moved, a product mapped to none; not when they agree, not for a product change, not for a late event naming entitlements', async () => {
     const record = async (body: BillingWebhookBody) =>
       ((await db.adapter.call('record_billing_event', { p_body: body, p_plan: describeEventEffects(body.event, new Date()), p_sync_after: 'gaps' })) as { syncIds: string[] }).syncIds;
     const reasonFor = async (user: string) => (await db.sql<{ reason: string }>('select reason from public.billing_sync_queue where app_user_id = $1', [user]))[0]?.reason;
@@ -257,6 +257,9 @@ describe.each(DATABASE_KINDS)('billing sync with RevenueCat on %s', (kind) => {
     const anonymous = `$RCAnonymousID:${randomUUID().replaceAll('-', '')}`;
     expect(await record(event('renewal', unmapped, 13, 0, 30, { ...apple('1000'), entitlement_ids: null, aliases: [unmapped, anonymous] }))).toEqual([unmapped]);
     expect(await reasonFor(unmapped)).toBe('mapping');
+    // ... and delivered late (folded into the past), still.
+    await db.sql('delete from public.billing_sync_queue where app_user_id = $1', [unmapped]);
+    expect(await record(event('renewal', unmapped, 11, 0, 30, { ...apple('1001'), entitlement_ids: null, aliases: [unmapped, anonymous] }))).toEqual([unmapped]);
     // Not a PRODUCT_CHANGE naming the product it changes to, nor an event older than what the rows
     // say now (a late delivery: later events made them).
     const [changed, late] = ['changed', 'late'].map((name) => `${name}-${randomUUID()}`) as [string, string];

@@ -280,6 +280,19 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1", [user.userId]);
     await db.sql("select public.outbound_maintain(now(), clock_timestamp() + interval '5 seconds')");
     expect(await eventsOf(db, user.userId)).toEqual([]);
+
+    // With that endpoint alone the customer.deleted has no delivery at all: the erasure keeps it beside the grant still waiting.
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: entitlementsOnly, types: ['entitlement.*'] }])]);
+    await db.sql("update public.outbound_endpoints set retired_at = now() where id = $1", [all]);
+    const alone = await testUser();
+    await deliverNow('initial-purchase', alone.userId);
+    await db.sql('select public.forget_user($1::uuid)', [alone.userId]);
+    expect((await eventsOf(db, alone.userId)).map((e) => e.type)).toEqual(['entitlement.granted', 'customer.deleted']);
+    await db.sql("update public.outbound_deliveries set state = 'delivered', delivered_at = now() where user_id = $1", [alone.userId]);
+    const [grant] = await db.sql<{ id: string }>("select id from public.outbound_events where user_id = $1 and type = 'entitlement.granted'", [alone.userId]);
+    expect(await db.sql('select public.outbound_replay(p_event_id => $1) as n', [grant!.id])).toEqual([{ n: 0 }]);
+    await db.sql("select public.outbound_maintain(now(), clock_timestamp() + interval '5 seconds')");
+    expect(await eventsOf(db, alone.userId)).toEqual([]);
     await endpointsGoneForDays();
   });
 
