@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
-import { billingEvent, day, deliveryOrdersOn, describeFlows, DOC, isoDay, readerSettings, runFlowInOrders, snapshot, transfer, WEBHOOKS_ONLY, type Flow } from './support.ts';
+import { billingEvent, day, deliveryOrdersOn, describeFlows, DOC, isoDay, READER_NAMES, READERS, readerSettings, runFlowInOrders, snapshot, transfer, WEBHOOKS_ONLY, type Flow } from './support.ts';
 
 /**
  * Store-specific lifecycles (Amazon, Paddle, Web Billing, Stripe), product changes, pauses,
@@ -624,6 +624,34 @@ const recordFlows: Flow<Role>[] = [
   },
 ];
 
+// REST v1 says which product grants an entitlement only for the one it shows: with v1 alone a
+// detached entitlement that another purchase also grants stays on the detached purchase's row
+// (docs/billing.md). v2 lists what each purchase grants, and settles it. In order only: the record
+// is read where the flow reads it.
+const YEARLY_PRO = 'com.example.pro.yearly';
+const EXTRA_MONTHLY = 'com.example.extra.monthly';
+const settledByV2: Flow<Role> = {
+  name: 'extra detached from a yearly while a monthly also grants extra: REST v2\'s record ends the yearly\'s extra, the monthly\'s runs to its end',
+  doc: `"detaching an entitlement from a product will remove it for any customers that have previously purchased that product" (${ENTITLEMENTS}); v2 lists the entitlements each purchase grants (https://www.revenuecat.com/docs/api-v2)`,
+  items: (u) => [
+    ev('initial-purchase', u.alice, 0, 0, 365, bought('APP_STORE', '7500', '7500', YEARLY_PRO, ['pro', 'extra'])),
+    ev('initial-purchase', u.alice, 100, 100, 130, bought('APP_STORE', '9100', '9100', EXTRA_MONTHLY, ['extra'])),
+    ev('cancellation-unsubscribe', u.alice, 110, 0, 365, { ...bought('APP_STORE', '7500', '7500', YEARLY_PRO, ['pro']), cancel_reason: 'UNSUBSCRIBE' }),
+    snapshot('alice', 110.01, {
+      subscriptions: {
+        [YEARLY_PRO]: sub({ purchased: day(0), expires: day(365), unsubscribed: day(110) }),
+        [EXTRA_MONTHLY]: sub({ purchased: day(100), expires: day(130), unsubscribed: day(105) }),
+      },
+      entitlements: { pro: ent(YEARLY_PRO, { purchased: day(0), expires: day(365) }), extra: ent(EXTRA_MONTHLY, { purchased: day(100), expires: day(130) }) },
+      productEntitlements: { [YEARLY_PRO]: ['pro'], [EXTRA_MONTHLY]: ['extra'] },
+    }),
+    ev('uncancellation', u.alice, 150, 0, 365, bought('APP_STORE', '7500', '7500', YEARLY_PRO, ['pro'])),
+  ],
+  expected: [{ now: 120, state: { alice: { pro: { active: true }, extra: { active: true, expiresAt: isoDay(130) } } } },
+    { now: 151, state: { alice: { pro: { active: true, willRenew: true }, extra: { active: false } } } }],
+};
+const inOrder = (n: number) => [Array.from({ length: n }, (_, i) => i)];
+
 let revenuecat: FakeRevenueCat;
 beforeAll(async () => {
   revenuecat = await startFakeRevenueCat();
@@ -634,16 +662,21 @@ afterAll(async () => {
 
 describe.each(DATABASE_KINDS)('store-specific flows settled by RevenueCat\'s record, on %s', (kind) => {
   const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv(readerSettings(revenuecat, 'v1'));
-  });
-  afterAll(() => {
-    restoreEnv();
-    revenuecat.setClock(undefined);
-  });
+  afterAll(() => revenuecat.setClock(undefined));
 
-  for (const flow of recordFlows) {
-    it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders, revenuecat), 240_000);
+  // Whichever record a sync reads (REST v1, v2 alone, both), to the same end state.
+  for (const reader of READERS) {
+    describe(READER_NAMES[reader], () => {
+      let restoreEnv: () => void;
+      beforeAll(() => {
+        restoreEnv = setEnv(readerSettings(revenuecat, reader));
+      });
+      afterAll(() => restoreEnv());
+
+      for (const flow of recordFlows) {
+        it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders, revenuecat), 240_000);
+      }
+      if (reader !== 'v1') it(settledByV2.name, () => runFlowInOrders(db, settledByV2, newUsers, inOrder, revenuecat), 240_000);
+    });
   }
 });
