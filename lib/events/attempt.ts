@@ -3,6 +3,7 @@ import https from 'node:https';
 import { isIPv6, type LookupFunction } from 'node:net';
 import { signWebhook } from '#client/webhooks';
 import { getConfig } from '../config.ts';
+import { withinTime } from '../within-time.ts';
 import { resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
 import type { EventEndpoint } from './endpoints.ts';
 
@@ -62,7 +63,7 @@ export async function attemptDelivery(endpoint: Pick<EventEndpoint, 'url' | 'sec
     // Checked before every attempt, not only at startup: a name's DNS answer can change to a private
     // address after the receiver was configured. The connection goes to the addresses checked, not
     // to what a second lookup answers (a name that answers a public address, then a private one).
-    const checked = await withinTime(publicAddresses(url.hostname, lookup), timeoutMs);
+    const checked = await withinTime(publicAddresses(url.hostname, lookup), timeoutMs, () => undefined);
     if (checked === undefined) return { ok: false, error: `no answer within ${timeoutMs} ms: ${url.hostname} did not resolve in time` };
     if ('refused' in checked) return { ok: false, error: checked.refused };
     addresses = checked.addresses;
@@ -165,13 +166,6 @@ function post(url: URL, headers: Record<string, string>, body: string, timeoutMs
     }));
     sent.end(body);
   });
-}
-
-/** What `work` gives within `ms`, or undefined (the work goes on unheeded: a DNS lookup cannot be stopped). */
-function withinTime<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(resolve, ms, undefined)));
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 /** The addresses `host` is or resolves to, when every one is public; else why it is refused. */

@@ -1,5 +1,6 @@
 import { publishAccountChange } from '../account-changes.ts';
 import { log } from '../log.ts';
+import { withinTime } from '../within-time.ts';
 import { attemptDelivery, DELIVERY_TIMEOUT_MS } from './attempt.ts';
 import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
@@ -261,7 +262,7 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
     current.doorbell.press();
     // A run another write began may go on past this write's limit: this write waits for it only
     // until then (the run goes on, within the limit of the write that began it).
-    return untilOrBy(current.running, endBy);
+    return withinTime(current.running, endBy - performance.now(), () => undefined);
   }
   const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
   run.running = (async () => {
@@ -279,13 +280,6 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   })();
   endpointRuns.set(endpoint.id, run);
   return run.running;
-}
-
-/** Resolves when `work` ends, or at `endBy` (performance.now() time), whichever comes first. */
-function untilOrBy(work: Promise<void>, endBy: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, endBy - performance.now()))));
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 function safeEndpoints(): readonly EventEndpoint[] {

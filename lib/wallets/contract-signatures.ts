@@ -11,6 +11,7 @@ import {
   type Transport,
 } from 'viem';
 import { log } from '../log.ts';
+import { withinTime } from '../within-time.ts';
 
 /**
  * Signatures of smart-contract wallets, checked on the chain the message names, through that
@@ -168,11 +169,7 @@ function findInCauses(error: unknown, matches: (cause: object) => boolean): obje
 }
 
 function withDeadline(check: Promise<ContractCheck>, rpc: ChainRpc): Promise<ContractCheck> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<ContractCheck>((resolve) => {
-    timer = setTimeout(() => resolve(unanswered(rpc, new Error(`no answer within ${rpc.timeoutMs} ms`))), rpc.timeoutMs);
-  });
-  return Promise.race([check, deadline]).finally(() => clearTimeout(timer));
+  return withinTime(check, rpc.timeoutMs, () => unanswered(rpc, new Error(`no answer within ${rpc.timeoutMs} ms`)));
 }
 
 function unanswered(rpc: ChainRpc, cause: unknown): ContractCheck {
