@@ -248,7 +248,8 @@ export type ReplayRequest = z.output<typeof replayBodySchema>;
 /**
  * Send again: every delivery of the event (or of the range) becomes pending with no attempt, the
  * `webhook-id` unchanged. 404 `event_not_found` for an event id that sends nothing again: no such
- * event is stored (they are kept 30 days), or no active endpoint takes its type.
+ * event is stored (they are kept 30 days), no active endpoint takes its type, or its user was erased
+ * since (what they had before their customer.deleted is never sent again).
  */
 export async function replay(request: ReplayRequest): Promise<{ replayed: number }> {
   const replayed = await replayEvents({
@@ -258,7 +259,7 @@ export async function replay(request: ReplayRequest): Promise<{ replayed: number
     endpointId: request.endpoint,
   });
   if (request.eventId !== undefined && replayed === 0) {
-    throw new DomainError('event_not_found', 'No stored event has this id that an active endpoint takes (events are kept 30 days): check the id, or list recent ones with GET /api/admin/events.');
+    throw new DomainError('event_not_found', 'No stored event has this id that an active endpoint takes (events are kept 30 days, and none a user had before their erasure is sent again): check the id, or list recent ones with GET /api/admin/events.');
   }
   return { replayed };
 }

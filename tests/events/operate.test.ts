@@ -188,6 +188,12 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
 
   it('POST replay refuses bad input with problem+json and changes nothing', async () => {
     const event = await walletEvent();
+    // A user erased since: their wallet.linked still waits to go out before their customer.deleted,
+    // and is never sent again.
+    const erased = await testUser();
+    await linkWallet(erased, evmWallet());
+    await db.sql('select public.forget_user($1::uuid)', [erased.userId]);
+    const [erasedEvent] = await db.sql<{ id: string }>("select id from public.outbound_events where user_id = $1 and type = 'wallet.linked'", [erased.userId]);
     await run();
     const before = await deliveries();
     const now = new Date();
@@ -204,6 +210,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
       { name: 'a malformed event id', body: { eventId: 'evt_123' }, status: 400, code: 'invalid_request' },
       { name: 'an unknown member', body: { eventId: event.id, force: true }, status: 400, code: 'invalid_request' },
       { name: 'an unknown event', body: { eventId: randomUUID() }, status: 404, code: 'event_not_found' },
+      { name: 'an event of a user erased since', body: { eventId: erasedEvent!.id }, status: 404, code: 'event_not_found' },
       { name: 'an unknown endpoint', body: { eventId: event.id, endpoint: 'f'.repeat(16) }, status: 404, code: 'endpoint_not_found' },
       { name: 'not JSON', body: '{"eventId":', status: 400, code: 'invalid_json' },
     ];

@@ -425,7 +425,7 @@ export interface paths {
         put?: never;
         /**
          * Send events again (operator)
-         * @description One event (`eventId`: its id, or `evt_<id>` as in `webhook-id`), or every event written in [`from`, `to`), to each active endpoint that takes its type, or to `endpoint` only: whatever happened to them before (delivered, dead-lettered, never sent there), they are pending again with no attempt counted, and go out after this answer and with every later run, in order per user, under the same `webhook-id` (a receiver that has one already sees a duplicate). An event id that sends nothing again (no such event stored, or no active endpoint takes its type): 404 `event_not_found`; an endpoint that is not active: 404 `endpoint_not_found`. `npm run events:replay` does the same.
+         * @description One event (`eventId`: its id, or `evt_<id>` as in `webhook-id`), or every event written in [`from`, `to`), to each active endpoint that takes its type, or to `endpoint` only: whatever happened to them before (delivered, dead-lettered, never sent there), they are pending again with no attempt counted, and go out after this answer and with every later run, in order per user, under the same `webhook-id` (a receiver that has one already sees a duplicate). An event id that sends nothing again (no such event stored, no active endpoint takes its type, or its user was erased since): 404 `event_not_found`; an endpoint that is not active: 404 `endpoint_not_found`. `npm run events:replay` does the same.
          */
         post: operations["postAdminEventsReplay"];
         delete?: never;
