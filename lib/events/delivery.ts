@@ -52,7 +52,8 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   const lapses = options.lapses === false ? { told: 0, done: true } : await tellDueLapses(deadline);
   const endpoints = options.endpoints ?? getEventEndpoints();
   await registerEndpoints(endpoints, { evenIfUnchanged: true });
-  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, deadline, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
+  const window = { startBy: deadline, endBy: deadline };
+  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, window, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
@@ -130,9 +131,10 @@ class Doorbell {
  * (with the others that end in the same turn of the event loop, in one call), and the queue claimed
  * again as soon as any ends, or a write rings `doorbell`. So a user's next event goes out as soon as
  * their last one is settled, and an attempt that hangs holds back only its own user's queue: not the
- * others claimed with it, nor the events written while it hangs.
+ * others claimed with it, nor the events written while it hangs. Attempts start until
+ * `window.startBy` (and while at least LEAST_ATTEMPT_MS is left), and all end by `window.endBy`.
  */
-async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, timeoutMs: number, doorbell?: Doorbell) {
+async function deliverToEndpoint(endpoint: EventEndpoint, window: { startBy: number; endBy: number }, timeoutMs: number, doorbell?: Doorbell) {
   // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
   const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
@@ -155,10 +157,11 @@ async function deliverToEndpoint(endpoint: EventEndpoint, deadline: number, time
       // What ended is settled before the queue is claimed again: a user's next event is claimable
       // only once their last one is settled.
       await settleEnded();
-      const open = failure === undefined && deadline - performance.now() >= least;
+      const now = performance.now();
+      const open = failure === undefined && now < window.startBy && window.endBy - now >= least;
       const claimed = open && inFlight.size < DELIVERY_BATCH ? await claimDeliveries(endpoint.id, DELIVERY_BATCH - inFlight.size, leaseSeconds) : [];
       for (const delivery of claimed) {
-        const running: Promise<void> = attempt(endpoint, delivery, Math.max(1, Math.min(timeoutMs, Math.floor(deadline - performance.now()))))
+        const running: Promise<void> = attempt(endpoint, delivery, Math.max(1, Math.min(timeoutMs, Math.floor(window.endBy - performance.now()))))
           .then((outcome) => void ended.push(outcome), (error: unknown) => void (failure ??= { error }))
           .finally(() => inFlight.delete(running));
         inFlight.add(running);
@@ -200,7 +203,11 @@ export function forgetRegisteredEndpoints(): void {
 
 /** Lapses are looked for after a write at most this often per process (the crons and the scheduled run look too). */
 export const LAPSE_SCAN_EVERY_MS = 30_000;
-/** What one run after a response may take (Vercel keeps the function alive for it, within maxDuration). */
+/**
+ * How long one run after a response starts attempts (Vercel keeps the function alive for it, within
+ * maxDuration). An attempt it starts still gets its whole timeout, within AFTER_WRITE_RUN_LIMIT_MS:
+ * a receiver that answers within 15 s is delivered by the server's own runs, not only by the cron's.
+ */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
 /**
  * What the work after a response may take (its lapse scan, its runs and the runs they repeat for
@@ -270,7 +277,8 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
       do {
         run.again = false;
         await registerEndpoints(endpoints);
-        await deliverToEndpoint(endpoint, Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, endBy), DELIVERY_TIMEOUT_MS, run.doorbell);
+        const window = { startBy: Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, endBy), endBy };
+        await deliverToEndpoint(endpoint, window, DELIVERY_TIMEOUT_MS, run.doorbell);
       } while (run.again && endBy - performance.now() >= LEAST_ATTEMPT_MS);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');

@@ -10,6 +10,7 @@ import { evmWallet } from '../wallets/wallets.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
 import { forgetRegisteredEndpoints, LEAST_ATTEMPT_MS, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { DELIVERY_TIMEOUT_MS } from '../../lib/events/attempt.ts';
 import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
 import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
 import { verifyWebhook } from '../../packages/client/src/webhooks.ts';
@@ -289,6 +290,23 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     await retriesDue();
     await run();
     expect(ofUser(receiver.received, user.userId).map((r) => r.behaviour)).toEqual(['hang', 'ok']);
+  });
+
+  // (One engine: what it checks is the run's clock, not the database.)
+  it.runIf(kind === DATABASE_KINDS[0])('gives an attempt of a run after a write its whole 15 s, even one that starts attempts for 10 s only', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const user = await testUser();
+      receiver.setBehaviour('hang');
+      await linkWallet(user, evmWallet());
+      await moveOutboxAfterWrite(); // as the schedule's run and a write's after() do
+      const [failed] = await db.sql<{ last_error: string }>('select last_error from public.outbound_deliveries where user_id = $1', [user.userId]);
+      expect(failed!.last_error).toBe(`no answer within ${DELIVERY_TIMEOUT_MS} ms`);
+    } finally {
+      restore();
+    }
   });
 
   it('keeps a slow endpoint from holding up another: each has its own queue', async () => {
