@@ -16,7 +16,7 @@ export async function register() {
   // first change's events have deliveries (lib/events/registration.ts).
   (await import('./lib/db/index.ts')).registerEventEndpointsAsTheDatabaseOpens();
   // Not awaited: a DNS lookup must not hold up the first request (or every cold start on Vercel).
-  // Each attempt checks the receiver's address again, so this only says it early in the log.
+  // A receiver found non-public refuses the settings from then on; each attempt checks again too.
   void checkEventReceiverAddresses();
   // A server that lives between requests moves the outbox on a schedule of its own (on Vercel, the
   // crons and the requests that write do).

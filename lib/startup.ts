@@ -1,6 +1,6 @@
 import { ConfigError, describeConfig, getConfig, usesDevWebhookSecret, type Config } from './config.ts';
 import { announceServedPort } from './db/served-port.ts';
-import { checkEndpointAddresses, getEventEndpoints } from './events/endpoints.ts';
+import { checkReceiverAddresses, getEventEndpoints, type AddressCheck } from './events/endpoints.ts';
 import { log } from './log.ts';
 
 export function logStartup(): void {
@@ -58,21 +58,21 @@ function logEventReceivers(): void {
 
 /**
  * Outside local mode, whether every receiver's host resolves to public addresses only (DNS, so
- * async: instrumentation.ts starts it without holding up the server). A receiver refused here is
- * refused again before each attempt (lib/events/attempt.ts), so this is the early word in the log,
- * not the guard. Never throws.
+ * async: instrumentation.ts starts it without holding up the server). One that resolves to a
+ * non-public address refuses the settings, as a literal one does (lib/events/endpoints.ts), until the
+ * runs find it public; one that does not resolve is a warning. Never throws.
  */
 export async function checkEventReceiverAddresses(): Promise<void> {
-  let check: Parameters<typeof checkEndpointAddresses>;
+  let found: AddressCheck;
   try {
-    const config = getConfig();
-    check = [getEventEndpoints(config), { local: config.local }];
+    found = await checkReceiverAddresses(getConfig());
   } catch {
     return; // the configuration's own error, logged by logStartup
   }
-  try {
-    await checkEndpointAddresses(...check);
-  } catch (error) {
-    log.error({ err: { message: (error as Error).message } }, 'outbound events: a receiver is not on the public internet; its events wait, each attempt refused, until its address or the setting is fixed (dead-lettered after the retries, about three days)');
+  if (found.refused) {
+    log.error({ err: { message: found.refused } }, 'outbound events cannot be sent with this configuration: nothing is sent until the setting or its DNS record is fixed (looked up again by every run: each minute on a long-running server, and each call of /api/cron/events)');
+  }
+  if (found.unresolved) {
+    log.warn({ err: { message: found.unresolved } }, 'outbound events: a receiver does not resolve; its attempts fail, and are retried, until it does');
   }
 }

@@ -2,7 +2,7 @@ import { publishAccountChange } from '../account-changes.ts';
 import { log } from '../log.ts';
 import { withinTime } from '../within-time.ts';
 import { attemptDelivery, DELIVERY_TIMEOUT_MS } from './attempt.ts';
-import { getEventEndpoints, type EventEndpoint } from './endpoints.ts';
+import { getEventEndpoints, recheckRefusedAddresses, type EventEndpoint } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
 import { claimDeliveries, setEndpoints, settleDeliveries, tellLapses, type ClaimedDelivery, type DeliveryOutcome } from './outbox.ts';
 import { retryDelayMs, shouldDeadLetter } from './retry.ts';
@@ -61,7 +61,8 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
 const ROUTE_RUN_BUDGET_MS = 20_000;
 
 /** One run asked over HTTP (GET /api/cron/events, POST /api/admin/events/deliver), on the server's own settings. */
-export function moveOutboxNow(): Promise<OutboundRunReport> {
+export async function moveOutboxNow(): Promise<OutboundRunReport> {
+  await recheckRefusedAddresses(); // a receiver refused for its address: its DNS record may be fixed
   return runOutboundEvents({ budgetMs: ROUTE_RUN_BUDGET_MS });
 }
 
@@ -314,9 +315,10 @@ export function scheduleOutbox(): void {
 }
 const SCHEDULE = Symbol.for('account-link-service.outbox-schedule');
 
-/** One turn of the schedule: what a run after a write does, with a lapse scan, and the settings' receivers named (the long unnamed retired). */
+/** One turn of the schedule: what a run after a write does, with a lapse scan, and the settings' receivers named (the long unnamed retired), their addresses looked up again while they are refused for them. */
 export async function moveOutboxOnSchedule(): Promise<void> {
   lastLapseScan = -Infinity;
+  await recheckRefusedAddresses().catch(() => undefined); // (settings refused otherwise: the startup log says why)
   await registerSettingsEndpoints();
   await moveOutboxAfterWrite();
 }

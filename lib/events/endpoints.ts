@@ -21,7 +21,7 @@ import { EVENT_TYPES } from './schemas.ts';
  * Refused (ConfigError naming the setting and the entry, never a secret, and of a URL only its
  * host, since a receiver's path or query may hold a token): a URL that is not https outside local
  * mode, carries a user name or password, or whose host is a literal non-public address outside local
- * mode (a name that resolves to one is refused by checkEndpointAddresses, which needs DNS); a
+ * mode (a name that resolves to one is refused by checkReceiverAddresses, which needs DNS); a
  * secret that is not `whsec_` + base64 of at least 24 bytes; an unknown event type in a filter.
  */
 
@@ -55,7 +55,7 @@ const endpointsJsonSchema = z
 
 const splitList = (value: string) => value.split(',').map((item) => item.trim()).filter(Boolean);
 
-/** Parse and check the receivers (no DNS: see checkEndpointAddresses). Throws ConfigError. */
+/** Parse and check the receivers (no DNS: see checkReceiverAddresses). Throws ConfigError. */
 export function parseEventEndpoints(settings: EventEndpointSettings, { local }: { local: boolean }): EventEndpoint[] {
   const { EVENTS_WEBHOOK_URL: urls, EVENTS_WEBHOOK_SECRET: secrets, EVENTS_WEBHOOK_ENDPOINTS: json } = settings;
   if (json !== undefined) {
@@ -170,25 +170,59 @@ export function endpointWants(endpoint: Pick<EventEndpoint, 'types'>, type: stri
   return endpoint.types.some((wanted) => wanted === type || (wanted.endsWith('.*') && wanted.slice(0, -2) === family));
 }
 
+/** What a look-up of the receivers' hosts found (each a message naming the settings' entries and hosts; undefined: nothing). */
+export interface AddressCheck {
+  /** A host that resolves to a non-public address: the settings are refused, as for a literal one. */
+  refused?: string;
+  /** A host that does not resolve (a typo, or DNS not ready yet): its attempts fail until it does. */
+  unresolved?: string;
+}
+
 /**
- * Outside local mode, that every receiver's host resolves, and only to public addresses (see
- * ./addresses.ts); in local mode nothing is checked. Throws ConfigError naming the setting, the
- * host and the range (a host that does not resolve is named too: a typo, or DNS not ready yet).
- * Async (DNS), so it runs beside the synchronous configuration check, where startup can await it.
+ * Outside local mode, whether every receiver's host resolves, and only to public addresses (see
+ * ./addresses.ts); in local mode nothing is looked up.
  */
-export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[], { local, lookup = systemLookup }: { local: boolean; lookup?: Lookup }): Promise<void> {
-  if (local) return;
-  const problems = await Promise.all(endpoints.map(async (endpoint) => {
+export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[], { local, lookup = systemLookup }: { local: boolean; lookup?: Lookup }): Promise<AddressCheck> {
+  if (local) return {};
+  const refused: string[] = [];
+  const unresolved: string[] = [];
+  await Promise.all(endpoints.map(async (endpoint) => {
     const host = endpoint.url.hostname;
     try {
-      const refused = (await resolveAndClassify(host, lookup)).filter((verdict) => verdict.refused);
-      return refused.length === 0 ? undefined : `${endpoint.setting}: ${host} resolves to ${refused.map((verdict) => `${verdict.address} (${verdict.refused})`).join(', ')}, not on the public internet`;
+      const nonPublic = (await resolveAndClassify(host, lookup)).filter((verdict) => verdict.refused);
+      if (nonPublic.length > 0) refused.push(`${endpoint.setting}: ${host} resolves to ${nonPublic.map((verdict) => `${verdict.address} (${verdict.refused})`).join(', ')}, not on the public internet`);
     } catch (error) {
-      return `${endpoint.setting}: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})`;
+      unresolved.push(`${endpoint.setting}: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})`);
     }
   }));
-  const found = problems.filter((problem): problem is string => problem !== undefined);
-  if (found.length > 0) throw new ConfigError(`${found.join('; ')}. Events go to public receivers only outside local mode.`);
+  return {
+    ...(refused.length > 0 ? { refused: `${refused.sort().join('; ')}. Events go to public receivers only outside local mode.` } : {}),
+    ...(unresolved.length > 0 ? { unresolved: `${unresolved.sort().join('; ')}.` } : {}),
+  };
+}
+
+// Settings refused by the last look-up of their receivers' hosts (checkReceiverAddresses), by
+// configuration: getEventEndpoints refuses them as it refuses a literal private address.
+const refusedByAddress = new WeakMap<Config, string>();
+
+/**
+ * Look up the hosts of `config`'s receivers (startup, and again by the runs while they are refused:
+ * recheckRefusedAddresses). One that resolves to a non-public address refuses the settings until a
+ * later look-up finds it public: nothing is sent, the status and the drain (503) name it. One that
+ * does not resolve refuses nothing: DNS not ready as an instance starts must not stop the events,
+ * and each attempt looks the host up again (lib/events/attempt.ts). Throws ConfigError for settings
+ * refused otherwise.
+ */
+export async function checkReceiverAddresses(config: Config, lookup: Lookup = systemLookup): Promise<AddressCheck> {
+  const found = await checkEndpointAddresses(parsedEndpoints(config), { local: config.local, lookup });
+  if (found.refused) refusedByAddress.set(config, found.refused);
+  else refusedByAddress.delete(config);
+  return found;
+}
+
+/** Settings refused by their receivers' addresses are looked up again (a run: the DNS record may be fixed). */
+export async function recheckRefusedAddresses(config: Config = getConfig()): Promise<void> {
+  if (refusedByAddress.has(config)) await checkReceiverAddresses(config);
 }
 
 /** Settings whose receivers the service refuses, and why (a ConfigError's words: the setting and entry, never a secret). */
@@ -208,8 +242,19 @@ export function endpointSettings(config: Config): readonly EventEndpoint[] | Set
 
 const parsedByConfig = new WeakMap<Config, EventEndpoint[]>();
 
-/** The receivers of the service's configuration (parsed once per configuration). Throws ConfigError as parseEventEndpoints does. */
+/**
+ * The receivers of the service's configuration. Throws ConfigError as parseEventEndpoints does, or
+ * for a host the last look-up found non-public (checkReceiverAddresses).
+ */
 export function getEventEndpoints(config: Config = getConfig()): EventEndpoint[] {
+  const endpoints = parsedEndpoints(config);
+  const refused = refusedByAddress.get(config);
+  if (refused) throw new ConfigError(refused);
+  return endpoints;
+}
+
+/** The settings' receivers, parsed once per configuration (no DNS). */
+function parsedEndpoints(config: Config): EventEndpoint[] {
   let endpoints = parsedByConfig.get(config);
   if (!endpoints) {
     endpoints = parseEventEndpoints(config.eventEndpointSettings, { local: config.local });

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../lib/config.ts';
 import { nonPublicRange } from '../../lib/events/addresses.ts';
-import { checkEndpointAddresses, endpointWants, getEventEndpoints, parseEventEndpoints, type EventEndpointSettings } from '../../lib/events/endpoints.ts';
+import { checkEndpointAddresses, checkReceiverAddresses, endpointSettings, endpointWants, getEventEndpoints, parseEventEndpoints, type EventEndpointSettings } from '../../lib/events/endpoints.ts';
 
 const secret = () => `whsec_${randomBytes(32).toString('base64')}`;
 const DEPLOYED = { local: false };
@@ -147,26 +147,57 @@ describe('checkEndpointAddresses', () => {
   };
 
   it('refuses a name with any non-public address among its answers, naming the setting, host and range', async () => {
-    const error = await checkEndpointAddresses(endpoints, { local: false, lookup }).then(() => new Error('passed: not expected'), (caught: unknown) => caught as Error);
-    expect(error).toBeInstanceOf(ConfigError);
-    expect(error.message).toContain('EVENTS_WEBHOOK_URL, entry 2: inside.example resolves to ::ffff:10.0.0.7 (private)');
-    expect(error.message).not.toContain('entry 1');
-    expect(error.message).not.toContain('t0k');
+    const { refused, unresolved } = await checkEndpointAddresses(endpoints, { local: false, lookup });
+    expect(refused).toContain('EVENTS_WEBHOOK_URL, entry 2: inside.example resolves to ::ffff:10.0.0.7 (private)');
+    expect(refused).not.toContain('entry 1');
+    expect(refused).not.toContain('t0k');
+    expect(unresolved).toBeUndefined();
   });
 
-  it('passes public receivers, and names one that does not resolve', async () => {
-    await expect(checkEndpointAddresses(endpoints.slice(0, 1), { local: false, lookup })).resolves.toBeUndefined();
+  it('passes public receivers, and names one that does not resolve apart', async () => {
+    await expect(checkEndpointAddresses(endpoints.slice(0, 1), { local: false, lookup })).resolves.toEqual({});
     const missing = parseEventEndpoints({ EVENTS_WEBHOOK_URL: 'https://nowhere.example/h', EVENTS_WEBHOOK_SECRET: secret() }, DEPLOYED);
-    await expect(checkEndpointAddresses(missing, { local: false, lookup })).rejects.toThrow('nowhere.example does not resolve (ENOTFOUND)');
+    await expect(checkEndpointAddresses(missing, { local: false, lookup })).resolves.toEqual({ unresolved: 'EVENTS_WEBHOOK_URL, entry 1: nowhere.example does not resolve (ENOTFOUND).' });
   });
 
   it('checks nothing in local mode', async () => {
-    await expect(checkEndpointAddresses(endpoints, { local: true, lookup: () => Promise.reject(new Error('not asked')) })).resolves.toBeUndefined();
+    await expect(checkEndpointAddresses(endpoints, { local: true, lookup: () => Promise.reject(new Error('not asked')) })).resolves.toEqual({});
   });
 
   it('uses the system resolver by default: localhost resolves to loopback', async () => {
     const local = parseEventEndpoints({ EVENTS_WEBHOOK_URL: 'https://localhost:8443/h', EVENTS_WEBHOOK_SECRET: secret() }, LOCAL);
-    await expect(checkEndpointAddresses(local, { local: false })).rejects.toThrow(/localhost resolves to .*loopback/);
+    expect((await checkEndpointAddresses(local, { local: false })).refused).toMatch(/localhost resolves to .*loopback/);
+  });
+});
+
+describe('checkReceiverAddresses', () => {
+  const DEPLOYED_ENV = {
+    SUPABASE_URL: 'https://abc.supabase.co', SUPABASE_SECRET_KEY: 'sb_secret_x', SUPABASE_PUBLISHABLE_KEY: 'sb_publishable_x',
+    SUBSCRIPTION_WEBHOOK_SECRET: 's'.repeat(32), LEAGUES_WEBHOOK_SECRET: 'l'.repeat(32), APP_ORIGIN: 'https://app.example.com',
+  };
+
+  it('refuses the settings while a receiver resolves to a non-public address, as a literal one is, and lifts it once it resolves to public ones', async () => {
+    const config = loadConfig({ ...DEPLOYED_ENV, EVENTS_WEBHOOK_URL: 'https://hooks.example/h?token=t0k', EVENTS_WEBHOOK_SECRET: secret() });
+    expect(config.local).toBe(false);
+    let answer = ['10.0.0.7'];
+    const lookup = async () => answer;
+    expect(getEventEndpoints(config)).toHaveLength(1); // before any look-up: the settings alone decide
+
+    expect((await checkReceiverAddresses(config, lookup)).refused).toContain('hooks.example resolves to 10.0.0.7 (private)');
+    expect(() => getEventEndpoints(config)).toThrow(/EVENTS_WEBHOOK_URL, entry 1: hooks\.example resolves to 10\.0\.0\.7 \(private\), not on the public internet/);
+    expect(endpointSettings(config)).toEqual({ refused: expect.stringContaining('hooks.example resolves to 10.0.0.7') });
+    expect(JSON.stringify(endpointSettings(config))).not.toContain('t0k');
+
+    answer = ['93.184.216.34'];
+    await checkReceiverAddresses(config, lookup);
+    expect(getEventEndpoints(config)).toHaveLength(1);
+  });
+
+  it('refuses nothing for a receiver that does not resolve (DNS not ready): each attempt looks it up again', async () => {
+    const config = loadConfig({ ...DEPLOYED_ENV, EVENTS_WEBHOOK_URL: 'https://later.example/h', EVENTS_WEBHOOK_SECRET: secret() });
+    const lookup = () => Promise.reject(Object.assign(new Error('getaddrinfo EAI_AGAIN later.example'), { code: 'EAI_AGAIN' }));
+    expect(await checkReceiverAddresses(config, lookup)).toEqual({ unresolved: 'EVENTS_WEBHOOK_URL, entry 1: later.example does not resolve (EAI_AGAIN).' });
+    expect(getEventEndpoints(config)).toHaveLength(1);
   });
 });
 

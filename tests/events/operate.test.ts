@@ -1,5 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { lookup } from 'node:dns/promises';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { hostname } from 'node:os';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as eventsRoute from '../../app/api/admin/events/route.ts';
@@ -9,12 +11,14 @@ import * as endpointsRoute from '../../app/api/admin/events/endpoints/route.ts';
 import * as replayRoute from '../../app/api/admin/events/replay/route.ts';
 import * as statusRoute from '../../app/api/admin/status/route.ts';
 import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
+import { nonPublicRange } from '../../lib/events/addresses.ts';
 import { forgetRegisteredEndpoints, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { describeStatus } from '../../lib/operations/status.ts';
+import { checkEventReceiverAddresses } from '../../lib/startup.ts';
 import { deadLettersResponseSchema, eventOutboxSchema, eventsRunResponseSchema, replayResponseSchema, serviceStatusSchema, writtenEventsResponseSchema } from '../../lib/openapi/responses.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -256,6 +260,27 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
       restore();
     }
     expect((await endpoints() as unknown as { settingsRefused: string | null }).settingsRefused).toBeNull();
+  });
+
+  // (One engine: what it checks is the settings, not the database.)
+  it.runIf(kind === DATABASE_KINDS[0])('outside local mode, with a receiver whose name resolves to a non-public address: refused as a literal one is, once its name is looked up', async () => {
+    // This machine's own name resolves to one of its own addresses (loopback or private).
+    const host = hostname();
+    const addresses = await lookup(host, { all: true });
+    expect(addresses.map(({ address }) => nonPublicRange(address))).not.toContain(null);
+    const restore = setEnv({ ...DEPLOYMENT_SETTINGS, ADMIN_API_SECRET: ADMIN_SECRET, EVENTS_WEBHOOK_URL: `https://${host}/hooks?token=query-token-not-to-show` });
+    try {
+      expect((await endpoints() as unknown as { settingsRefused: string | null }).settingsRefused).toBeNull(); // not looked up yet
+      await checkEventReceiverAddresses(); // as the server does as it starts
+      const refused = (await endpoints() as unknown as { settingsRefused: string | null }).settingsRefused;
+      expect(refused).toMatch(new RegExp(`^EVENTS_WEBHOOK_URL, entry 1: ${host.replace(/[.]/g, '\\.')} resolves to .*, not on the public internet`));
+      const run = await callRoute(deliverRoute, { method: 'POST', headers: admin });
+      expect({ status: run.status, code: run.body?.code, type: run.headers.get('content-type') })
+        .toEqual({ status: 503, code: 'service_misconfigured', type: 'application/problem+json' });
+      expect(run.text).not.toContain('query-token-not-to-show');
+    } finally {
+      restore();
+    }
   });
 
   it('POST deliver: one run now, as the events cron\'s, to the server\'s receivers: a retry that came due is sent, and the answer counts it', async () => {
