@@ -67,11 +67,13 @@ async function follow(): Promise<void> {
   // Ids already printed, with their time: kept while they are inside the overlap.
   const seen = new Map<string, number>();
   let cursor = since.getTime();
+  // After a full page, the next one goes on from its last event (more than a page may share one time).
+  let after: string | undefined;
   let unreachable = false;
   while (!stop.signal.aborted) {
     let events: WrittenEvent[];
     try {
-      const query = new URLSearchParams({ since: new Date(cursor - OVERLAP_MS).toISOString(), limit: String(PAGE) });
+      const query = new URLSearchParams({ since: new Date(cursor - OVERLAP_MS).toISOString(), limit: String(PAGE), ...(after ? { after } : {}) });
       ({ events } = await askDeployment<{ events: WrittenEvent[] }>(baseUrl, { method: 'GET', path: `/api/admin/events?${query}` }));
       if (unreachable) console.error(`Reached ${baseUrl} again.`);
       unreachable = false;
@@ -94,8 +96,9 @@ async function follow(): Promise<void> {
       await show(event);
     }
     for (const [id, at] of seen) if (at < cursor - 2 * OVERLAP_MS) seen.delete(id);
-    // A full page: more are waiting; read on at once.
-    if (events.length < PAGE) await pause(intervalMs);
+    // A full page: more are waiting; read on at once, after its last event.
+    after = events.length === PAGE ? events.at(-1)!.id : undefined;
+    if (!after) await pause(intervalMs);
   }
 }
 

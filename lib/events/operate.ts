@@ -285,10 +285,13 @@ export interface WrittenEvent {
 export const eventsQuerySchema = z.strictObject({
   since: isoInstant.meta({ description: 'Events written at or after this time' }),
   limit: limitSchema.default(100).meta({ description: 'At most this many, oldest first (1 to 1000; default 100)' }),
+  after: z.uuid().optional().meta({
+    description: 'The next page: the `id` of the last event of a full page. Events that follow it in the order listed (many may share one `createdAt`); if it is gone (retention), from `since`',
+  }),
 });
 
 export async function listEventsSince(query: z.output<typeof eventsQuerySchema>): Promise<{ events: WrittenEvent[] }> {
-  const rows = await readEventsSince(new Date(query.since), query.limit);
+  const rows = await readEventsSince(new Date(query.since), query.limit, query.after);
   return { events: rows.map(writtenEvent) };
 }
 

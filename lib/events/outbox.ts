@@ -111,7 +111,7 @@ export function readDeadLetters(endpointId: string | null, limit: number): Promi
   return callDb('outbound_dead_letters', { p_endpoint_id: endpointId, p_limit: limit });
 }
 
-/** Events written since `since` (inclusive), oldest first. */
-export function readEventsSince(since: Date, limit: number): Promise<StoredEvent[]> {
-  return callDb('outbound_events_since', { p_since: since.toISOString(), p_limit: limit });
+/** Events written since `since` (inclusive), oldest first; after the event `after` (the last of a full page), when given. */
+export function readEventsSince(since: Date, limit: number, after?: string): Promise<StoredEvent[]> {
+  return callDb('outbound_events_since', { p_since: since.toISOString(), p_limit: limit, p_after: after ?? null });
 }

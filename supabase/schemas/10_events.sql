@@ -920,7 +920,7 @@ revoke all on function public.outbound_dead_letters(text,integer) from public, a
 grant execute on function public.outbound_dead_letters(text,integer) to service_role;
 
 -- Events written since p_since (inclusive), oldest first: `npm run events:listen` follows them.
-create or replace function public.outbound_events_since(p_since timestamptz, p_limit integer default 100)
+create or replace function public.outbound_events_since(p_since timestamptz, p_limit integer default 100, p_after uuid default null)
 returns jsonb
 language sql
 stable
@@ -931,12 +931,16 @@ as $$
     select jsonb_build_object('event_id', e.id, 'type', e.type, 'user_id', e.user_id, 'sequence', e.sequence, 'data', e.data, 'created_at', e.created_at) as x
     from public.outbound_events e
     where e.created_at >= p_since
+      -- The next page after a full one: events after p_after in this order (many may share one
+      -- created_at, the time of the transaction that wrote them). An event gone since: from p_since.
+      and (p_after is null or not exists (select 1 from public.outbound_events a where a.id = p_after)
+           or (e.created_at, e.user_id, e.sequence) > (select a.created_at, a.user_id, a.sequence from public.outbound_events a where a.id = p_after))
     order by e.created_at, e.user_id, e.sequence
     limit least(greatest(coalesce(p_limit, 100), 1), 1000)
   ) recent
 $$;
-revoke all on function public.outbound_events_since(timestamp with time zone,integer) from public, anon, authenticated;
-grant execute on function public.outbound_events_since(timestamp with time zone,integer) to service_role;
+revoke all on function public.outbound_events_since(timestamp with time zone,integer,uuid) from public, anon, authenticated;
+grant execute on function public.outbound_events_since(timestamp with time zone,integer,uuid) to service_role;
 
 -- Retention: an event is kept 30 days, and longer while a delivery of it is pending (dead letters
 -- go with their event: replay them within the 30 days); an erased user's customer.deleted, only

@@ -150,6 +150,20 @@ describe.each(DATABASE_KINDS)('npm run events:listen on %s', (kind) => {
     await running.printed(new RegExp(`wallet\\.linked {2}user ${user.userId} {2}#1 {2}evt_${eventId}\\n\\{\\n {2}"type": "wallet\\.linked"`));
   });
 
+  it('follows a burst of more events than a page, written at one time (one transaction), and what comes after it', async () => {
+    running = listen(['--base-url', service.url, '--interval-ms', '100']);
+    await running.printed(/^Ready!/m);
+    // 1,100 users' events with one created_at, more than the listener's page of 1,000.
+    const burst = await db.sql<{ user_id: string }>(`select u as user_id, public.outbound_lock_user(u), public.outbound_emit(u, 'wallet.linked', '{"wallet": {}}')
+      from (select gen_random_uuid()::text as u from generate_series(1, 1100)) s`);
+    const user = await testUser();
+    await linkWallet(user, evmWallet());
+    await running.printed(new RegExp(`wallet\\.linked {2}user ${user.userId} {2}#1 `));
+    const printed = new Set([...running.output().stdout.matchAll(/ {2}user (\S+) {2}#1 {2}evt_/g)].map((match) => match[1]));
+    expect(burst.filter((row) => !printed.has(row.user_id))).toEqual([]);
+    expect(printed.size).toBe(burst.length + 1);
+  }, 120_000);
+
   it('says why and exits 1 when the service refuses its admin secret', async () => {
     const restore = setEnv({ ADMIN_API_SECRET: 'another-admin-secret-0123456789-abcdefgh' });
     try {

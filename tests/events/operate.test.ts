@@ -237,7 +237,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     const listed = response.body.events.find((written: { id: string }) => written.id === event.id);
     const delivered = sentOf(event.id).at(-1)!;
     expect(listed).toEqual({ id: event.id, webhookId: `evt_${event.id}`, type: 'wallet.linked', userId: expect.any(String), sequence: 1, createdAt: event.createdAt.toISOString(), body: delivered.body });
-    for (const query of ['', 'since=yesterday', `since=${encodeURIComponent(since)}&limit=0`]) {
+    for (const query of ['', 'since=yesterday', `since=${encodeURIComponent(since)}&limit=0`, `since=${encodeURIComponent(since)}&after=evt_1`]) {
       expect(await callRoute(eventsRoute, { headers: admin, url: `/api/admin/events?${query}` })).toMatchObject({ status: 400, body: { code: 'invalid_request' } });
     }
     // A time the database does not hold: the query's 400 names the parameter and the bound.

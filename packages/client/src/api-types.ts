@@ -3563,6 +3563,8 @@ export interface operations {
                 since: string;
                 /** @description At most this many, oldest first (1 to 1000; default 100) */
                 limit?: number;
+                /** @description The next page: the `id` of the last event of a full page. Events that follow it in the order listed (many may share one `createdAt`); if it is gone (retention), from `since` */
+                after?: string;
             };
             header?: never;
             path?: never;
