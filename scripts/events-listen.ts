@@ -56,7 +56,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => 
 console.log(`Ready! Following the events of ${baseUrl}${forwardTo ? `, forwarding them to ${forwardTo.origin}${forwardTo.pathname}` : ''} (^C to quit).`);
 if (forwardTo) {
   console.log(configured.length > 0
-    ? 'Signing with EVENTS_WEBHOOK_SECRET (the service\'s own secret).'
+    ? 'Signing with EVENTS_WEBHOOK_SECRET of these settings (the service\'s own when it reads the same .env.local).'
     : `Your webhook signing secret is ${secrets[0]} (made for this run: set it in your receiver, or set EVENTS_WEBHOOK_SECRET to keep one).`);
 }
 

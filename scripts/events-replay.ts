@@ -1,9 +1,9 @@
 // npm run events:replay -- --event <id or evt_<id>> | --from <ISO> --to <ISO> [--endpoint <id>]
 // [--url <deployment>] [--base-url <url>] - send events again, as POST /api/admin/events/replay
 // does: one event, or those written in [from, to), to every active endpoint that takes them or to
-// one; each pending again under the same webhook-id. They go out with the next run (the service's
-// after this, the events cron, or `npm run events:deliver`). Reaches the database as `npm run
-// events:status` does.
+// one; each pending again under the same webhook-id. A service asked sends them right after its
+// answer; replayed on the database directly, they go out with the next run (the service's own, the
+// events cron, or `npm run events:deliver`). Reaches the database as `npm run events:status` does.
 import './load-env.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
@@ -30,12 +30,17 @@ try {
 }
 
 const route = { method: 'POST', path: '/api/admin/events/replay', body } as const;
+let onTheDatabase = false;
 try {
   const { replayed } = values.url !== undefined
     ? await askDeployment<{ replayed: number }>(values.url, route)
-    : await databaseOrService({ baseUrl: values['base-url']!, direct: () => replay(request), route });
+    : await databaseOrService({ baseUrl: values['base-url']!, direct: () => ((onTheDatabase = true), replay(request)), route });
   console.log(`Replayed: ${replayed} delivery(ies) pending again, under their events' webhook-ids.`);
-  if (replayed > 0) console.error('They go out with the next run: the service\'s own (after its next write, or within a minute on a long-running server), the events cron, or `npm run events:deliver`.');
+  if (replayed > 0) {
+    console.error(onTheDatabase
+      ? 'They go out with the next run: the service\'s own (after its next write, or within a minute on a long-running server), the events cron, or `npm run events:deliver`.'
+      : 'The service sends them now, after its answer (what it cannot deliver is retried as any event is).');
+  }
 } catch (error) {
   console.error(error instanceof DomainError ? `${error.code}: ${error.detail}` : `Replay failed: ${(error as Error).message}`);
   process.exitCode = 1;

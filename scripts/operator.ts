@@ -78,7 +78,7 @@ export async function askDeployment<T>(url: string, route: OperatorRoute, env: R
   }
   const secret = env.ADMIN_API_SECRET?.trim() || (isLoopback(base) ? DEV_ADMIN_SECRET : undefined);
   if (!secret) {
-    throw new Error(`Set ADMIN_API_SECRET in this shell (or .env.local) to the deployment's value: ${route.method} ${route.path} answers only with it.`);
+    throw new Error(`Set ADMIN_API_SECRET in this shell to the deployment's value (ADMIN_API_SECRET=… npm run …; not in .env.local, where it ends local mode): ${route.method} ${route.path} answers only with it.`);
   }
   try {
     return await callOperatorRoute<T>(base.origin, route, secret);

@@ -244,7 +244,7 @@ export const OPERATIONS: Operation[] = [
       'the sync queue (depth, due, the oldest due) and the last sweep; the last maintenance run and what the event log\'s retention is behind; the database\'s migrations against this code\'s ' +
       '(a database behind its code answers here too, with what is pending); and which optional parts are on, by name. One database call. `npm run status` shows the same.',
     answers: [{ status: 200, description: 'The status', schema: responses.serviceStatusSchema }],
-    errors: ['invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+    errors: ['invalid_admin_secret', 'rate_limited', 'admin_not_configured', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/admin/billing/subscribers/{appUserId}', tags: ['Operations'], security: 'adminSecret',
@@ -253,14 +253,14 @@ export const OPERATIONS: Operation[] = [
       'and per entitlement why it grants or not now. The history is replayed as the fold does inside a transaction that is rolled back: nothing changes. An id no event or sync named: 404 `subscriber_unknown`. `npm run billing:explain` shows the same.',
     pathParameters: { appUserId: { description: 'The RevenueCat app user id (any id an event named, an alias or an anonymous id included), percent-encoded', schema: { type: 'string', minLength: 1, maxLength: 256 } } },
     answers: [{ status: 200, description: 'The explanation', schema: responses.subscriberExplanationSchema }],
-    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'subscriber_unknown', ...ALWAYS],
+    errors: ['invalid_request', 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', 'subscriber_unknown', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/admin/users/{userId}/export', tags: ['Operations'], security: 'adminSecret',
     summary: 'Everything stored about a user (operator)',
     description: 'What GET /api/me/export answers the user, for any user id (a user who has none of these rows: empty lists). `npm run user:export` shows the same.',
     answers: [{ status: 200, description: 'The export', schema: responses.accountExportSchema, headers: { 'Content-Disposition': EXPORT_DISPOSITION } }],
-    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+    errors: ['invalid_request', 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/admin/events/endpoints', tags: ['Operations'], security: 'adminSecret',
@@ -268,7 +268,7 @@ export const OPERATIONS: Operation[] = [
     description: 'Per endpoint the settings name (and each one the database still has that they no longer name: `retired`): its URL as origin and path only (never its query or credentials), the event types it takes, how many deliveries are pending and since when, how many were dead-lettered, the last delivery and the last failure; '
       + 'and the events stored and the lapses due. `npm run events:status` shows the same.',
     answers: [{ status: 200, description: 'The endpoints', schema: responses.eventOutboxSchema }],
-    errors: ['invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+    errors: ['invalid_admin_secret', 'rate_limited', 'admin_not_configured', ...ALWAYS],
   },
   {
     method: 'get', path: '/api/admin/events/dead-letters', tags: ['Operations'], security: 'adminSecret',
@@ -276,7 +276,7 @@ export const OPERATIONS: Operation[] = [
     description: 'A dead letter stays with its event (30 days): send it again with POST /api/admin/events/replay once the receiver is fixed. An endpoint id the database does not know: 404 `endpoint_not_found`. `npm run events:dead-letters` shows the same.',
     query: deadLettersQuerySchema,
     answers: [{ status: 200, description: 'The dead letters', schema: responses.deadLettersResponseSchema }],
-    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', 'endpoint_not_found', ...ALWAYS],
+    errors: ['invalid_request', 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', 'endpoint_not_found', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/admin/events/replay', tags: ['Operations'], security: 'adminSecret',
@@ -302,7 +302,7 @@ export const OPERATIONS: Operation[] = [
     description: 'Oldest first, each with the exact body a receiver gets (the JSON that is signed) and its `webhook-id`. `since` is compared with the time each event\'s transaction started, so an event can appear after a later one: a follower re-reads a short overlap and skips the ids it has. `npm run events:listen` follows them.',
     query: eventsQuerySchema,
     answers: [{ status: 200, description: 'The events', schema: responses.writtenEventsResponseSchema }],
-    errors: ['invalid_request', 'invalid_admin_secret', 'admin_not_configured', ...ALWAYS],
+    errors: ['invalid_request', 'invalid_admin_secret', 'rate_limited', 'admin_not_configured', ...ALWAYS],
   },
   {
     method: 'post', path: '/api/webhooks/leagues-sync', tags: ['Webhooks'], security: 'leaguesSecret',

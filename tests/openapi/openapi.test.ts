@@ -128,6 +128,19 @@ describe('the OpenAPI document', () => {
   });
 });
 
+describe('the operator routes in the OpenAPI document', () => {
+  // Guessing at an operator secret is throttled per client address, whichever route it was tried
+  // on (lib/auth/operator-secret.ts): every route behind one answers 429 to that address then.
+  it('document 429 rate_limited, with Retry-After, on every route behind the cron or admin secret', () => {
+    const document = buildOpenApiDocument(loadConfig({ LOCAL_DEV: '1' })) as unknown as { paths: Record<string, Record<string, { security?: Record<string, unknown>[]; responses: Record<string, { 'x-problem-codes'?: string[]; headers?: Record<string, unknown> }> }>> };
+    const operatorRoutes = Object.entries(document.paths).flatMap(([p, ops]) => Object.entries(ops)
+      .filter(([method, op]) => HTTP_METHODS.includes(method) && op.security?.some((scheme) => 'adminSecret' in scheme || 'cronSecret' in scheme))
+      .map(([method, op]) => ({ route: `${method} ${p}`, codes: op.responses['429']?.['x-problem-codes'], retryAfter: Boolean(op.responses['429']?.headers?.['Retry-After']) })));
+    expect(operatorRoutes.length).toBeGreaterThan(10);
+    expect(operatorRoutes.filter((op) => !op.codes?.includes('rate_limited') || !op.retryAfter)).toEqual([]);
+  });
+});
+
 describe('payload.signature of an EVM wallet link, as this deployment is configured', () => {
   type Schema = { description: string; pattern: string; maxLength: number };
   // An RPC of another machine is production-like: these documents are built in local mode, asked for.

@@ -161,7 +161,7 @@ describeOn('postgres')('`npm run status` beside a working deployment', () => {
     await expect(runStatus(['--url', deployment.url], { ADMIN_API_SECRET: 'not-the-deployments-secret-0123456789' }))
       .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('this shell and the service must have the same ADMIN_API_SECRET') });
     await expect(runStatus(['--url', 'https://app.example.com'], {}))
-      .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('Set ADMIN_API_SECRET in this shell (or .env.local) to the deployment\'s value') });
+      .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('Set ADMIN_API_SECRET in this shell to the deployment\'s value (ADMIN_API_SECRET=… npm run …; not in .env.local') });
     await deployment.close();
     await expect(runStatus(['--url', deployment.url], { ADMIN_API_SECRET }))
       .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining(`Could not reach the deployment at ${deployment.url}: ECONNREFUSED`) });

@@ -23,7 +23,7 @@ import { callRoute } from '../support/http.ts';
 /**
  * GET /api/admin/status and `npm run status`: what landed on each webhook, the sync queue and the
  * last sweep, the last maintenance run and what retention is behind, the schema against the code,
- * the optional parts by name. Read in two database calls (the operator status, the outbox); real webhooks, sweeps and maintenance runs
+ * the optional parts by name. Read in one database call (the operator status, which reads the outbox's too); real webhooks, sweeps and maintenance runs
  * make what it shows.
  */
 const ADMIN_SECRET = 'admin-secret-for-status-tests-0123456789';

@@ -3013,6 +3013,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -3097,6 +3110,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -3172,6 +3198,19 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `internal_error`: Internal error */
             500: {
                 headers: {
@@ -3225,6 +3264,19 @@ export interface operations {
                     "Server-Timing": components["headers"]["ServerTiming"];
                     /** @description The credential this route wants (RFC 9110, RFC 6750) */
                     "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3311,6 +3363,19 @@ export interface operations {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3601,6 +3666,19 @@ export interface operations {
                     "Server-Timing": components["headers"]["ServerTiming"];
                     /** @description The credential this route wants (RFC 9110, RFC 6750) */
                     "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: Too many requests */
+            429: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After": string;
                     [name: string]: unknown;
                 };
                 content: {
