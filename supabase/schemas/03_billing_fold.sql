@@ -668,9 +668,9 @@ begin
     loop
       if v_entitlement is null or v_row.entitlement_id = v_entitlement then v_found := true; end if;
       if v_action in ('grant', 'temporary_grant') then
-        continue when public.billing_grant_refused(v_row, v_effect);
+        continue when public.billing_grant_refused(v_row, p_plan, v_effect);
         perform public.billing_grant(v_row, p_plan, v_effect, p_event_id, p_event_at);
-        if v_action = 'grant' then v_granted := v_granted || v_row.entitlement_id; end if;
+        if v_action = 'grant' and coalesce(v_expires > p_event_at, true) then v_granted := v_granted || v_row.entitlement_id; end if;
         v_applied := v_applied + 1;
         continue;
       end if;
@@ -713,6 +713,11 @@ begin
                                 else greatest(v_row.expires_at, v_expires) end
         else v_row.expires_at end;
       if v_unnamed then v_row_expires := least(v_row.expires_at, v_row_expires); end if;
+      -- A refunded period ended at its refund: a later flag about it (a cancellation carrying the
+      -- period's end, a billing issue) does not move its end back out (RevenueCat's Refunds page).
+      if v_row.status = 'refunded' and not coalesce(v_purchased > v_row.period_purchased_at, false) then
+        v_row_expires := least(v_row.expires_at, v_row_expires);
+      end if;
       v_new_period := v_purchased is not null and v_purchased > v_row.period_purchased_at;
       update public.entitlements set
         status = v_status,
@@ -743,7 +748,7 @@ begin
     -- Not a grant the purchase's own row refuses (an entitlement its product was mapped to since).
     if (v_action not in ('grant', 'temporary_grant') and not coalesce((v_effect->>'createsRow')::boolean, false))
        or (v_effect ? 'zeroPriceStripeRenewal'
-           and exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key = v_source_key and public.billing_grant_refused(e, v_effect))) then
+           and exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key = v_source_key and public.billing_grant_refused(e, p_plan, v_effect))) then
       v_stale := v_stale + 1;
       continue;
     end if;
@@ -765,7 +770,7 @@ begin
       (v_effect->>'autoResumeAt')::timestamptz, case when v_action = 'grant' then p_event_at end,
       p_event_id, p_event_at
     );
-    if v_action = 'grant' then v_granted := v_granted || v_entitlement; end if;
+    if v_action = 'grant' and coalesce(v_expires > p_event_at, true) then v_granted := v_granted || v_entitlement; end if;
     v_applied := v_applied + 1;
   end loop;
 
@@ -831,7 +836,8 @@ begin
 
   -- A real grant ends the entitlement's provisional grants of every other source: what stands is the
   -- real purchase, so its refund or expiry ends access even when the temporary grant named another
-  -- product.
+  -- product. Not one whose period has already ended (a REFUND_REVERSED of an old period): it grants
+  -- nothing, and the purchase the provisional grant stands for is still to be validated.
   if cardinality(v_granted) > 0 then
     update public.entitlements e set
       status = 'expired',
@@ -1543,21 +1549,33 @@ $$;
 revoke all on function public.billing_recount_tails() from public, anon, authenticated;
 grant execute on function public.billing_recount_tails() to service_role;
 
--- Whether a grant leaves the row as it is: a Stripe RENEWAL at price 0 on a row an EXPIRATION
--- ended is an unpaid invoice, whose access RevenueCat revoked (the effect's zeroPriceStripeRenewal,
--- lib/billing/event-effects.ts). Nothing is granted, and nothing else the grant would end ends.
-create or replace function public.billing_grant_refused(p_row public.entitlements, p_effect jsonb)
+-- Whether a grant leaves the row as it is (nothing is granted, and nothing else the grant would end
+-- ends):
+-- - a Stripe RENEWAL at price 0 on a row an EXPIRATION ended is an unpaid invoice, whose access
+--   RevenueCat revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts);
+-- - a refunded period is not given back by a later grant of that period (an UNCANCELLATION, an
+--   extension): "Granting a refund will immediately expire the subscription and remove any
+--   entitlement access" (RevenueCat's Refunds page). A REFUND_REVERSED gives it back (reinstates);
+--   the next period (a renewal) begins afresh;
+-- - a REFUND_REVERSED of a period older than the row's (RevenueCat's sample reverses one that had
+--   ended) reinstates nothing the row still holds: the row has moved on, renewed, in grace or expired.
+create or replace function public.billing_grant_refused(p_row public.entitlements, p_plan jsonb, p_effect jsonb)
 returns boolean
 language plpgsql
 immutable
 set search_path = ''
 as $$
+declare
+  v_purchased timestamptz := (p_plan->'period'->>'purchasedAt')::timestamptz;
+  v_reinstates boolean := coalesce((p_effect->>'reinstates')::boolean, false);
 begin
-  return coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired';
+  return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired')
+      or coalesce(p_row.status = 'refunded' and not v_reinstates and v_purchased <= p_row.period_purchased_at, false)
+      or coalesce(v_reinstates and v_purchased < p_row.period_purchased_at, false);
 end;
 $$;
-revoke all on function public.billing_grant_refused(entitlements,jsonb) from public, anon, authenticated;
-grant execute on function public.billing_grant_refused(entitlements,jsonb) to service_role;
+revoke all on function public.billing_grant_refused(entitlements,jsonb,jsonb) from public, anon, authenticated;
+grant execute on function public.billing_grant_refused(entitlements,jsonb,jsonb) to service_role;
 
 -- A grant on a stored row of its source (one step of the fold for `grant` and `temporary_grant`):
 -- the row as the event leaves it. One piece of code for the fold (public.billing_apply_event) and for
@@ -1774,7 +1792,7 @@ begin
   select * into v_row from public.entitlements
   where app_user_id = v_owner and entitlement_id = v_effect->>'entitlementId' and source_key = v_source_key
   for update;
-  if not found or public.billing_grant_refused(v_row, v_effect) then
+  if not found or public.billing_grant_refused(v_row, p_plan, v_effect) then
     return null;
   end if;
 
