@@ -1644,9 +1644,11 @@ begin
     transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', p_row.transaction_id) else p_row.transaction_id end,
     period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, p_row.period_purchased_at) else p_row.period_purchased_at end,
     -- (A reinstated period, a refund reversed, began when it was first granted: it is not newer
-    -- than what the subscription moved on to meanwhile, which it would otherwise supersede.)
+    -- than what the subscription moved on to meanwhile, which it would otherwise supersede. Nor is
+    -- one a later grant of the same period brings back (an UNCANCELLATION or extension of the
+    -- product an upgrade replaced): only a new period, or one the event cannot place, begins now.)
     granted_at = case when coalesce((p_effect->>'reinstates')::boolean, false) and p_row.granted_at is not null then p_row.granted_at
-                      when v_new_period or not v_continues or p_row.granted_at is null then p_event_at
+                      when v_new_period or p_row.granted_at is null or (not v_continues and v_purchased is null) then p_event_at
                       else p_row.granted_at end,
     origin = 'webhook',
     last_event_id = p_event_id,

@@ -145,3 +145,35 @@ const flows: Flow<Role>[] = [
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 10, seed: 1212 });
 
 describeFlows('a downgrade\'s window before the new period', flows, newUsers, orders);
+
+// A later grant of the period an upgrade replaced (its UNCANCELLATION, an extension): the period
+// began when it was first granted, so it is still the older of the two and ends nothing paid for
+// now. (RevenueCat's pages do not say it sends one; if it does, the upgrade stands.)
+const UPGRADED = `"both a PRODUCT_CHANGE and RENEWAL event will be dispatched and the customer will immediately have access to the new entitlements" (${DOC.flows})`;
+const sameEntitlement = (tx: string, product: string) => bought('APP_STORE', tx, '7000', product, ['pro']);
+const replacedPeriodFlows: Flow<Role>[] = [
+  {
+    name: 'basic cancelled, upgraded to premium, then an UNCANCELLATION of basic\'s period: premium grants to its end',
+    doc: UPGRADED,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, sameEntitlement('7000', BASIC)),
+      cancellation(u.alice, 'UNSUBSCRIBE', 5, 0, 30, sameEntitlement('7000', BASIC)),
+      event('product-change', u.alice, 10, 0, 30, { ...sameEntitlement('7000', BASIC), new_product_id: PREMIUM }),
+      renewal(u.alice, 10, 10, 40, sameEntitlement('7001', PREMIUM)),
+      event('uncancellation', u.alice, 10 + 1 / 86_400, 0, 30, sameEntitlement('7000', BASIC)),
+    ],
+    expected: [{ now: 35, state: { alice: { pro: { active: true, productId: PREMIUM, expiresAt: isoDay(40) } } } }],
+  },
+  {
+    name: 'upgraded to premium, then basic\'s period extended (SUBSCRIPTION_EXTENDED to day 35): premium grants to its end',
+    doc: UPGRADED,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, sameEntitlement('7000', BASIC)),
+      renewal(u.alice, 10, 10, 40, sameEntitlement('7001', PREMIUM)),
+      event('subscription-extended', u.alice, 12, 0, 35, sameEntitlement('7000', BASIC)),
+    ],
+    expected: [{ now: 36, state: { alice: { pro: { active: true, productId: PREMIUM, expiresAt: isoDay(40) } } } }],
+  },
+];
+
+describeFlows('a later grant of the period an upgrade replaced', replacedPeriodFlows, newUsers, orders);
