@@ -15,6 +15,8 @@ type Role = 'alice';
 const newUsers = (): Record<Role, string> => ({ alice: randomUUID() });
 const REFUNDED = `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); UNCANCELLATION: "A non-expired cancelled subscription has been re-enabled" (${DOC.types})`;
 const REVERSED = `REFUND_REVERSED: "A refund has been reversed" (${DOC.types}); RevenueCat's sample reverses a period that had ended; a subscription in grace keeps its entitlements "as the app store retries" (${DOC.flows})`;
+/** Period 1 (days 0-30) refunded at day 10, then renewed for days 30-60. */
+const refundedThenRenewed = (u: string) => [purchase(u, 0, 0, 30), refund(u, 10, 0, 10), renewal(u, 30, 30, 60)];
 const refundReversedOfPeriodOne = (u: string, at: number) => billingEvent('refund-reversed', u, { at, purchased: 0, expires: 30 }, apple('1000'));
 
 const flows: Flow<Role>[] = [
@@ -51,9 +53,7 @@ const flows: Flow<Role>[] = [
     name: 'period 1 refunded, renewed, period 2 fails into grace (to day 76), period 1\'s refund reversed on day 62: still in grace',
     doc: REVERSED,
     items: (u) => [
-      purchase(u.alice, 0, 0, 30),
-      refund(u.alice, 10, 0, 10),
-      renewal(u.alice, 30, 30, 60),
+      ...refundedThenRenewed(u.alice),
       billingIssue(u.alice, 60, 30, 60, 76, apple('2030000')),
       cancellation(u.alice, 'BILLING_ERROR', 60, 30, 60, apple('2030000')),
       refundReversedOfPeriodOne(u.alice, 62),
@@ -64,9 +64,7 @@ const flows: Flow<Role>[] = [
     name: 'period 1 refunded, renewed to day 60 and expired then, period 1\'s refund reversed on day 62: the access ended at day 60',
     doc: REVERSED,
     items: (u) => [
-      purchase(u.alice, 0, 0, 30),
-      refund(u.alice, 10, 0, 10),
-      renewal(u.alice, 30, 30, 60),
+      ...refundedThenRenewed(u.alice),
       event('expiration', u.alice, 60, 30, 60, { ...apple('2030000'), expiration_reason: 'UNSUBSCRIBE' }),
       refundReversedOfPeriodOne(u.alice, 62),
     ],
