@@ -610,6 +610,16 @@ const recordFlows: Flow<Role>[] = [
     expected: [{ now: 101, state: { alice: { pro: noAccess } } }],
   },
   {
+    name: 'M9 a yearly refunded, its REFUND_REVERSED lost; RevenueCat\'s record is fetched: active to the period\'s end again (the record is not refused as a later grant of the refunded period would be)',
+    doc: `"A refund has been reversed" (${DOC.types}); a sync stores what RevenueCat's record says the customer has (docs/sync.md)`,
+    items: (u) => [
+      ev('initial-purchase', u.alice, 0, 0, 365, appStore('7610', '7610', YEARLY, ['pro'])),
+      ev('cancellation-customer-support', u.alice, 10, 0, 10, { ...appStore('7610', '7610', YEARLY, ['pro']), cancel_reason: 'CUSTOMER_SUPPORT', price: -99.99 }),
+      snapshot('alice', 12, { subscriptions: { [YEARLY]: sub({ purchased: day(0), expires: day(365) }) }, entitlements: { pro: ent(YEARLY, { purchased: day(0), expires: day(365) }) } }),
+    ],
+    expected: [{ now: 13, state: { alice: { pro: { active: true, expiresAt: isoDay(365) } } } }],
+  },
+  {
     name: 'I5 two Stripe subscriptions of alice (pro and extra); bob is given the pro one (TRANSFER, store STRIPE), then both sides\' records are fetched: alice keeps extra',
     doc: `Restore behavior: "if UserA buys a subscription, then UserB ... restores transactions, UserB would now have access to the subscription and it would be revoked from UserA" (${RESTORE}); each Stripe subscription is sent as its own sub_ token (https://www.revenuecat.com/docs/web/integrations/stripe)`,
     items: (u) => [
