@@ -217,8 +217,14 @@ export const AFTER_WRITE_BUDGET_MS = 10_000;
  */
 const AFTER_WRITE_RUN_LIMIT_MS = 25_000;
 
-// The after-write run of each endpoint in this process, and whether a write asked for one more.
-const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell }>();
+// The after-write run of each endpoint in this process, whether a write asked for one more, and
+// until when it starts attempts (each write that joins it moves that on, within the run's limit).
+const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell; window: { startBy: number; endBy: number } }>();
+
+/** A run after a write starts attempts until AFTER_WRITE_BUDGET_MS after the last write that asked it, within its limit. */
+function startAttemptsFor(window: { startBy: number; endBy: number }): void {
+  window.startBy = Math.max(window.startBy, Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, window.endBy));
+}
 let lapseRun: Promise<void> | undefined;
 let lastLapseScan = -Infinity;
 
@@ -267,19 +273,20 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
   const current = endpointRuns.get(endpoint.id);
   if (current) {
     current.again = true;
+    startAttemptsFor(current.window); // the event this write made is sent by the run under way, within its limit
     current.doorbell.press();
     // A run another write began may go on past this write's limit: this write waits for it only
     // until then (the run goes on, within the limit of the write that began it).
     return withinTime(current.running, endBy - performance.now(), () => undefined);
   }
-  const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell() };
+  const run = { again: false, running: Promise.resolve(), doorbell: new Doorbell(), window: { startBy: -Infinity, endBy } };
   run.running = (async () => {
     try {
       do {
         run.again = false;
         await registerEndpoints(endpoints);
-        const window = { startBy: Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, endBy), endBy };
-        await deliverToEndpoint(endpoint, window, DELIVERY_TIMEOUT_MS, run.doorbell);
+        startAttemptsFor(run.window);
+        await deliverToEndpoint(endpoint, run.window, DELIVERY_TIMEOUT_MS, run.doorbell);
       } while (run.again && endBy - performance.now() >= LEAST_ATTEMPT_MS);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');

@@ -201,28 +201,35 @@ export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[]
   };
 }
 
-// Settings refused by the last look-up of their receivers' hosts (checkReceiverAddresses), by
-// configuration: getEventEndpoints refuses them as it refuses a literal private address.
-const refusedByAddress = new WeakMap<Config, string>();
+// Settings refused by the last look-up of their receivers' hosts (checkReceiverAddresses), by the
+// settings themselves: getEventEndpoints refuses them as it refuses a literal private address. On
+// globalThis, since Next bundles this module more than once (instrumentation, which looks up at
+// startup and runs the schedule, and each route, which sends and answers the cron): each copy
+// reads the same refusals.
+const REFUSED = Symbol.for('account-link-service.receivers-refused-by-address');
+const refusedByAddress: Map<string, string> = ((globalThis as { [REFUSED]?: Map<string, string> })[REFUSED] ??= new Map());
+const REFUSED_KEY = (config: Config) => JSON.stringify([config.local, config.eventEndpointSettings]);
 
 /**
  * Look up the hosts of `config`'s receivers (startup, and again by the runs while they are refused:
  * recheckRefusedAddresses). One that resolves to a non-public address refuses the settings until a
- * later look-up finds it public: nothing is sent, the status and the drain (503) name it. One that
- * does not resolve refuses nothing: DNS not ready as an instance starts must not stop the events,
+ * later look-up finds every host public: nothing is sent, the status and the drain (503) name it.
+ * One that does not resolve refuses nothing: DNS not ready as an instance starts must not stop the events,
  * and each attempt looks the host up again (lib/events/attempt.ts). Throws ConfigError for settings
  * refused otherwise.
  */
 export async function checkReceiverAddresses(config: Config, lookup: Lookup = systemLookup): Promise<AddressCheck> {
   const found = await checkEndpointAddresses(parsedEndpoints(config), { local: config.local, lookup });
-  if (found.refused) refusedByAddress.set(config, found.refused);
-  else refusedByAddress.delete(config);
+  // Lifted only by a look-up that found every host public: one that failed (DNS down for a moment)
+  // says nothing new about a host refused before.
+  if (found.refused) refusedByAddress.set(REFUSED_KEY(config), found.refused);
+  else if (!found.unresolved) refusedByAddress.delete(REFUSED_KEY(config));
   return found;
 }
 
 /** Settings refused by their receivers' addresses are looked up again (a run: the DNS record may be fixed). */
 export async function recheckRefusedAddresses(config: Config = getConfig()): Promise<void> {
-  if (refusedByAddress.has(config)) await checkReceiverAddresses(config);
+  if (refusedByAddress.has(REFUSED_KEY(config))) await checkReceiverAddresses(config);
 }
 
 /** Settings whose receivers the service refuses, and why (a ConfigError's words: the setting and entry, never a secret). */
@@ -248,7 +255,7 @@ const parsedByConfig = new WeakMap<Config, EventEndpoint[]>();
  */
 export function getEventEndpoints(config: Config = getConfig()): EventEndpoint[] {
   const endpoints = parsedEndpoints(config);
-  const refused = refusedByAddress.get(config);
+  const refused = refusedByAddress.size > 0 ? refusedByAddress.get(REFUSED_KEY(config)) : undefined; // (read by every write)
   if (refused) throw new ConfigError(refused);
   return endpoints;
 }

@@ -745,10 +745,10 @@ begin
 
     -- No row yet: a grant creates it; a flag, refund or revocation only when it says how long
     -- access lasts (RevenueCat sends those for live subscriptions), starting from what it says.
-    -- Not a grant the purchase's own row refuses (an entitlement its product was mapped to since).
+    -- Not a grant the purchase's own row refuses (an entitlement its product was mapped to since:
+    -- an unpaid Stripe invoice, or the UNCANCELLATION of a refunded period, grants none of them).
     if (v_action not in ('grant', 'temporary_grant') and not coalesce((v_effect->>'createsRow')::boolean, false))
-       or (v_effect ? 'zeroPriceStripeRenewal'
-           and exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key = v_source_key and public.billing_grant_refused(e, p_plan, v_effect))) then
+       or exists (select 1 from public.entitlements e where e.app_user_id = v_owner and e.source_key = v_source_key and public.billing_grant_refused(e, p_plan, v_effect)) then
       v_stale := v_stale + 1;
       continue;
     end if;
@@ -1553,10 +1553,11 @@ grant execute on function public.billing_recount_tails() to service_role;
 -- ends):
 -- - a Stripe RENEWAL at price 0 on a row an EXPIRATION ended is an unpaid invoice, whose access
 --   RevenueCat revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts);
--- - a refunded period is not given back by a later grant of that period (an UNCANCELLATION, an
---   extension): "Granting a refund will immediately expire the subscription and remove any
---   entitlement access" (RevenueCat's Refunds page). A REFUND_REVERSED gives it back (reinstates);
---   the next period (a renewal) begins afresh;
+-- - a refunded period is not given back by a later grant of that period that charges nothing (an
+--   UNCANCELLATION, keepsBillingIssue; an extension, renewal 'continue' without resumesRenewal):
+--   "Granting a refund will immediately expire the subscription and remove any entitlement access"
+--   (RevenueCat's Refunds page). A REFUND_REVERSED gives it back (reinstates); a charge (a RENEWAL,
+--   which on Stripe may carry the subscription's first start, t0) grants as before;
 -- - a REFUND_REVERSED of a period older than the row's (RevenueCat's sample reverses one that had
 --   ended) reinstates nothing the row still holds: the row has moved on, renewed, in grace or expired.
 create or replace function public.billing_grant_refused(p_row public.entitlements, p_plan jsonb, p_effect jsonb)
@@ -1568,9 +1569,11 @@ as $$
 declare
   v_purchased timestamptz := (p_plan->'period'->>'purchasedAt')::timestamptz;
   v_reinstates boolean := coalesce((p_effect->>'reinstates')::boolean, false);
+  v_charges_nothing boolean := coalesce((p_effect->>'keepsBillingIssue')::boolean, false)
+    or (p_effect->>'renewal' = 'continue' and not coalesce((p_effect->>'resumesRenewal')::boolean, false));
 begin
   return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired')
-      or coalesce(p_row.status = 'refunded' and not v_reinstates and v_purchased <= p_row.period_purchased_at, false)
+      or coalesce(p_row.status = 'refunded' and v_charges_nothing and v_purchased <= p_row.period_purchased_at, false)
       or coalesce(v_reinstates and v_purchased < p_row.period_purchased_at, false);
 end;
 $$;
@@ -1644,11 +1647,11 @@ begin
     transaction_id = case when v_new_period or not v_continues then coalesce(v_period->>'transactionId', p_row.transaction_id) else p_row.transaction_id end,
     period_purchased_at = case when v_new_period or not v_continues then coalesce(v_purchased, p_row.period_purchased_at) else p_row.period_purchased_at end,
     -- (A reinstated period, a refund reversed, began when it was first granted: it is not newer
-    -- than what the subscription moved on to meanwhile, which it would otherwise supersede. Nor is
-    -- one a later grant of the same period brings back (an UNCANCELLATION or extension of the
-    -- product an upgrade replaced): only a new period, or one the event cannot place, begins now.)
+    -- than what the subscription moved on to meanwhile, which it would otherwise supersede. A grant
+    -- on a row that no longer grants begins now, even of the same period: Stripe's RENEWAL of a
+    -- change back to an earlier product carries the subscription's first start, t0.)
     granted_at = case when coalesce((p_effect->>'reinstates')::boolean, false) and p_row.granted_at is not null then p_row.granted_at
-                      when v_new_period or p_row.granted_at is null or (not v_continues and v_purchased is null) then p_event_at
+                      when v_new_period or not v_continues or p_row.granted_at is null then p_event_at
                       else p_row.granted_at end,
     origin = 'webhook',
     last_event_id = p_event_id,

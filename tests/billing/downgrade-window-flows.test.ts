@@ -146,34 +146,59 @@ const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { ev
 
 describeFlows('a downgrade\'s window before the new period', flows, newUsers, orders);
 
-// A later grant of the period an upgrade replaced (its UNCANCELLATION, an extension): the period
-// began when it was first granted, so it is still the older of the two and ends nothing paid for
-// now. (RevenueCat's pages do not say it sends one; if it does, the upgrade stands.)
-const UPGRADED = `"both a PRODUCT_CHANGE and RENEWAL event will be dispatched and the customer will immediately have access to the new entitlements" (${DOC.flows})`;
-const sameEntitlement = (tx: string, product: string) => bought('APP_STORE', tx, '7000', product, ['pro']);
-const replacedPeriodFlows: Flow<Role>[] = [
+// Stripe changes a subscription's product at once, and its RENEWAL of the new product "may show the
+// same purchased_at_ms as the original subscription (ie. t0)" (event flows): a change back to a
+// product held earlier grants it again, though its period is "older" than the row's. (A later
+// UNCANCELLATION or extension of a product an upgrade replaced, which RevenueCat's pages do not say
+// it sends, is not told apart from it: it too begins now.)
+const T0 = `"The RENEWAL event may show the same purchased_at_ms as the original subscription (ie. t0), because that is how Stripe represents the status of the subscription after the product change" (${DOC.flows})`;
+const second = (n: number) => n / 86_400;
+const stripe = (invoice: string, product: string, entitlements: string[]) => bought('STRIPE', invoice, 'sub_1SWITCH', product, entitlements);
+const stripeSwitchFlows: Flow<Role>[] = [
   {
-    name: 'basic cancelled, upgraded to premium, then an UNCANCELLATION of basic\'s period: premium grants to its end',
-    doc: UPGRADED,
+    name: 'Stripe basic, then premium, then basic again (immediate changes, RENEWALs at t0), each its own entitlement: basic grants after the change back',
+    doc: T0,
     items: (u) => [
-      purchase(u.alice, 0, 0, 30, sameEntitlement('7000', BASIC)),
-      cancellation(u.alice, 'UNSUBSCRIBE', 5, 0, 30, sameEntitlement('7000', BASIC)),
-      event('product-change', u.alice, 10, 0, 30, { ...sameEntitlement('7000', BASIC), new_product_id: PREMIUM }),
-      renewal(u.alice, 10, 10, 40, sameEntitlement('7001', PREMIUM)),
-      event('uncancellation', u.alice, 10 + 1 / 86_400, 0, 30, sameEntitlement('7000', BASIC)),
+      purchase(u.alice, 0, 0, 30, stripe('in_1', BASIC, ['basic'])),
+      event('product-change', u.alice, 10, 0, 30, { ...stripe('in_1', BASIC, ['basic']), new_product_id: undefined }),
+      renewal(u.alice, 10 + second(1), 0, 30, stripe('in_2', PREMIUM, ['premium'])),
+      event('product-change', u.alice, 15, 0, 30, { ...stripe('in_2', PREMIUM, ['premium']), new_product_id: undefined }),
+      renewal(u.alice, 15 + second(1), 0, 30, stripe('in_3', BASIC, ['basic'])),
     ],
-    expected: [{ now: 35, state: { alice: { pro: { active: true, productId: PREMIUM, expiresAt: isoDay(40) } } } }],
+    expected: [{ now: 16, state: { alice: { basic: { active: true }, premium: noAccess } } }],
   },
   {
-    name: 'upgraded to premium, then basic\'s period extended (SUBSCRIPTION_EXTENDED to day 35): premium grants to its end',
-    doc: UPGRADED,
+    name: 'Stripe basic, then premium, then basic again, one entitlement: it shows basic, renewing',
+    doc: T0,
     items: (u) => [
-      purchase(u.alice, 0, 0, 30, sameEntitlement('7000', BASIC)),
-      renewal(u.alice, 10, 10, 40, sameEntitlement('7001', PREMIUM)),
-      event('subscription-extended', u.alice, 12, 0, 35, sameEntitlement('7000', BASIC)),
+      purchase(u.alice, 0, 0, 30, stripe('in_1', BASIC, ['pro'])),
+      renewal(u.alice, 10 + second(1), 0, 30, stripe('in_2', PREMIUM, ['pro'])),
+      renewal(u.alice, 15 + second(1), 0, 30, stripe('in_3', BASIC, ['pro'])),
     ],
-    expected: [{ now: 36, state: { alice: { pro: { active: true, productId: PREMIUM, expiresAt: isoDay(40) } } } }],
+    expected: [{ now: 16, state: { alice: { pro: { active: true, productId: BASIC, willRenew: true } } } }],
+  },
+  {
+    name: 'Stripe basic renewed at 30, premium at 40 (t0), basic again at 45 (t0): basic grants',
+    doc: T0,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripe('in_1', BASIC, ['basic'])),
+      renewal(u.alice, 30 + second(1), 30, 60, stripe('in_2', BASIC, ['basic'])),
+      renewal(u.alice, 40 + second(1), 0, 60, stripe('in_3', PREMIUM, ['premium'])),
+      renewal(u.alice, 45 + second(1), 0, 60, stripe('in_4', BASIC, ['basic'])),
+    ],
+    expected: [{ now: 46, state: { alice: { basic: { active: true }, premium: noAccess } } }],
+  },
+  {
+    name: 'Stripe basic refunded at 5 (the subscription kept), premium at 10 (t0), basic again at 15 (t0): basic grants (a charge is not a grant of the refunded period)',
+    doc: T0,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripe('in_1', BASIC, ['basic'])),
+      refund(u.alice, 5, 0, 5, stripe('in_1', BASIC, ['basic'])),
+      renewal(u.alice, 10 + second(1), 0, 30, stripe('in_2', PREMIUM, ['premium'])),
+      renewal(u.alice, 15 + second(1), 0, 30, stripe('in_3', BASIC, ['basic'])),
+    ],
+    expected: [{ now: 16, state: { alice: { basic: { active: true }, premium: noAccess } } }],
   },
 ];
 
-describeFlows('a later grant of the period an upgrade replaced', replacedPeriodFlows, newUsers, orders);
+describeFlows('Stripe changing back to a product held earlier', stripeSwitchFlows, newUsers, orders);

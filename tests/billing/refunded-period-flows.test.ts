@@ -33,6 +33,22 @@ const flows: Flow<Role>[] = [
     expected: [{ now: 13, state: { alice: { pro: { active: false, status: 'refunded', expiresAt: isoDay(10) } } } }],
   },
   {
+    name: 'refund, then an UNCANCELLATION naming an entitlement the product was mapped to since: it grants neither',
+    doc: REFUNDED,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      refund(u.alice, 10, 0, 10),
+      event('uncancellation', u.alice, 12, 0, 30, { entitlement_ids: ['pro', 'extra'] }),
+    ],
+    expected: [{ now: 13, state: { alice: { pro: { active: false }, extra: null } } }],
+  },
+  {
+    name: 'refund, then the period extended (SUBSCRIPTION_EXTENDED): still refunded',
+    doc: REFUNDED,
+    items: (u) => [purchase(u.alice, 0, 0, 30), refund(u.alice, 10, 0, 10), event('subscription-extended', u.alice, 12, 0, 35)],
+    expected: [{ now: 13, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
+  },
+  {
     name: 'refund, then an UNCANCELLATION: the next period\'s RENEWAL grants again',
     doc: REFUNDED,
     items: (u) => [

@@ -309,6 +309,29 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     }
   });
 
+  // (One engine, as above.)
+  it.runIf(kind === DATABASE_KINDS[0])('after a write past a run\'s 10 s of starting attempts, while its attempt hangs, sends that write\'s event in the same run', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const [stuck, later] = [await testUser(), await testUser()];
+      receiver.setBehaviour((_req, body) => (body.includes(stuck.userId) ? 'hang' : 'ok'));
+      await linkWallet(stuck, evmWallet());
+      const first = moveOutboxAfterWrite(); // its attempt hangs until its 15 s timeout
+      await receiver.waitFor((received) => ofUser(received, stuck.userId).length === 1, 20_000);
+      // Past the 10 s in which the run starts attempts (the time itself is the condition here).
+      await new Promise((resolve) => setTimeout(resolve, 10_500));
+      await linkWallet(later, evmWallet());
+      void moveOutboxAfterWrite(); // joins the run under way, whose stuck attempt still hangs
+      await receiver.waitFor((received) => ofUser(received, later.userId).length === 1, 4_000);
+      await receiver.close(); // the stuck attempt fails now, to be sent again later
+      await first;
+    } finally {
+      restore();
+    }
+  });
+
   it('keeps a slow endpoint from holding up another: each has its own queue', async () => {
     const [fastSecret, slowSecret] = [secret(), secret()];
     const [fast, slow] = [await startWebhookReceiver({ secrets: fastSecret }), await startWebhookReceiver({ secrets: slowSecret, behaviour: () => 'hang' })];

@@ -188,6 +188,13 @@ describe('checkReceiverAddresses', () => {
     expect(endpointSettings(config)).toEqual({ refused: expect.stringContaining('hooks.example resolves to 10.0.0.7') });
     expect(JSON.stringify(endpointSettings(config))).not.toContain('t0k');
 
+    // A look-up that fails (DNS down for a moment) says nothing new: still refused.
+    const failing = () => Promise.reject(Object.assign(new Error('getaddrinfo EAI_AGAIN hooks.example'), { code: 'EAI_AGAIN' }));
+    await checkReceiverAddresses(config, failing);
+    expect(() => getEventEndpoints(config)).toThrow(ConfigError);
+    // The same settings read again (another copy of the configuration, as another bundle of the module has): still refused.
+    expect(() => getEventEndpoints(loadConfig({ ...DEPLOYED_ENV, EVENTS_WEBHOOK_URL: 'https://hooks.example/h?token=t0k', EVENTS_WEBHOOK_SECRET: config.eventEndpointSettings.EVENTS_WEBHOOK_SECRET }))).toThrow(ConfigError);
+
     answer = ['93.184.216.34'];
     await checkReceiverAddresses(config, lookup);
     expect(getEventEndpoints(config)).toHaveLength(1);
