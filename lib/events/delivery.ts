@@ -211,9 +211,10 @@ export const LAPSE_SCAN_EVERY_MS = 30_000;
  */
 export const AFTER_WRITE_BUDGET_MS = 10_000;
 /**
- * What the work after a response may take (its lapse scan, its runs and the runs they repeat for
- * writes made meanwhile): it ends within the 30 s a function may run (vercel.json), which began with
- * its request. What is left goes with the next write's run, the schedule or the cron.
+ * The time from a request's start by which the work after its response ends (its lapse scan, its
+ * runs and the runs they repeat for writes made meanwhile): within the 30 s a function may run
+ * (vercel.json), which began with the request. What is left goes with the next write's run, the
+ * schedule or the cron.
  */
 const AFTER_WRITE_RUN_LIMIT_MS = 25_000;
 
@@ -246,9 +247,10 @@ function lapseScanDue(): boolean {
  * beside them, at most every LAPSE_SCAN_EVERY_MS. Never throws: what it could not send is due for
  * the next run (the cron's at the latest).
  */
-export function moveOutboxAfterWrite({ usersNoted = true }: { usersNoted?: boolean } = {}): Promise<void> {
-  // Everything this write starts (the lapse scan, the runs and what they repeat) ends by then.
-  const endBy = performance.now() + AFTER_WRITE_RUN_LIMIT_MS;
+export function moveOutboxAfterWrite({ usersNoted = true, startedAt }: { usersNoted?: boolean; startedAt?: number } = {}): Promise<void> {
+  // Everything this write starts (the lapse scan, the runs and what they repeat) ends by then,
+  // counted from its request's start (`startedAt`, performance.now(); without one, from now).
+  const endBy = (startedAt ?? performance.now()) + AFTER_WRITE_RUN_LIMIT_MS;
   const endpoints = usersNoted ? safeEndpoints() : [];
   const runs = endpoints.map((endpoint) => moveEndpointAfterWrite(endpoints, endpoint, endBy));
   if (lapseScanDue()) {

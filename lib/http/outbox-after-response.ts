@@ -1,5 +1,6 @@
 import { moveOutboxAfterWrite, outboxWorkAfterWrite } from '../events/delivery.ts';
 import { afterResponse } from './after-response.ts';
+import { requestStartedAt } from './request-clock.ts';
 
 /**
  * After a request that wrote: send the events it caused and tell lapses that came due, once the
@@ -10,5 +11,6 @@ import { afterResponse } from './after-response.ts';
  */
 export function moveOutboxAfterResponse({ usersNoted = true }: { usersNoted?: boolean } = {}): void {
   if (!outboxWorkAfterWrite(usersNoted)) return;
-  afterResponse(() => moveOutboxAfterWrite({ usersNoted }), { detachedOutsideNext: false });
+  const startedAt = requestStartedAt(); // its work ends within the time counted from the request's start
+  afterResponse(() => moveOutboxAfterWrite({ usersNoted, startedAt }), { detachedOutsideNext: false });
 }

@@ -1,3 +1,4 @@
+import { withRequestStart } from './request-clock.ts';
 import { ConfigError, getConfig } from '../config.ts';
 import { countDbCalls, DbError, pendingMigrationsIn, schemaBehindMessage, type DbRequestStats } from '../db/index.ts';
 import { DomainError } from '../errors.ts';
@@ -100,7 +101,7 @@ function wrap(handler: RouteHandler, options: RouteOptions): NextHandler {
           child = undefined;
         },
       };
-      response = await countDbCalls(db, async () => handler(request, context));
+      response = await withRequestStart(started, () => countDbCalls(db, async () => handler(request, context)));
     } catch (error) {
       response = problemResponse(toApiError(error, requestLog()), requestId);
     }

@@ -332,6 +332,23 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     }
   });
 
+  it('after a write whose request began 21 s ago (a long sweep), starts no attempt: less than 5 s is left of the 25 s after its start', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const user = await testUser();
+      await linkWallet(user, evmWallet());
+      await moveOutboxAfterWrite({ startedAt: performance.now() - 21_000 });
+      const [waiting] = await db.sql<{ attempts: number; state: string }>('select attempts, state from public.outbound_deliveries where user_id = $1', [user.userId]);
+      expect(waiting).toEqual({ attempts: 0, state: 'pending' });
+      await moveOutboxAfterWrite({ startedAt: performance.now() }); // the next write's
+      expect(ofUser(receiver.received, user.userId).map((r) => r.behaviour)).toEqual(['ok']);
+    } finally {
+      restore();
+    }
+  });
+
   it('keeps a slow endpoint from holding up another: each has its own queue', async () => {
     const [fastSecret, slowSecret] = [secret(), secret()];
     const [fast, slow] = [await startWebhookReceiver({ secrets: fastSecret }), await startWebhookReceiver({ secrets: slowSecret, behaviour: () => 'hang' })];
