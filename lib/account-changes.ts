@@ -1,6 +1,7 @@
 import { getConfig } from './config.ts';
 import { DomainError } from './errors.ts';
 import { log } from './log.ts';
+import { processWide } from './process-wide.ts';
 
 /**
  * "User X's account changed", told inside this process: the code paths that change an account
@@ -27,20 +28,13 @@ export interface AccountChange {
 
 export type AccountChangeListener = (change: AccountChange) => void;
 
-// One registry per process, kept on globalThis: Next bundles each route and page separately, and a
+// One registry per process (processWide): Next bundles each route and page separately, and a
 // module-level Map could exist once per bundle, so a webhook's route would publish where no stream listens.
-const REGISTRY = Symbol.for('account-link-service.account-changes');
-type Registry = Map<string, Set<AccountChangeListener>>;
-
-function registry(): Registry {
-  const holder = globalThis as { [REGISTRY]?: Registry };
-  holder[REGISTRY] ??= new Map();
-  return holder[REGISTRY];
-}
+const registry = processWide('account-changes', () => new Map<string, Set<AccountChangeListener>>());
 
 /** Tell every listener of these users (duplicates and nulls skipped) that `what` changed. Never throws. */
 export function publishAccountChange(userIds: Iterable<string | null | undefined>, what: AccountChangeKind, now: Date = new Date()): void {
-  const listeners = registry();
+  const listeners = registry;
   if (listeners.size === 0) return;
   const change: AccountChange = { what, at: now.toISOString() };
   for (const userId of new Set(userIds)) {
@@ -59,7 +53,7 @@ export function publishAccountChange(userIds: Iterable<string | null | undefined
 /** Listen to one user's changes; the returned function stops listening. */
 export function subscribeAccountChanges(userId: string, listener: AccountChangeListener): () => void {
   const key = userId.toLowerCase();
-  const listeners = registry();
+  const listeners = registry;
   const own = listeners.get(key) ?? new Set();
   own.add(listener);
   listeners.set(key, own);
@@ -92,9 +86,9 @@ export function requireAccountStreamSlot(userId: string): void {
 
 /** How many listeners this process holds (all users): for tests and the stream's own bound. */
 export function accountChangeListenerCount(userId?: string): number {
-  if (userId) return registry().get(userId.toLowerCase())?.size ?? 0;
+  if (userId) return registry.get(userId.toLowerCase())?.size ?? 0;
   let count = 0;
-  for (const own of registry().values()) count += own.size;
+  for (const own of registry.values()) count += own.size;
   return count;
 }
 

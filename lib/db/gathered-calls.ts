@@ -1,6 +1,7 @@
 import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { callDb, callDbOn, countDbCall, countDbCalls, currentDbRequestStats, getDatabase, pauseBeforeConflictRetry, RETRYABLE_SQL_STATES, type DbRequestStats } from './index.ts';
+import { processWide } from '../process-wide.ts';
 
 /**
  * A SQL function whose calls may travel together, and the procedure that runs several of them: it
@@ -68,9 +69,7 @@ interface CallQueue {
 // Per adapter (a database replaced or reopened starts with an empty queue), then per procedure. On
 // globalThis, like the port's state (lib/db/index.ts): one set per process, whichever route bundle
 // loaded this module.
-const QUEUES_KEY = Symbol.for('account-link-service.db-gathered-calls');
-const queues: WeakMap<DatabaseAdapter, Map<string, CallQueue>> =
-  ((globalThis as Record<symbol, WeakMap<DatabaseAdapter, Map<string, CallQueue>>>)[QUEUES_KEY] ??= new WeakMap());
+const queues = processWide('db-gathered-calls', () => new WeakMap<DatabaseAdapter, Map<string, CallQueue>>());
 
 function queueFor(db: DatabaseAdapter, procedure: string): CallQueue {
   let byProcedure = queues.get(db);

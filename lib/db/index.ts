@@ -5,6 +5,7 @@ import type { DatabaseAdapter } from './adapter.ts';
 import { DbError, toDbError } from './errors.ts';
 import { pendingMigrations, readMigrationFiles, type MigrationFile } from './migrate.ts';
 import { announceServedPort } from './served-port.ts';
+import { processWide } from '../process-wide.ts';
 
 export { DbError } from './errors.ts';
 export type { DbErrorKind } from './errors.ts';
@@ -100,8 +101,7 @@ interface PortState {
 
 // On globalThis so every route bundle in the process shares one connection (Next can load a module
 // once per route), and so dev-mode reloads do not open a second PGlite on the same folder.
-const STATE_KEY = Symbol.for('account-link-service.db');
-const state: PortState = ((globalThis as Record<symbol, PortState>)[STATE_KEY] ??= { calls: 0 });
+const state = processWide<PortState>('db', () => ({ calls: 0 }));
 
 export function getDatabase(): Promise<DatabaseAdapter> {
   if (state.opening) {

@@ -4,6 +4,7 @@ import { decodeWebhookSecret } from '#client/webhooks';
 import { ConfigError, getConfig, type Config } from '../config.ts';
 import { isIpLiteral, nonPublicRange, resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
 import { EVENT_TYPES } from './schemas.ts';
+import { processWide } from '../process-wide.ts';
 
 /**
  * Where events are sent: the receivers the operator configured, in one of two forms.
@@ -202,12 +203,10 @@ export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[]
 }
 
 // Settings refused by the last look-up of their receivers' hosts (checkReceiverAddresses), by the
-// settings themselves: getEventEndpoints refuses them as it refuses a literal private address. On
-// globalThis, since Next bundles this module more than once (instrumentation, which looks up at
-// startup and runs the schedule, and each route, which sends and answers the cron): each copy
-// reads the same refusals.
-const REFUSED = Symbol.for('account-link-service.receivers-refused-by-address');
-const refusedByAddress: Map<string, string> = ((globalThis as { [REFUSED]?: Map<string, string> })[REFUSED] ??= new Map());
+// settings themselves: getEventEndpoints refuses them as it refuses a literal private address. One
+// per process (processWide): instrumentation looks up at startup and runs the schedule, each route
+// sends and answers the cron, and each bundle of this module reads the same refusals.
+const refusedByAddress = processWide('receivers-refused-by-address', () => new Map<string, string>());
 const REFUSED_KEY = (config: Config) => JSON.stringify([config.local, config.eventEndpointSettings]);
 
 /**
