@@ -127,6 +127,12 @@ class Doorbell {
   }
 }
 
+/** When a run starts attempts until (performance.now()), and when every attempt it starts ends by. */
+interface AttemptWindow {
+  startBy: number;
+  endBy: number;
+}
+
 /**
  * One endpoint's due deliveries: up to DELIVERY_BATCH attempts in flight, each settled as it ends
  * (with the others that end in the same turn of the event loop, in one call), and the queue claimed
@@ -135,7 +141,7 @@ class Doorbell {
  * others claimed with it, nor the events written while it hangs. Attempts start until
  * `window.startBy` (and while at least LEAST_ATTEMPT_MS is left), and all end by `window.endBy`.
  */
-async function deliverToEndpoint(endpoint: EventEndpoint, window: { startBy: number; endBy: number }, timeoutMs: number, doorbell?: Doorbell) {
+async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, doorbell?: Doorbell) {
   // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
   const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
@@ -220,10 +226,10 @@ const AFTER_WRITE_RUN_LIMIT_MS = 25_000;
 
 // The after-write run of each endpoint in this process, whether a write asked for one more, and
 // until when it starts attempts (each write that joins it moves that on, within the run's limit).
-const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell; window: { startBy: number; endBy: number } }>();
+const endpointRuns = new Map<string, { running: Promise<void>; again: boolean; doorbell: Doorbell; window: AttemptWindow }>();
 
 /** A run after a write starts attempts until AFTER_WRITE_BUDGET_MS after the last write that asked it, within its limit. */
-function startAttemptsFor(window: { startBy: number; endBy: number }): void {
+function startAttemptsFor(window: AttemptWindow): void {
   window.startBy = Math.max(window.startBy, Math.min(performance.now() + AFTER_WRITE_BUDGET_MS, window.endBy));
 }
 let lapseRun: Promise<void> | undefined;
