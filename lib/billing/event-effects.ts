@@ -23,16 +23,17 @@ import type { BillingEvent } from './webhook-body.ts';
  * |                                                       |   renewal: the billing issue stands (grace end, not renewing) until a    |
  * |                                                       |   payment recovers it                                                    |
  * | RENEWAL                                               | grant, renewal as it was (on again after a lapse or a billing issue, and |
- * |                                                       |   past a cancelled period's end: charged again), but an App Store trial  |
- * |                                                       |   cancelled in its last 24 hours stays cancelled_active                  |
+ * |                                                       |   past a cancelled period's end: charged again), but an App Store        |
+ * |                                                       |   subscription cancelled in its period's last 24 hours stays             |
+ * |                                                       |   cancelled_active                                                       |
  * | SUBSCRIPTION_EXTENDED                                 | grant, renewal as it was (on again after a lapse or a billing issue)     |
  * | REFUND_REVERSED                                       | grant, renewal as it was (a lifetime: never renewing, active)            |
  * | NON_RENEWING_PURCHASE                                 | grant, never renewing (null expiry = lifetime)                           |
  * | TEMPORARY_ENTITLEMENT_GRANT                           | temporary until its expiry, unless its own source's real row grants when |
  * |                                                       |   it begins (beside another source's it stands); grants without an       |
  * |                                                       |   environment (not among its guaranteed fields)                          |
- * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active (an App Store trial's   |
- * |                                                       |   in its last 24 hours: also the period that converted it)               |
+ * | CANCELLATION (UNSUBSCRIBE, PRICE_INCREASE, ...)       | flag: will not renew, active -> cancelled_active (an App Store one in    |
+ * |                                                       |   the period's last 24 hours: also the next period, charged anyway)      |
  * | CANCELLATION BILLING_ERROR                            | flag: will not renew, billing_issue unless in grace                      |
  * | CANCELLATION whose expiration is not after it         | also ends the row's current period there (the same transaction), sooner |
  * |                                                       |   than stored: Stripe gave up retrying, a promotional grant revoked      |
@@ -47,7 +48,8 @@ import type { BillingEvent } from './webhook-body.ts';
  * | EXPIRATION                                            | revoke: expired (paused when the reason is SUBSCRIPTION_PAUSED;          |
  * |                                                       |   refunded, renewal kept, when it is CUSTOMER_SUPPORT: a refund)         |
  * | TRANSFER                                              | move: the rows of transferred_from (of the event's environment, and      |
- * |                                                       |   store when named) -> the first non-anonymous transferred_to            |
+ * |                                                       |   store when named) -> the first non-anonymous transferred_to; the       |
+ * |                                                       |   other transferred_to ids are that customer's: merged into it           |
  * | TEST, INVOICE_ISSUANCE, SUBSCRIBER_ALIAS, unknown ... | recorded, no change (the ids it names still merge, see Identity)         |
  *
  * Every event is ordered at its event_timestamp_ms; one stamped more than MAX_EVENT_AHEAD_MS past its
@@ -117,8 +119,8 @@ export interface EntitlementEffect {
   /**
    * A RENEWAL: a charge for a period past the stored one's end, which a cancelled subscription gets
    * only when renewal was turned on again (Stripe never sends UNCANCELLATION; Apple's can be lost),
-   * so renewal is on again; except on an App Store trial that changed in its last 24 hours (Apple's
-   * trial cancelled less than 24 hours before it converts: charged once, still cancelled).
+   * so renewal is on again; except on an App Store row that changed in its period's last 24 hours
+   * (cancelled less than 24 hours before the period ends: Apple charges the next once, still cancelled).
    */
   resumesRenewal?: boolean;
   /**
@@ -127,11 +129,12 @@ export interface EntitlementEffect {
    */
   reinstates?: boolean;
   /**
-   * A CANCELLATION of an App Store trial less than 24 hours before it converts: Apple charges the
-   * first period anyway ("a CANCELLATION event followed by a RENEWAL event"), and the cancellation
-   * holds for that period too, even where it is folded after the RENEWAL (one instant: grants first).
+   * A CANCELLATION of an App Store subscription less than 24 hours before its period ends: Apple
+   * charges the next period anyway ("a CANCELLATION event followed by a RENEWAL event"), and the
+   * cancellation holds for that period too, even where it is folded after the RENEWAL (one instant:
+   * grants first). (Plans stored before this named it `cancelsTrialLate`, for trials only.)
    */
-  cancelsTrialLate?: boolean;
+  cancelsWithinChargeWindow?: boolean;
   /**
    * A Stripe RENEWAL at price 0: RevenueCat goes on sending these for an open invoice ("mark the
    * subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events
@@ -173,6 +176,12 @@ export interface BillingEventPlan {
   /** The ids whose rows move to the owner (the owner itself, when among them, stays): named ids (merge) or transferred_from. */
   movedIds: string[];
   move: 'merge' | 'transfer' | null;
+  /**
+   * A TRANSFER's other transferred_to ids: "App User ID(s) that are receiving the transactions",
+   * the receiving customer's other ids (its anonymous id beside the signed-in one, as RevenueCat's
+   * sample has it). They are that customer: their rows and ids merge into the owner, as a merge's.
+   */
+  joinedIds?: string[];
   period: PeriodFacts;
   effects: EntitlementEffect[];
   /** Why the event changes nothing (null when it has effects or moves). */
@@ -327,7 +336,11 @@ export function describeEventEffects(event: BillingEvent, now: Date, options: De
     const target = to.find((id) => !isAnonymousId(id)) ?? to[0] ?? null;
     const movedIds = from.filter((id) => id !== target);
     if (!target || movedIds.length === 0) return { ...ignored('nothing_to_transfer'), ownerCandidates: target ? [target] : [] };
-    return { ...plan, subjectId: target, linkedIds: unique([target, ...movedIds]), ownerCandidates: [target], movedIds, move: 'transfer', syncReason: 'transfer' };
+    const joinedIds = to.filter((id) => id !== target && !from.includes(id));
+    return {
+      ...plan, subjectId: target, linkedIds: unique([target, ...movedIds, ...joinedIds]), ownerCandidates: [target], movedIds,
+      ...(joinedIds.length > 0 ? { joinedIds } : {}), move: 'transfer', syncReason: 'transfer',
+    };
   }
 
   const identity = identityOf(event);
@@ -424,7 +437,7 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       const ended = period.expiresAt !== null && Date.parse(period.expiresAt) <= Date.parse(eventAt);
       const cancel: Effect = { ...flag, expiry: ended ? 'period' : 'extend', renewal: 'off' };
       if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
-      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'], ...(cancelsTrialLate(period, eventAt) ? { cancelsTrialLate: true } : {}) };
+      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'], ...(cancelsWithinChargeWindow(period, eventAt) ? { cancelsWithinChargeWindow: true } : {}) };
     }
     case 'BILLING_ISSUE': {
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own
@@ -469,19 +482,23 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
   return null;
 }
 
-/** Apple's stores: a trial cancelled less than 24 hours before it converts is still charged once. */
+/** Apple's stores: a subscription cancelled less than 24 hours before its period ends is still charged for the next. */
 const APPLE_STORES = new Set(['APP_STORE', 'MAC_APP_STORE']);
-export const APPLE_TRIAL_CANCEL_WINDOW_MS = 24 * 3_600_000;
+export const APPLE_CHARGE_WINDOW_MS = 24 * 3_600_000;
 
 /**
- * Whether a cancellation is of an App Store trial less than 24 hours before it converts ("Apple
- * requires customers to cancel within 24 hours of the trial's expiration. If a user cancels less
- * than 24 hours before the trial expires, you may unexpectedly receive a CANCELLATION event followed
- * by a RENEWAL event": https://www.revenuecat.com/docs/integrations/webhooks/event-flows).
+ * Whether a cancellation is of an App Store subscription less than 24 hours before its period ends.
+ * Apple charges the renewal in that window ("Subscription automatically renews unless it is canceled
+ * at least 24 hours before the end of the current period. Your account will be charged for renewal
+ * within 24 hours prior to the end of the current period": the App Store's auto-renewal terms, which
+ * RevenueCat's Managing subscriptions page restates as "The Apple subscription terms require users to
+ * cancel subscriptions at least 24 hours before the next renewal"), so "you may unexpectedly receive a
+ * CANCELLATION event followed by a RENEWAL event" (https://www.revenuecat.com/docs/integrations/webhooks/event-flows,
+ * of a trial, the same rule for every period).
  */
-function cancelsTrialLate(period: PeriodFacts, eventAt: string): boolean {
-  return APPLE_STORES.has(period.store?.toUpperCase() ?? '') && period.periodType?.toUpperCase() === 'TRIAL' && period.expiresAt !== null
-    && Date.parse(period.expiresAt) - Date.parse(eventAt) < APPLE_TRIAL_CANCEL_WINDOW_MS;
+function cancelsWithinChargeWindow(period: PeriodFacts, eventAt: string): boolean {
+  return APPLE_STORES.has(period.store?.toUpperCase() ?? '') && period.expiresAt !== null
+    && Date.parse(period.expiresAt) - Date.parse(eventAt) < APPLE_CHARGE_WINDOW_MS;
 }
 
 /**

@@ -486,8 +486,10 @@ function describeEffects(entry: ExplainEntry, step: ExplainStep | undefined): st
   if (plan.type === 'SYNC') return describeSnapshotSeen(plan);
   if (plan.move === 'transfer') {
     const moved = whatMoved(entry, step);
-    return moved.from.length > 0 ? `moved the purchases of ${moved.from.join(', ')} to ${moved.to}`
-      : `a transfer that found no purchases of ${moved.named.join(', ') || 'anyone'} to move to ${moved.to}`;
+    // (The receiving customer's other ids, its anonymous one: merged into it, as an alias.)
+    const joined = plan.joinedIds?.length ? `; ids ${plan.joinedIds.join(', ')} joined to ${moved.to}` : '';
+    return (moved.from.length > 0 ? `moved the purchases of ${moved.from.join(', ')} to ${moved.to}`
+      : `a transfer that found no purchases of ${moved.named.join(', ') || 'anyone'} to move to ${moved.to}`) + joined;
   }
   const actions = [...new Set(plan.effects.map((effect: EntitlementEffect) => ACTION_WORDS[effect.action]))];
   const entitlements = [...new Set(plan.effects.map((effect) => effect.entitlementId ?? 'every entitlement of the product'))];

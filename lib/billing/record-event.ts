@@ -72,7 +72,7 @@ export async function recordBillingEvent(body: BillingWebhookBody, options: Reco
     result = await record();
   }
   // Committed: the owner's open pages (and those of ids a transfer took it from) read it again.
-  if (!result.duplicate && result.outcome === 'applied') publishAccountChange([result.ownerId, ...plan.movedIds], 'entitlements', options.now);
+  if (!result.duplicate && result.outcome === 'applied') publishAccountChange([result.ownerId, ...plan.movedIds, ...(plan.joinedIds ?? [])], 'entitlements', options.now);
   return {
     duplicate: result.duplicate, outcome: result.outcome, ownerId: result.ownerId ?? null, syncIds: result.syncIds ?? [],
     usersNoted: result.duplicate || result.usersNoted === true, plan,

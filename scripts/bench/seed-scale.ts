@@ -17,7 +17,7 @@
 // Wallets: links (EVM and Solana, a few smart-contract ones) and the last day's challenges.
 // Leagues: leagues of 12 members (some of them users of the app) and the last 7 days' deliveries.
 import pg from 'pg';
-import { APPLE_TRIAL_CANCEL_WINDOW_MS, describeEventEffects } from '../../lib/billing/event-effects.ts';
+import { APPLE_CHARGE_WINDOW_MS, describeEventEffects } from '../../lib/billing/event-effects.ts';
 import type { BillingEvent } from '../../lib/billing/webhook-body.ts';
 import { clientSession } from '../../lib/db/postgres.ts';
 import { runMigrations } from '../../lib/db/migrate.ts';
@@ -300,9 +300,9 @@ function billingEventsSql(part: number): string {
       when 'RENEWAL' then jsonb_build_object('entitlementId', ${id}, 'action', 'grant', 'status', 'active', 'statusFrom', null, 'renewal', 'continue', 'expiry', 'max', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', false, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null, 'resumesRenewal', true)
       when 'NON_RENEWING_PURCHASE' then jsonb_build_object('entitlementId', ${id}, 'action', 'grant', 'status', 'active', 'statusFrom', null, 'renewal', 'off', 'expiry', 'max', 'expiresAt', null, 'createsRow', false, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
       when 'CANCELLATION' then jsonb_build_object('entitlementId', ${id}, 'action', 'flag', 'status', 'cancelled_active', 'statusFrom', jsonb_build_array('active'), 'renewal', 'off', 'expiry', 'extend', 'expiresAt', ${iso('e.expires_ms')}, 'createsRow', true, 'graceExpiresAt', null, 'pendingProductId', null, 'autoResumeAt', null)
-        -- (An Apple trial cancelled in its last 24 hours: cancelsTrialLate in event-effects.ts.)
-        || case when s.store in ('APP_STORE', 'MAC_APP_STORE') and e.period_type = 'TRIAL' and e.expires_ms - e.event_ms < ${APPLE_TRIAL_CANCEL_WINDOW_MS}
-                then '{"cancelsTrialLate": true}'::jsonb else '{}'::jsonb end
+        -- (An App Store subscription cancelled in its last 24 hours: cancelsWithinChargeWindow in event-effects.ts.)
+        || case when s.store in ('APP_STORE', 'MAC_APP_STORE') and e.expires_ms - e.event_ms < ${APPLE_CHARGE_WINDOW_MS}
+                then '{"cancelsWithinChargeWindow": true}'::jsonb else '{}'::jsonb end
       when 'BILLING_ISSUE' then jsonb_build_object('entitlementId', ${id}, 'action', 'flag', 'status', case when e.grace_ms is null then 'billing_issue' else 'grace' end,
         -- (With a grace period it also ends a pause in effect.)
         'statusFrom', case when e.grace_ms is null then jsonb_build_array('active', 'cancelled_active', 'billing_issue', 'grace')

@@ -302,6 +302,8 @@ declare
   v_move text := p_plan->>'move';
   v_owner text;
   v_moved text[];
+  v_joined text[] := '{}';
+  v_merged text[];
   v_moved_id text;
   v_src public.entitlements%rowtype;
   v_row public.entitlements%rowtype;
@@ -354,14 +356,24 @@ begin
   v_moved := v_moved || array(select distinct s.customer_id from public.billing_subscribers s
                               where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
                                 and not s.customer_id = any (v_moved));
-  if v_move in ('merge', 'transfer') and cardinality(v_moved) > 0 then
+  -- A TRANSFER's other receiving ids (joinedIds: the receiving customer's anonymous id beside the
+  -- signed-in one) are the owner's customer: their rows and ids merge into it, as a merge's do.
+  if v_move = 'transfer' then
+    v_joined := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'joinedIds', '[]'::jsonb))
+                      where value <> v_owner and not value = any (v_moved));
+    v_joined := v_joined || array(select distinct s.customer_id from public.billing_subscribers s
+                                  where s.app_user_id = any (v_joined) and s.customer_id is not null and s.customer_id <> v_owner
+                                    and not s.customer_id = any (v_moved || v_joined));
+  end if;
+  v_merged := case when v_move = 'merge' then v_moved else v_joined end;
+  if v_move in ('merge', 'transfer') and cardinality(v_moved || v_joined) > 0 then
     -- One id at a time, in the order one statement over them all would take (see the note above
     -- public.billing_lock_group).
-    foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved) as m order by 1) loop
+    foreach v_moved_id in array array(select distinct m collate "C" from unnest(v_moved || v_joined) as m order by 1) loop
       for v_src in
         select * from public.entitlements
         where app_user_id = v_moved_id and status <> 'transferred'
-          and (v_move = 'merge' or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
+          and (v_moved_id = any (v_merged) or (upper(coalesce(environment, 'PRODUCTION')) = v_env_key and (v_store is null or store = v_store)))
         order by entitlement_id collate "C", source_key
         for update
       loop
@@ -384,7 +396,7 @@ begin
             v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
           );
         end if;
-        if v_move = 'transfer' then
+        if not v_moved_id = any (v_merged) then
           update public.entitlements
           set status = 'transferred', will_renew = false, grace_expires_at = null, origin = 'webhook', last_event_id = p_event_id,
               last_event_at = greatest(last_event_at, p_event_at), updated_at = now()
@@ -401,9 +413,9 @@ begin
   -- stands for the owner from now on: a real id reads the owner's rows, and an anonymous one is
   -- where a later event naming it finds them (a TRANSFER from the $RCAnonymousID the customer
   -- started with moves the customer's purchases).
-  if v_move = 'merge' and cardinality(v_moved) > 0 then
+  if cardinality(v_merged) > 0 then
     update public.billing_subscribers set customer_id = v_owner
-    where (app_user_id = any (v_moved) or customer_id = any (v_moved)) and app_user_id <> v_owner
+    where (app_user_id = any (v_merged) or customer_id = any (v_merged)) and app_user_id <> v_owner
       and customer_id is distinct from v_owner;
     update public.billing_subscribers set customer_id = null where app_user_id = v_owner and customer_id is not null;
   end if;
@@ -680,9 +692,11 @@ begin
         coalesce(v_period_expires, 'infinity') >= coalesce(v_row.expires_at, 'infinity')
         or coalesce(v_purchased >= v_row.period_purchased_at, false)
         or coalesce(v_period->>'transactionId' = v_row.transaction_id, false)
-        -- Apple's trial cancelled less than 24 hours before it converts: it holds for the period
-        -- that converted the trial (began as the trial ended), folded before it or after.
-        or coalesce((v_effect->>'cancelsTrialLate')::boolean and v_row.period_purchased_at >= v_period_expires - interval '1 minute'
+        -- An App Store subscription cancelled less than 24 hours before its period ends: it holds
+        -- for the next period (began as this one ended), which Apple charged anyway, folded before
+        -- it or after. (Plans stored before named it cancelsTrialLate, for trials only.)
+        or coalesce(coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate')::boolean
+                    and v_row.period_purchased_at >= v_period_expires - interval '1 minute'
                     and v_row.period_purchased_at <= v_period_expires + interval '1 day', false)
       ) then
         v_stale := v_stale + 1;
@@ -1616,16 +1630,21 @@ begin
   -- unless the period it continues had lapsed or was failing to charge (a billing error turned
   -- renewal off; the payment that recovers it turns it back on), or it is a RENEWAL past the stored
   -- period's end (resumesRenewal): a cancelled subscription charged again was turned back on
-  -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except Apple's trial cancelled less
-  -- than 24 hours before it converts, which is charged once and stays cancelled: an App Store
-  -- trial whose row last changed (its cancellation) within 24 hours of its end.
+  -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except an App Store subscription
+  -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
+  -- anyway ("Your account will be charged for renewal within 24 hours prior to the end of the
+  -- current period") and which stays cancelled: one whose row last changed (its cancellation)
+  -- within 24 hours of its end, and, but for a trial, an hour or more after the period began (not
+  -- the grant that began it: a period of a day or less, such as a sandbox's, renewed after the
+  -- window's charge, is turned back on by its next charge).
   v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
                          or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at
                                      and not (upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
-                                              and upper(coalesce(p_row.period_type, '')) = 'TRIAL'
-                                              and p_row.last_event_at > p_row.expires_at - interval '24 hours'), false)
+                                              and p_row.last_event_at > p_row.expires_at - interval '24 hours'
+                                              and (upper(coalesce(p_row.period_type, '')) = 'TRIAL'
+                                                   or coalesce(p_row.last_event_at >= p_row.period_purchased_at + interval '1 hour', true))), false)
                        else p_row.will_renew end;
   v_status := case when v_action = 'temporary_grant' then 'temporary'
                    when v_keeps_issue then p_row.status

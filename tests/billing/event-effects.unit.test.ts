@@ -98,10 +98,10 @@ const cases: { name: string; event: BillingEvent; effects?: Partial<EntitlementE
   // Google Play names the new product only for a DEFERRED change: without it, replaced at once.
   { name: 'Play PRODUCT_CHANGE without new_product_id: cancelled, replaced by the next Play subscription', event: event('PRODUCT_CHANGE', { store: 'PLAY_STORE' }),
     effects: [{ ...flag, status: 'cancelled_active', statusFrom: ['active'], renewal: 'off', pendingProductId: '*', createsRow: false }] },
-  { name: 'TRANSFER: rows move to the first non-anonymous destination',
+  { name: 'TRANSFER: rows move to the first non-anonymous destination; the other destinations are its ids (joined)',
     event: { id: 't1', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user', '$RCAnonymousID:a'], transferred_to: ['$RCAnonymousID:b', 'new-user', 'other'] },
-    effects: [], plan: { ownerCandidates: ['new-user'], subjectId: 'new-user', linkedIds: ['new-user', 'old-user', '$RCAnonymousID:a'], movedIds: ['old-user', '$RCAnonymousID:a'],
-      move: 'transfer', appUserId: null, ignoredReason: null, rank: 1 } },
+    effects: [], plan: { ownerCandidates: ['new-user'], subjectId: 'new-user', linkedIds: ['new-user', 'old-user', '$RCAnonymousID:a', '$RCAnonymousID:b', 'other'],
+      movedIds: ['old-user', '$RCAnonymousID:a'], joinedIds: ['$RCAnonymousID:b', 'other'], move: 'transfer', appUserId: null, ignoredReason: null, rank: 1 } },
   { name: 'TRANSFER to anonymous ids only: the first of them',
     event: { id: 't2', type: 'TRANSFER', event_timestamp_ms: AT, transferred_from: ['old-user'], transferred_to: ['$RCAnonymousID:b'] },
     plan: { ownerCandidates: ['$RCAnonymousID:b'], movedIds: ['old-user'], move: 'transfer' } },

@@ -413,18 +413,19 @@ describe('the plans behind the flows', () => {
     expect(describeEventEffects(billingEvent('subscriber-alias', u.alice, { at: 1 }, naming(u)).event, NOW, deployed)).toMatchObject({ move: 'merge', ignoredReason: null });
   });
 
-  it('marks a RENEWAL (not an extension) as turning renewal back on, and an App Store trial cancelled in its last 24 hours', () => {
+  it('marks a RENEWAL (not an extension) as turning renewal back on, and an App Store subscription cancelled in the last 24 hours of its period', () => {
     const u = newUsers();
     expect(describeEventEffects(renewal(u.alice, 30, 30, 60).event, NOW).effects[0]).toMatchObject({ renewal: 'continue', resumesRenewal: true });
     expect(describeEventEffects(event('subscription-extended', u.alice, 30, 0, 60).event, NOW).effects[0]).not.toHaveProperty('resumesRenewal');
     expect(describeEventEffects(renewal(u.alice, 30, 30, 60, { period_type: 'PREPAID' }).event, NOW).effects[0]).toMatchObject({ renewal: 'off' });
-    expect(describeEventEffects(trialCancellation(u.alice, 6.5, 7).event, NOW).effects[0]).toMatchObject({ cancelsTrialLate: true });
-    expect(describeEventEffects(trialCancellation(u.alice, 7, 7).event, NOW).effects[0]).toMatchObject({ cancelsTrialLate: true });
-    expect(describeEventEffects(trialCancellation(u.alice, 5, 7).event, NOW).effects[0]).not.toHaveProperty('cancelsTrialLate');
-    // Only Apple's stores, only a trial.
+    expect(describeEventEffects(trialCancellation(u.alice, 6.5, 7).event, NOW).effects[0]).toMatchObject({ cancelsWithinChargeWindow: true });
+    expect(describeEventEffects(trialCancellation(u.alice, 7, 7).event, NOW).effects[0]).toMatchObject({ cancelsWithinChargeWindow: true });
+    expect(describeEventEffects(trialCancellation(u.alice, 5, 7).event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
+    // Only Apple's stores, any period (Apple charges every renewal within the last 24 hours).
     const playTrial = cancellation(u.alice, 'UNSUBSCRIBE', 6.5, 0, 7, { store: 'PLAY_STORE', period_type: 'TRIAL' });
-    expect(describeEventEffects(playTrial.event, NOW).effects[0]).not.toHaveProperty('cancelsTrialLate');
-    expect(describeEventEffects(cancellation(u.alice, 'UNSUBSCRIBE', 29.5, 0, 30).event, NOW).effects[0]).not.toHaveProperty('cancelsTrialLate');
+    expect(describeEventEffects(playTrial.event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
+    expect(describeEventEffects(cancellation(u.alice, 'UNSUBSCRIBE', 29.5, 0, 30).event, NOW).effects[0]).toMatchObject({ cancelsWithinChargeWindow: true });
+    expect(describeEventEffects(cancellation(u.alice, 'UNSUBSCRIBE', 28.5, 0, 30).event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
   });
 
   it('orders a stamp beyond the skew allowance at the receive time, and the same when computed again from the stored time', () => {
