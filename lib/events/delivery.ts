@@ -14,8 +14,14 @@ import { retryDelayMs, shouldDeadLetter } from './retry.ts';
  * at once share the work: a delivery is leased to one attempt at a time.
  */
 
-/** Deliveries claimed per call: each the head of a different user's queue, sent at once. */
-export const DELIVERY_BATCH = 20;
+/**
+ * How many attempts one endpoint has under way at once (each the head of a different user's queue),
+ * and how many of them may be retries. An attempt that hangs takes its place until its timeout: the
+ * retries of users whose events hang never take more than half, and a claim takes first attempts
+ * before retries, so the other users' new events go out while they hang.
+ */
+export const IN_FLIGHT_LIMITS = { attempts: 100, retries: 50 };
+export type InFlightLimits = typeof IN_FLIGHT_LIMITS;
 /** Users whose lapse is told per database call. */
 const LAPSE_BATCH = 200;
 
@@ -36,6 +42,8 @@ export interface OutboundRunOptions {
   timeoutMs?: number;
   /** Look for lapses too (default true). */
   lapses?: boolean;
+  /** Attempts under way at once per endpoint (default IN_FLIGHT_LIMITS). */
+  inFlight?: InFlightLimits;
 }
 
 /**
@@ -53,7 +61,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   const endpoints = options.endpoints ?? getEventEndpoints();
   await registerEndpoints(endpoints, { evenIfUnchanged: true });
   const window = { startBy: deadline, endBy: deadline };
-  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, window, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
+  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, window, options.timeoutMs ?? DELIVERY_TIMEOUT_MS, options.inFlight)));
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
@@ -134,19 +142,20 @@ interface AttemptWindow {
 }
 
 /**
- * One endpoint's due deliveries: up to DELIVERY_BATCH attempts in flight, each settled as it ends
+ * One endpoint's due deliveries: up to IN_FLIGHT_LIMITS attempts in flight, each settled as it ends
  * (with the others that end in the same turn of the event loop, in one call), and the queue claimed
  * again as soon as any ends, or a write rings `doorbell`. So a user's next event goes out as soon as
  * their last one is settled, and an attempt that hangs holds back only its own user's queue: not the
  * others claimed with it, nor the events written while it hangs. Attempts start until
  * `window.startBy` (and while at least LEAST_ATTEMPT_MS is left), and all end by `window.endBy`.
  */
-async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, doorbell?: Doorbell) {
+async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, limits: InFlightLimits = IN_FLIGHT_LIMITS, doorbell?: Doorbell) {
   // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
   const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 30;
   const inFlight = new Set<Promise<void>>();
+  let retriesInFlight = 0;
   const ended: DeliveryOutcome[] = [];
   let failure: { error: unknown } | undefined;
   const settleEnded = async () => {
@@ -166,11 +175,17 @@ async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow,
       await settleEnded();
       const now = performance.now();
       const open = failure === undefined && now < window.startBy && window.endBy - now >= least;
-      const claimed = open && inFlight.size < DELIVERY_BATCH ? await claimDeliveries(endpoint.id, DELIVERY_BATCH - inFlight.size, leaseSeconds) : [];
+      const claimed = open && inFlight.size < limits.attempts
+        ? await claimDeliveries(endpoint.id, { limit: limits.attempts - inFlight.size, retries: Math.max(0, limits.retries - retriesInFlight) }, leaseSeconds) : [];
       for (const delivery of claimed) {
+        const retry = delivery.attempts > 1; // (counted with this one)
+        if (retry) retriesInFlight++;
         const running: Promise<void> = attempt(endpoint, delivery, Math.max(1, Math.min(timeoutMs, Math.floor(window.endBy - performance.now()))))
           .then((outcome) => void ended.push(outcome), (error: unknown) => void (failure ??= { error }))
-          .finally(() => inFlight.delete(running));
+          .finally(() => {
+            inFlight.delete(running);
+            if (retry) retriesInFlight--;
+          });
         inFlight.add(running);
       }
       if (inFlight.size === 0) {
@@ -294,7 +309,7 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
         run.again = false;
         await registerEndpoints(endpoints);
         startAttemptsFor(run.window);
-        await deliverToEndpoint(endpoint, run.window, DELIVERY_TIMEOUT_MS, run.doorbell);
+        await deliverToEndpoint(endpoint, run.window, DELIVERY_TIMEOUT_MS, IN_FLIGHT_LIMITS, run.doorbell);
       } while (run.again && endBy - performance.now() >= LEAST_ATTEMPT_MS);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');

@@ -116,6 +116,8 @@ function endpoint(where: string, value: string, secrets: string[], types: string
     throw new ConfigError(`${where}: the URL must be https:// (plain http:// only in local mode): events carry users' entitlements and wallets.`);
   }
   if (url.username || url.password) throw new ConfigError(`${where}: the URL carries a user name or password; put credentials of the receiver in its path or query, or rely on the signature.`);
+  // (Port 0 parses, and no connection can be made to it: every attempt would fail for three days.)
+  if (url.port === '0') throw new ConfigError(`${where}: port 0 is no port a receiver can listen on; give the receiver's port, or none for the scheme's own.`);
   if (!local && isIpLiteral(url.hostname)) {
     const range = nonPublicRange(url.hostname);
     if (range) throw new ConfigError(`${where}: ${url.hostname} is a ${range} address, not on the public internet: events go to public receivers only outside local mode.`);

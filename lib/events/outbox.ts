@@ -84,8 +84,12 @@ export async function addEndpoints(endpoints: Array<{ id: string; types: string[
   await db.call('outbound_add_endpoints', { p_endpoints: endpoints });
 }
 
-export function claimDeliveries(endpointId: string, limit: number, leaseSeconds: number): Promise<ClaimedDelivery[]> {
-  return callDb('outbound_claim', { p_endpoint_id: endpointId, p_limit: limit, p_lease_seconds: leaseSeconds });
+/**
+ * Lease up to `limit` users' due heads to an attempt: first attempts first, then at most `retries`
+ * retries (the oldest due first).
+ */
+export function claimDeliveries(endpointId: string, counts: { limit: number; retries: number }, leaseSeconds: number): Promise<ClaimedDelivery[]> {
+  return callDb('outbound_claim', { p_endpoint_id: endpointId, p_limit: counts.limit, p_lease_seconds: leaseSeconds, p_retry_limit: counts.retries });
 }
 
 export function settleDeliveries(endpointId: string, outcomes: DeliveryOutcome[]): Promise<number> {

@@ -588,11 +588,11 @@ revoke all on function public.outbound_note_last_deliveries(uuid[]) from public,
 grant execute on function public.outbound_note_last_deliveries(uuid[]) to service_role;
 
 -- ...and `customer.deleted`, once. Then what the outbox keeps about the user goes: their earlier
--- events that wait for no delivery, and their counter. A retired endpoint gets no customer.deleted
--- (no new deliveries), so what it still waits for of the user goes now: back, it would receive the
--- erased user's data without the erasure. The events an active endpoint still waits for go out
--- before the customer.deleted, then go with it (outbound_maintain); no replay sends them again
--- (outbound_replay). The customer.deleted itself stays until every endpoint has it (none
+-- events that wait for no delivery, and their counter. An endpoint that gets no customer.deleted (a
+-- retired one: no new deliveries; one whose types leave it out) loses what it still waits for of
+-- the user now: sent later, it would give the erased user's data to a receiver never told of the
+-- erasure. The events an endpoint that takes it still waits for go out before the customer.deleted,
+-- then go with it (outbound_maintain); no replay sends them again (outbound_replay). The customer.deleted itself stays until every endpoint has it (none
 -- configured: it goes at once), then retention removes it.
 create or replace function public.outbound_tell_erasure(p_user_id text)
 returns void
@@ -613,7 +613,8 @@ begin
     insert into public.outbound_erased_users (id_hash) values (v_hash);
   end if;
   delete from public.outbound_deliveries d using public.outbound_endpoints p
-  where d.user_id = p_user_id and d.state = 'pending' and p.id = d.endpoint_id and p.retired_at is not null;
+  where d.user_id = p_user_id and d.state = 'pending' and p.id = d.endpoint_id
+    and (p.retired_at is not null or not public.outbound_endpoint_wants(p.types, 'customer.deleted'));
   v_gone := array(select e.id from public.outbound_events e
                    where e.user_id = p_user_id
                      and not exists (select 1 from public.outbound_deliveries d where d.event_id = e.id and d.state = 'pending')
@@ -732,6 +733,10 @@ grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
 
 -- Claim up to p_limit deliveries due at one endpoint, each the head of its user's queue there (no
 -- earlier pending event of that user), leased for p_lease_seconds. Returns them with their events.
+-- First attempts first, then retries (at most p_retry_limit of them; null: up to p_limit), each the
+-- oldest due first: the retries of users whose events hang at the receiver, each holding its place
+-- until its timeout, never keep the other users' new events waiting behind them (docs/events.md).
+-- (The user's head is a first attempt or a retry, never both: the two lists never share a user.)
 -- Written so that no plan reads the endpoint's whole queue for each row, whatever the table's
 -- statistics say (before Postgres first analyzes it they say it is small, and as a `not exists` and
 -- an update joined to its choice, both were planned as such a scan: 45 ms a claim after 14,000
@@ -741,23 +746,29 @@ grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
 --   - the rows are chosen and locked first, then updated where they are, by their ctid (a row this
 --     transaction has locked keeps it; by `event_id = any(...)` Postgres 15 read every delivery of
 --     the endpoint once a claim).
-create or replace function public.outbound_claim(p_endpoint_id text, p_limit integer, p_lease_seconds integer)
+create or replace function public.outbound_claim(p_endpoint_id text, p_limit integer, p_lease_seconds integer, p_retry_limit integer default null)
 returns jsonb
 language plpgsql
 volatile
 security definer
 set search_path = ''
+-- (Each statement planned once per connection: the retries' one, run beside first attempts, was
+-- otherwise planned again for every call's values.)
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_due tid[];
+  v_retries tid[];
+  v_retry_limit integer;
   v_claimed jsonb;
 begin
-  if p_limit is null or p_limit < 1 or p_limit > 1000 or p_lease_seconds is null or p_lease_seconds < 1 or p_lease_seconds > 3600 then
-    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600.';
+  if p_limit is null or p_limit < 1 or p_limit > 1000 or p_lease_seconds is null or p_lease_seconds < 1 or p_lease_seconds > 3600
+     or p_retry_limit < 0 then
+    raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600, p_retry_limit 0 or more.';
   end if;
   v_due := array(
     select d.ctid from public.outbound_deliveries d
-    where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now()
+    where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and d.attempts = 0
       and (d.leased_until is null or d.leased_until <= now())
       and d.sequence = (
         select head.sequence from public.outbound_deliveries head
@@ -766,6 +777,21 @@ begin
     order by d.next_attempt_at, d.sequence
     limit p_limit
     for update skip locked);
+  v_retry_limit := least(p_limit - cardinality(v_due), coalesce(p_retry_limit, p_limit));
+  if v_retry_limit > 0 then
+    v_retries := array(
+      select d.ctid from public.outbound_deliveries d
+      where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and d.attempts > 0
+        and (d.leased_until is null or d.leased_until <= now())
+        and d.sequence = (
+          select head.sequence from public.outbound_deliveries head
+          where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
+          order by head.sequence limit 1)
+      order by d.next_attempt_at, d.sequence
+      limit v_retry_limit
+      for update skip locked);
+    v_due := v_due || v_retries;
+  end if;
   with claimed as (
     update public.outbound_deliveries d
     set leased_until = now() + make_interval(secs => p_lease_seconds), attempts = d.attempts + 1,
@@ -781,8 +807,8 @@ begin
   return v_claimed;
 end;
 $$;
-revoke all on function public.outbound_claim(text,integer,integer) from public, anon, authenticated;
-grant execute on function public.outbound_claim(text,integer,integer) to service_role;
+revoke all on function public.outbound_claim(text,integer,integer,integer) from public, anon, authenticated;
+grant execute on function public.outbound_claim(text,integer,integer,integer) to service_role;
 
 -- Settle attempts: [{event_id, outcome: delivered | retry | dead, retry_at?, error?}]. A delivery
 -- someone else settled meanwhile (a replay, an operator) is left as it is. Returns how many settled.

@@ -9,7 +9,7 @@ import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
 import { startFakeRevenueCat, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import { startWebhookReceiver, type ReceivedEvent, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
-import { forgetRegisteredEndpoints, LEAST_ATTEMPT_MS, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
+import { forgetRegisteredEndpoints, IN_FLIGHT_LIMITS, LEAST_ATTEMPT_MS, moveOutboxAfterWrite, moveOutboxOnSchedule, runOutboundEvents } from '../../lib/events/delivery.ts';
 import { DELIVERY_TIMEOUT_MS } from '../../lib/events/attempt.ts';
 import { parseEventEndpoints, type EventEndpoint } from '../../lib/events/endpoints.ts';
 import { EVENT_SCHEMAS } from '../../lib/events/schemas.ts';
@@ -402,6 +402,36 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
       await receiver.waitFor((received) => ofUser(received, other.userId).length === 1, 10_000);
       expect(ofUser(receiver.received, stuck.userId).map((r) => r.behaviour)).toEqual(['hang']);
       await receiver.close(); // the stuck attempt fails now, to be sent again later
+      await first;
+    } finally {
+      restore();
+    }
+  });
+
+  it('after a write, sends another user\'s new event while more users\' retries hang than half the attempts an endpoint has under way', async () => {
+    const restore = setEnv({ EVENTS_WEBHOOK_ENDPOINTS: JSON.stringify([{ url: receiver.url, secret: signingSecret }]) });
+    try {
+      forgetRegisteredEndpoints();
+      await moveOutboxAfterWrite(); // registers it
+      const stuck = await Promise.all(Array.from({ length: IN_FLIGHT_LIMITS.retries + 10 }, () => testUser()));
+      const stuckIds = stuck.map((user) => user.userId);
+      const isStuck = (body: string) => stuckIds.some((id) => body.includes(id));
+      for (const user of stuck) await linkWallet(user, evmWallet());
+      // Their first attempts fail; their retries, once due, hang (each until its 15 s timeout).
+      receiver.setBehaviour((_req, body) => (isStuck(body) ? 'fail500' : 'ok'));
+      await runOutboundEvents({ budgetMs: 20_000, endpoints, timeoutMs: 5_000 });
+      await retriesDue();
+      receiver.setBehaviour((_req, body) => (isStuck(body) ? 'hang' : 'ok'));
+      const hanging = () => receiver.received.filter((r) => r.behaviour === 'hang').length;
+      const first = moveOutboxAfterWrite();
+      await receiver.waitFor(() => hanging() === IN_FLIGHT_LIMITS.retries, 20_000);
+      const other = await testUser();
+      await linkWallet(other, evmWallet());
+      void moveOutboxAfterWrite(); // the write's own run: it joins the one under way
+      // Well within the hanging retries' timeout: the other half of the attempts is the new events'.
+      await receiver.waitFor((received) => ofUser(received, other.userId).length === 1, 10_000);
+      expect(hanging()).toBe(IN_FLIGHT_LIMITS.retries); // the other ten retries wait their turn
+      await receiver.close(); // the hanging attempts fail now, to be sent again later
       await first;
     } finally {
       restore();

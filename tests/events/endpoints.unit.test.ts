@@ -61,6 +61,7 @@ describe('parseEventEndpoints, the simple form', () => {
     { name: 'localhost outside local mode', settings: { EVENTS_WEBHOOK_URL: 'https://localhost:8443/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /localhost is this machine/ },
     { name: 'localhost. (the absolute name) outside local mode', settings: { EVENTS_WEBHOOK_URL: 'https://api.localhost./x', EVENTS_WEBHOOK_SECRET: secret() }, says: /api\.localhost\. is this machine/ },
     { name: 'a URL with a password', settings: { EVENTS_WEBHOOK_URL: 'https://u:p@a.example/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /user name or password/ },
+    { name: 'a URL of port 0', settings: { EVENTS_WEBHOOK_URL: 'https://a.example:0/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /port 0 is no port/ },
     { name: 'not a URL', settings: { EVENTS_WEBHOOK_URL: 'a.example/hooks', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: not a URL/ },
     { name: 'a host and port without a scheme', settings: { EVENTS_WEBHOOK_URL: 'localhost:3001/hook', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: the URL does not start with https:\/\/ \(it reads as one of the scheme `localhost:`\)\.$/ },
     { name: 'a host and port without a scheme, in local mode', settings: { EVENTS_WEBHOOK_URL: 'localhost:3001/hook', EVENTS_WEBHOOK_SECRET: secret() }, says: /the scheme `localhost:`\); in local mode http:\/\/ works too\.$/, mode: LOCAL },
