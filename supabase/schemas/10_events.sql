@@ -752,46 +752,36 @@ language plpgsql
 volatile
 security definer
 set search_path = ''
--- (Each statement planned once per connection: the retries' one, run beside first attempts, was
--- otherwise planned again for every call's values.)
+-- (Each statement planned once per connection: the choice of retries, run beside first attempts,
+-- was otherwise planned again for every call's values.)
 set plan_cache_mode = force_generic_plan
 as $$
 declare
-  v_due tid[];
-  v_retries tid[];
-  v_retry_limit integer;
+  v_due tid[] := '{}';
+  v_retrying boolean;
+  v_take integer;
   v_claimed jsonb;
 begin
   if p_limit is null or p_limit < 1 or p_limit > 1000 or p_lease_seconds is null or p_lease_seconds < 1 or p_lease_seconds > 3600
      or p_retry_limit < 0 then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600, p_retry_limit 0 or more.';
   end if;
-  v_due := array(
-    select d.ctid from public.outbound_deliveries d
-    where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and d.attempts = 0
-      and (d.leased_until is null or d.leased_until <= now())
-      and d.sequence = (
-        select head.sequence from public.outbound_deliveries head
-        where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
-        order by head.sequence limit 1)
-    order by d.next_attempt_at, d.sequence
-    limit p_limit
-    for update skip locked);
-  v_retry_limit := least(p_limit - cardinality(v_due), coalesce(p_retry_limit, p_limit));
-  if v_retry_limit > 0 then
-    v_retries := array(
+  -- First attempts, then retries: the same choice, one kind at a time.
+  foreach v_retrying in array array[false, true] loop
+    v_take := case when v_retrying then least(p_limit - cardinality(v_due), coalesce(p_retry_limit, p_limit)) else p_limit end;
+    continue when v_take <= 0;
+    v_due := v_due || array(
       select d.ctid from public.outbound_deliveries d
-      where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and d.attempts > 0
+      where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and (d.attempts > 0) = v_retrying
         and (d.leased_until is null or d.leased_until <= now())
         and d.sequence = (
           select head.sequence from public.outbound_deliveries head
           where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
           order by head.sequence limit 1)
       order by d.next_attempt_at, d.sequence
-      limit v_retry_limit
+      limit v_take
       for update skip locked);
-    v_due := v_due || v_retries;
-  end if;
+  end loop;
   with claimed as (
     update public.outbound_deliveries d
     set leased_until = now() + make_interval(secs => p_lease_seconds), attempts = d.attempts + 1,
