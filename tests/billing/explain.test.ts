@@ -47,7 +47,8 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     const renewed = renewal(alice, 30, 30, 60);
     const refunded = refund(alice, 40, 30, 40, apple(String(renewed.event.transaction_id)));
     const yearly = purchase(bob, 41, 41, 406, { ...apple('9000', '9000', YEARLY) });
-    const moved = transfer([bob], [alice], 45);
+    // (Naming the receiver's anonymous id beside it, as RevenueCat's sample TRANSFER does.)
+    const moved = transfer([bob], [anon, alice], 45);
     Object.assign(ids, { first: first.event.id, renewed: renewed.event.id, refunded: refunded.event.id, yearly: yearly.event.id, moved: moved.event.id });
     // The refund of the renewal arrives before the renewal itself.
     for (const body of [first, refunded, renewed, yearly, moved]) expect((await deliver(body)).status).toBe(200);
@@ -107,7 +108,7 @@ describe.each(DATABASE_KINDS)('explaining a subscriber on %s', (kind) => {
     expect(entry(ids.refunded).title).toContain('CANCELLATION CUSTOMER_SUPPORT');
     expect(entry(ids.refunded).title).toContain('a refund');
     expect(entry(ids.refunded).changes[0]!.after).toMatchObject({ status: 'refunded', expiresAt: new Date(day(40)).toISOString(), willRenew: true });
-    expect(entry(ids.moved).did).toBe(`moved the purchases of ${bob} to ${alice}: changed 2 row(s).`);
+    expect(entry(ids.moved).did).toBe(`moved the purchases of ${bob} to ${alice}; ids ${anon} joined to ${alice}: changed 2 row(s).`);
     expect(explanation.history.at(-1)!.did).toBe(`RevenueCat showed ${YEARLY} active (pro); ${MONTHLY} refunded: changed 1 row(s), confirmed 1 as it was.`);
     expect(entry(ids.moved).changes.map((change) => change.words)).toEqual(expect.arrayContaining([
       expect.stringMatching(new RegExp(`^pro \\(${escape(YEARLY)}\\) of ${alice}: new row: active until`)),
