@@ -437,7 +437,10 @@ function effectFor(event: BillingEvent, type: string, eventAt: string, period: P
       const ended = period.expiresAt !== null && Date.parse(period.expiresAt) <= Date.parse(eventAt);
       const cancel: Effect = { ...flag, expiry: ended ? 'period' : 'extend', renewal: 'off' };
       if (reason === 'BILLING_ERROR') return { ...cancel, status: 'billing_issue', statusFrom: STILL_GRANTING };
-      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'], ...(cancelsWithinChargeWindow(period, eventAt) ? { cancelsWithinChargeWindow: true } : {}) };
+      // (A price increase the customer did not accept is not charged: "their subscription expires at
+      // the end of their current billing cycle", RevenueCat's Price changes page.)
+      const charged = reason !== 'PRICE_INCREASE' && cancelsWithinChargeWindow(period, eventAt);
+      return { ...cancel, status: 'cancelled_active', statusFrom: ['active'], ...(charged ? { cancelsWithinChargeWindow: true } : {}) };
     }
     case 'BILLING_ISSUE': {
       // A subscription failing to charge does not renew until a payment recovers it (RevenueCat's own

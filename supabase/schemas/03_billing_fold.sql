@@ -357,13 +357,15 @@ begin
                               where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
                                 and not s.customer_id = any (v_moved));
   -- A TRANSFER's other receiving ids (joinedIds: the receiving customer's anonymous id beside the
-  -- signed-in one) are the owner's customer: their rows and ids merge into it, as a merge's do.
+  -- signed-in one) are the owner's customer: their rows and ids merge into it, as a merge's do. Only
+  -- ids that stand alone here: one merged into another customer, or that another id was merged
+  -- into, shares rows with an id the event does not name (another user's), which stay where they are.
   if v_move = 'transfer' then
-    v_joined := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'joinedIds', '[]'::jsonb))
-                      where value <> v_owner and not value = any (v_moved));
-    v_joined := v_joined || array(select distinct s.customer_id from public.billing_subscribers s
-                                  where s.app_user_id = any (v_joined) and s.customer_id is not null and s.customer_id <> v_owner
-                                    and not s.customer_id = any (v_moved || v_joined));
+    v_joined := array(select distinct j.id from jsonb_array_elements_text(coalesce(p_plan->'joinedIds', '[]'::jsonb)) as j(id)
+                      where j.id <> v_owner and not j.id = any (v_moved)
+                        and not exists (select 1 from public.billing_subscribers s
+                                        where (s.app_user_id = j.id and s.customer_id is distinct from v_owner and s.customer_id is not null)
+                                           or (s.customer_id = j.id and s.app_user_id <> v_owner)));
   end if;
   v_merged := case when v_move = 'merge' then v_moved else v_joined end;
   if v_move in ('merge', 'transfer') and cardinality(v_moved || v_joined) > 0 then
@@ -1563,6 +1565,31 @@ $$;
 revoke all on function public.billing_recount_tails() from public, anon, authenticated;
 grant execute on function public.billing_recount_tails() to service_role;
 
+-- Whether the row's last change was a cancellation Apple charges the next period after anyway: an
+-- App Store subscription cancelled less than 24 hours before its period ends ("Your account will be
+-- charged for renewal within 24 hours prior to the end of the current period", the App Store's
+-- auto-renewal terms; the event's cancelsWithinChargeWindow, lib/billing/event-effects.ts, which a
+-- price increase the customer did not accept never is: that one is not charged). Read from the
+-- cancellation's own plan in the log: asked only by a RENEWAL that finds the row cancelled.
+create or replace function public.billing_cancelled_in_charge_window(p_row public.entitlements)
+returns boolean
+language plpgsql
+stable
+set search_path = ''
+as $$
+begin
+  return upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
+    and p_row.last_event_at > p_row.expires_at - interval '24 hours'
+    and exists (
+      select 1 from public.billing_events e
+      where e.event_id = p_row.last_event_id
+        -- (Plans stored before named it cancelsTrialLate, for trials only.)
+        and coalesce(e.plan->'effects'->0->>'cancelsWithinChargeWindow', e.plan->'effects'->0->>'cancelsTrialLate') = 'true');
+end;
+$$;
+revoke all on function public.billing_cancelled_in_charge_window(public.entitlements) from public, anon, authenticated;
+grant execute on function public.billing_cancelled_in_charge_window(public.entitlements) to service_role;
+
 -- Whether a grant leaves the row as it is (nothing is granted, and nothing else the grant would end
 -- ends):
 -- - a Stripe RENEWAL at price 0 on a row an EXPIRATION ended is an unpaid invoice, whose access
@@ -1632,19 +1659,13 @@ begin
   -- period's end (resumesRenewal): a cancelled subscription charged again was turned back on
   -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except an App Store subscription
   -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
-  -- anyway ("Your account will be charged for renewal within 24 hours prior to the end of the
-  -- current period") and which stays cancelled: one whose row last changed (its cancellation)
-  -- within 24 hours of its end, and, but for a trial, an hour or more after the period began (not
-  -- the grant that began it: a period of a day or less, such as a sandbox's, renewed after the
-  -- window's charge, is turned back on by its next charge).
+  -- anyway and which stays cancelled (public.billing_cancelled_in_charge_window): only the charge
+  -- right after that cancellation; the one after it was turned back on.
   v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
                          or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at
-                                     and not (upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
-                                              and p_row.last_event_at > p_row.expires_at - interval '24 hours'
-                                              and (upper(coalesce(p_row.period_type, '')) = 'TRIAL'
-                                                   or coalesce(p_row.last_event_at >= p_row.period_purchased_at + interval '1 hour', true))), false)
+                                     and not public.billing_cancelled_in_charge_window(p_row), false)
                        else p_row.will_renew end;
   v_status := case when v_action = 'temporary_grant' then 'temporary'
                    when v_keeps_issue then p_row.status

@@ -156,10 +156,12 @@ create table public.outbound_deliveries (
   primary key (endpoint_id, event_id)
 );
 alter table public.outbound_deliveries enable row level security;
--- A user's queue at an endpoint (its head is the lowest pending sequence), and what is due, in the
--- order a claim takes it (so that a claim reads from its start and stops, whatever the backlog).
+-- A user's queue at an endpoint (its head is the lowest pending sequence), and what is due, first
+-- attempts apart from retries, in the order a claim takes each (so that a claim reads from its start
+-- and stops, whatever the backlog of the other kind). (Whether it was attempted is read from
+-- first_attempt_at, which only the first claim sets: a retry's claim changes no indexed column.)
 create index outbound_deliveries_queue_idx on public.outbound_deliveries (endpoint_id, user_id, sequence) where state = 'pending';
-create index outbound_deliveries_due_idx on public.outbound_deliveries (endpoint_id, next_attempt_at, sequence) where state = 'pending';
+create index outbound_deliveries_due_attempted_idx on public.outbound_deliveries (endpoint_id, (first_attempt_at is not null), next_attempt_at, sequence) where state = 'pending';
 create index outbound_deliveries_event_idx on public.outbound_deliveries (event_id);
 revoke all on table public.outbound_deliveries from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_deliveries to service_role;
@@ -772,7 +774,7 @@ begin
     continue when v_take <= 0;
     v_due := v_due || array(
       select d.ctid from public.outbound_deliveries d
-      where d.endpoint_id = p_endpoint_id and d.state = 'pending' and d.next_attempt_at <= now() and (d.attempts > 0) = v_retrying
+      where d.endpoint_id = p_endpoint_id and d.state = 'pending' and (d.first_attempt_at is not null) = v_retrying and d.next_attempt_at <= now()
         and (d.leased_until is null or d.leased_until <= now())
         and d.sequence = (
           select head.sequence from public.outbound_deliveries head
@@ -886,13 +888,18 @@ as $$
                               where d.endpoint_id = p.id and d.state = 'pending'),
         -- When the next attempt is due: the soonest of the users' queue heads (an event behind its
         -- user's head waits for the head, whatever its own time says), each head found as the claim
-        -- finds it; none for a retired endpoint, which is not sent to.
-        'next_attempt_at', (select min(d.next_attempt_at) from public.outbound_deliveries d
-                            where p.retired_at is null and d.endpoint_id = p.id and d.state = 'pending'
-                              and d.sequence = (
-                                select head.sequence from public.outbound_deliveries head
-                                where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
-                                order by head.sequence limit 1)),
+        -- finds it (first attempts and retries each in the order the claim reads them); none for a
+        -- retired endpoint, which is not sent to.
+        'next_attempt_at', (select min(soonest.at) from (values (false), (true)) as kinds(attempted)
+                            cross join lateral (
+                              select d.next_attempt_at as at from public.outbound_deliveries d
+                              where p.retired_at is null and d.endpoint_id = p.id and d.state = 'pending'
+                                and (d.first_attempt_at is not null) = kinds.attempted
+                                and d.sequence = (
+                                  select head.sequence from public.outbound_deliveries head
+                                  where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'
+                                  order by head.sequence limit 1)
+                              order by d.next_attempt_at, d.sequence limit 1) soonest),
         'dead', (select count(*) from public.outbound_deliveries d where d.endpoint_id = p.id and d.state = 'dead'),
         'last_delivered_at', (select greatest(p.last_delivered_at, max(d.delivered_at)) from public.outbound_deliveries d where d.endpoint_id = p.id),
         'last_failure', (select jsonb_build_object('event_id', d.event_id, 'at', d.last_failed_at, 'error', d.last_error, 'attempts', d.last_failed_attempt)

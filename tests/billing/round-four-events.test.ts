@@ -426,6 +426,8 @@ describe('the plans behind the flows', () => {
     expect(describeEventEffects(playTrial.event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
     expect(describeEventEffects(cancellation(u.alice, 'UNSUBSCRIBE', 29.5, 0, 30).event, NOW).effects[0]).toMatchObject({ cancelsWithinChargeWindow: true });
     expect(describeEventEffects(cancellation(u.alice, 'UNSUBSCRIBE', 28.5, 0, 30).event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
+    // A price increase the customer did not accept is not charged.
+    expect(describeEventEffects(cancellation(u.alice, 'PRICE_INCREASE', 29.5, 0, 30).event, NOW).effects[0]).not.toHaveProperty('cancelsWithinChargeWindow');
   });
 
   it('orders a stamp beyond the skew allowance at the receive time, and the same when computed again from the stored time', () => {

@@ -12,7 +12,7 @@ import { describeOn, suiteDatabase } from '../support/databases.ts';
 describeOn('postgres')('claiming deliveries with many behind, before the table is analyzed, on postgres', () => {
   const db = suiteDatabase('postgres');
 
-  it('reads a few hundred index entries for 20 deliveries, with 6,000 delivered and 4,000 waiting behind them, before and after the table is analyzed', async () => {
+  it('reads a few hundred index entries for 20 deliveries, with 6,000 delivered and 4,000 waiting behind them, before and after the table is analyzed, and when all 4,000 are due retries', async () => {
     await db.sql(`insert into public.outbound_endpoints (id) values ('claim-scale')`);
     // 1,000 users, each with 6 events delivered and 4 waiting.
     await db.sql(`insert into public.outbound_events (user_id, sequence, type, data)
@@ -21,10 +21,11 @@ describeOn('postgres')('claiming deliveries with many behind, before the table i
       select 'claim-scale', id, user_id, sequence, case when sequence <= 6 then 'delivered' else 'pending' end, case when sequence <= 6 then now() end
       from public.outbound_events where user_id like 'claim-scale-%'`);
 
-    const claimOnce = () => db.connection(async (sql) => {
+    // Each time as the server claims: for the places free, at most half of them retries.
+    const claimOnce = (endpoint = 'claim-scale', places = 20) => db.connection(async (sql) => {
       await sql('begin');
       try {
-        const [{ claimed }] = (await sql(`select public.outbound_claim('claim-scale', 20, 60) as claimed`)) as [{ claimed: Array<{ user_id: string; sequence: number }> }];
+        const [{ claimed }] = (await sql(`select public.outbound_claim($1, $2, 60, $3) as claimed`, [endpoint, places, Math.ceil(places / 2)])) as [{ claimed: Array<{ user_id: string; sequence: number }> }];
         // Index entries read in this transaction, every index of the table (idx_tup_read's count, this transaction's own).
         const [{ read }] = (await sql(`select coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int as read
           from pg_index i where i.indrelid = 'public.outbound_deliveries'::regclass`)) as [{ read: number }];
@@ -42,6 +43,20 @@ describeOn('postgres')('claiming deliveries with many behind, before the table i
       expect(seen.claimed.every((d) => Number(d.sequence) === 7)).toBe(true);
       // About two index entries per delivery looked at (the due index, the head's), not the queue per delivery.
       expect(seen.read, when).toBeLessThan(500);
+    }
+
+    // After a receiver was down: every delivery waiting is a retry, all of them due. The claim for
+    // first attempts finds none without reading them; the one for retries reads from its start.
+    await db.sql(`insert into public.outbound_endpoints (id) values ('claim-scale-retries')`);
+    await db.sql(`insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, state, delivered_at, attempts, first_attempt_at, next_attempt_at)
+      select 'claim-scale-retries', event_id, user_id, sequence, state, delivered_at,
+             case when state = 'pending' then 1 else 0 end, case when state = 'pending' then now() - interval '1 hour' end, now() - interval '1 minute'
+      from public.outbound_deliveries where endpoint_id = 'claim-scale'`);
+    await db.sql('analyze public.outbound_deliveries');
+    for (const places of [1, 100]) {
+      const seen = await claimOnce('claim-scale-retries', places);
+      expect({ places, claimed: seen.claimed.length }).toEqual({ places, claimed: Math.ceil(places / 2) });
+      expect(seen.read, `${places} places`).toBeLessThan(500);
     }
   });
 });
