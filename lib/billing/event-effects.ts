@@ -119,8 +119,9 @@ export interface EntitlementEffect {
   /**
    * A RENEWAL: a charge for a period past the stored one's end, which a cancelled subscription gets
    * only when renewal was turned on again (Stripe never sends UNCANCELLATION; Apple's can be lost),
-   * so renewal is on again; except on an App Store row that changed in its period's last 24 hours
-   * (cancelled less than 24 hours before the period ends: Apple charges the next once, still cancelled).
+   * so renewal is on again; except the charge right after an App Store cancellation less than 24
+   * hours before the period's end (Apple charges the next period anyway, still cancelled:
+   * public.billing_cancelled_in_charge_window).
    */
   resumesRenewal?: boolean;
   /**
@@ -132,7 +133,8 @@ export interface EntitlementEffect {
    * A CANCELLATION of an App Store subscription less than 24 hours before its period ends: Apple
    * charges the next period anyway ("a CANCELLATION event followed by a RENEWAL event"), and the
    * cancellation holds for that period too, even where it is folded after the RENEWAL (one instant:
-   * grants first). (Plans stored before this named it `cancelsTrialLate`, for trials only.)
+   * grants first). Never a PRICE_INCREASE's: a price increase the customer declined is not charged.
+   * (Plans stored before this named it `cancelsTrialLate`, for trials only.)
    */
   cancelsWithinChargeWindow?: boolean;
   /**
@@ -179,7 +181,8 @@ export interface BillingEventPlan {
   /**
    * A TRANSFER's other transferred_to ids: "App User ID(s) that are receiving the transactions",
    * the receiving customer's other ids (its anonymous id beside the signed-in one, as RevenueCat's
-   * sample has it). They are that customer: their rows and ids merge into the owner, as a merge's.
+   * sample has it). They are that customer: their rows and ids merge into the owner, as a merge's,
+   * where they stand alone (another user's alias stays theirs: public.billing_apply_event).
    */
   joinedIds?: string[];
   period: PeriodFacts;

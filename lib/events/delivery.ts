@@ -21,7 +21,6 @@ import { retryDelayMs, shouldDeadLetter } from './retry.ts';
  * before retries, so the other users' new events go out while they hang.
  */
 export const IN_FLIGHT_LIMITS = { attempts: 100, retries: 50 };
-export type InFlightLimits = typeof IN_FLIGHT_LIMITS;
 /** Users whose lapse is told per database call. */
 const LAPSE_BATCH = 200;
 
@@ -42,8 +41,6 @@ export interface OutboundRunOptions {
   timeoutMs?: number;
   /** Look for lapses too (default true). */
   lapses?: boolean;
-  /** Attempts under way at once per endpoint (default IN_FLIGHT_LIMITS). */
-  inFlight?: InFlightLimits;
 }
 
 /**
@@ -61,7 +58,7 @@ export async function runOutboundEvents(options: OutboundRunOptions): Promise<Ou
   const endpoints = options.endpoints ?? getEventEndpoints();
   await registerEndpoints(endpoints, { evenIfUnchanged: true });
   const window = { startBy: deadline, endBy: deadline };
-  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, window, options.timeoutMs ?? DELIVERY_TIMEOUT_MS, options.inFlight)));
+  const reports = await Promise.all(endpoints.map((endpoint) => deliverToEndpoint(endpoint, window, options.timeoutMs ?? DELIVERY_TIMEOUT_MS)));
   return { lapsesTold: lapses.told, endpoints: reports.map(({ id, delivered, retried, dead }) => ({ id, delivered, retried, dead })), done: lapses.done && reports.every((r) => r.done) };
 }
 
@@ -149,7 +146,8 @@ interface AttemptWindow {
  * others claimed with it, nor the events written while it hangs. Attempts start until
  * `window.startBy` (and while at least LEAST_ATTEMPT_MS is left), and all end by `window.endBy`.
  */
-async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, limits: InFlightLimits = IN_FLIGHT_LIMITS, doorbell?: Doorbell) {
+async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, doorbell?: Doorbell) {
+  const limits = IN_FLIGHT_LIMITS;
   // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
   const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
@@ -309,7 +307,7 @@ function moveEndpointAfterWrite(endpoints: readonly EventEndpoint[], endpoint: E
         run.again = false;
         await registerEndpoints(endpoints);
         startAttemptsFor(run.window);
-        await deliverToEndpoint(endpoint, run.window, DELIVERY_TIMEOUT_MS, IN_FLIGHT_LIMITS, run.doorbell);
+        await deliverToEndpoint(endpoint, run.window, DELIVERY_TIMEOUT_MS, run.doorbell);
       } while (run.again && endBy - performance.now() >= LEAST_ATTEMPT_MS);
     } catch (error) {
       log.warn({ endpoint: endpoint.id, err: { message: (error as Error).message } }, 'moving the outbox after a write failed; the next run retries');
