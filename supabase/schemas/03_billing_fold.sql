@@ -48,7 +48,14 @@ create table public.entitlements (
       when status = 'grace' then coalesce(greatest(expires_at, grace_expires_at), 'infinity')
       else '-infinity'
     end
-  ) stored
+  ) stored,
+  -- When a cancellation in the App Store's charge window was made: an App Store subscription
+  -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
+  -- anyway, and for which the cancellation holds (the event's cancelsWithinChargeWindow,
+  -- lib/billing/event-effects.ts). Kept on the row, not looked up in the log: a sync between the
+  -- two, or the retention of the log, leaves it as it is. Cleared by that charge, the RENEWAL right
+  -- after (public.billing_grant), and whenever renewal is turned back on.
+  cancelled_in_charge_window_at timestamptz
 )
 -- Every billing event updates a row here: room on its page for the new version keeps the update
 -- HOT (no index entry to add).
@@ -357,15 +364,16 @@ begin
                               where s.app_user_id = any (v_moved) and s.customer_id is not null and s.customer_id <> v_owner
                                 and not s.customer_id = any (v_moved));
   -- A TRANSFER's other receiving ids (joinedIds: the receiving customer's anonymous id beside the
-  -- signed-in one) are the owner's customer: their rows and ids merge into it, as a merge's do. Only
-  -- ids that stand alone here: one merged into another customer, or that another id was merged
-  -- into, shares rows with an id the event does not name (another user's), which stay where they are.
+  -- signed-in one) are the owner's customer: their rows and ids merge into it, as a merge's do. Not
+  -- one merged into another customer, nor one a signed-in id was merged into: it shares rows with
+  -- a user the event does not name, which stay theirs. (Anonymous ids merged into it are the same
+  -- customer's, and come along.)
   if v_move = 'transfer' then
     v_joined := array(select distinct j.id from jsonb_array_elements_text(coalesce(p_plan->'joinedIds', '[]'::jsonb)) as j(id)
                       where j.id <> v_owner and not j.id = any (v_moved)
                         and not exists (select 1 from public.billing_subscribers s
                                         where (s.app_user_id = j.id and s.customer_id is distinct from v_owner and s.customer_id is not null)
-                                           or (s.customer_id = j.id and s.app_user_id <> v_owner)));
+                                           or (s.customer_id = j.id and s.app_user_id <> v_owner and not starts_with(s.app_user_id, '$RCAnonymousID:'))));
   end if;
   v_merged := case when v_move = 'merge' then v_moved else v_joined end;
   if v_move in ('merge', 'transfer') and cardinality(v_moved || v_joined) > 0 then
@@ -390,12 +398,13 @@ begin
           insert into public.entitlements (
             app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
             store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-            origin, synced_at, last_event_id, last_event_at
+            origin, synced_at, last_event_id, last_event_at, cancelled_in_charge_window_at
           ) values (
             v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
             v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
             v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
-            v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end)
+            v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end),
+            v_src.cancelled_in_charge_window_at
           );
         end if;
         if not v_moved_id = any (v_merged) then
@@ -746,6 +755,12 @@ begin
         period_type = case when v_new_period then coalesce(v_period->>'periodType', v_row.period_type) else v_row.period_type end,
         transaction_id = case when v_new_period then coalesce(v_period->>'transactionId', v_row.transaction_id) else v_row.transaction_id end,
         period_purchased_at = case when v_new_period then v_purchased else v_row.period_purchased_at end,
+        -- A cancellation in the App Store's charge window, of the row's own period (not one folded
+        -- after the RENEWAL it held for: that charge has been made).
+        cancelled_in_charge_window_at = case
+          when coalesce(coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate')::boolean
+                        and v_period_expires >= v_row.expires_at - interval '1 minute', false) then p_event_at
+          else v_row.cancelled_in_charge_window_at end,
         origin = 'webhook',
         last_event_id = p_event_id,
         last_event_at = greatest(v_row.last_event_at, p_event_at),
@@ -776,7 +791,7 @@ begin
     insert into public.entitlements (
       app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
       store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-      last_event_id, last_event_at
+      last_event_id, last_event_at, cancelled_in_charge_window_at
     ) values (
       v_owner, v_entitlement, v_period->>'productId', v_source_key, v_status, v_renewal is distinct from 'off',
       case when v_action in ('grant', 'temporary_grant') or v_effect->>'expiry' = 'set' then v_expires else v_period_expires end,
@@ -784,7 +799,8 @@ begin
       nullif(v_effect->>'pendingProductId', v_period->>'productId'),
       v_store, v_environment, v_period->>'periodType', v_period->>'originalTransactionId', v_period->>'transactionId', v_purchased,
       (v_effect->>'autoResumeAt')::timestamptz, case when v_action = 'grant' then p_event_at end,
-      p_event_id, p_event_at
+      p_event_id, p_event_at,
+      case when coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate') = 'true' then p_event_at end
     );
     if v_action = 'grant' and coalesce(v_expires > p_event_at, true) then v_granted := v_granted || v_entitlement; end if;
     v_applied := v_applied + 1;
@@ -1200,11 +1216,11 @@ begin
   insert into public.entitlements (
     app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
     store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
-    last_event_id, last_event_at, updated_at, granted_at, origin, synced_at
+    last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, cancelled_in_charge_window_at
   )
   select r.app_user_id, r.entitlement_id, r.product_id, r.source_key, r.status, r.will_renew, r.expires_at, r.grace_expires_at, r.pending_product_id,
          r.store, r.environment, r.period_type, r.original_transaction_id, r.transaction_id, r.period_purchased_at, r.auto_resume_at,
-         r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at
+         r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at, r.cancelled_in_charge_window_at
   from public.billing_subscribers s, jsonb_populate_recordset(null::public.entitlements, s.base_rows) r
   where s.group_id = p_group and s.base_rows is not null;
   update public.billing_subscribers set customer_id = base_customer where group_id = p_group and customer_id is distinct from base_customer;
@@ -1565,26 +1581,18 @@ $$;
 revoke all on function public.billing_recount_tails() from public, anon, authenticated;
 grant execute on function public.billing_recount_tails() to service_role;
 
--- Whether the row's last change was a cancellation Apple charges the next period after anyway: an
--- App Store subscription cancelled less than 24 hours before its period ends ("Your account will be
+-- Whether the row holds a cancellation in the App Store's charge window (its column says when),
+-- which the RENEWAL right after it does not undo: Apple charged it anyway ("Your account will be
 -- charged for renewal within 24 hours prior to the end of the current period", the App Store's
--- auto-renewal terms; the event's cancelsWithinChargeWindow, lib/billing/event-effects.ts, which a
--- price increase the customer did not accept never is: that one is not charged). Read from the
--- cancellation's own plan in the log: asked only by a RENEWAL that finds the row cancelled.
+-- auto-renewal terms).
 create or replace function public.billing_cancelled_in_charge_window(p_row public.entitlements)
 returns boolean
 language plpgsql
-stable
+immutable
 set search_path = ''
 as $$
 begin
-  return upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
-    and p_row.last_event_at > p_row.expires_at - interval '24 hours'
-    and exists (
-      select 1 from public.billing_events e
-      where e.event_id = p_row.last_event_id
-        -- (Plans stored before named it cancelsTrialLate, for trials only.)
-        and coalesce(e.plan->'effects'->0->>'cancelsWithinChargeWindow', e.plan->'effects'->0->>'cancelsTrialLate') = 'true');
+  return upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE') and p_row.cancelled_in_charge_window_at is not null;
 end;
 $$;
 revoke all on function public.billing_cancelled_in_charge_window(public.entitlements) from public, anon, authenticated;
@@ -1660,7 +1668,7 @@ begin
   -- (Stripe never sends UNCANCELLATION; Apple's can be lost). Except an App Store subscription
   -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
   -- anyway and which stays cancelled (public.billing_cancelled_in_charge_window): only the charge
-  -- right after that cancellation; the one after it was turned back on.
+  -- right after that cancellation (which clears it, below); the one after it was turned back on.
   v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
@@ -1693,6 +1701,11 @@ begin
     granted_at = case when coalesce((p_effect->>'reinstates')::boolean, false) and p_row.granted_at is not null then p_row.granted_at
                       when v_new_period or not v_continues or p_row.granted_at is null then p_event_at
                       else p_row.granted_at end,
+    -- The charge right after a cancellation in the charge window has been made (it held for it);
+    -- renewal turned back on, or access begun again, ends it too.
+    cancelled_in_charge_window_at = case
+      when v_will_renew or not v_continues or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at, false) then null
+      else p_row.cancelled_in_charge_window_at end,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(p_row.last_event_at, p_event_at),
