@@ -599,6 +599,10 @@ begin
         period_purchased_at = coalesce((v_source->>'purchasedAt')::timestamptz, period_purchased_at),
         auto_resume_at = (v_source->>'autoResumeAt')::timestamptz,
         granted_at = p_event_at,
+        -- The record shows a later period: the charge a cancellation in the charge window held for
+        -- was made (public.billing_grant clears it the same way for a RENEWAL).
+        cancelled_in_charge_window_at = case when (v_source->>'expiresAt')::timestamptz > expires_at then null
+                                             else cancelled_in_charge_window_at end,
         origin = 'sync',
         synced_at = p_event_at,
         last_event_id = p_event_id,
@@ -1584,15 +1588,22 @@ grant execute on function public.billing_recount_tails() to service_role;
 -- Whether the row holds a cancellation in the App Store's charge window (its column says when),
 -- which the RENEWAL right after it does not undo: Apple charged it anyway ("Your account will be
 -- charged for renewal within 24 hours prior to the end of the current period", the App Store's
--- auto-renewal terms).
+-- auto-renewal terms). A row written before the column was (a checkpoint's copy too) says it by
+-- its last change: that cancellation, within 24 hours of the row's end, its plan read from the log
+-- (looked up only then).
 create or replace function public.billing_cancelled_in_charge_window(p_row public.entitlements)
 returns boolean
 language plpgsql
-immutable
+stable
 set search_path = ''
 as $$
 begin
-  return upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE') and p_row.cancelled_in_charge_window_at is not null;
+  return upper(coalesce(p_row.store, '')) in ('APP_STORE', 'MAC_APP_STORE')
+    and (p_row.cancelled_in_charge_window_at is not null
+         or (p_row.last_event_at > p_row.expires_at - interval '24 hours'
+             and exists (select 1 from public.billing_events e
+                         where e.event_id = p_row.last_event_id
+                           and coalesce(e.plan->'effects'->0->>'cancelsWithinChargeWindow', e.plan->'effects'->0->>'cancelsTrialLate') = 'true')));
 end;
 $$;
 revoke all on function public.billing_cancelled_in_charge_window(public.entitlements) from public, anon, authenticated;

@@ -33,6 +33,20 @@ const flows: Flow<Role>[] = [
     expected: [{ now: 31, state: { alice: { pro: { active: true, expiresAt: isoDay(60), willRenew: false } } } }],
   },
   {
+    name: 'App Store cancelled 12 h before the end, the charge seen only through a refresh (the next period), then a later RENEWAL: renewing again',
+    doc: 'a later charge than the one Apple made anyway: renewal was turned back on (its UNCANCELLATION lost)',
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      cancellation(u.alice, 'UNSUBSCRIBE', 29.5, 0, 30),
+      snapshot('alice', 31, {
+        subscriptions: { [MONTHLY]: sub({ purchased: day(30), expires: day(60), unsubscribed: day(29.5), transactionId: '2000' }) },
+        entitlements: { pro: ent(MONTHLY, { purchased: day(30), expires: day(60) }) },
+      }),
+      renewal(u.alice, 60, 60, 90),
+    ],
+    expected: [{ now: 61, state: { alice: { pro: { active: true, expiresAt: isoDay(90), willRenew: true } } } }],
+  },
+  {
     name: 'the same without the refresh: not renewing',
     doc: 'the same terms',
     items: (u) => [purchase(u.alice, 0, 0, 30), cancellation(u.alice, 'UNSUBSCRIBE', 29.5, 0, 30), renewal(u.alice, 30, 30, 60)],
@@ -95,6 +109,23 @@ describeOn('postgres')('a cancellation in the charge window, after retention dro
     restoreEnv = setEnv({ LOCAL_DEV: '1', BILLING_SYNC_AFTER: 'none', REVENUECAT_SECRET_API_KEY: undefined });
   });
   afterAll(() => restoreEnv());
+
+  it('a checkpoint taken before the column was (its rows without it), the cancellation still in the log: a fold from it keeps the RENEWAL not renewing', async () => {
+    const { deliver } = await import('./support.ts');
+    const alice = randomUUID();
+    for (const body of [purchase(alice, 0, 0, 30), cancellation(alice, 'UNSUBSCRIBE', 29.5, 0, 30)]) expect((await deliver(body)).status).toBe(200);
+    const [{ group_id: group }] = await db.sql<{ group_id: string }>('select group_id from public.billing_subscribers where app_user_id = $1', [alice]);
+    await db.sql('select public.billing_checkpoint_before($1, $2::timestamptz)', [group, new Date(day(29.9)).toISOString()]);
+    // As before the column: none in the checkpoint's copy of the rows.
+    await db.sql(`update public.billing_subscribers set base_rows = (select jsonb_agg(r - 'cancelled_in_charge_window_at') from jsonb_array_elements(base_rows) r)
+                  where group_id = $1 and base_rows is not null and jsonb_array_length(base_rows) > 0`, [group]);
+    expect((await deliver(renewal(alice, 30, 30, 60))).status).toBe(200);
+    const willRenew = async () => (await db.sql<{ will_renew: boolean }>('select will_renew from public.entitlements where app_user_id = $1', [alice]))[0]!.will_renew;
+    expect(await willRenew()).toBe(false);
+    // A later fold of the group from its checkpoint (a late event, billing:rebuild).
+    await db.sql(`select public.billing_refold_group($1, '')`, [group]);
+    expect(await willRenew()).toBe(false);
+  });
 
   it('a checkpoint between a late cancellation and its RENEWAL, the cancellation\'s event dropped (as retention does), a refold of the group: still not renewing', async () => {
     const { deliver } = await import('./support.ts');
