@@ -52,9 +52,10 @@ create table public.entitlements (
   -- When a cancellation in the App Store's charge window was made: an App Store subscription
   -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
   -- anyway, and for which the cancellation holds (the event's cancelsWithinChargeWindow,
-  -- lib/billing/event-effects.ts). Kept on the row, not looked up in the log: a sync between the
-  -- two, or the retention of the log, leaves it as it is. Cleared by that charge, the RENEWAL right
-  -- after (public.billing_grant), and whenever renewal is turned back on.
+  -- lib/billing/event-effects.ts). Kept on the row: a sync between the two, or the retention of the
+  -- log, leaves it as it is (rows from before the column: public.billing_cancelled_in_charge_window).
+  -- Cleared by that charge (the RENEWAL right after, public.billing_grant; a sync showing the next
+  -- period), and whenever renewal is turned back on.
   cancelled_in_charge_window_at timestamptz
 )
 -- Every billing event updates a row here: room on its page for the new version keeps the update

@@ -594,8 +594,9 @@ grant execute on function public.outbound_note_last_deliveries(uuid[]) to servic
 -- retired one: no new deliveries; one whose types leave it out) loses what it still waits for of
 -- the user now: sent later, it would give the erased user's data to a receiver never told of the
 -- erasure. The events an endpoint that takes it still waits for go out before the customer.deleted,
--- then go with it (outbound_maintain); no replay sends them again (outbound_replay). The customer.deleted itself stays until every endpoint has it (none
--- configured: it goes at once), then retention removes it.
+-- then go with it (outbound_maintain); no replay sends them again (outbound_replay). The
+-- customer.deleted itself stays until every endpoint has it (none configured: it goes at once),
+-- then retention removes it.
 create or replace function public.outbound_tell_erasure(p_user_id text)
 returns void
 language plpgsql
