@@ -34,12 +34,11 @@ const registry = processWide('account-changes', () => new Map<string, Set<Accoun
 
 /** Tell every listener of these users (duplicates and nulls skipped) that `what` changed. Never throws. */
 export function publishAccountChange(userIds: Iterable<string | null | undefined>, what: AccountChangeKind, now: Date = new Date()): void {
-  const listeners = registry;
-  if (listeners.size === 0) return;
+  if (registry.size === 0) return;
   const change: AccountChange = { what, at: now.toISOString() };
   for (const userId of new Set(userIds)) {
     if (!userId) continue;
-    for (const listener of listeners.get(userId.toLowerCase()) ?? []) {
+    for (const listener of registry.get(userId.toLowerCase()) ?? []) {
       try {
         listener(change);
       } catch (error) {
@@ -53,13 +52,12 @@ export function publishAccountChange(userIds: Iterable<string | null | undefined
 /** Listen to one user's changes; the returned function stops listening. */
 export function subscribeAccountChanges(userId: string, listener: AccountChangeListener): () => void {
   const key = userId.toLowerCase();
-  const listeners = registry;
-  const own = listeners.get(key) ?? new Set();
+  const own = registry.get(key) ?? new Set();
   own.add(listener);
-  listeners.set(key, own);
+  registry.set(key, own);
   return () => {
     own.delete(listener);
-    if (own.size === 0 && listeners.get(key) === own) listeners.delete(key);
+    if (own.size === 0 && registry.get(key) === own) registry.delete(key);
   };
 }
 

@@ -147,7 +147,6 @@ interface AttemptWindow {
  * `window.startBy` (and while at least LEAST_ATTEMPT_MS is left), and all end by `window.endBy`.
  */
 async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow, timeoutMs: number, doorbell?: Doorbell) {
-  const limits = IN_FLIGHT_LIMITS;
   // The time an attempt needs left to start (a timeout shorter than LEAST_ATTEMPT_MS asks for less).
   const least = Math.min(LEAST_ATTEMPT_MS, timeoutMs);
   const report = { id: endpoint.id, delivered: 0, retried: 0, dead: 0, done: false };
@@ -173,8 +172,8 @@ async function deliverToEndpoint(endpoint: EventEndpoint, window: AttemptWindow,
       await settleEnded();
       const now = performance.now();
       const open = failure === undefined && now < window.startBy && window.endBy - now >= least;
-      const claimed = open && inFlight.size < limits.attempts
-        ? await claimDeliveries(endpoint.id, { limit: limits.attempts - inFlight.size, retries: Math.max(0, limits.retries - retriesInFlight) }, leaseSeconds) : [];
+      const claimed = open && inFlight.size < IN_FLIGHT_LIMITS.attempts
+        ? await claimDeliveries(endpoint.id, { limit: IN_FLIGHT_LIMITS.attempts - inFlight.size, retries: Math.max(0, IN_FLIGHT_LIMITS.retries - retriesInFlight) }, leaseSeconds) : [];
       for (const delivery of claimed) {
         const retry = delivery.attempts > 1; // (counted with this one)
         if (retry) retriesInFlight++;

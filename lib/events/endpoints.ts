@@ -209,7 +209,7 @@ export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[]
 // per process (processWide): instrumentation looks up at startup and runs the schedule, each route
 // sends and answers the cron, and each bundle of this module reads the same refusals.
 const refusedByAddress = processWide('receivers-refused-by-address', () => new Map<string, string>());
-const REFUSED_KEY = (config: Config) => JSON.stringify([config.local, config.eventEndpointSettings]);
+const refusalKey = (config: Config) => JSON.stringify([config.local, config.eventEndpointSettings]);
 
 /**
  * Look up the hosts of `config`'s receivers (startup, and again by the runs while they are refused:
@@ -223,14 +223,14 @@ export async function checkReceiverAddresses(config: Config, lookup: Lookup = sy
   const found = await checkEndpointAddresses(parsedEndpoints(config), { local: config.local, lookup });
   // Lifted only by a look-up that found every host public: one that failed (DNS down for a moment)
   // says nothing new about a host refused before.
-  if (found.refused) refusedByAddress.set(REFUSED_KEY(config), found.refused);
-  else if (!found.unresolved) refusedByAddress.delete(REFUSED_KEY(config));
+  if (found.refused) refusedByAddress.set(refusalKey(config), found.refused);
+  else if (!found.unresolved) refusedByAddress.delete(refusalKey(config));
   return found;
 }
 
 /** Settings refused by their receivers' addresses are looked up again (a run: the DNS record may be fixed). */
 export async function recheckRefusedAddresses(config: Config = getConfig()): Promise<void> {
-  if (refusedByAddress.has(REFUSED_KEY(config))) await checkReceiverAddresses(config);
+  if (refusedByAddress.has(refusalKey(config))) await checkReceiverAddresses(config);
 }
 
 /** Settings whose receivers the service refuses, and why (a ConfigError's words: the setting and entry, never a secret). */
@@ -256,7 +256,7 @@ const parsedByConfig = new WeakMap<Config, EventEndpoint[]>();
  */
 export function getEventEndpoints(config: Config = getConfig()): EventEndpoint[] {
   const endpoints = parsedEndpoints(config);
-  const refused = refusedByAddress.size > 0 ? refusedByAddress.get(REFUSED_KEY(config)) : undefined; // (read by every write)
+  const refused = refusedByAddress.size > 0 ? refusedByAddress.get(refusalKey(config)) : undefined; // (read by every write)
   if (refused) throw new ConfigError(refused);
   return endpoints;
 }
