@@ -17,8 +17,9 @@ import { retryDelayMs, shouldDeadLetter } from './retry.ts';
 /**
  * How many attempts one endpoint has under way at once (each the head of a different user's queue),
  * and how many of them may be retries. An attempt that hangs takes its place until its timeout: the
- * retries of users whose events hang never take more than half, and a claim takes first attempts
- * before retries, so the other users' new events go out while they hang.
+ * retries of users whose events hang never take more than half, so the other users' new events go
+ * out while they hang; and a claim takes the retries due first, so a stream of new events (a bulk
+ * replay's) never keeps them waiting.
  */
 export const IN_FLIGHT_LIMITS = { attempts: 100, retries: 50 };
 /** Users whose lapse is told per database call. */

@@ -736,9 +736,12 @@ grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
 
 -- Claim up to p_limit deliveries due at one endpoint, each the head of its user's queue there (no
 -- earlier pending event of that user), leased for p_lease_seconds. Returns them with their events.
--- First attempts first, then retries (at most p_retry_limit of them; null: up to p_limit), each the
--- oldest due first: the retries of users whose events hang at the receiver, each holding its place
--- until its timeout, never keep the other users' new events waiting behind them (docs/events.md).
+-- Retries first, at most p_retry_limit of them (null: half of p_limit, rounded up), then first
+-- attempts in the places left, each the oldest due first. The caller counts the retries it has in
+-- flight against p_retry_limit (the server: at most half of its places), so each kind has its share
+-- when both wait: the retries of users whose events hang at the receiver, each holding its place
+-- until its timeout, never keep the other users' new events waiting behind them, and a stream of
+-- new events (a bulk replay's) never keeps the retries waiting (docs/events.md).
 -- (The user's head is a first attempt or a retry, never both: the two lists never share a user.)
 -- Written so that no plan reads the endpoint's whole queue for each row, whatever the table's
 -- statistics say (before Postgres first analyzes it they say it is small, and as a `not exists` and
@@ -769,9 +772,9 @@ begin
      or p_retry_limit < 0 then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600, p_retry_limit 0 or more.';
   end if;
-  -- First attempts, then retries: the same choice, one kind at a time.
-  foreach v_retrying in array array[false, true] loop
-    v_take := case when v_retrying then least(p_limit - cardinality(v_due), coalesce(p_retry_limit, p_limit)) else p_limit end;
+  -- Retries, then first attempts: the same choice, one kind at a time.
+  foreach v_retrying in array array[true, false] loop
+    v_take := case when v_retrying then least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2)) else p_limit - cardinality(v_due) end;
     continue when v_take <= 0;
     v_due := v_due || array(
       select d.ctid from public.outbound_deliveries d

@@ -60,3 +60,35 @@ describeOn('postgres')('claiming deliveries with many behind, before the table i
     }
   });
 });
+
+describeOn('postgres')('claiming retries and first attempts together, on postgres', () => {
+  const db = suiteDatabase('postgres');
+
+  it('takes the due retries first, up to their share, and first attempts in the places left: a stream of new events never keeps the retries waiting', async () => {
+    await db.sql(`insert into public.outbound_endpoints (id) values ('claim-share')`);
+    // 200 users with a first attempt due (a bulk replay, say), 80 others with a retry due.
+    await db.sql(`insert into public.outbound_events (user_id, sequence, type, data)
+      select 'claim-share-' || i, 1, 'entitlement.updated', '{}' from generate_series(1, 280) i`);
+    await db.sql(`insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, attempts, first_attempt_at, next_attempt_at)
+      select 'claim-share', id, user_id, sequence,
+             case when substr(user_id, 13)::int > 200 then 1 else 0 end,
+             case when substr(user_id, 13)::int > 200 then now() - interval '1 hour' end,
+             now() - interval '1 minute'
+      from public.outbound_events where user_id like 'claim-share-%'`);
+    const claim = (retryLimit: number | null) => db.connection(async (sql) => {
+      await sql('begin');
+      try {
+        const [{ claimed }] = (await sql(`select public.outbound_claim('claim-share', 100, 60, $1) as claimed`, [retryLimit])) as [{ claimed: Array<{ attempts: number }> }];
+        return { retries: claimed.filter((d) => d.attempts > 1).length, firstAttempts: claimed.filter((d) => d.attempts === 1).length };
+      } finally {
+        await sql('rollback');
+      }
+    });
+    // The server's claim with no retry in flight: 50 places for retries, the other 50 for new events.
+    expect(await claim(50)).toEqual({ retries: 50, firstAttempts: 50 });
+    // With 40 retries in flight it may start 10 more; new events take the rest.
+    expect(await claim(10)).toEqual({ retries: 10, firstAttempts: 90 });
+    // No retry limit named (a caller from before it existed): half the places at most.
+    expect(await claim(null)).toEqual({ retries: 50, firstAttempts: 50 });
+  });
+});
