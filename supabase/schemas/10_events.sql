@@ -206,6 +206,35 @@ $$;
 revoke all on function public.outbound_lock_user(text) from public, anon, authenticated;
 grant execute on function public.outbound_lock_user(text) to service_role;
 
+-- A user's queue at an endpoint moves on when its head goes: delivered or dead-lettered
+-- (public.outbound_settle), or deleted (retention of a retired endpoint's backlog, an erasure). The
+-- next event, parked behind it (public.outbound_emit), is made due. A trigger, so that no way a head
+-- goes leaves its queue parked. It runs after the statement that changed the head, which waited for
+-- any emit holding that row (FOR SHARE) to commit, and its query (a new snapshot, READ COMMITTED)
+-- sees what that emit parked.
+create or replace function public.outbound_wake_next()
+returns trigger
+language plpgsql
+security definer
+set search_path = ''
+as $$
+begin
+  update public.outbound_deliveries n set next_attempt_at = now()
+  where n.endpoint_id = old.endpoint_id and n.user_id = old.user_id and n.state = 'pending' and n.next_attempt_at = 'infinity'
+    and n.sequence = (select h.sequence from public.outbound_deliveries h
+                      where h.endpoint_id = old.endpoint_id and h.user_id = old.user_id and h.state = 'pending'
+                      order by h.sequence limit 1);
+  return null;
+end;
+$$;
+revoke all on function public.outbound_wake_next() from public, anon, authenticated;
+grant execute on function public.outbound_wake_next() to service_role;
+
+create trigger outbound_deliveries_wake_next_update after update of state on public.outbound_deliveries
+  for each row when (old.state = 'pending' and new.state <> 'pending') execute function public.outbound_wake_next();
+create trigger outbound_deliveries_wake_next_delete after delete on public.outbound_deliveries
+  for each row when (old.state = 'pending') execute function public.outbound_wake_next();
+
 -- Write one event (and its deliveries) with the user's next sequence number, under the user's lock
 -- (its counter's row: public.outbound_lock_user, which a caller reading what was told takes first).
 -- Returns the number.
@@ -229,8 +258,19 @@ begin
   end if;
   insert into public.outbound_events (user_id, sequence, type, data) values (p_user_id, v_sequence, p_type, p_data)
     returning id into v_id;
-  insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)
-    select e.id, v_id, p_user_id, v_sequence from public.outbound_endpoints e
+  -- Behind an earlier event of the user still pending at an endpoint, the delivery waits parked (due
+  -- at 'infinity') until that one goes (public.outbound_wake_next makes the next due): a claim reads
+  -- only what is due, so a backlog behind users whose events are being retried (a receiver down for
+  -- a day) is never read again and again. That earlier delivery is locked (FOR SHARE) while this
+  -- transaction lasts: a settle of it waits for this one to commit, and its wake sees what was
+  -- parked; one committed first is seen here as gone, and nothing is parked behind it.
+  insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, next_attempt_at)
+    select e.id, v_id, p_user_id, v_sequence,
+           case when exists (select 1 from public.outbound_deliveries h
+                             where h.endpoint_id = e.id and h.user_id = p_user_id and h.state = 'pending' and h.sequence < v_sequence
+                             limit 1 for share)
+                then 'infinity'::timestamptz else now() end
+    from public.outbound_endpoints e
     where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
   if p_type <> 'customer.deleted' then
     -- The same person back after an erasure: a later erasure is told again.
