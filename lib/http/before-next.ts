@@ -202,15 +202,27 @@ function clientErrorAnswer(errorCode: string | undefined, requestIdHeader: strin
  * Node answers two client mistakes itself with a bare status and no body: an HTTP/1.1 request
  * without Host (400, when the server requires one) and an Expect it does not know (417, when the
  * server has no 'checkExpectation' listener). Here the server leaves both to the events above,
- * which answer them as problem+json. Once per server.
+ * which answer them as problem+json. And a request that asks to change protocols (`Connection:
+ * Upgrade` with `Upgrade: h2c`, as `curl --http2` sends on http://, or `websocket`) went to Next's
+ * upgrade handler, which serves only its own development connection under /_next/ (hot reload) and
+ * closes every other without a word: a webhook sender saw a failed delivery and no reason. A server
+ * may ignore Upgrade (RFC 9110, section 7.8), so any other path is answered as the request it is
+ * (Node's shouldUpgradeCallback, from Node 24.9; on an older Node, as before). Once per server.
  */
 const answeringHere = new WeakSet<http.Server>();
 function answerHostAndExpectationHere(server: http.Server): void {
   if (answeringHere.has(server)) return;
   answeringHere.add(server);
-  // (Node's createServer option, kept on the server and read for each request; not in its types.)
-  (server as http.Server & { requireHostHeader?: boolean }).requireHostHeader = false;
+  // (Node's createServer options, kept on the server and read for each request; not in its types.)
+  const options = server as http.Server & { requireHostHeader?: boolean; shouldUpgradeCallback?: (request: http.IncomingMessage) => boolean };
+  options.requireHostHeader = false;
   if (server.listenerCount('checkExpectation') === 0) server.on('checkExpectation', () => undefined); // answered by emitBeforeNext
+  const upgradeToNext = options.shouldUpgradeCallback;
+  if (upgradeToNext) {
+    options.shouldUpgradeCallback = function upgradeOnlyNextsOwn(this: http.Server, request: http.IncomingMessage) {
+      return (request.url ?? '').startsWith('/_next/') && upgradeToNext.call(this, request);
+    };
+  }
 }
 
 let installed = false;

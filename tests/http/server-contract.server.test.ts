@@ -265,6 +265,22 @@ describe.each([
     expect((await request('GET', '/api/health')).status).toBe(200);
   });
 
+  // Next's upgrade handler closed every such request without an answer (it serves only its own
+  // development connection); a server may ignore Upgrade and answer the request (RFC 9110, 7.8).
+  it('answers a request that asks to change protocols (h2c, websocket) as the request it is', async () => {
+    const h2c = 'connection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
+    const event = JSON.stringify(fixture('initial-purchase', { id: `evt-upgrade-${everyInterface}-${Date.now()}` }));
+    const webhook = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing',
+      `${h2c}authorization: Bearer ${DEV_WEBHOOK_SECRETS.subscription}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(event)}\r\n`, event);
+    expect({ status: webhook.status, body: JSON.parse(webhook.body) as unknown }).toEqual({ status: 200, body: { received: true } });
+    const websocket = 'connection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    expect((await rawRequest(server.port, 'GET', '/api/health', websocket)).status).toBe(200);
+    const unknown = await rawRequest(server.port, 'GET', '/api/no/such/path', websocket);
+    expect({ status: unknown.status, type: unknown.type }).toEqual({ status: 404, type: 'application/problem+json' });
+    const unauthenticated = await rawRequest(server.port, 'GET', '/api/wallet-link', websocket);
+    expect({ status: unauthenticated.status, type: unauthenticated.type }).toEqual({ status: 401, type: 'application/problem+json' });
+  });
+
   it('in local mode answers only for this machine\'s names: a public Host gets 421 problem+json before anything runs (a DNS-rebinding page), an IP address or a local name is served', async () => {
     for (const [method, target, host] of [['GET', '/api/health', 'rebind.attacker.net'], ['POST', '/', `rebind.attacker.net:${server.port}`], ['GET', 'http://rebind.attacker.net/api/me', '127.0.0.1']] as const) {
       const answer = await rawRequest(server.port, method, target, '', '', `Host: ${host}\r\n`);
