@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
-import { DomainError, parseWithSchema } from '../errors.ts';
+import { DomainError, parseWithSchema, type DomainErrorCode } from '../errors.ts';
 import { log } from '../log.ts';
 import { CHAIN_FAMILIES, parseWalletAddress, type ChainFamily } from './address.ts';
 import { MAX_MESSAGE_LENGTH } from './sign-in-message.ts';
@@ -138,11 +138,10 @@ export function parseChallengeRequest(body: unknown, config: WalletConfig): Chal
 export function parseLinkRequest(body: unknown, config: WalletConfig): LinkInput {
   if (isRecord(body)) assertKnownChainFamily(body.payload, 'payload.chain');
   const { payload } = parseWithSchema(createLinkBodySchema, body);
-  const wallet = checkWallet(payload, config, 'payload.');
   const decoded = payload.chain === 'evm' ? decodeEvmSignature(payload.signature) : decodeSolanaSignature(payload.signature);
-  if (!decoded.ok) {
-    throw new DomainError(decoded.code, decoded.reason, { errors: [{ path: 'payload.signature', message: decoded.reason }] });
-  }
+  const signatureRefusals: FieldRefusal[] = decoded.ok ? [] : [{ code: decoded.code, path: 'payload.signature', message: decoded.reason }];
+  const wallet = checkWallet(payload, config, 'payload.', signatureRefusals);
+  if (!decoded.ok) throw refusedFields(signatureRefusals); // (checkWallet has, with the others)
   if (payload.chain === 'evm' && decoded.bytes.length !== EVM_SIGNATURE_BYTES && !config.wallet.evmRpcUrls.has(payload.chainId)) {
     const detail = notAKeySignature(decoded.bytes.length, payload.chainId);
     throw new DomainError('unsupported_signature_type', detail, { errors: [{ path: 'payload.signature', message: detail }] });
@@ -178,17 +177,34 @@ export function notAKeySignature(bytes: number, chainId: number): string {
 
 type WalletFields = { chain: 'evm'; address: string; chainId: number } | { chain: 'solana'; address: string; cluster: string };
 
-function checkWallet(request: WalletFields, config: WalletConfig, prefix: string): ChallengeInput {
+/** A field of a well-shaped request that is refused, with the code it would answer alone. */
+type FieldRefusal = { code: DomainErrorCode; path: string; message: string };
+
+/** The refusal of `refusals` (at least one): the first's code and detail, every one in `errors`. */
+function refusedFields(refusals: FieldRefusal[]): DomainError {
+  const [first] = refusals;
+  return new DomainError(first!.code, first!.message, { errors: refusals.map(({ path, message }) => ({ path, message })) });
+}
+
+/**
+ * The network, the address and (`more`) the signature's encoding, all checked before any is
+ * refused, so that `errors` names every one that fails (a client fixes them in one go); the first
+ * (network, then address, then signature) gives the answer its code and detail.
+ */
+function checkWallet(request: WalletFields, config: WalletConfig, prefix: string, more: FieldRefusal[] = []): ChallengeInput {
+  const refusals: FieldRefusal[] = [];
   if (request.chain === 'evm' && !config.wallet.evmChainIds.includes(request.chainId)) {
     const detail = `EVM chain ${request.chainId} is not accepted here; use one of: ${config.wallet.evmChainIds.join(', ')}.`;
-    throw new DomainError('unsupported_chain', detail, { errors: [{ path: `${prefix}chainId`, message: detail }] });
+    refusals.push({ code: 'unsupported_chain', path: `${prefix}chainId`, message: detail });
   }
   if (request.chain === 'solana' && !config.wallet.solanaClusters.includes(request.cluster)) {
     const detail = `Solana cluster "${request.cluster}" is not accepted here; use one of: ${config.wallet.solanaClusters.join(', ')}.`;
-    throw new DomainError('unsupported_chain', detail, { errors: [{ path: `${prefix}cluster`, message: detail }] });
+    refusals.push({ code: 'unsupported_chain', path: `${prefix}cluster`, message: detail });
   }
   const parsed = parseWalletAddress(request.chain, request.address);
-  if (!parsed.ok) throw new DomainError('invalid_address', parsed.reason, { errors: [{ path: `${prefix}address`, message: parsed.reason }] });
+  if (!parsed.ok) refusals.push({ code: 'invalid_address', path: `${prefix}address`, message: parsed.reason });
+  refusals.push(...more);
+  if (refusals.length > 0 || !parsed.ok) throw refusedFields(refusals);
   return request.chain === 'evm'
     ? { chain: 'evm', address: parsed.address, addressKey: parsed.addressKey, chainId: request.chainId }
     : { chain: 'solana', address: parsed.address, addressKey: parsed.addressKey, cluster: request.cluster };

@@ -106,8 +106,10 @@ export const SHAPE_CODES = new Set(['invalid_request', 'invalid_json', 'invalid_
  * failing field the answer names must be one such rule's field.
  */
 export function explainedRefusal(path: string, body: unknown, problem: { code: string; errors?: { path: string }[] }): boolean {
-  const broken = DESCRIBED_RULES.filter((rule) => rule.path === path && rule.code === problem.code && rule.broken(body));
-  if (broken.length === 0) return false;
+  // The answer's code is a broken rule's; each field it lists, a broken rule's of any code (a
+  // wallet link names its network, address and signature at once, the first giving the code).
+  const broken = DESCRIBED_RULES.filter((rule) => rule.path === path && rule.broken(body));
+  if (!broken.some((rule) => rule.code === problem.code)) return false;
   // (The entry that says how many more were found than listed names no field.)
   const fields = problem.errors?.map((error) => error.path).filter((field) => field !== MORE_FIELD_ERRORS_PATH) ?? ['(body)'];
   return fields.every((field) => broken.some((rule) => rule.field.test(field)));

@@ -282,6 +282,23 @@ describe.each(DATABASE_KINDS)('wallet-link routes on %s', (kind) => {
     expect(dbCallCount()).toBe(before);
   });
 
+  it('names every field of a well-shaped link that fails in `errors`: the network, the address and the signature at once, the first giving the code', async () => {
+    const user = await testUser();
+    const response = await callRoute(linkRoute, {
+      method: 'POST', headers: { authorization: user.authorization },
+      body: { payload: { chain: 'evm', address: '0x1', chainId: 7, message: 'm', signature: 'zz' } },
+    });
+    expectProblem(response, 400, 'unsupported_chain');
+    expect((response.body as { errors: Array<{ path: string }> }).errors.map((error) => error.path)).toEqual(['payload.chainId', 'payload.address', 'payload.signature']);
+    // One field alone: as before, its own code.
+    const address = await callRoute(linkRoute, {
+      method: 'POST', headers: { authorization: user.authorization },
+      body: { payload: { chain: 'evm', address: '0x1', chainId: 1, message: 'm', signature: '0x00' } },
+    });
+    expectProblem(address, 400, 'invalid_address');
+    expect((address.body as { errors: Array<{ path: string }> }).errors.map((error) => error.path)).toEqual(['payload.address']);
+  });
+
   it('answers 405 with Allow for methods a route does not have', async () => {
     const cases = [
       { module: challengeRoute, method: 'GET', allow: 'POST, OPTIONS' },
