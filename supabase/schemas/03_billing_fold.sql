@@ -279,6 +279,22 @@ $$;
 revoke all on function public.billing_lock_group(text[]) from public, anon, authenticated;
 grant execute on function public.billing_lock_group(text[]) to service_role;
 
+-- Whether an effect is an App Store cancellation within Apple's 24-hour charge window
+-- (cancelsWithinChargeWindow, lib/billing/event-effects.ts; plans stored before named it
+-- cancelsTrialLate, for trials only). One reading for every place the fold asks.
+create or replace function public.billing_effect_cancels_in_charge_window(p_effect jsonb)
+returns boolean
+language plpgsql
+immutable
+set search_path = ''
+as $$
+begin
+  return coalesce(coalesce(p_effect->>'cancelsWithinChargeWindow', p_effect->>'cancelsTrialLate')::boolean, false);
+end;
+$$;
+revoke all on function public.billing_effect_cancels_in_charge_window(jsonb) from public, anon, authenticated;
+grant execute on function public.billing_effect_cancels_in_charge_window(jsonb) to service_role;
+
 -- 5. One step of the fold: apply one event's plan to the stored rows, as of the event's time.
 -- Returns {outcome: applied | stale | ignored, ownerId}. Called with the event's group locked.
 -- Its statements are planned once per connection (plan_cache_mode): several look ids up by an
@@ -710,8 +726,8 @@ begin
         or coalesce(v_period->>'transactionId' = v_row.transaction_id, false)
         -- An App Store subscription cancelled less than 24 hours before its period ends: it holds
         -- for the next period (began as this one ended), which Apple charged anyway, folded before
-        -- it or after. (Plans stored before named it cancelsTrialLate, for trials only.)
-        or coalesce(coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate')::boolean
+        -- it or after.
+        or coalesce(public.billing_effect_cancels_in_charge_window(v_effect)
                     and v_row.period_purchased_at >= v_period_expires - interval '1 minute'
                     and v_row.period_purchased_at <= v_period_expires + interval '1 day', false)
       ) then
@@ -763,7 +779,7 @@ begin
         -- A cancellation in the App Store's charge window, of the row's own period (not one folded
         -- after the RENEWAL it held for: that charge has been made).
         cancelled_in_charge_window_at = case
-          when coalesce(coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate')::boolean
+          when coalesce(public.billing_effect_cancels_in_charge_window(v_effect)
                         and v_period_expires >= v_row.expires_at - interval '1 minute', false) then p_event_at
           else v_row.cancelled_in_charge_window_at end,
         origin = 'webhook',
@@ -805,7 +821,7 @@ begin
       v_store, v_environment, v_period->>'periodType', v_period->>'originalTransactionId', v_period->>'transactionId', v_purchased,
       (v_effect->>'autoResumeAt')::timestamptz, case when v_action = 'grant' then p_event_at end,
       p_event_id, p_event_at,
-      case when coalesce(v_effect->>'cancelsWithinChargeWindow', v_effect->>'cancelsTrialLate') = 'true' then p_event_at end
+      case when public.billing_effect_cancels_in_charge_window(v_effect) then p_event_at end
     );
     if v_action = 'grant' and coalesce(v_expires > p_event_at, true) then v_granted := v_granted || v_entitlement; end if;
     v_applied := v_applied + 1;
@@ -1604,7 +1620,7 @@ begin
          or (p_row.last_event_at > p_row.expires_at - interval '24 hours'
              and exists (select 1 from public.billing_events e
                          where e.event_id = p_row.last_event_id
-                           and coalesce(e.plan->'effects'->0->>'cancelsWithinChargeWindow', e.plan->'effects'->0->>'cancelsTrialLate') = 'true')));
+                           and public.billing_effect_cancels_in_charge_window(e.plan->'effects'->0))));
 end;
 $$;
 revoke all on function public.billing_cancelled_in_charge_window(public.entitlements) from public, anon, authenticated;
