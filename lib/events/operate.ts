@@ -59,7 +59,11 @@ export interface OutboxOverview {
   lapsesDue: number;
 }
 
-const isoOrNull = (value: string | null) => (value === null ? null : new Date(value).toISOString());
+// (Not a time, 'infinity' say: shown as none rather than failing the whole status.)
+const isoOrNull = (value: string | null) => {
+  const time = value === null ? NaN : new Date(value).getTime();
+  return Number.isFinite(time) ? new Date(time).toISOString() : null;
+};
 
 /**
  * Join what the database knows of each endpoint with the settings. `settings` null: not visible

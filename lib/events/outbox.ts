@@ -85,8 +85,8 @@ export async function addEndpoints(endpoints: Array<{ id: string; types: string[
 }
 
 /**
- * Lease up to `limit` users' due heads to an attempt: first attempts first, then at most `retries`
- * retries (the oldest due first).
+ * Lease up to `limit` users' due heads to an attempt: at most `retries` retries first, then first
+ * attempts in the places left (each kind the oldest due first).
  */
 export function claimDeliveries(endpointId: string, counts: { limit: number; retries: number }, leaseSeconds: number): Promise<ClaimedDelivery[]> {
   return callDb('outbound_claim', { p_endpoint_id: endpointId, p_limit: counts.limit, p_lease_seconds: leaseSeconds, p_retry_limit: counts.retries });

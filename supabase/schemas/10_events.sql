@@ -206,12 +206,32 @@ $$;
 revoke all on function public.outbound_lock_user(text) from public, anon, authenticated;
 grant execute on function public.outbound_lock_user(text) to service_role;
 
+-- Parking (an event behind an earlier pending one of its user at an endpoint waits with
+-- next_attempt_at 'infinity', so that a claim, which reads only what is due, never reads a backlog
+-- behind users whose events are being retried) is decided and undone one at a time per user, under
+-- this advisory lock: a writer parks only while it holds it (taken without waiting: if it is held,
+-- the event is written due, which the claim's head check keeps in order), and a queue's next event
+-- is made due under it (waiting for it). So a wake always sees what a writer parked, whatever
+-- commits first.
+create or replace function public.outbound_queue_lock_key(p_user_id text)
+returns bigint
+language plpgsql
+immutable
+set search_path = ''
+as $$
+begin
+  return hashtextextended('outbound_queue:' || p_user_id, 0);
+end;
+$$;
+revoke all on function public.outbound_queue_lock_key(text) from public, anon, authenticated;
+grant execute on function public.outbound_queue_lock_key(text) to service_role;
+
 -- A user's queue at an endpoint moves on when its head goes: delivered or dead-lettered
 -- (public.outbound_settle), or deleted (retention of a retired endpoint's backlog, an erasure). The
--- next event, parked behind it (public.outbound_emit), is made due. A trigger, so that no way a head
--- goes leaves its queue parked. It runs after the statement that changed the head, which waited for
--- any emit holding that row (FOR SHARE) to commit, and its query (a new snapshot, READ COMMITTED)
--- sees what that emit parked.
+-- next event, if parked, is made due. A trigger, so that no way a head goes leaves its queue
+-- parked. Its query runs after the user's parking lock is taken, in a snapshot of its own (READ
+-- COMMITTED), so it sees what a writer that held the lock parked. A parked event another
+-- transaction holds is left to it: an erasure deleting it, or a replay, which writes it due.
 create or replace function public.outbound_wake_next()
 returns trigger
 language plpgsql
@@ -219,11 +239,15 @@ security definer
 set search_path = ''
 as $$
 begin
+  perform pg_advisory_xact_lock(public.outbound_queue_lock_key(old.user_id));
   update public.outbound_deliveries n set next_attempt_at = now()
-  where n.endpoint_id = old.endpoint_id and n.user_id = old.user_id and n.state = 'pending' and n.next_attempt_at = 'infinity'
-    and n.sequence = (select h.sequence from public.outbound_deliveries h
-                      where h.endpoint_id = old.endpoint_id and h.user_id = old.user_id and h.state = 'pending'
-                      order by h.sequence limit 1);
+  where n.ctid = any (array(
+    select p.ctid from public.outbound_deliveries p
+    where p.endpoint_id = old.endpoint_id and p.user_id = old.user_id and p.state = 'pending' and p.next_attempt_at = 'infinity'
+      and p.sequence = (select h.sequence from public.outbound_deliveries h
+                        where h.endpoint_id = old.endpoint_id and h.user_id = old.user_id and h.state = 'pending'
+                        order by h.sequence limit 1)
+    for update skip locked));
   return null;
 end;
 $$;
@@ -234,6 +258,34 @@ create trigger outbound_deliveries_wake_next_update after update of state on pub
   for each row when (old.state = 'pending' and new.state <> 'pending') execute function public.outbound_wake_next();
 create trigger outbound_deliveries_wake_next_delete after delete on public.outbound_deliveries
   for each row when (old.state = 'pending') execute function public.outbound_wake_next();
+
+-- Make due every parked delivery that heads its user's queue. Nothing should leave one (see
+-- public.outbound_queue_lock_key); run by each maintenance (outbound_maintain) so that if anything
+-- ever does, the queue waits until then and no longer. Returns how many.
+create or replace function public.outbound_wake_parked_heads()
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path = ''
+as $$
+declare
+  v_count integer;
+begin
+  update public.outbound_deliveries n set next_attempt_at = now()
+  where n.ctid = any (array(
+    select p.ctid from public.outbound_deliveries p
+    where p.state = 'pending' and p.next_attempt_at = 'infinity'
+      and p.sequence = (select h.sequence from public.outbound_deliveries h
+                        where h.endpoint_id = p.endpoint_id and h.user_id = p.user_id and h.state = 'pending'
+                        order by h.sequence limit 1)
+    for update skip locked));
+  get diagnostics v_count = row_count;
+  return v_count;
+end;
+$$;
+revoke all on function public.outbound_wake_parked_heads() from public, anon, authenticated;
+grant execute on function public.outbound_wake_parked_heads() to service_role;
 
 -- Write one event (and its deliveries) with the user's next sequence number, under the user's lock
 -- (its counter's row: public.outbound_lock_user, which a caller reading what was told takes first).
@@ -248,6 +300,7 @@ as $$
 declare
   v_sequence bigint;
   v_id uuid;
+  v_may_park boolean;
 begin
   update public.outbound_user_sequences set last_sequence = last_sequence + 1, last_type = p_type
     where user_id = p_user_id returning last_sequence into v_sequence;
@@ -258,17 +311,13 @@ begin
   end if;
   insert into public.outbound_events (user_id, sequence, type, data) values (p_user_id, v_sequence, p_type, p_data)
     returning id into v_id;
-  -- Behind an earlier event of the user still pending at an endpoint, the delivery waits parked (due
-  -- at 'infinity') until that one goes (public.outbound_wake_next makes the next due): a claim reads
-  -- only what is due, so a backlog behind users whose events are being retried (a receiver down for
-  -- a day) is never read again and again. That earlier delivery is locked (FOR SHARE) while this
-  -- transaction lasts: a settle of it waits for this one to commit, and its wake sees what was
-  -- parked; one committed first is seen here as gone, and nothing is parked behind it.
+  -- Parked behind an earlier pending event of the user there (public.outbound_queue_lock_key says
+  -- why and how): the lock first, in a statement of its own, so that the insert looks with it held.
+  v_may_park := pg_try_advisory_xact_lock(public.outbound_queue_lock_key(p_user_id));
   insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, next_attempt_at)
     select e.id, v_id, p_user_id, v_sequence,
-           case when exists (select 1 from public.outbound_deliveries h
-                             where h.endpoint_id = e.id and h.user_id = p_user_id and h.state = 'pending' and h.sequence < v_sequence
-                             limit 1 for share)
+           case when v_may_park and exists (select 1 from public.outbound_deliveries h
+                                            where h.endpoint_id = e.id and h.user_id = p_user_id and h.state = 'pending' and h.sequence < v_sequence)
                 then 'infinity'::timestamptz else now() end
     from public.outbound_endpoints e
     where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
@@ -858,6 +907,14 @@ as $$
 declare
   v_count integer;
 begin
+  -- The parking locks of the users whose heads this ends (public.outbound_wake_next takes each as it
+  -- makes their next event due), taken first and in one order: two settles never wait on each
+  -- other's in turn.
+  perform pg_advisory_xact_lock(public.outbound_queue_lock_key(ended.user_id))
+  from (select distinct d.user_id from public.outbound_deliveries d
+        join jsonb_to_recordset(p_results) as r(event_id uuid, outcome text) on d.event_id = r.event_id
+        where d.endpoint_id = p_endpoint_id and d.state = 'pending' and r.outcome in ('delivered', 'dead')) ended
+  order by ended.user_id;
   update public.outbound_deliveries d
   set state = case r.outcome when 'delivered' then 'delivered' when 'dead' then 'dead' else 'pending' end,
       delivered_at = case when r.outcome = 'delivered' then now() end,
@@ -888,6 +945,7 @@ set search_path = ''
 as $$
 declare
   v_count integer;
+  v_users text[];
 begin
   if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'Name an event, or a time range whose end is after its start.';
@@ -895,6 +953,7 @@ begin
   if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
     raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
   end if;
+  with replayed as (
   insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence)
     select p.id, e.id, e.user_id, e.sequence
     from public.outbound_events e
@@ -906,8 +965,18 @@ begin
       -- Never what an erased user had before their customer.deleted (still waiting to go out).
       and not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence)
   on conflict (endpoint_id, event_id) do update
-    set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null;
-  get diagnostics v_count = row_count;
+    set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null
+  returning d.user_id
+  )
+  select count(*), array_agg(distinct user_id) into v_count, v_users from replayed;
+  -- What waits behind an earlier pending event of its user (the replayed ones among them) is parked,
+  -- as an emitted event is (public.outbound_queue_lock_key): for each user whose lock is free, in a
+  -- statement that looks with the locks held.
+  v_users := array(select u from unnest(v_users) u where pg_try_advisory_xact_lock(public.outbound_queue_lock_key(u)));
+  update public.outbound_deliveries n set next_attempt_at = 'infinity'
+  where n.user_id = any (v_users) and n.state = 'pending' and n.leased_until is null and n.next_attempt_at <> 'infinity'
+    and exists (select 1 from public.outbound_deliveries h
+                where h.endpoint_id = n.endpoint_id and h.user_id = n.user_id and h.state = 'pending' and h.sequence < n.sequence);
   return v_count;
 end;
 $$;
@@ -1042,6 +1111,7 @@ begin
   delete from public.outbound_events o where o.id = any (v_gone);
   get diagnostics v_deleted = row_count;
   v_erased_done := v_deleted < 1000;
+  perform public.outbound_wake_parked_heads();
   loop
     v_gone := array(
       select e.id from public.outbound_events e

@@ -1,5 +1,7 @@
 import { expect, it } from 'vitest';
-import { describeOn, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { readOutboxStatus } from '../../lib/events/outbox.ts';
+import { outboxOverview } from '../../lib/events/operate.ts';
+import { describeOn, suiteDatabase, untilASessionWaitsForALock, type TestDatabase } from '../support/databases.ts';
 
 /**
  * An event behind an earlier one of its user still pending at an endpoint waits parked (not due)
@@ -69,21 +71,139 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
     expect((await claim('parked')).map((d) => [d.user_id, Number(d.sequence)])).toEqual([['parked-1', 3]]);
   });
 
+  const deliveries = async (endpoint: string, user: string) =>
+    (await db.sql(`select sequence::int as sequence, state, next_attempt_at = 'infinity' as parked from public.outbound_deliveries
+      where endpoint_id = $1 and user_id = $2 order by sequence`, [endpoint, user])) as Array<{ sequence: number; state: string; parked: boolean }>;
+  const eventId = async (user: string, sequence: number) =>
+    ((await db.sql(`select id from public.outbound_events where user_id = $1 and sequence = $2`, [user, sequence])) as [{ id: string }])[0].id;
+
+  it('never leaves a user\'s lowest pending delivery parked when two of their pending deliveries are settled at once (a replay put two in flight)', async () => {
+    const endpoint = 'skew';
+    const user = 'skew-user';
+    await db.sql(`insert into public.outbound_endpoints (id) values ($1)`, [endpoint]);
+    // Event 1 delivered; events 2 (head) and 3 (parked behind it) written.
+    await emit(user);
+    const [first] = await claim(endpoint);
+    await settle(endpoint, [{ event_id: first.event_id, outcome: 'delivered' }]);
+    await emit(user);
+    await emit(user);
+    const [second] = await claim(endpoint);
+    expect(Number(second.sequence)).toBe(2);
+    // While event 2's attempt is under way, an operator replays event 1 (POST /api/admin/events/replay):
+    // it is the user's head again, and the next claim (another run) takes it.
+    await db.sql(`select public.outbound_replay(p_event_id => $1)`, [await eventId(user, 1)]);
+    const [replayed] = await claim(endpoint);
+    expect(Number(replayed.sequence)).toBe(1);
+    // The two attempts end at the same moment in two runs (two instances, or the cron beside an
+    // after-write run): each settles its own, in its own transaction.
+    await db.connection(async (a) => db.connection(async (b) => {
+      await a('begin');
+      await b('begin');
+      await settle(endpoint, [{ event_id: replayed.event_id, outcome: 'delivered' }], a);
+      // (b's settle is not awaited before a commits: a fix may make it wait for a.)
+      let settled = false;
+      const settling = settle(endpoint, [{ event_id: second.event_id, outcome: 'delivered' }], b).finally(() => { settled = true; });
+      await untilASessionWaitsForALock(db, () => settled);
+      await a('commit');
+      await settling;
+      await b('commit');
+    }));
+    // Event 3 is now the user's only pending delivery: it must be due.
+    expect(await deliveries(endpoint, user)).toEqual([
+      { sequence: 1, state: 'delivered', parked: false },
+      { sequence: 2, state: 'delivered', parked: false },
+      { sequence: 3, state: 'pending', parked: false },
+    ]);
+  });
+
+  it('then sends event 3 (the next claim takes it), parks a later event behind it, and shows the endpoint\'s next attempt as a time the admin status renders', async () => {
+    // (The state the test above leaves.) Had event 3 stayed parked, no claim would take it, every
+    // later event of the user would park behind it, and outbound_status would name 'infinity' as the
+    // next attempt, which GET /api/admin/status and `npm run status` (outboxOverview) must render.
+    const [skew] = (await readOutboxStatus()).endpoints.filter((e) => e.id === 'skew');
+    expect.soft(skew.next_attempt_at).not.toBe('infinity');
+    expect.soft(() => outboxOverview({ endpoints: [skew], events: 0, last_event_at: null, lapses_due: 0 }, null)).not.toThrow();
+    await emit('skew-user');
+    expect((await deliveries('skew', 'skew-user')).slice(2)).toEqual([
+      { sequence: 3, state: 'pending', parked: false },
+      { sequence: 4, state: 'pending', parked: true },
+    ]);
+    expect((await claim('skew')).map((d) => Number(d.sequence))).toEqual([3]);
+  });
+
+  it('does not deadlock a transaction that writes events for two users (a TRANSFER, a merged customer) with a settle of both users\' heads', async () => {
+    const endpoint = 'deadlock';
+    await db.sql(`insert into public.outbound_endpoints (id) values ($1)`, [endpoint]);
+    await emit('deadlock-u1');
+    await emit('deadlock-u2');
+    // Both users' first events are being attempted (one run, one claim).
+    const heads = await claim(endpoint);
+    expect(heads.map((d) => d.user_id)).toEqual(['deadlock-u1', 'deadlock-u2']);
+    const errors: string[] = [];
+    await db.connection(async (writer) => db.connection(async (settler) => {
+      // The billing webhook's commit: events for user 2, then for user 1 (each behind its head).
+      await writer('begin');
+      await emit('deadlock-u2', writer);
+      // Meanwhile both attempts end in the same turn: one settle for both (lib/events/delivery.ts, settleEnded).
+      let settled = false;
+      const settling = settle(endpoint, heads.map((d) => ({ event_id: d.event_id, outcome: 'delivered' })), settler)
+        .catch((error: Error) => void errors.push(`settle: ${error.message}`)).finally(() => { settled = true; });
+      await untilASessionWaitsForALock(db, () => settled);
+      try {
+        await emit('deadlock-u1', writer);
+        await writer('commit');
+      } catch (error) {
+        errors.push(`emit: ${(error as Error).message}`);
+        await writer('rollback');
+      }
+      await settling;
+    }));
+    expect(errors).toEqual([]);
+  });
+
+  it('keeps a replayed backlog set aside as an emitted one is ("a backlog costs nothing while it waits"): the events of the last day sent again behind a receiver that is down', async () => {
+    const endpoint = 'replayed';
+    await db.sql(`insert into public.outbound_endpoints (id) values ($1)`, [endpoint]);
+    // A receiver down: 400 users' first events (written two days ago) failed, due again in an hour;
+    // 10 more each written since, parked behind them.
+    await db.sql(`select public.outbound_emit('replayed-' || i, 'entitlement.updated', '{}') from generate_series(1, 400) i`);
+    await db.sql(`update public.outbound_events set created_at = now() - interval '2 days' where user_id like 'replayed-%'`);
+    const heads: Claimed[] = [];
+    for (let claimed = await claim(endpoint); claimed.length > 0; claimed = await claim(endpoint)) heads.push(...claimed);
+    const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+    await settle(endpoint, heads.map((d) => ({ event_id: d.event_id, outcome: 'retry', retry_at: inAnHour, error: 'down' })));
+    await db.sql(`select public.outbound_emit('replayed-' || (i % 400 + 1), 'entitlement.updated', '{}') from generate_series(0, 3999) i`);
+    // The operator sends the last day again (POST /api/admin/events/replay, `npm run events:replay -- --from ...`).
+    await db.sql(`select public.outbound_replay(p_from => now() - interval '1 day', p_to => now() + interval '1 second', p_endpoint_id => $1)`, [endpoint]);
+    await db.sql('vacuum public.outbound_deliveries');
+    const seen = await db.connection(async (sql) => {
+      const indexReads = async () => ((await sql(`select coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int as read
+        from pg_index i where i.indrelid = 'public.outbound_deliveries'::regclass`)) as [{ read: number }])[0].read;
+      await sql('begin');
+      try {
+        const before = await indexReads();
+        const claimed = await claim(endpoint, sql);
+        return { claimed: claimed.filter((d) => d.user_id.startsWith('replayed-')).length, read: (await indexReads()) - before };
+      } finally {
+        await sql('rollback');
+      }
+    });
+    // (Other tests' users in the day replayed are claimed too; not these.)
+    // Nothing of these users is due (every head waits for its retry): found out without reading the 4,000 behind.
+    expect(seen.claimed).toBe(0);
+    expect(seen.read).toBeLessThan(500);
+  });
+
   /** Run `blocked` while `holder` holds its transaction open, wait until it waits on a lock (or ends), then commit the holder. */
   async function whileHeld(holder: (sql: TestDatabase['sql']) => Promise<unknown>, blocked: (sql: TestDatabase['sql']) => Promise<unknown>) {
     await db.connection(async (held) => {
       await held('begin');
       await holder(held);
       await db.connection(async (other) => {
-        const [{ pid }] = (await other('select pg_backend_pid() as pid')) as [{ pid: number }];
         let ended = false;
         const running = blocked(other).finally(() => { ended = true; });
-        // Until the other statement waits for the held transaction's row (or ended without waiting).
-        for (;;) {
-          const [{ waiting }] = (await db.sql(`select exists (select 1 from pg_locks where pid = $1 and not granted) as waiting`, [pid])) as [{ waiting: boolean }];
-          if (waiting || ended) break;
-          await new Promise((resolve) => setImmediate(resolve));
-        }
+        // Until the other statement waits for the held transaction (or ended without waiting).
+        await untilASessionWaitsForALock(db, () => ended);
         await held('commit');
         await running;
       });
@@ -110,6 +230,23 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
       expect((await claim(endpoint)).map((d) => Number(d.sequence))).toEqual([2]);
     });
   }
+
+  it('makes due, at each maintenance, a parked event that heads its queue however it came to (nothing known leaves one)', async () => {
+    await db.sql(`insert into public.outbound_endpoints (id) values ('parked-swept')`);
+    await emit('swept-user');
+    await emit('swept-user');
+    // As if some way a head goes had not woken the next: the head gone without its trigger.
+    await db.sql(`alter table public.outbound_deliveries disable trigger outbound_deliveries_wake_next_delete`);
+    try {
+      await db.sql(`delete from public.outbound_deliveries d using public.outbound_events e
+        where e.id = d.event_id and d.endpoint_id = 'parked-swept' and e.user_id = 'swept-user' and e.sequence = 1`);
+    } finally {
+      await db.sql(`alter table public.outbound_deliveries enable trigger outbound_deliveries_wake_next_delete`);
+    }
+    expect(await delivery('parked-swept', 'swept-user', 2)).toEqual({ due: false, state: 'pending' });
+    await db.sql(`select public.outbound_maintain(now(), now() + interval '10 seconds')`);
+    expect(await delivery('parked-swept', 'swept-user', 2)).toEqual({ due: true, state: 'pending' });
+  });
 
   it('makes a parked event due whichever way its head goes: deleted (retention of a retired endpoint\'s backlog), or dead-lettered outside a settle', async () => {
     await db.sql(`insert into public.outbound_endpoints (id) values ('parked-other')`);
