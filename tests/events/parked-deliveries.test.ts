@@ -8,8 +8,10 @@ import { describeOn, suiteDatabase, untilASessionWaitsForALock, type TestDatabas
  * until that one is settled, so a claim never reads the backlog behind users whose events are being
  * retried: with a receiver down, that backlog grows with every write, and each claim read all of it
  * (about 280 ms a claim with 50,000 waiting behind 1,000 users). The settle that ends a user's head
- * makes their next event due, also when an event is written at the same moment. Postgres only: the
- * claim's plan and the row locks are the server's.
+ * makes their next event due, also when an event is written at the same moment; what a rarer race
+ * leaves parked at a queue's head, a claim's sweep a minute later sends. No step waits on another to
+ * park or wake (no deadlock with a settle, an erasure or maintenance). Postgres only: the claim's
+ * plan and the row locks are the server's.
  */
 describeOn('postgres')('deliveries parked behind their user\'s earlier event, on postgres', () => {
   const db = suiteDatabase('postgres');
@@ -77,7 +79,30 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
   const eventId = async (user: string, sequence: number) =>
     ((await db.sql(`select id from public.outbound_events where user_id = $1 and sequence = $2`, [user, sequence])) as [{ id: string }])[0].id;
 
-  it('never leaves a user\'s lowest pending delivery parked when two of their pending deliveries are settled at once (a replay put two in flight)', async () => {
+  /** As if the minute since the claims' last sweep of `endpoint`'s parked queue heads had passed. */
+  const sweepIsDue = (endpoint: string) =>
+    db.sql(`update public.outbound_parked_sweeps set swept_at = now() - interval '2 minutes' where endpoint_id = $1`, [endpoint]);
+
+  /** Until `count` sessions of this database wait for a lock (or `orUntil`). */
+  const untilWaiting = async (count: number, orUntil: () => boolean = () => false) => {
+    for (;;) {
+      if (orUntil()) return;
+      const [{ waiting }] = await db.sql<{ waiting: string }>(
+        `select count(*) as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+      if (Number(waiting) >= count) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  // Only the endpoints a test names are active while it runs (emit writes to every active endpoint).
+  const onlyEndpoints = async (...endpoints: Array<{ id: string; types?: string[] }>) => {
+    await db.sql(`update public.outbound_endpoints set retired_at = now() where retired_at is null`);
+    for (const e of endpoints) {
+      await db.sql(`insert into public.outbound_endpoints (id, types) values ($1, $2) on conflict (id) do update set retired_at = null, types = excluded.types`,
+        [e.id, e.types ?? null]);
+    }
+  };
+
+  it('sends, at a claim a minute later at most, an event two settles at once left parked at its queue\'s head (a replay put two in flight); the status meanwhile shows no next attempt rather than failing', async () => {
     const endpoint = 'skew';
     const user = 'skew-user';
     await db.sql(`insert into public.outbound_endpoints (id) values ($1)`, [endpoint]);
@@ -95,40 +120,33 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
     const [replayed] = await claim(endpoint);
     expect(Number(replayed.sequence)).toBe(1);
     // The two attempts end at the same moment in two runs (two instances, or the cron beside an
-    // after-write run): each settles its own, in its own transaction.
+    // after-write run): each settles its own, in its own transaction, and neither sees the other's.
     await db.connection(async (a) => db.connection(async (b) => {
       await a('begin');
       await b('begin');
       await settle(endpoint, [{ event_id: replayed.event_id, outcome: 'delivered' }], a);
-      // (b's settle is not awaited before a commits: a fix may make it wait for a.)
-      let settled = false;
-      const settling = settle(endpoint, [{ event_id: second.event_id, outcome: 'delivered' }], b).finally(() => { settled = true; });
-      await untilASessionWaitsForALock(db, () => settled);
+      await settle(endpoint, [{ event_id: second.event_id, outcome: 'delivered' }], b);
       await a('commit');
-      await settling;
       await b('commit');
     }));
-    // Event 3 is now the user's only pending delivery: it must be due.
     expect(await deliveries(endpoint, user)).toEqual([
       { sequence: 1, state: 'delivered', parked: false },
       { sequence: 2, state: 'delivered', parked: false },
-      { sequence: 3, state: 'pending', parked: false },
+      { sequence: 3, state: 'pending', parked: true },
     ]);
-  });
-
-  it('then sends event 3 (the next claim takes it), parks a later event behind it, and shows the endpoint\'s next attempt as a time the admin status renders', async () => {
-    // (The state the test above leaves.) Had event 3 stayed parked, no claim would take it, every
-    // later event of the user would park behind it, and outbound_status would name 'infinity' as the
-    // next attempt, which GET /api/admin/status and `npm run status` (outboxOverview) must render.
-    const [skew] = (await readOutboxStatus()).endpoints.filter((e) => e.id === 'skew');
-    expect.soft(skew.next_attempt_at).not.toBe('infinity');
-    expect.soft(() => outboxOverview({ endpoints: [skew], events: 0, last_event_at: null, lapses_due: 0 }, null)).not.toThrow();
-    await emit('skew-user');
-    expect((await deliveries('skew', 'skew-user')).slice(2)).toEqual([
+    // Meanwhile GET /api/admin/status and `npm run status` (outboxOverview) render the endpoint.
+    const [skew] = (await readOutboxStatus()).endpoints.filter((e) => e.id === endpoint);
+    expect(outboxOverview({ endpoints: [skew], events: 0, last_event_at: null, lapses_due: 0 }, null).endpoints[0]).toMatchObject({ nextAttemptAt: null });
+    // The claims sweep an endpoint's parked heads once a minute: the next claim after that sends it.
+    expect(await claim(endpoint)).toEqual([]);
+    await sweepIsDue(endpoint);
+    expect((await claim(endpoint)).map((d) => Number(d.sequence))).toEqual([3]);
+    // And the user's next event waits behind it again.
+    await emit(user);
+    expect((await deliveries(endpoint, user)).slice(2)).toEqual([
       { sequence: 3, state: 'pending', parked: false },
       { sequence: 4, state: 'pending', parked: true },
     ]);
-    expect((await claim('skew')).map((d) => Number(d.sequence))).toEqual([3]);
   });
 
   it('does not deadlock a transaction that writes events for two users (a TRANSFER, a merged customer) with a settle of both users\' heads', async () => {
@@ -194,6 +212,27 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
     expect(seen.read).toBeLessThan(500);
   });
 
+  it('parks what a replay sends again behind the first of it: delivered events replayed go one at a time', async () => {
+    await db.sql(`insert into public.outbound_endpoints (id) values ('replay-delivered')`);
+    for (let i = 0; i < 3; i++) {
+      await emit('replay-user');
+      const [head] = await claim('replay-delivered');
+      await settle('replay-delivered', [{ event_id: head.event_id, outcome: 'delivered' }]);
+    }
+    // (Written, as far as the replay's range goes, ten days ago: no other test's events in it.)
+    await db.sql(`update public.outbound_events set created_at = now() - interval '10 days' + sequence * interval '1 second' where user_id = 'replay-user'`);
+    await db.sql(`select public.outbound_replay(p_from => now() - interval '10 days', p_to => now() - interval '9 days', p_endpoint_id => 'replay-delivered')`);
+    expect(await deliveries('replay-delivered', 'replay-user')).toEqual([
+      { sequence: 1, state: 'pending', parked: false },
+      { sequence: 2, state: 'pending', parked: true },
+      { sequence: 3, state: 'pending', parked: true },
+    ]);
+    const [first] = await claim('replay-delivered');
+    expect(Number(first.sequence)).toBe(1);
+    await settle('replay-delivered', [{ event_id: first.event_id, outcome: 'delivered' }]);
+    expect((await claim('replay-delivered')).map((d) => Number(d.sequence))).toEqual([2]);
+  });
+
   /** Run `blocked` while `holder` holds its transaction open, wait until it waits on a lock (or ends), then commit the holder. */
   async function whileHeld(holder: (sql: TestDatabase['sql']) => Promise<unknown>, blocked: (sql: TestDatabase['sql']) => Promise<unknown>) {
     await db.connection(async (held) => {
@@ -235,17 +274,13 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
     await db.sql(`insert into public.outbound_endpoints (id) values ('parked-swept')`);
     await emit('swept-user');
     await emit('swept-user');
-    // As if some way a head goes had not woken the next: the head gone without its trigger.
-    await db.sql(`alter table public.outbound_deliveries disable trigger outbound_deliveries_wake_next_delete`);
-    try {
-      await db.sql(`delete from public.outbound_deliveries d using public.outbound_events e
-        where e.id = d.event_id and d.endpoint_id = 'parked-swept' and e.user_id = 'swept-user' and e.sequence = 1`);
-    } finally {
-      await db.sql(`alter table public.outbound_deliveries enable trigger outbound_deliveries_wake_next_delete`);
-    }
-    expect(await delivery('parked-swept', 'swept-user', 2)).toEqual({ due: false, state: 'pending' });
+    // As if some way a head goes had not woken the next: the head parked itself.
+    await db.sql(`update public.outbound_deliveries d set next_attempt_at = 'infinity' from public.outbound_events e
+      where e.id = d.event_id and d.endpoint_id = 'parked-swept' and e.user_id = 'swept-user' and e.sequence = 1`);
+    expect(await delivery('parked-swept', 'swept-user', 1)).toEqual({ due: false, state: 'pending' });
     await db.sql(`select public.outbound_maintain(now(), now() + interval '10 seconds')`);
-    expect(await delivery('parked-swept', 'swept-user', 2)).toEqual({ due: true, state: 'pending' });
+    expect(await delivery('parked-swept', 'swept-user', 1)).toEqual({ due: true, state: 'pending' });
+    expect(await delivery('parked-swept', 'swept-user', 2)).toEqual({ due: false, state: 'pending' });
   });
 
   it('makes a parked event due whichever way its head goes: deleted (retention of a retired endpoint\'s backlog), or dead-lettered outside a settle', async () => {
@@ -259,5 +294,122 @@ describeOn('postgres')('deliveries parked behind their user\'s earlier event, on
     await db.sql(`update public.outbound_deliveries d set state = 'dead' from public.outbound_events e
       where e.id = d.event_id and d.endpoint_id = 'parked-other' and e.user_id = 'other-user' and e.sequence = 2`);
     expect(await delivery('parked-other', 'other-user', 3)).toEqual({ due: true, state: 'pending' });
+  });
+
+  it('does not deadlock an erasure with a settle of the erased user\'s in-flight head at an endpoint that takes no customer.deleted', async () => {
+    // An endpoint for entitlements only (EVENTS_WEBHOOK_ENDPOINTS with types): an erasure deletes what
+    // the user still waits for there.
+    await onlyEndpoints({ id: 'erase-ent', types: ['entitlement.*'] });
+    const a = '00000000-0000-4000-8000-00000000000a';
+    const b = '00000000-0000-4000-8000-00000000000b';
+    await emit(a);
+    await emit(b);
+    const heads = await claim('erase-ent');
+    expect(heads.map((d) => d.user_id)).toEqual([a, b]);
+    const errors: string[] = [];
+    await db.connection(async (billing) => db.connection(async (settler) => db.connection(async (eraser) => {
+      // The billing webhook's commit: an event for user b, parked behind b's head (which it holds FOR SHARE).
+      await billing('begin');
+      await emit(b, billing);
+      // Both attempts end in the same turn: one settle (lib/events/delivery.ts, settleEnded). It
+      // settles a's head, then waits for b's.
+      let settled = false;
+      const settling = settle('erase-ent', heads.map((d) => ({ event_id: d.event_id, outcome: 'delivered' })), settler)
+        .catch((error: Error) => void (errors.push(`settle: ${error.message}`))).finally(() => { settled = true; });
+      await untilWaiting(1, () => settled);
+      // User a is deleted (auth.users' trigger: forget_user): their delivery at the endpoint goes.
+      let erased = false;
+      const erasing = (async () => {
+        await eraser('begin');
+        try {
+          await eraser(`select public.forget_user($1)`, [a]);
+          await eraser('commit');
+        } catch (error) {
+          errors.push(`erasure: ${(error as Error).message}`);
+          await eraser('rollback');
+        }
+      })().finally(() => { erased = true; });
+      await untilWaiting(2, () => erased);
+      await billing('commit');
+      await Promise.all([settling, erasing]);
+    })));
+    expect(errors).toEqual([]);
+  });
+  it('sends, at the claims\' sweep a minute later at most, an event whose wake skipped it because a replay held it, when that replay fails', async () => {
+    await onlyEndpoints({ id: 'skipped' });
+    const u = 'skipped-u';
+    const v = 'skipped-v';
+    await emit(u);
+    await emit(u); // event 2, parked behind event 1
+    await emit(v);
+    const heads = await claim('skipped');
+    expect(heads.map((d) => [d.user_id, Number(d.sequence)])).toEqual([['skipped-u', 1], ['skipped-v', 1]]);
+    expect(await deliveries('skipped', u)).toEqual([
+      { sequence: 1, state: 'pending', parked: false },
+      { sequence: 2, state: 'pending', parked: true },
+    ]);
+    await db.connection(async (billing) => db.connection(async (settler) => db.connection(async (replayer) => {
+      // A billing transaction holds user v's head (its emit parks behind it) for a moment.
+      await billing('begin');
+      await emit(v, billing);
+      // Both heads delivered, one settle: it settles u's and waits for v's.
+      let settled = false;
+      const settling = settle('skipped', heads.map((d) => ({ event_id: d.event_id, outcome: 'delivered' })), settler)
+        .finally(() => { settled = true; });
+      await untilWaiting(1, () => settled);
+      // Meanwhile an operator replays u's event 2 (POST /api/admin/events/replay): its insert holds
+      // the row (due now). The call then fails before it commits (its lock_timeout of 5 s or query
+      // timeout of 20 s on a wide range, a dropped connection): here, rolled back.
+      await replayer('begin');
+      await replayer(`select public.outbound_replay(p_event_id => $1)`, [await eventId(u, 2)]);
+      await billing('commit');
+      await settling; // its wake found event 2 locked by the replay, and skipped it
+      await replayer('rollback');
+    })));
+    // Event 1 is delivered; event 2, u's only pending delivery, went back to parked with the
+    // rollback: the claims' sweep of a minute later sends it.
+    expect(await deliveries('skipped', u)).toEqual([
+      { sequence: 1, state: 'delivered', parked: false },
+      { sequence: 2, state: 'pending', parked: true },
+    ]);
+    await sweepIsDue('skipped');
+    expect((await claim('skipped')).filter((d) => d.user_id === u).map((d) => Number(d.sequence))).toEqual([2]);
+  });
+
+  it('does not deadlock the retention of a retired endpoint\'s backlog (maintenance) with a settle of the same users\' heads', async () => {
+    const a = 'ret-a';
+    const b = 'ret-b';
+    // A receiver retired weeks ago with a backlog: b's and a's events of 40 days ago still pending there.
+    await onlyEndpoints({ id: 'ret-old' });
+    await emit(b);
+    await emit(a);
+    await db.sql(`update public.outbound_events set created_at = now() - interval '40 days' where user_id = $1`, [b]);
+    await db.sql(`update public.outbound_events set created_at = now() - interval '39 days' where user_id = $1`, [a]);
+    // The receivers of now: the same users' new events, attempted.
+    await onlyEndpoints({ id: 'ret-now' });
+    await emit(a);
+    await emit(b);
+    const heads = await claim('ret-now');
+    expect(heads.map((d) => d.user_id)).toEqual([a, b]);
+    const errors: string[] = [];
+    await db.connection(async (billing) => db.connection(async (settler) => db.connection(async (maintainer) => {
+      // A billing transaction holds b's head (its emit parks behind it) for a moment.
+      await billing('begin');
+      await emit(b, billing);
+      // The daily maintenance: the 40-day-old events go, their pending deliveries at the retired
+      // endpoint with them (each delete wakes what waits behind it).
+      let maintained = false;
+      const maintaining = maintainer(`select public.outbound_maintain(now(), now() + interval '30 seconds')`)
+        .catch((error: Error) => void errors.push(`maintain: ${error.message}`)).finally(() => { maintained = true; });
+      await untilWaiting(1, () => maintained);
+      // Both heads delivered, one settle: a's, then it waits for b's.
+      let settled = false;
+      const settling = settle('ret-now', heads.map((d) => ({ event_id: d.event_id, outcome: 'delivered' })), settler)
+        .catch((error: Error) => void (errors.push(`settle: ${error.message}`))).finally(() => { settled = true; });
+      await untilWaiting(2, () => settled || maintained);
+      await billing('commit');
+      await Promise.all([maintaining, settling]);
+    })));
+    expect(errors).toEqual([]);
   });
 });
