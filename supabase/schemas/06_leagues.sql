@@ -97,6 +97,11 @@ declare
   v_replace_ids bigint[] := '{}';
   v_replace_members jsonb[] := '{}';
   v_tombstoned_ids bigint[] := '{}';
+  -- Existing leagues that change, with what they change to (parallel arrays): written after the
+  -- loop, in one statement (below says why).
+  v_changed_ids bigint[] := '{}';
+  v_changed_docs jsonb[] := '{}';
+  v_changed_at timestamptz[] := '{}';
   v_previous_members uuid[];
 begin
   -- The route validated all of this; checked again because this function is the last line.
@@ -207,16 +212,9 @@ begin
       elsif v_item.at = v_version then
         v_unchanged := v_unchanged + 1;
       else
-        update public.leagues l
-        set name = v_item.doc ->> 'name',
-            sport = v_item.doc ->> 'sport',
-            season = v_item.doc ->> 'season',
-            status = v_item.doc ->> 'status',
-            settings = coalesce(v_item.doc -> 'settings', '{}'::jsonb),
-            updated_at = v_item.at,
-            deleted_at = null,
-            synced_at = now()
-        where l.id = v_row.id;
+        v_changed_ids := array_append(v_changed_ids, v_row.id);
+        v_changed_docs := array_append(v_changed_docs, v_item.doc);
+        v_changed_at := array_append(v_changed_at, v_item.at);
         v_upserted := v_upserted + 1;
         v_replace_ids := array_append(v_replace_ids, v_row.id);
         v_replace_members := array_append(v_replace_members, coalesce(v_item.doc -> 'members', '[]'::jsonb));
@@ -227,11 +225,40 @@ begin
       elsif v_item.at = v_version and v_row.deleted_at is not null then
         v_unchanged := v_unchanged + 1;
       else
-        update public.leagues l set deleted_at = v_item.at, synced_at = now() where l.id = v_row.id;
+        v_changed_ids := array_append(v_changed_ids, v_row.id);
+        v_changed_docs := array_append(v_changed_docs, null::jsonb); -- (a tombstone)
+        v_changed_at := array_append(v_changed_at, v_item.at);
         v_deleted := v_deleted + 1;
         v_tombstoned_ids := array_append(v_tombstoned_ids, v_row.id);
       end if;
     end if;
+  end loop;
+
+  -- Every app user whose account this delivery changes, marked changed at once and in id order
+  -- (public.account_changed locks their kept accounts): the members of the leagues it changes, as
+  -- they are under those leagues' locks, and the members they get. The triggers of the writes below
+  -- then find them locked already. (Marked league by league, by each league's update, two deliveries
+  -- naming the same users in other leagues locked them in crossing orders, and Postgres ended the
+  -- deadlock by failing one of them: a 503 to the sync worker.)
+  perform public.account_changed(array(
+    select m.app_user_id from public.league_members m where m.league_id = any (v_changed_ids)
+    union
+    select (x.value ->> 'appUserId')::uuid from unnest(v_replace_members) as r(members), jsonb_array_elements(r.members) x
+    where x.value ->> 'appUserId' is not null));
+
+  -- The leagues that change, each by its id (as its own statement, the triggers' reads of its
+  -- members go through their index): a snapshot's fields, or a tombstone's time.
+  for i in 1 .. cardinality(v_changed_ids) loop
+    update public.leagues l
+    set name = case when v_changed_docs[i] is null then l.name else v_changed_docs[i] ->> 'name' end,
+        sport = case when v_changed_docs[i] is null then l.sport else v_changed_docs[i] ->> 'sport' end,
+        season = case when v_changed_docs[i] is null then l.season else v_changed_docs[i] ->> 'season' end,
+        status = case when v_changed_docs[i] is null then l.status else v_changed_docs[i] ->> 'status' end,
+        settings = case when v_changed_docs[i] is null then l.settings else coalesce(v_changed_docs[i] -> 'settings', '{}'::jsonb) end,
+        updated_at = case when v_changed_docs[i] is null then l.updated_at else v_changed_at[i] end,
+        deleted_at = case when v_changed_docs[i] is null then v_changed_at[i] end,
+        synced_at = now()
+    where l.id = v_changed_ids[i];
   end loop;
 
   -- Members: a snapshot's list replaces the stored one; a deleted league keeps no members.

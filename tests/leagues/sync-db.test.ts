@@ -191,6 +191,25 @@ describe.each(DATABASE_KINDS)('apply_leagues_sync on %s', (kind) => {
     }
   });
 
+  it('deliveries of different sources at once whose leagues share app users in crossing orders: each applied, none refused', async () => {
+    // 20 sources, each with 10 leagues; league k of source i has one member, app user (k + i) % 10.
+    // So two deliveries name the same users in other leagues, in other orders: marked changed league
+    // by league, their accounts were locked in crossing orders, and Postgres failed some deliveries
+    // with a deadlock (a 503 to the sync worker).
+    const users = Array.from({ length: 10 }, () => randomUUID());
+    const sources = Array.from({ length: 20 }, () => freshSource('cross'));
+    const make = (t: number) => sources.map((source, i) => leaguesSyncBodySchema.parse(delivery(source, {
+      leagues: Array.from({ length: 10 }, (_, k) => league(`L${k}`, at(t), { members: [member(1, { appUserId: users[(k + i) % 10]! })] })),
+    })));
+    for (const t of [1, 2, 3]) {
+      const results = await Promise.allSettled(make(t).map((body) => applyLeaguesSync(body)));
+      expect(results.map((r) => (r.status === 'fulfilled' ? r.value.upserted : (r.reason as Error).message))).toEqual(sources.map(() => 10));
+    }
+    // Every user is in one league of each source.
+    const [{ n }] = await db.sql<{ n: number }>('select count(*)::int as n from public.league_members where app_user_id = $1', [users[0]]);
+    expect(n).toBe(20);
+  });
+
   it('the same delivery id twice at once: applied once, the other answers its counts as a duplicate', async () => {
     for (let round = 0; round < 3; round++) {
       const source = freshSource('dup');
