@@ -2,9 +2,11 @@ import { z } from 'zod';
 
 /**
  * The body of `POST /api/webhooks/leagues-sync`: a batch of league snapshots and deletions from one
- * upstream source. Strict everywhere (an unknown field is a 400), so a sender's typo is seen at once
- * instead of being silently dropped. Validation decides without the database; what needs the stored
- * rows (newest wins, tombstones, replays) is decided by `public.apply_leagues_sync`.
+ * upstream source. A field this service does not know is accepted and ignored, at every level, as
+ * for the billing webhook (a sync worker that starts sending a new field before the service reads it
+ * keeps being applied, instead of every delivery refused until both change together); every field
+ * it knows is checked. Validation decides without the database; what needs the stored rows (newest
+ * wins, tombstones, replays) is decided by `public.apply_leagues_sync`.
  */
 
 export const LEAGUES_SYNC_LIMITS = {
@@ -87,7 +89,7 @@ const settingsSchema = z
   })
   .meta({ description: `Free-form league settings, kept as sent: at most ${LEAGUES_SYNC_LIMITS.maxSettingsBytes} bytes as JSON (UTF-8)` });
 
-const memberSchema = z.strictObject({
+const memberSchema = z.looseObject({
   externalUserId: externalKey('externalUserId'),
   displayName: text(100),
   role: z.enum(MEMBER_ROLES, { error: `must be one of ${MEMBER_ROLES.join(', ')}` }),
@@ -100,7 +102,7 @@ const memberSchema = z.strictObject({
 });
 
 function leagueSchema(clock: SchemaClock) {
-  return z.strictObject({
+  return z.looseObject({
     externalId: externalKey('externalId'),
     name: text(200),
     sport: text(32),
@@ -119,7 +121,7 @@ function leagueSchema(clock: SchemaClock) {
 }
 
 function deletionSchema(clock: SchemaClock) {
-  return z.strictObject({
+  return z.looseObject({
     externalId: externalKey('externalId'),
     deletedAt: timestampSchema(clock),
   });
@@ -128,7 +130,7 @@ function deletionSchema(clock: SchemaClock) {
 /** Build the body schema with a clock (tests inject one; the route uses the system clock). */
 export function createLeaguesSyncBodySchema(clock: SchemaClock = systemClock) {
   return z
-    .strictObject({
+    .looseObject({
       id: externalKey('id').optional(),
       source: z.string().regex(/^[a-z0-9_-]{1,32}$/, 'must match [a-z0-9_-]{1,32}'),
       sentAt: timestampSchema(clock),

@@ -8,7 +8,7 @@ import { DATABASE_KINDS, engineOn, useTestDatabase, type TestDatabase } from '..
 import { setEnv } from '../support/env.ts';
 import { callRoute, type RouteRequest } from '../support/http.ts';
 import { freePort } from '../../scripts/support/postgres-server.ts';
-import { at, delivery, freshSource, issueBody, league, members, storedLeagues, tableCounts } from './fixtures.ts';
+import { at, delivery, freshSource, issueBody, league, member, members, storedLeagues, tableCounts } from './fixtures.ts';
 
 const SECRET = 'leagues-secret-current-0123456789';
 const PREVIOUS = 'leagues-secret-previous-9876543210';
@@ -112,17 +112,29 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     const stored = await storedLeagues(db, source);
     const before = await tableCounts(db);
     const leagues = Array.from({ length: 10 }, (_, i) => league(`l${i}`, at(5)));
+    // (Its unknown fields, `colour` and `extra`, are not among the failures: they are ignored.)
     leagues[3] = league('l3', at(5), { status: 'playoffs', colour: 'red', members: [{ externalUserId: 'u1', displayName: 'A', role: 'owner' }] });
     leagues.push(league('keep', at(9), { name: 'changed' }));
-    const response = await post({ ...delivery(source, { leagues }), sentAt: 'now', typo: true });
+    const response = await post({ ...delivery(source, { leagues }), sentAt: 'now', extra: true });
     expect(response.status).toBe(400);
     expect(response.body).toMatchObject({ code: 'invalid_request', status: 400 });
     expect(response.body.errors.map((e: { path: string }) => e.path).sort()).toEqual(
-      ['leagues.3.colour', 'leagues.3.members.0.role', 'leagues.3.status', 'sentAt', 'typo'],
+      ['leagues.3.members.0.role', 'leagues.3.status', 'sentAt'],
     );
     for (const error of response.body.errors) expect(error.message).toEqual(expect.any(String));
     expect(await storedLeagues(db, source)).toEqual(stored);
     expect(await tableCounts(db)).toEqual(before);
+  });
+
+  it('accepts and ignores fields it does not know, at every level, and applies the rest', async () => {
+    const source = freshSource();
+    const response = await post({
+      ...delivery(source, { id: 'with-unknown-fields', leagues: [league('a', at(1), { colour: 'red', members: [{ ...member(1), email: 'a@example.test' }] })],
+        deleted: [{ externalId: 'b', deletedAt: at(1), why: 'merged' }] }),
+      schemaVersion: 2,
+    });
+    expect({ status: response.status, body: response.body }).toEqual({ status: 200, body: { received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 1 } });
+    expect((await storedLeagues(db, source)).map((l) => [l.external_id, l.deleted_at === null, l.members.length])).toEqual([['a', true, 1], ['b', false, 0]]);
   });
 
   it('takes time zone offsets up to ±15:59 (what Postgres stores) and refuses larger ones with 400, changing nothing', async () => {

@@ -3767,7 +3767,7 @@ export interface operations {
                     /** @description RFC 3339 with `Z` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
                     sentAt: string & (unknown & unknown & unknown & unknown);
                     /** @description Snapshots to apply; each `externalId` at most once in the delivery (in `leagues` or `deleted`) */
-                    leagues?: {
+                    leagues?: ({
                         externalId: string;
                         name: string;
                         sport: string;
@@ -3781,23 +3781,31 @@ export interface operations {
                             [key: string]: components["schemas"]["JsonValue"];
                         };
                         /** @description The whole membership (members not listed are removed); each `externalUserId` at most once */
-                        members: {
+                        members: ({
                             externalUserId: string;
                             displayName: string;
                             /** @enum {string} */
                             role: "commissioner" | "member";
                             appUserId?: string | null;
-                        }[];
-                    }[];
+                        } & {
+                            [key: string]: components["schemas"]["JsonValue"];
+                        })[];
+                    } & {
+                        [key: string]: components["schemas"]["JsonValue"];
+                    })[];
                     /**
                      * @description Leagues to delete (tombstones); each `externalId` at most once in the delivery (in `leagues` or `deleted`)
                      * @default []
                      */
-                    deleted?: {
+                    deleted?: ({
                         externalId: string;
                         /** @description RFC 3339 with `Z` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
                         deletedAt: string & (unknown & unknown & unknown & unknown);
-                    }[];
+                    } & {
+                        [key: string]: components["schemas"]["JsonValue"];
+                    })[];
+                } & {
+                    [key: string]: components["schemas"]["JsonValue"];
                 };
             };
         };
