@@ -302,6 +302,9 @@ as $$
 declare
   v_members integer;
 begin
+  -- The account first, as a leagues delivery marks accounts before it touches members
+  -- (public.apply_leagues_sync): in the other order the two waited for each other.
+  perform public.account_changed(array[p_user_id]);
   update public.league_members set app_user_id = null where app_user_id = p_user_id;
   get diagnostics v_members = row_count;
   return jsonb_build_object('leagueMembersUnlinked', v_members);

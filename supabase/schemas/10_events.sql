@@ -134,16 +134,6 @@ alter table public.outbound_endpoints enable row level security;
 revoke all on table public.outbound_endpoints from public, anon, authenticated;
 grant select, insert, update, delete on table public.outbound_endpoints to service_role;
 
--- When a claim last swept an endpoint's parked queue heads (see Parking, below): a table of its own,
--- as the endpoint's row is never written on the delivery path (last_delivered_at says why).
-create table public.outbound_parked_sweeps (
-  endpoint_id text primary key references public.outbound_endpoints (id) on delete cascade,
-  swept_at timestamptz not null
-);
-alter table public.outbound_parked_sweeps enable row level security;
-revoke all on table public.outbound_parked_sweeps from public, anon, authenticated;
-grant select, insert, update, delete on table public.outbound_parked_sweeps to service_role;
-
 -- One event to one endpoint. `pending` until a 2xx (`delivered`) or the retries run out (`dead`).
 -- `leased_until`: an attempt is under way until then (another worker skips it).
 create table public.outbound_deliveries (
@@ -216,76 +206,6 @@ $$;
 revoke all on function public.outbound_lock_user(text) from public, anon, authenticated;
 grant execute on function public.outbound_lock_user(text) to service_role;
 
--- Parking: an event behind an earlier pending one of its user at an endpoint waits with
--- next_attempt_at 'infinity', so that a claim, which reads only what is due, never reads the backlog
--- behind users whose events are being retried (a receiver down for a day). The head going makes the
--- next one due (below). No step waits for another to park or wake: a writer parks only behind a
--- head it can lock (FOR SHARE SKIP LOCKED: a settle of that head then waits for the writer's commit
--- and its wake sees what was parked; a head being settled is skipped and the event written due,
--- which the claim's head check keeps in order), and a wake skips a parked row another transaction
--- holds. What a race leaves parked at a queue's head anyway (two settles of one user's deliveries
--- at once, after a replay; a holder that rolls back) is made due by the sweep below, which a claim
--- runs at most once a minute per endpoint (outbound_claim): at worst a minute late, never lost.
-
--- A user's queue at an endpoint moves on when its head goes: delivered or dead-lettered
--- (public.outbound_settle), or deleted (retention of a retired endpoint's backlog, an erasure). The
--- next event, if parked, is made due: a trigger, so that every way a head goes does it. Its query
--- runs after the statement that changed the head, which waited for any writer holding that head
--- (FOR SHARE), so it sees what that writer parked.
-create or replace function public.outbound_wake_next()
-returns trigger
-language plpgsql
-security definer
-set search_path = ''
-as $$
-begin
-  update public.outbound_deliveries n set next_attempt_at = now()
-  where n.ctid = any (array(
-    select p.ctid from public.outbound_deliveries p
-    where p.endpoint_id = old.endpoint_id and p.user_id = old.user_id and p.state = 'pending' and p.next_attempt_at = 'infinity'
-      and p.sequence = (select h.sequence from public.outbound_deliveries h
-                        where h.endpoint_id = old.endpoint_id and h.user_id = old.user_id and h.state = 'pending'
-                        order by h.sequence limit 1)
-    for update skip locked));
-  return null;
-end;
-$$;
-revoke all on function public.outbound_wake_next() from public, anon, authenticated;
-grant execute on function public.outbound_wake_next() to service_role;
-
-create trigger outbound_deliveries_wake_next_update after update of state on public.outbound_deliveries
-  for each row when (old.state = 'pending' and new.state <> 'pending') execute function public.outbound_wake_next();
-create trigger outbound_deliveries_wake_next_delete after delete on public.outbound_deliveries
-  for each row when (old.state = 'pending') execute function public.outbound_wake_next();
-
--- Make due every parked delivery at p_endpoint_id (null: every endpoint) that heads its user's
--- queue: what a race left parked (see Parking, above). Run by a claim at most once a minute per
--- endpoint, and by each maintenance. Returns how many.
-create or replace function public.outbound_wake_parked_heads(p_endpoint_id text default null)
-returns integer
-language plpgsql
-volatile
-security definer
-set search_path = ''
-as $$
-declare
-  v_count integer;
-begin
-  update public.outbound_deliveries n set next_attempt_at = now()
-  where n.ctid = any (array(
-    select p.ctid from public.outbound_deliveries p
-    where (p_endpoint_id is null or p.endpoint_id = p_endpoint_id) and p.state = 'pending' and p.next_attempt_at = 'infinity'
-      and p.sequence = (select h.sequence from public.outbound_deliveries h
-                        where h.endpoint_id = p.endpoint_id and h.user_id = p.user_id and h.state = 'pending'
-                        order by h.sequence limit 1)
-    for update skip locked));
-  get diagnostics v_count = row_count;
-  return v_count;
-end;
-$$;
-revoke all on function public.outbound_wake_parked_heads(text) from public, anon, authenticated;
-grant execute on function public.outbound_wake_parked_heads(text) to service_role;
-
 -- Write one event (and its deliveries) with the user's next sequence number, under the user's lock
 -- (its counter's row: public.outbound_lock_user, which a caller reading what was told takes first).
 -- Returns the number.
@@ -309,14 +229,8 @@ begin
   end if;
   insert into public.outbound_events (user_id, sequence, type, data) values (p_user_id, v_sequence, p_type, p_data)
     returning id into v_id;
-  -- Parked behind an earlier pending event of the user there, one it can hold (see Parking, above).
-  insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, next_attempt_at)
-    select e.id, v_id, p_user_id, v_sequence,
-           case when exists (select 1 from public.outbound_deliveries h
-                             where h.endpoint_id = e.id and h.user_id = p_user_id and h.state = 'pending' and h.sequence < v_sequence
-                             limit 1 for share skip locked)
-                then 'infinity'::timestamptz else now() end
-    from public.outbound_endpoints e
+  insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence)
+    select e.id, v_id, p_user_id, v_sequence from public.outbound_endpoints e
     where e.retired_at is null and public.outbound_endpoint_wants(e.types, p_type);
   if p_type <> 'customer.deleted' then
     -- The same person back after an erasure: a later erasure is told again.
@@ -858,13 +772,6 @@ begin
      or p_retry_limit < 0 then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600, p_retry_limit 0 or more.';
   end if;
-  -- What a race left parked at the head of a queue here (see Parking, above), at most once a minute.
-  insert into public.outbound_parked_sweeps as w (endpoint_id, swept_at)
-    select e.id, now() from public.outbound_endpoints e where e.id = p_endpoint_id
-    on conflict (endpoint_id) do update set swept_at = now() where w.swept_at < now() - interval '1 minute';
-  if found then
-    perform public.outbound_wake_parked_heads(p_endpoint_id);
-  end if;
   -- Retries, then first attempts: the same choice, one kind at a time.
   foreach v_retrying in array array[true, false] loop
     v_take := case when v_retrying then least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2)) else p_limit - cardinality(v_due) end;
@@ -941,8 +848,6 @@ set search_path = ''
 as $$
 declare
   v_count integer;
-  v_endpoints text[];
-  v_users text[];
 begin
   if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'Name an event, or a time range whose end is after its start.';
@@ -950,7 +855,6 @@ begin
   if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
     raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
   end if;
-  with replayed as (
   insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence)
     select p.id, e.id, e.user_id, e.sequence
     from public.outbound_events e
@@ -962,22 +866,8 @@ begin
       -- Never what an erased user had before their customer.deleted (still waiting to go out).
       and not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence)
   on conflict (endpoint_id, event_id) do update
-    -- (One parked stays parked: nothing before it goes, and a second write to park it again costs
-    -- as much as the first.)
-    set state = 'pending', attempts = 0, leased_until = null, first_attempt_at = null, delivered_at = null,
-        next_attempt_at = case when d.state = 'pending' and d.next_attempt_at = 'infinity' then d.next_attempt_at else now() end
-  returning d.endpoint_id, d.user_id
-  )
-  select count(*), array_agg(endpoint_id), array_agg(user_id) into v_count, v_endpoints, v_users from replayed;
-  -- What waits behind an earlier pending event of its user (the replayed ones among them) is parked,
-  -- as an emitted event is (see Parking, above): at each endpoint and user the replay wrote to.
-  update public.outbound_deliveries n set next_attempt_at = 'infinity'
-  from (select distinct r.endpoint_id, r.user_id from unnest(v_endpoints, v_users) as r(endpoint_id, user_id)) r
-  where n.endpoint_id = r.endpoint_id and n.user_id = r.user_id
-    and n.state = 'pending' and n.leased_until is null and n.next_attempt_at <> 'infinity'
-    and exists (select 1 from public.outbound_deliveries h
-                where h.endpoint_id = n.endpoint_id and h.user_id = n.user_id and h.state = 'pending' and h.sequence < n.sequence
-                limit 1 for share skip locked);
+    set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null;
+  get diagnostics v_count = row_count;
   return v_count;
 end;
 $$;
@@ -1112,7 +1002,6 @@ begin
   delete from public.outbound_events o where o.id = any (v_gone);
   get diagnostics v_deleted = row_count;
   v_erased_done := v_deleted < 1000;
-  perform public.outbound_wake_parked_heads(null);
   loop
     v_gone := array(
       select e.id from public.outbound_events e
