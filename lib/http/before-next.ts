@@ -266,6 +266,10 @@ export function answerBeforeNext(): void {
         return true;
       }
       settleClientAddress(request);
+      // A request that asked to upgrade, answered as itself (answerHostAndExpectationHere): Node has
+      // already dropped whatever the client sent after its headers on this connection (a pipelined
+      // request), so the connection closes with the answer and the client sends that again.
+      if (request.headers.upgrade !== undefined) response.shouldKeepAlive = false;
     }
     if (event === 'clientError') {
       const [error, socket] = args as [NodeJS.ErrnoException, Duplex & { _httpMessage?: (http.ServerResponse & { _headerSent?: boolean }) | null }];

@@ -281,6 +281,22 @@ describe.each([
     expect({ status: unauthenticated.status, type: unauthenticated.type }).toEqual({ status: 401, type: 'application/problem+json' });
   });
 
+  // Node drops what a client pipelined after a request that asked to upgrade, once it is answered as
+  // itself: that answer closes the connection, so the client sends the rest again.
+  it('closes the connection after answering a request that asked to upgrade, so a request pipelined behind it is sent again', async () => {
+    const { text, closed } = await new Promise<{ text: string; closed: boolean }>((resolve, reject) => {
+      const socket = connect(server.port, '127.0.0.1');
+      let received = '';
+      socket.on('data', (chunk) => { received += chunk.toString('latin1'); });
+      socket.on('error', reject);
+      socket.on('end', () => resolve({ text: received, closed: true }));
+      socket.write('GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n'
+        + 'GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    });
+    const head = text.split('\r\n\r\n')[0] ?? '';
+    expect({ status: head.split(' ')[1], connection: /^connection: (.*)$/im.exec(head)?.[1], closed }).toEqual({ status: '200', connection: 'close', closed: true });
+  });
+
   it('in local mode answers only for this machine\'s names: a public Host gets 421 problem+json before anything runs (a DNS-rebinding page), an IP address or a local name is served', async () => {
     for (const [method, target, host] of [['GET', '/api/health', 'rebind.attacker.net'], ['POST', '/', `rebind.attacker.net:${server.port}`], ['GET', 'http://rebind.attacker.net/api/me', '127.0.0.1']] as const) {
       const answer = await rawRequest(server.port, method, target, '', '', `Host: ${host}\r\n`);
