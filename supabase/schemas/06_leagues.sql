@@ -97,8 +97,8 @@ declare
   v_replace_ids bigint[] := '{}';
   v_replace_members jsonb[] := '{}';
   v_tombstoned_ids bigint[] := '{}';
-  -- Existing leagues that change, with what they change to (parallel arrays): written after the
-  -- loop, in one statement (below says why).
+  -- Existing leagues that change, with what they change to (parallel arrays; no document: a
+  -- tombstone): written after the loop, once their accounts are marked (below says why).
   v_changed_ids bigint[] := '{}';
   v_changed_docs jsonb[] := '{}';
   v_changed_at timestamptz[] := '{}';
@@ -249,16 +249,20 @@ begin
   -- The leagues that change, each by its id (as its own statement, the triggers' reads of its
   -- members go through their index): a snapshot's fields, or a tombstone's time.
   for i in 1 .. cardinality(v_changed_ids) loop
-    update public.leagues l
-    set name = case when v_changed_docs[i] is null then l.name else v_changed_docs[i] ->> 'name' end,
-        sport = case when v_changed_docs[i] is null then l.sport else v_changed_docs[i] ->> 'sport' end,
-        season = case when v_changed_docs[i] is null then l.season else v_changed_docs[i] ->> 'season' end,
-        status = case when v_changed_docs[i] is null then l.status else v_changed_docs[i] ->> 'status' end,
-        settings = case when v_changed_docs[i] is null then l.settings else coalesce(v_changed_docs[i] -> 'settings', '{}'::jsonb) end,
-        updated_at = case when v_changed_docs[i] is null then l.updated_at else v_changed_at[i] end,
-        deleted_at = case when v_changed_docs[i] is null then v_changed_at[i] end,
-        synced_at = now()
-    where l.id = v_changed_ids[i];
+    if v_changed_docs[i] is null then
+      update public.leagues l set deleted_at = v_changed_at[i], synced_at = now() where l.id = v_changed_ids[i];
+    else
+      update public.leagues l
+      set name = v_changed_docs[i] ->> 'name',
+          sport = v_changed_docs[i] ->> 'sport',
+          season = v_changed_docs[i] ->> 'season',
+          status = v_changed_docs[i] ->> 'status',
+          settings = coalesce(v_changed_docs[i] -> 'settings', '{}'::jsonb),
+          updated_at = v_changed_at[i],
+          deleted_at = null,
+          synced_at = now()
+      where l.id = v_changed_ids[i];
+    end if;
   end loop;
 
   -- Members: a snapshot's list replaces the stored one; a deleted league keeps no members.
