@@ -85,6 +85,15 @@ export async function addEndpoints(endpoints: Array<{ id: string; types: string[
 }
 
 /**
+ * Put back any queue's row missing beside its pending deliveries (a claim finds a user's head from
+ * that row; a delivery written while the migration that made the rows ran has none): as the server
+ * opens the database, and in the daily maintenance.
+ */
+export async function mendQueues(db: DatabaseAdapter): Promise<void> {
+  await db.call('outbound_mend_queues', {});
+}
+
+/**
  * Lease up to `limit` users' due heads to an attempt: at most `retries` retries first, then first
  * attempts in the places left (each kind the oldest due first).
  */

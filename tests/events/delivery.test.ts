@@ -4,6 +4,7 @@ import { deliver, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
 import { setEnv } from '../support/env.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';
@@ -76,7 +77,10 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
   });
 
   /** Make every pending retry due now, as the clock would. */
-  const retriesDue = () => db.sql("update public.outbound_deliveries set next_attempt_at = now() - interval '1 second' where state = 'pending'");
+  const retriesDue = async () => {
+    await db.sql("update public.outbound_deliveries set next_attempt_at = now() - interval '1 second' where state = 'pending'");
+    await db.sql(QUEUES_DUE_NOW);
+  };
 
   it('sends a purchase, a renewal, a refund and a wallet link, signed, in order, with bodies the schemas and the client verifier accept', async () => {
     const buyer = await testUser();
@@ -486,6 +490,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     await run();
     expect(ofUser(receiver.received, user.userId)).toHaveLength(0);
     await db.sql("update public.outbound_deliveries set leased_until = now() - interval '1 second' where user_id = $1", [user.userId]);
+    await db.sql(QUEUES_DUE_NOW);
     await run();
     expect(typesOf(ofUser(receiver.received, user.userId))).toEqual(['wallet.linked']);
   });
@@ -499,6 +504,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     expect((await run()).endpoints[0]).toMatchObject({ delivered: 0, retried: 1 });
     // A day of retries has passed: still waiting, not dead.
     await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '1 day', next_attempt_at = now() - interval '1 second' where user_id = $1 and state = 'pending' and first_attempt_at is not null", [user.userId]);
+    await db.sql(QUEUES_DUE_NOW);
     expect((await run()).endpoints[0]).toMatchObject({ delivered: 0, retried: 1, dead: 0 });
     const [waiting] = await db.sql<{ last_error: string }>('select last_error from public.outbound_deliveries where user_id = $1 and sequence = 1', [user.userId]);
     expect(waiting!.last_error).not.toBe('');
@@ -516,6 +522,7 @@ describe.each(DATABASE_KINDS)('outbound events to a real receiver on %s', (kind)
     await run();
     // Three days of retries have passed.
     await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '3 days 1 minute', next_attempt_at = now() - interval '1 second' where user_id = $1", [user.userId]);
+    await db.sql(QUEUES_DUE_NOW);
     expect((await run()).endpoints[0]).toMatchObject({ dead: 1 });
     receiver.setBehaviour('ok');
     await linkWallet(user, evmWallet());

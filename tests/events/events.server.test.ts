@@ -9,6 +9,7 @@ import { startNextServer, type NextServer } from '../../scripts/support/next-ser
 import { startWebhookReceiver, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { migratedEmbeddedDbDir } from '../support/databases.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**
@@ -87,6 +88,7 @@ describe.each([
     // While the service is down, the retry's time comes (as the clock would bring it).
     const db = await PGlite.create(path.join(dataDir, 'pglite'));
     const [pending] = (await db.query<{ n: number }>("update public.outbound_deliveries set next_attempt_at = now() - interval '1 second' where user_id = $1 and state = 'pending' returning 1 as n", [userId])).rows;
+    await db.query(QUEUES_DUE_NOW);
     await db.close();
     expect(pending).toBeDefined();
 

@@ -7,6 +7,7 @@ import * as deliverRoute from '../../app/api/admin/events/deliver/route.ts';
 import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
 import { setEnv } from '../support/env.ts';
 import { startRouteServer } from '../support/route-server.ts';
 import { testUser } from '../support/tokens.ts';
@@ -66,6 +67,7 @@ describeOn('postgres')('npm run events:*', () => {
     expect(status).not.toContain('in-the-query');
 
     await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '4 days', next_attempt_at = now() where event_id = $1", [eventId]);
+    await db.sql(QUEUES_DUE_NOW);
     expect(JSON.parse((await run('events-deliver')).stdout).endpoints).toEqual([expect.objectContaining({ dead: 1 })]);
     const dead = (await run('events-dead-letters')).stdout;
     expect(dead).toMatch(new RegExp(`^.* UTC {2}endpoint [0-9a-f]{16} {2}evt_${eventId} {2}wallet\\.linked {2}user ${user.userId} #1 {2}after 2 attempt\\(s\\): HTTP 500: down$`, 'm'));

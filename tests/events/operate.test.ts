@@ -18,6 +18,7 @@ import { checkEventReceiverAddresses } from '../../lib/startup.ts';
 import { deadLettersResponseSchema, eventOutboxSchema, eventsRunResponseSchema, replayResponseSchema, serviceStatusSchema, writtenEventsResponseSchema } from '../../lib/openapi/responses.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';
@@ -135,6 +136,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     await run(); // the first attempt fails (500)
     // Three days pass (the retries' span): the next failure dead-letters it.
     await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '4 days', next_attempt_at = now() where event_id = $1", [event.id]);
+    await db.sql(QUEUES_DUE_NOW);
     expect((await run()).endpoints).toEqual([expect.objectContaining({ dead: 1 })]);
     const [{ id: endpointId }] = (await endpoints()).endpoints as [{ id: string }];
     const list = await callRoute(deadLettersRoute, { headers: admin, url: `/api/admin/events/dead-letters?endpoint=${endpointId}&limit=5` });
@@ -165,6 +167,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     receiver.answer(200);
     // Make it dead, so only a replay sends it again.
     await db.sql("update public.outbound_deliveries set state = 'dead' where event_id = $1", [event.id]);
+    await db.sql(QUEUES_DUE_NOW);
     await run();
     expect(sentOf(event.id)).toHaveLength(1); // a dead letter is not sent again on its own
     const replayed = await callRoute(replayRoute, { method: 'POST', headers: admin, body: { eventId: `evt_${event.id.toUpperCase()}` } });
@@ -291,6 +294,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     expect(early.status, early.text).toBe(200);
     expect(sentOf(event.id)).toHaveLength(1); // not due yet: nothing sent
     await db.sql('update public.outbound_deliveries set next_attempt_at = now() where event_id = $1', [event.id]);
+    await db.sql(QUEUES_DUE_NOW);
     const response = await callRoute(deliverRoute, { method: 'POST', headers: admin });
     expect(response.status, response.text).toBe(200);
     expect(eventsRunResponseSchema.safeParse(response.body).error).toBeUndefined();
@@ -316,6 +320,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     const event = await walletEvent();
     await run();
     await db.sql("update public.outbound_deliveries set first_attempt_at = now() - interval '4 days', next_attempt_at = now() where event_id = $1", [event.id]);
+    await db.sql(QUEUES_DUE_NOW);
     await run(); // dead
     const late = await walletEvent();
     await run();
@@ -338,6 +343,7 @@ describe.each(DATABASE_KINDS)('the outbox operated on %s', (kind) => {
     // Delivered, the backlog is gone, and with it its note (the dead letter stays until replayed or aged out).
     receiver.answer(200);
     await db.sql('update public.outbound_deliveries set next_attempt_at = now() where event_id = $1', [late.id]); // its retry comes due
+    await db.sql(QUEUES_DUE_NOW);
     await run();
     const after = (await callRoute(statusRoute, { headers: admin })).body;
     expect(after.attention.filter((note: string) => note.includes(' wait for endpoint '))).toEqual([]);

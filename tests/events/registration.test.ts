@@ -86,6 +86,18 @@ describeOn('postgres')('the event receivers registered as the database opens', (
     expect(await deliveriesOf(userId)).toEqual([{ endpoint_id: receiver!.id, type: 'entitlement.granted' }]);
   });
 
+  it('the server puts back, as it opens the database, a queue\'s row missing beside a pending delivery (one written while the migration that made them ran)', async () => {
+    registerEventEndpointsAsTheDatabaseOpens();
+    const userId = await firstPurchase();
+    const queues = () => db.sql('select user_id, head_attempted from public.outbound_queues where user_id = $1', [userId]);
+    expect(await queues()).toEqual([{ user_id: userId, head_attempted: false }]);
+    await db.sql('delete from public.outbound_queues');
+    await closeDatabase();
+    registerEventEndpointsAsTheDatabaseOpens();
+    await getDatabase();
+    expect(await queues()).toEqual([{ user_id: userId, head_attempted: false }]);
+  });
+
   it('under next dev, a receiver added to the settings while the server runs gets the next event: it is registered before the next call', async () => {
     const restore = setEnv({ NODE_ENV: 'development', EVENTS_WEBHOOK_URL: undefined, EVENTS_WEBHOOK_SECRET: undefined });
     try {
