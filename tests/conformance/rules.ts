@@ -67,6 +67,13 @@ function depthOf(value: unknown): number {
 
 const leaguesOf = (body: unknown) => (Array.isArray((body as Body)?.leagues) ? ((body as Body).leagues as Body[]) : []);
 
+/** A name the document's `\S` lets through that shows as blank: only invisible characters. */
+function invisibleNames(body: unknown): boolean {
+  const invisible = (value: unknown) => typeof value === 'string' && /\S/.test(value) && !/[^\p{White_Space}\p{Cc}\p{Default_Ignorable_Code_Point}]/u.test(value);
+  return leaguesOf(body).some((l) => [l?.name, l?.sport, l?.season].some(invisible)
+    || (Array.isArray(l?.members) ? (l.members as Body[]) : []).some((m) => invisible(m?.displayName)));
+}
+
 const challenge = '/api/wallet-link/challenge';
 const link = '/api/wallet-link';
 const leagues = '/api/webhooks/leagues-sync';
@@ -80,6 +87,10 @@ export const DESCRIBED_RULES: DescribedRule[] = [
   {
     path: leagues, code: 'invalid_request', field: /(^sentAt|\.updatedAt|\.deletedAt)$/, phrase: 'minutes ahead of the server clock',
     broken: (b) => timestampsOf(b).some((t) => !(Date.parse(t) >= 0) || Date.parse(t) > Date.now() + MAX_CLOCK_SKEW_MS),
+  },
+  {
+    path: leagues, code: 'invalid_request', field: /^leagues\.\d+\.(name|sport|season|members\.\d+\.displayName)$/, phrase: 'at least one visible character',
+    broken: invisibleNames,
   },
   {
     path: leagues, code: 'invalid_request', field: /\.settings$/, phrase: 'bytes as JSON',

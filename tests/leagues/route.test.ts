@@ -151,6 +151,28 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     expect(await tableCounts(db)).toEqual(before);
   });
 
+  it('refuses names of only invisible characters as blank with 400, naming each field, and changes nothing', async () => {
+    const source = freshSource();
+    const before = await tableCounts(db);
+    const calls = dbCallCount();
+    const response = await post(delivery(source, {
+      leagues: [
+        league('zero-width', at(1), { name: '\u200B' }),
+        league('joiners', at(1), { name: '\u2060\uFEFF', members: [member(1, { displayName: '\u3164' })] }),
+        league('visible', at(1), { name: '\u200BA' }),
+      ],
+    }));
+    expect({ status: response.status, type: response.headers.get('content-type'), code: response.body.code })
+      .toEqual({ status: 400, type: 'application/problem+json', code: 'invalid_request' });
+    expect(response.body.errors).toEqual([
+      { path: 'leagues.0.name', message: 'must not be empty or blank' },
+      { path: 'leagues.1.name', message: 'must not be empty or blank' },
+      { path: 'leagues.1.members.0.displayName', message: 'must not be empty or blank' },
+    ]);
+    expect(dbCallCount()).toBe(calls);
+    expect(await tableCounts(db)).toEqual(before);
+  });
+
   it('answers 413 above 1 MB (declared or streamed) and changes nothing', async () => {
     const before = await tableCounts(db);
     const big = JSON.stringify(delivery(freshSource(), { leagues: [league('a', at(1), { settings: { pad: 'x'.repeat(1024 * 1024) } })] }));

@@ -43,6 +43,8 @@ describe('leaguesSyncBodySchema', () => {
     { name: `${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members`, body: { ...validBody(), leagues: [{ ...validLeague(), members: members(200) }] } },
     { name: 'settings of exactly 16 KB', body: { ...validBody(), leagues: [{ ...validLeague(), settings: { pad: 'x'.repeat(16 * 1024 - 10) } }] } },
     { name: 'nested settings of any JSON', body: { ...validBody(), leagues: [{ ...validLeague(), settings: { a: [1, { b: null }], c: true, d: 'é' } }] } },
+    // Invisible characters beside a visible one are part of the name (a joined emoji, a Hangul syllable).
+    { name: 'names with invisible characters beside visible ones', body: { ...validBody(), leagues: [{ ...validLeague(), name: '\u200BA\u2060', sport: '\u{1F469}\u200D\u{1F4BB}', season: '\u3164한', members: [{ externalUserId: '1', displayName: '\u00A0Bo\uFEFF', role: 'member' }] }] } },
     // Fields it does not know, at every level: accepted and ignored (as the billing webhook does).
     { name: 'an unknown top-level field', body: { ...validBody(), schemaVersion: 2 } },
     { name: 'an unknown league field', body: { ...validBody(), leagues: [{ ...validLeague(), colour: 'red' }] } },
@@ -73,6 +75,14 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'sentAt offset beyond what Postgres stores', body: { ...validBody(), sentAt: '2026-11-20T10:00:00+16:00' }, paths: ['sentAt'] },
     { name: 'updatedAt offset -23:59', body: league({ updatedAt: '2026-11-20T10:00:00-23:59' }), paths: ['leagues.0.updatedAt'] },
     { name: 'displayName blank', body: league({ members: [{ externalUserId: '1', displayName: ' ', role: 'member' }] }), paths: ['leagues.0.members.0.displayName'] },
+    // Only invisible characters: `\S` matches them, yet the app would show a blank row.
+    { name: 'name a zero-width space', body: league({ name: '\u200B' }), paths: ['leagues.0.name'] },
+    { name: 'name a word joiner and a byte order mark', body: league({ name: '\u2060\uFEFF' }), paths: ['leagues.0.name'] },
+    { name: 'name a Hangul filler', body: league({ name: '\u3164' }), paths: ['leagues.0.name'] },
+    { name: 'name a no-break space', body: league({ name: '\u00A0' }), paths: ['leagues.0.name'] },
+    { name: 'name control characters', body: league({ name: '\u0001\u007F\u0085' }), paths: ['leagues.0.name'] },
+    { name: 'sport and season invisible among spaces', body: league({ sport: ' \u200D ', season: '\u115F\u1160\uFFA0' }), paths: ['leagues.0.season', 'leagues.0.sport'] },
+    { name: 'displayName invisible', body: league({ members: [{ externalUserId: '1', displayName: '\u200C\u{E0020}', role: 'member' }] }), paths: ['leagues.0.members.0.displayName'] },
     { name: 'name too long', body: league({ name: 'n'.repeat(201) }), paths: ['leagues.0.name'] },
     { name: 'members missing', body: league({ members: undefined }), paths: ['leagues.0.members'] },
     { name: 'settings an array', body: league({ settings: [] }), paths: ['leagues.0.settings'] },
@@ -114,6 +124,14 @@ describe('leaguesSyncBodySchema', () => {
   ];
   it.each(invalidCases)('refuses $name', ({ body, paths }) => {
     expect(errorPaths(body)).toEqual([...paths].sort());
+  });
+
+  it('says a name of only invisible characters is blank, once, as it says of spaces', () => {
+    const result = schema.safeParse(league({ name: '\u200B', members: [{ externalUserId: '1', displayName: ' \u2060 ', role: 'member' }] }));
+    expect(fieldErrors(result.error!.issues)).toEqual([
+      { path: 'leagues.0.name', message: 'must not be empty or blank' },
+      { path: 'leagues.0.members.0.displayName', message: 'must not be empty or blank' },
+    ]);
   });
 
   it('says what is wrong in words a sender can act on', () => {
