@@ -56,17 +56,24 @@ const text = (max: number) =>
       description: `At most ${max} characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B)`,
     });
 
-const wellFormedTimestamp = z.iso.datetime({ offset: true });
+// zod's RFC 3339 date-time (`z.iso.datetime`: real days, leap years, `Z` or an offset), with the `T`
+// and `Z` that RFC 3339 §5.6 lets a sender write in lower case. The value is upper-cased before any
+// check, so this form is only the document's: its pattern accepts what the service accepts.
+const RFC3339_DATE_TIME = new RegExp(z.regexes.datetime({ offset: true, local: false, precision: null }).source.replace('T', '[Tt]').replace('(?:Z|', '(?:[Zz]|'));
+const TIMESTAMP_FORMAT = 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z';
 
 /**
- * An RFC 3339 timestamp with `Z` or an offset. At most 6 fractional digits: Postgres keeps
- * microseconds, and two times that differ only below that would compare equal ("unchanged").
+ * An RFC 3339 timestamp with `Z` or an offset, kept with `T` and `Z` in upper case (as the database
+ * gets it). At most 6 fractional digits: Postgres keeps microseconds, and two times that differ only
+ * below that would compare equal ("unchanged").
  * The rules a pattern can say are patterns (so the OpenAPI document states them); each fails only on
  * its own excess, so a malformed timestamp gets the one format message.
  */
 function timestampSchema(clock: SchemaClock) {
-  return z.iso
-    .datetime({ offset: true, error: 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z' })
+  return z
+    .string({ error: TIMESTAMP_FORMAT })
+    .toUpperCase()
+    .regex(RFC3339_DATE_TIME, TIMESTAMP_FORMAT)
     .regex(/^(?!.*\.\d{7})/, 'must have at most 6 fractional second digits')
     // RFC 3339 allows offsets up to 23:59, Postgres stores at most 15:59 (no real zone is further).
     .regex(/^(?!.*[+-](?:1[6-9]|2\d):\d\d$)/, 'must have a time zone offset within ±15:59')
@@ -74,7 +81,7 @@ function timestampSchema(clock: SchemaClock) {
     .superRefine((value, ctx) => {
       // A bad format is reported above; these checks only make sense on a well-formed timestamp.
       // (Not `abort: true`: an aborting issue would also stop the body-wide duplicate check.)
-      if (!wellFormedTimestamp.safeParse(value).success) return;
+      if (!RFC3339_DATE_TIME.test(value)) return;
       const ms = Date.parse(value);
       // The year pattern cannot see an offset that puts 1970-01-01 before the epoch.
       if (!(ms >= 0) && !/^19[0-6]\d-/.test(value)) ctx.addIssue({ code: 'custom', message: 'must not be before 1970-01-01T00:00:00Z' });
@@ -87,7 +94,7 @@ function timestampSchema(clock: SchemaClock) {
       }
     })
     .meta({
-      description: `RFC 3339 with \`Z\` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most ${LEAGUES_SYNC_LIMITS.maxClockSkewMs / 60_000} minutes ahead of the server clock`,
+      description: `RFC 3339 with \`Z\` or an offset within ±15:59 (\`T\` and \`Z\` in either case), at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most ${LEAGUES_SYNC_LIMITS.maxClockSkewMs / 60_000} minutes ahead of the server clock`,
     });
 }
 

@@ -151,6 +151,20 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     expect(await tableCounts(db)).toEqual(before);
   });
 
+  it('takes `t` and `z` in lower case (RFC 3339 §5.6) and stores the same times as in upper case', async () => {
+    const source = freshSource();
+    const lower = (time: string) => time.replace('T', 't').replace('Z', 'z');
+    const response = await post({
+      ...delivery(source, { leagues: [league('a', lower(at(5)))], deleted: [{ externalId: 'b', deletedAt: lower(at(4)) }] }),
+      sentAt: lower(at(6)),
+    });
+    expect({ status: response.status, body: response.body }).toEqual({ status: 200, body: { received: true, upserted: 1, unchanged: 0, stale: 0, deleted: 1 } });
+    expect((await storedLeagues(db, source)).map((l) => [l.external_id, l.updated_at, l.deleted_at])).toEqual([['a', at(5), null], ['b', null, at(4)]]);
+    // The same times in upper case are the same times: nothing changes.
+    const again = await post(delivery(source, { leagues: [league('a', at(5))], deleted: [{ externalId: 'b', deletedAt: at(4) }] }));
+    expect(again.body).toEqual({ received: true, upserted: 0, unchanged: 2, stale: 0, deleted: 0 });
+  });
+
   it('refuses names of only invisible characters as blank with 400, naming each field, and changes nothing', async () => {
     const source = freshSource();
     const before = await tableCounts(db);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
 import { toApplyLeaguesSyncArgs, toLeaguesSyncResult } from '../../lib/leagues/sync.ts';
 import { createLeaguesSyncBodySchema, LEAGUES_SYNC_LIMITS } from '../../lib/leagues/sync-schema.ts';
 import { fieldErrors } from '../../lib/http/problem.ts';
@@ -32,12 +33,36 @@ describe('leaguesSyncBodySchema', () => {
     });
   });
 
+  it('takes `t` and `z` in lower case and hands them on in upper case, as the database gets them', () => {
+    const body = issueBody('delivery-1');
+    body.sentAt = '2026-11-21t18:00:00z';
+    body.leagues[0]!.updatedAt = '2026-11-21t18:59:00.5+01:00';
+    body.deleted[0]!.deletedAt = '2026-11-21t17:58:00Z';
+    const parsed = schema.parse(body);
+    expect([parsed.sentAt, parsed.leagues[0]!.updatedAt, parsed.deleted[0]!.deletedAt])
+      .toEqual(['2026-11-21T18:00:00Z', '2026-11-21T18:59:00.5+01:00', '2026-11-21T17:58:00Z']);
+    expect(toApplyLeaguesSyncArgs(parsed)).toMatchObject({ p_sent_at: '2026-11-21T18:00:00Z' });
+  });
+
+  it('documents the timestamps with patterns that take `t` and `z` in lower case too, and refuse what the service refuses', () => {
+    const document = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as unknown as { properties: { sentAt: { allOf: { pattern: string }[] } } };
+    const patterns = document.properties.sentAt.allOf.map(({ pattern }) => new RegExp(pattern, 'u'));
+    const documented = (value: string) => patterns.every((pattern) => pattern.test(value));
+    for (const value of ['2026-11-21T17:59:00Z', '2026-11-21t17:59:00z', '2026-11-21t17:59:00.123456-08:00']) expect({ value, documented: documented(value) }).toEqual({ value, documented: true });
+    for (const value of ['2026-11-21t17:59:00', '2026-02-30t00:00:00z', '2026-11-21x17:59:00z', '2026-11-21t17:59:00.1234567z', '1969-12-31t23:59:59z']) {
+      expect({ value, documented: documented(value), parsed: schema.safeParse({ ...validBody(), sentAt: value }).success }).toEqual({ value, documented: false, parsed: false });
+    }
+  });
+
   const validCases = [
     { name: 'no id, leagues or deleted', body: { source: 'espn', sentAt: '2026-11-21T18:00:00Z' } },
     { name: 'settings left out (stored as {})', body: { ...validBody(), leagues: [{ ...validLeague(), settings: undefined }] } },
     { name: 'appUserId null', body: { ...validBody(), leagues: [{ ...validLeague(), members: [{ externalUserId: '1', displayName: 'A', role: 'member', appUserId: null }] }] } },
     { name: 'an offset and microseconds', body: { ...validBody(), sentAt: '2026-11-21T19:00:00.123456+01:00' } },
     { name: 'up to 5 minutes ahead of the clock', body: { ...validBody(), sentAt: '2026-11-21T18:05:00Z' } },
+    // RFC 3339 §5.6: `T` and `Z` may be written in lower case.
+    { name: 'a lower-case t and z', body: { ...validBody(), sentAt: '2026-11-21t17:59:00z' } },
+    { name: 'a lower-case t with an offset', body: { ...validBody(), sentAt: '2026-11-21t19:00:00.123456+01:00' } },
     { name: 'source at its limits', body: { ...validBody(), source: 'a_b-9'.padEnd(32, 'x') } },
     { name: `${LEAGUES_SYNC_LIMITS.maxLeagues} leagues`, body: { ...validBody(), leagues: Array.from({ length: 500 }, (_, i) => ({ ...validLeague(), externalId: `l${i}` })) } },
     { name: `${LEAGUES_SYNC_LIMITS.maxMembersPerLeague} members`, body: { ...validBody(), leagues: [{ ...validLeague(), members: members(200) }] } },
@@ -96,6 +121,10 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'updatedAt far in the future', body: league({ updatedAt: '2099-01-01T00:00:00Z' }), paths: ['leagues.0.updatedAt'] },
     { name: 'deletedAt just over 5 minutes ahead', body: { ...validBody(), deleted: [{ externalId: '1', deletedAt: '2026-11-21T18:05:01Z' }] }, paths: ['deleted.0.deletedAt'] },
     { name: 'impossible date', body: { ...validBody(), sentAt: '2026-02-30T00:00:00Z' }, paths: ['sentAt'] },
+    { name: 'lower case without a zone', body: { ...validBody(), sentAt: '2026-11-21t17:59:00' }, paths: ['sentAt'] },
+    { name: 'lower case, impossible date', body: { ...validBody(), sentAt: '2026-02-30t00:00:00z' }, paths: ['sentAt'] },
+    { name: 'lower case, far in the future', body: league({ updatedAt: '2099-01-01t00:00:00z' }), paths: ['leagues.0.updatedAt'] },
+    { name: 'lower case, before 1970', body: league({ updatedAt: '1969-12-31t23:59:59z' }), paths: ['leagues.0.updatedAt'] },
     { name: 'a league twice', body: { ...validBody(), leagues: [validLeague(), validLeague()] }, paths: ['leagues.1.externalId'] },
     { name: 'a league both updated and deleted', body: { ...validBody(), deleted: [{ externalId: validLeague().externalId, deletedAt: '2026-11-21T17:00:00Z' }] }, paths: ['deleted.0.externalId'] },
     { name: 'a member twice', body: league({ members: [...members(2), members(2)[1]] }), paths: ['leagues.0.members.2.externalUserId'] },

@@ -3764,7 +3764,7 @@ export interface operations {
                 "application/json": {
                     id?: string;
                     source: string;
-                    /** @description RFC 3339 with `Z` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
+                    /** @description RFC 3339 with `Z` or an offset within ±15:59 (`T` and `Z` in either case), at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
                     sentAt: string & (unknown & unknown & unknown & unknown);
                     /** @description Snapshots to apply; each `externalId` at most once in the delivery (in `leagues` or `deleted`) */
                     leagues?: ({
@@ -3777,7 +3777,7 @@ export interface operations {
                         season: string;
                         /** @enum {string} */
                         status: "pre_draft" | "drafting" | "in_season" | "complete";
-                        /** @description RFC 3339 with `Z` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
+                        /** @description RFC 3339 with `Z` or an offset within ±15:59 (`T` and `Z` in either case), at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
                         updatedAt: string & (unknown & unknown & unknown & unknown);
                         /** @description Free-form league settings, kept as sent: at most 16384 bytes as JSON (UTF-8) */
                         settings?: {
@@ -3803,7 +3803,7 @@ export interface operations {
                      */
                     deleted?: ({
                         externalId: string;
-                        /** @description RFC 3339 with `Z` or an offset within ±15:59, at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
+                        /** @description RFC 3339 with `Z` or an offset within ±15:59 (`T` and `Z` in either case), at most 6 fractional second digits; not before 1970-01-01T00:00:00Z and at most 5 minutes ahead of the server clock */
                         deletedAt: string & (unknown & unknown & unknown & unknown);
                     } & {
                         [key: string]: components["schemas"]["JsonValue"];
