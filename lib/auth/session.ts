@@ -26,11 +26,13 @@ export interface AuthenticateOptions {
 
 const CLOCK_TOLERANCE_SECONDS = 30;
 const REALM = 'account-link';
+// A UUID no user has: Supabase Auth never issues it, so a token naming it was not made for a user.
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * Verify the `Authorization: Bearer <token>` session token (RFC 6750): signature (JWKS, HS256, or
  * the dev key by configuration), `iss`, `exp`/`nbf` with 30 s tolerance, `role = authenticated`,
- * `aud = authenticated`, `sub` a UUID, not an anonymous user.
+ * `aud = authenticated`, `sub` a UUID other than the nil UUID, not an anonymous user.
  * 401 missing/invalid/expired, 403 wrong role or anonymous, 503 when the JWKS or Auth server is down.
  */
 export async function authenticate(request: Request, options: AuthenticateOptions = {}): Promise<SessionUser> {
@@ -49,7 +51,7 @@ export async function authenticateToken(token: string, options: AuthenticateOpti
   }
   const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
   if (!audiences.includes('authenticated')) throw unauthorized('invalid_token', 'The token is not meant for this API (aud).');
-  if (!isUuid(claims.sub)) throw unauthorized('invalid_token', 'The token has no user id (sub).');
+  if (!isUuid(claims.sub) || claims.sub === NIL_UUID) throw unauthorized('invalid_token', 'The token has no user id (sub).');
   if (claims.is_anonymous === true) {
     throw new DomainError('anonymous_user_not_allowed', 'Anonymous users cannot do this; sign in with an account first.');
   }

@@ -91,6 +91,7 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
     { name: 'alg none', authorization: async () => `Bearer ${unsignedToken(baseClaims())}`, status: 401, code: 'invalid_token' },
     { name: 'HS256 when no JWT secret is configured', authorization: async () => `Bearer ${await signWith('HS256', baseClaims())}`, status: 401, code: 'invalid_token' },
     { name: 'sub not a UUID', authorization: async () => `Bearer ${await auth.mint({ claims: { sub: 'service-account' } })}`, status: 401, code: 'invalid_token' },
+    { name: 'sub the nil UUID', authorization: async () => `Bearer ${await auth.mint({ claims: { sub: '00000000-0000-0000-0000-000000000000' } })}`, status: 401, code: 'invalid_token' },
     { name: 'role anon (the anon key)', authorization: async () => `Bearer ${await auth.mint({ claims: { role: 'anon' } })}`, status: 403, code: 'forbidden_role' },
     { name: 'role service_role (the service key)', authorization: async () => `Bearer ${await auth.mint({ claims: { role: 'service_role' } })}`, status: 403, code: 'forbidden_role' },
     { name: 'anonymous user', authorization: async () => `Bearer ${await auth.mint({ claims: { is_anonymous: true } })}`, status: 403, code: 'anonymous_user_not_allowed' },
@@ -106,6 +107,13 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
       expect(challenge).toMatch(/^Bearer realm="account-link"/);
       if (code !== 'missing_token') expect(challenge).toContain('error="invalid_token"');
       else expect(challenge).not.toContain('error=');
+    }
+  });
+
+  it('says a token whose sub is the nil UUID has no user id, as for a sub that is no UUID', async () => {
+    for (const sub of ['00000000-0000-0000-0000-000000000000', 'service-account']) {
+      const response = await me(`Bearer ${await auth.mint({ claims: { sub } })}`);
+      expect({ sub, body: response.body }).toMatchObject({ sub, body: { status: 401, code: 'invalid_token', detail: 'The token has no user id (sub).' } });
     }
   });
 
