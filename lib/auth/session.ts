@@ -31,7 +31,7 @@ const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * Verify the `Authorization: Bearer <token>` session token (RFC 6750): signature (JWKS, HS256, or
- * the dev key by configuration), `iss`, `exp`/`nbf` with 30 s tolerance, `role = authenticated`,
+ * the dev key by configuration), `iss`, `exp`/`nbf`/`iat` with 30 s tolerance, `role = authenticated`,
  * `aud = authenticated`, `sub` a UUID other than the nil UUID, not an anonymous user.
  * 401 missing/invalid/expired, 403 wrong role or anonymous, 503 when the JWKS or Auth server is down.
  */
@@ -43,6 +43,12 @@ export async function authenticate(request: Request, options: AuthenticateOption
 export async function authenticateToken(token: string, options: AuthenticateOptions = {}): Promise<SessionUser> {
   const config = getConfig();
   const claims = await verifySessionToken(token, config);
+  // jose checks `iat` only against a `maxTokenAge` (which would also make it required and bound the
+  // token's age, as `exp` already does); a token issued after now is refused as one not yet valid
+  // (`nbf`) is, with the same tolerance for the clocks of the Auth server and this service.
+  if (typeof claims.iat === 'number' && claims.iat > Math.floor(Date.now() / 1000) + CLOCK_TOLERANCE_SECONDS) {
+    throw unauthorized('invalid_token', 'The token\'s "iat" claim is not valid: it was issued in the future.');
+  }
 
   if (claims.role !== 'authenticated') {
     throw new DomainError('forbidden_role', typeof claims.role === 'string'

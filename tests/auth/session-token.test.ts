@@ -66,6 +66,10 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
     expect((await me(`Bearer ${await auth.mint({ expiresIn: -10 })}`)).status).toBe(200);
   });
 
+  it('accepts a token issued less than the 30 s clock tolerance in the future (iat)', async () => {
+    expect((await me(`Bearer ${await auth.mint({ claims: { iat: Math.floor(Date.now() / 1000) + 10 } })}`)).status).toBe(200);
+  });
+
   const cases: { name: string; authorization: () => Promise<string | undefined>; status: number; code: string }[] = [
     { name: 'missing header', authorization: async () => undefined, status: 401, code: 'missing_token' },
     { name: 'empty header', authorization: async () => '', status: 401, code: 'missing_token' },
@@ -74,6 +78,7 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
     { name: 'not a JWT', authorization: async () => 'Bearer not-a-jwt', status: 401, code: 'invalid_token' },
     { name: 'expired', authorization: async () => `Bearer ${await auth.mint({ expiresIn: -120 })}`, status: 401, code: 'token_expired' },
     { name: 'not yet valid (nbf)', authorization: async () => `Bearer ${await auth.mint({ claims: { nbf: Math.floor(Date.now() / 1000) + 600 } })}`, status: 401, code: 'invalid_token' },
+    { name: 'issued in the future (iat)', authorization: async () => `Bearer ${await auth.mint({ claims: { iat: Math.floor(Date.now() / 1000) + 120 } })}`, status: 401, code: 'invalid_token' },
     {
       name: 'tampered payload (bad signature)',
       authorization: async () => {
@@ -108,6 +113,14 @@ describeOn('pglite')('session tokens (RFC 6750) against a JWKS served over real 
       if (code !== 'missing_token') expect(challenge).toContain('error="invalid_token"');
       else expect(challenge).not.toContain('error=');
     }
+  });
+
+  it('names the iat claim of a token issued more than 30 s in the future, as it names nbf', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const issuedLater = await me(`Bearer ${await auth.mint({ claims: { iat: now + 120 } })}`);
+    expect(issuedLater.body).toMatchObject({ status: 401, code: 'invalid_token', detail: expect.stringContaining('"iat" claim') });
+    const notYetValid = await me(`Bearer ${await auth.mint({ claims: { nbf: now + 120 } })}`);
+    expect(notYetValid.body).toMatchObject({ status: 401, code: 'invalid_token', detail: expect.stringContaining('"nbf" claim') });
   });
 
   it('says a token whose sub is the nil UUID has no user id, as for a sub that is no UUID', async () => {
