@@ -192,7 +192,9 @@ grant select, insert, update, delete on table public.outbound_queues to service_
 
 -- Delete the queues' rows (by ctid, locked by the caller's statement before) whose queue holds no
 -- pending delivery. Read here, after the lock: a delivery committed since is seen, and one written
--- later waits for the lock to put its row back (outbound_emit). Returns how many went.
+-- later waits for the lock to put its row back (outbound_emit). One row at a time, by its ctid: as
+-- `ctid = any (...)` the table was read whole where its statistics said it was small, while rows
+-- written and deleted with every event had grown it (8 ms a call). Returns how many went.
 create or replace function public.outbound_drop_empty_queues(p_locked tid[])
 returns integer
 language plpgsql
@@ -201,13 +203,18 @@ security definer
 set search_path = ''
 as $$
 declare
-  v_count integer;
+  v_row tid;
+  v_count integer := 0;
 begin
-  delete from public.outbound_queues q
-  where q.ctid = any (p_locked)
-    and not exists (select 1 from public.outbound_deliveries d
-                    where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
-  get diagnostics v_count = row_count;
+  foreach v_row in array p_locked loop
+    delete from public.outbound_queues q
+    where q.ctid = v_row
+      and not exists (select 1 from public.outbound_deliveries d
+                      where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
+    if found then
+      v_count := v_count + 1;
+    end if;
+  end loop;
   return v_count;
 end;
 $$;
@@ -318,7 +325,10 @@ begin
   )
   insert into public.outbound_queues as q (endpoint_id, user_id)
     select a.endpoint_id, p_user_id from added a order by a.endpoint_id collate "C"
-  on conflict (endpoint_id, user_id) do update set look_at = now() where q.look_at > now();
+  -- (Looked at in the first attempts' lane, which every claim reads: the head may be this one, after
+  -- one that went while a settle could not reach the row. A retrying head is set back by that look.)
+  on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
+    where q.look_at > now() or q.head_attempted;
   if p_type <> 'customer.deleted' then
     -- The same person back after an erasure: a later erasure is told again.
     delete from public.outbound_erased_users where id_hash = pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
@@ -837,8 +847,8 @@ grant execute on function public.outbound_set_endpoints(jsonb) to service_role;
 -- claim looks at it at a time; only each one's head is read (by the queue index), never what waits
 -- behind it. A queue's row that was early is set right as it is read (its head not due until a
 -- retry or the end of a lease, or of the other kind; no head: the row goes), and the next due rows
--- are read in its place, so a claim never answers fewer than are due. The heads are locked as they
--- are chosen, then updated where they are, by their ctid (a row this transaction has locked keeps it).
+-- are read in its place, up to 1,000 looks a kind. The heads are locked as they are chosen, then
+-- updated where they are, by their ctid (a row this transaction has locked keeps it).
 create or replace function public.outbound_claim(p_endpoint_id text, p_limit integer, p_lease_seconds integer, p_retry_limit integer default null)
 returns jsonb
 language plpgsql
@@ -854,6 +864,7 @@ declare
   v_retrying boolean;
   v_take integer;
   v_queues refcursor;
+  v_looks integer;
   v_queue record;
   v_head record;
   v_claimed jsonb;
@@ -866,6 +877,7 @@ begin
   foreach v_retrying in array array[true, false] loop
     v_take := case when v_retrying then least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2)) else p_limit - cardinality(v_due) end;
     continue when v_take <= 0;
+    v_looks := 0;
     -- The queues due of this kind, each locked as it is fetched (one claim looks at a queue at a
     -- time; one another holds is looked at by the next claim), one at a time (a loop over the query
     -- would fetch and lock them by tens). Each written by its ctid: a set joined to the table was
@@ -895,10 +907,19 @@ begin
           exit when v_take = 0;
         end if;
       else
-        -- Early: when its head is due (a retry, the end of a lease), and which kind it is.
-        update public.outbound_queues set look_at = greatest(v_head.next_attempt_at, v_head.leased_until), head_attempted = v_head.attempted
-        where ctid = v_queue.ctid;
+        -- Early: when its head is due (a retry, the end of a lease), and which kind it is; only from
+        -- a head this claim holds, so that no settle changes it unseen (one under way: the row stays
+        -- due; one after waits for this claim, then sets the row itself).
+        perform 1 from public.outbound_deliveries d where d.ctid = v_head.ctid and d.state = 'pending' for share skip locked;
+        if found then
+          update public.outbound_queues set look_at = greatest(v_head.next_attempt_at, v_head.leased_until), head_attempted = v_head.attempted
+          where ctid = v_queue.ctid;
+        end if;
       end if;
+      -- At most 1,000 looks a kind: the rows looked at stay locked to the commit, and a write of an
+      -- event for one of them waits for it (what is left, the next claim takes).
+      v_looks := v_looks + 1;
+      exit when v_looks >= 1000;
     end loop;
     close v_queues;
   end loop;
@@ -940,6 +961,7 @@ declare
   v_retrying text[];
   v_retry_at timestamptz[];
   v_rows tid[];
+  v_row tid;
 begin
   with settled as (
     update public.outbound_deliveries d
@@ -966,8 +988,10 @@ begin
   if cardinality(v_moved) > 0 then
     v_rows := array(select q.ctid from public.outbound_queues q where q.endpoint_id = p_endpoint_id and q.user_id = any (v_moved) for update skip locked);
     perform public.outbound_drop_empty_queues(v_rows);
-    -- (The rows deleted just now are no longer at their ctids.)
-    update public.outbound_queues set look_at = now(), head_attempted = false where ctid = any (v_rows);
+    -- The rest (the rows deleted just now are no longer at their ctids), one by one as there.
+    foreach v_row in array v_rows loop
+      update public.outbound_queues set look_at = now(), head_attempted = false where ctid = v_row;
+    end loop;
   end if;
   return v_count;
 end;
@@ -1009,11 +1033,13 @@ begin
       set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null
     returning d.endpoint_id, d.user_id
   ),
-  -- Their queues marked due, as outbound_emit marks them (a replayed event may be a new head).
+  -- Their queues marked due, as outbound_emit marks them (a replayed event may be a new head), user
+  -- by user as a transaction writing events for several users takes them (no lock cycle with one).
   queued as (
     insert into public.outbound_queues as q (endpoint_id, user_id)
-      select distinct r.endpoint_id collate "C", r.user_id collate "C" from replayed r order by 1, 2
-    on conflict (endpoint_id, user_id) do update set look_at = now() where q.look_at > now()
+      select distinct r.endpoint_id collate "C", r.user_id collate "C" from replayed r order by 2, 1
+    on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
+      where q.look_at > now() or q.head_attempted
   )
   select count(*) into v_count from replayed;
   return v_count;

@@ -27,13 +27,18 @@ CREATE OR REPLACE FUNCTION public.outbound_drop_empty_queues(p_locked tid[])
  SET search_path TO ''
 AS $function$
 declare
-  v_count integer;
+  v_row tid;
+  v_count integer := 0;
 begin
-  delete from public.outbound_queues q
-  where q.ctid = any (p_locked)
-    and not exists (select 1 from public.outbound_deliveries d
-                    where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
-  get diagnostics v_count = row_count;
+  foreach v_row in array p_locked loop
+    delete from public.outbound_queues q
+    where q.ctid = v_row
+      and not exists (select 1 from public.outbound_deliveries d
+                      where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
+    if found then
+      v_count := v_count + 1;
+    end if;
+  end loop;
   return v_count;
 end;
 $function$
@@ -75,6 +80,7 @@ declare
   v_retrying boolean;
   v_take integer;
   v_queues refcursor;
+  v_looks integer;
   v_queue record;
   v_head record;
   v_claimed jsonb;
@@ -87,6 +93,7 @@ begin
   foreach v_retrying in array array[true, false] loop
     v_take := case when v_retrying then least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2)) else p_limit - cardinality(v_due) end;
     continue when v_take <= 0;
+    v_looks := 0;
     -- The queues due of this kind, each locked as it is fetched (one claim looks at a queue at a
     -- time; one another holds is looked at by the next claim), one at a time (a loop over the query
     -- would fetch and lock them by tens). Each written by its ctid: a set joined to the table was
@@ -116,10 +123,19 @@ begin
           exit when v_take = 0;
         end if;
       else
-        -- Early: when its head is due (a retry, the end of a lease), and which kind it is.
-        update public.outbound_queues set look_at = greatest(v_head.next_attempt_at, v_head.leased_until), head_attempted = v_head.attempted
-        where ctid = v_queue.ctid;
+        -- Early: when its head is due (a retry, the end of a lease), and which kind it is; only from
+        -- a head this claim holds, so that no settle changes it unseen (one under way: the row stays
+        -- due; one after waits for this claim, then sets the row itself).
+        perform 1 from public.outbound_deliveries d where d.ctid = v_head.ctid and d.state = 'pending' for share skip locked;
+        if found then
+          update public.outbound_queues set look_at = greatest(v_head.next_attempt_at, v_head.leased_until), head_attempted = v_head.attempted
+          where ctid = v_queue.ctid;
+        end if;
       end if;
+      -- At most 1,000 looks a kind: the rows looked at stay locked to the commit, and a write of an
+      -- event for one of them waits for it (what is left, the next claim takes).
+      v_looks := v_looks + 1;
+      exit when v_looks >= 1000;
     end loop;
     close v_queues;
   end loop;
@@ -170,7 +186,10 @@ begin
   )
   insert into public.outbound_queues as q (endpoint_id, user_id)
     select a.endpoint_id, p_user_id from added a order by a.endpoint_id collate "C"
-  on conflict (endpoint_id, user_id) do update set look_at = now() where q.look_at > now();
+  -- (Looked at in the first attempts' lane, which every claim reads: the head may be this one, after
+  -- one that went while a settle could not reach the row. A retrying head is set back by that look.)
+  on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
+    where q.look_at > now() or q.head_attempted;
   if p_type <> 'customer.deleted' then
     -- The same person back after an erasure: a later erasure is told again.
     delete from public.outbound_erased_users where id_hash = pg_catalog.sha256(pg_catalog.convert_to(p_user_id, 'UTF8'));
@@ -274,11 +293,13 @@ begin
       set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null
     returning d.endpoint_id, d.user_id
   ),
-  -- Their queues marked due, as outbound_emit marks them (a replayed event may be a new head).
+  -- Their queues marked due, as outbound_emit marks them (a replayed event may be a new head), user
+  -- by user as a transaction writing events for several users takes them (no lock cycle with one).
   queued as (
     insert into public.outbound_queues as q (endpoint_id, user_id)
-      select distinct r.endpoint_id collate "C", r.user_id collate "C" from replayed r order by 1, 2
-    on conflict (endpoint_id, user_id) do update set look_at = now() where q.look_at > now()
+      select distinct r.endpoint_id collate "C", r.user_id collate "C" from replayed r order by 2, 1
+    on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
+      where q.look_at > now() or q.head_attempted
   )
   select count(*) into v_count from replayed;
   return v_count;
@@ -298,6 +319,7 @@ declare
   v_retrying text[];
   v_retry_at timestamptz[];
   v_rows tid[];
+  v_row tid;
 begin
   with settled as (
     update public.outbound_deliveries d
@@ -324,8 +346,10 @@ begin
   if cardinality(v_moved) > 0 then
     v_rows := array(select q.ctid from public.outbound_queues q where q.endpoint_id = p_endpoint_id and q.user_id = any (v_moved) for update skip locked);
     perform public.outbound_drop_empty_queues(v_rows);
-    -- (The rows deleted just now are no longer at their ctids.)
-    update public.outbound_queues set look_at = now(), head_attempted = false where ctid = any (v_rows);
+    -- The rest (the rows deleted just now are no longer at their ctids), one by one as there.
+    foreach v_row in array v_rows loop
+      update public.outbound_queues set look_at = now(), head_attempted = false where ctid = v_row;
+    end loop;
   end if;
   return v_count;
 end;

@@ -1,0 +1,208 @@
+import pg from 'pg';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { describeOn, suiteDatabase } from '../support/databases.ts';
+
+/**
+ * The queues' rows (public.outbound_queues) beside settles, emits and replays on other sessions:
+ * none may leave a row later than its head is due, or in the wrong lane (head_attempted) so that a
+ * due head waits behind the retries' share, nor make a lock cycle with a transaction that writes
+ * events for two users. One side holds a transaction open on a client of its own (`other`), the
+ * other runs beside it, as two requests at once would. Postgres only.
+ */
+describeOn('postgres')('the queues\' rows beside settles, emits and replays on other sessions, on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const endpoint = 'queues';
+  const user = 'queues-user';
+  let other: pg.Client;
+
+  beforeEach(async () => {
+    await db.sql('delete from public.outbound_events');
+    await db.sql('delete from public.outbound_user_sequences');
+    await db.sql('delete from public.outbound_endpoints');
+    await db.sql('delete from public.outbound_queues');
+    await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
+    other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+  });
+
+  type Sql = (text: string, values?: unknown[]) => Promise<unknown>;
+  const mine: Sql = (text, values) => db.sql(text, values);
+  const theirs: Sql = (text, values) => other.query(text, values);
+  const emit = (sql: Sql, who = user) => sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [who]);
+  const claimOn = async (sql: Sql, retryLimit: number | null = null) => {
+    const result = (await sql('select public.outbound_claim($1, 10, 60, $2) as claimed', [endpoint, retryLimit])) as { rows?: Array<{ claimed: unknown }> } | Array<{ claimed: unknown }>;
+    const rows = Array.isArray(result) ? result : result.rows!;
+    return (rows[0]!.claimed as Array<{ user_id: string; sequence: number }>).map((d) => `${d.user_id}#${Number(d.sequence)}`);
+  };
+  const claim = (retryLimit: number | null = null) => claimOn(mine, retryLimit);
+  /** Settle every leased delivery at the endpoint (of `who` only, when named). */
+  const settle = async (outcome: 'delivered' | 'retry', who?: string, retryAt?: string) => {
+    const [{ ids }] = await db.sql<{ ids: string[] | null }>(
+      "select array_agg(event_id) as ids from public.outbound_deliveries where endpoint_id = $1 and state = 'pending' and leased_until is not null and ($2::text is null or user_id = $2)",
+      [endpoint, who ?? null]);
+    await db.sql('select public.outbound_settle($1, $2)', [endpoint, JSON.stringify((ids ?? []).map((id) => ({ event_id: id, outcome, retry_at: retryAt })))]);
+  };
+  /** Run a settle while `other` holds a claim's transaction open, then commit it (the settle may wait for it). */
+  const settleBesideOpenClaim = async (work: () => Promise<void>) => {
+    let done = false;
+    const settled = work().finally(() => { done = true; });
+    await expect.poll(async () => done || Number((await db.sql<{ n: string }>(
+      "select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%outbound_settle%'"))[0]!.n) > 0, { timeout: 10_000 }).toBe(true);
+    await other.query('commit');
+    await settled;
+  };
+
+  it('a settle beside a claim that holds the row (its head read as leased) waits for the claim, then makes the next event due at once', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]); // leased 60 s
+    await emit(mine); // #2 behind it: the row is due now
+    // A claim on another session (another server's run, after a write) looks at the row: its head #1 is
+    // leased, so it sets the row to the lease's end; it holds the row to its commit.
+    await other.query('begin');
+    expect(await claimOn(theirs)).toEqual([]);
+    // #1 delivered meanwhile (this server's run): the settle skips the row the claim holds.
+    await settleBesideOpenClaim(() => settle('delivered'));
+    // #2 is the head now, due, never attempted; the row says: a retry, in about a minute.
+    expect(await db.sql("select sequence::int as s from public.outbound_deliveries where state = 'pending' and leased_until is null and next_attempt_at <= now()")).toEqual([{ s: 2 }]);
+    expect(await claim()).toEqual([`${user}#2`]);
+  });
+
+  it('the same with a retry: the row says the time of the retry, not the end of the lease', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await emit(mine);
+    await other.query('begin');
+    expect(await claimOn(theirs)).toEqual([]);
+    // The attempt failed: retry due at once (a past retry_at, as after the 30 s backoff).
+    await settleBesideOpenClaim(() => settle('retry', undefined, new Date(Date.now() - 1000).toISOString()));
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+
+  it('a settle beside an emit that holds the row: the first attempt behind it goes while retries are at their limit', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await other.query('begin');
+    await emit(theirs); // #2: the row held to the commit
+    await settle('delivered'); // #1 delivered: the row is skipped
+    await other.query('commit');
+    // The server passes retries = 0 once 50 retries are in flight (a receiver hanging for some users):
+    // first attempts still go (docs/events.md, "In order per user, per endpoint").
+    expect(await claim(0)).toEqual([`${user}#2`]);
+  });
+
+  it('...and with retries of other users due ahead of it, a claim with one retry place takes one retry and the first attempt', async () => {
+    // Three other users' heads failed and are due again.
+    for (const who of ['queues-r1', 'queues-r2', 'queues-r3']) await emit(mine, who);
+    expect(await claim()).toHaveLength(3);
+    await settle('retry', undefined, new Date(Date.now() - 60_000).toISOString());
+    await emit(mine);
+    expect(await claim(0)).toEqual([`${user}#1`]);
+    await other.query('begin');
+    await emit(theirs);
+    await settle('delivered', user);
+    await other.query('commit');
+    const claimed = await claim(1);
+    expect(claimed).toHaveLength(2);
+    expect(claimed).toContain(`${user}#2`);
+  });
+});
+
+describeOn('postgres')('a bulk replay beside a transaction that writes events for two users, on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const wallets = 'queues-a'; // takes wallet.* only
+  const all = 'queues-b';
+  const [u1, u2] = ['queues-u1', 'queues-u2'];
+  let other: pg.Client;
+
+  beforeEach(async () => {
+    await db.sql('delete from public.outbound_events');
+    await db.sql('delete from public.outbound_user_sequences');
+    await db.sql('delete from public.outbound_endpoints');
+    await db.sql(`insert into public.outbound_endpoints (id, types) values ($1, '{wallet.*}'), ($2, null)`, [wallets, all]);
+    other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+  });
+
+  it('neither waits for the other for good (no 40P01)', async () => {
+    // An hour ago: u1's entitlement event (to `all` only), u2's wallet event (to both).
+    await db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [u1]);
+    await db.sql(`select public.outbound_emit($1, 'wallet.linked', '{}')`, [u2]);
+    await db.sql("update public.outbound_events set created_at = now() - interval '1 hour'");
+    // A transaction writes events for u1 then u2 (users in order): u1's first.
+    await other.query('begin');
+    await other.query(`select public.outbound_emit($1, 'wallet.linked', '{}')`, [u1]);
+    // The operator replays that hour.
+    let replayDone = false;
+    const replay = db.sql("select public.outbound_replay(p_from => now() - interval '2 hours', p_to => now() - interval '30 minutes')")
+      .then(() => ({ ok: true as const }), (error: { code?: string }) => ({ ok: false as const, code: error.code }))
+      .finally(() => { replayDone = true; });
+    // Until the replay is done or waits on a lock (with the code before it waits for nothing).
+    await expect.poll(async () => replayDone || Number((await db.sql<{ n: string }>(
+      "select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%outbound_replay%'"))[0]!.n) > 0, { timeout: 10_000 }).toBe(true);
+    // ...then u2's event in the same transaction.
+    const second = other.query(`select public.outbound_emit($1, 'wallet.linked', '{}')`, [u2])
+      .then(() => ({ ok: true as const }), (error: { code?: string }) => ({ ok: false as const, code: error.code }));
+    // A deadlock is found within deadlock_timeout (1 s): one of the two fails; otherwise u2's event goes in.
+    const secondResult = await second;
+    await other.query(secondResult.ok ? 'commit' : 'rollback');
+    expect({ replay: await replay, second: secondResult }).toEqual({ replay: { ok: true }, second: { ok: true } });
+  });
+});
+
+describeOn('postgres')('a claim and a settle at once, one call each as the server makes them, on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const endpoint = 'queues-race';
+  const user = 'queues-race-user';
+  let other: pg.Client;
+
+  beforeEach(async () => {
+    other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+  });
+
+  it('a claim still reading other early rows never leaves a row late after a settle of its head', async () => {
+    await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
+    // 3,000 other users whose head is leased and who have a newer event: their rows are due (early).
+    await db.sql(`insert into public.outbound_events (user_id, sequence, type, data)
+      select 'queues-race-' || i, s, 'entitlement.updated', '{}' from generate_series(1, 3000) i, generate_series(1, 2) s`);
+    await db.sql(`insert into public.outbound_deliveries (endpoint_id, event_id, user_id, sequence, attempts, first_attempt_at, leased_until)
+      select $1, id, user_id, sequence, case when sequence = 1 then 1 else 0 end, case when sequence = 1 then now() end, case when sequence = 1 then now() + interval '1 minute' end
+      from public.outbound_events where user_id like 'queues-race-%'`, [endpoint]);
+    await db.sql('select public.outbound_mend_queues()');
+    await db.sql("update public.outbound_queues set look_at = now() - interval '1 second' where endpoint_id = $1", [endpoint]);
+    await db.sql('analyze public.outbound_queues, public.outbound_deliveries');
+    let lateRuns = 0;
+    const runs = 5;
+    for (let run = 0; run < runs; run++) {
+      await db.sql("delete from public.outbound_events where user_id = $1", [user]);
+      await db.sql("delete from public.outbound_user_sequences where user_id = $1", [user]);
+      await db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [user]);
+      await db.sql("update public.outbound_queues set look_at = '-infinity' where endpoint_id = $1 and user_id = $2", [endpoint, user]);
+      // #1 leased (its row first in the claim's order), #2 behind it.
+      await db.sql(`update public.outbound_deliveries set attempts = 1, first_attempt_at = now(), leased_until = now() + interval '1 minute' where user_id = $1`, [user]);
+      await db.sql("update public.outbound_queues set head_attempted = true where user_id = $1", [user]);
+      await db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [user]);
+      // Another server's claim (autocommit), and this server's settle of #1 as soon as the claim runs.
+      const claimed = other.query('select public.outbound_claim($1, 100, 60, 50) as claimed', [endpoint]);
+      await expect.poll(async () => Number((await db.sql<{ n: string }>(
+        "select count(*) as n from pg_stat_activity where state = 'active' and query like 'select public.outbound_claim%'"))[0]!.n), { timeout: 10_000, interval: 1 }).toBe(1);
+      const [{ id }] = await db.sql<{ id: string }>("select event_id as id from public.outbound_deliveries where user_id = $1 and sequence = 1", [user]);
+      await db.sql('select public.outbound_settle($1, $2)', [endpoint, JSON.stringify([{ event_id: id, outcome: 'delivered' }])]);
+      await claimed;
+      const [{ late }] = await db.sql<{ late: boolean }>("select look_at > now() + interval '30 seconds' as late from public.outbound_queues where user_id = $1", [user]);
+      if (late) lateRuns++;
+      // Put the other users' rows back to due for the next run.
+      await db.sql("update public.outbound_queues set look_at = now() - interval '1 second' where endpoint_id = $1 and user_id <> $2", [endpoint, user]);
+    }
+    expect(lateRuns).toBe(0);
+  });
+});
