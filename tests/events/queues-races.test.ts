@@ -206,3 +206,101 @@ describeOn('postgres')('a claim and a settle at once, one call each as the serve
     expect(lateRuns).toBe(0);
   });
 });
+
+describeOn('postgres')('the claim after new events of users whose heads retry, on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const endpoint = 'q2';
+  const user = 'q2-user';
+  let other: pg.Client;
+
+  beforeEach(async () => {
+    await db.sql('delete from public.outbound_events');
+    await db.sql('delete from public.outbound_user_sequences');
+    await db.sql('delete from public.outbound_endpoints');
+    await db.sql('delete from public.outbound_queues');
+    await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
+    other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+  });
+
+  const emit = (who = user) => db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [who]);
+  /** As the server claims (lib/events/delivery.ts): 100 places, at most 50 retries. */
+  const claim = async (limit = 100, retries: number | null = 50) =>
+    (await db.sql<{ claimed: Array<{ user_id: string; sequence: number }> }>('select public.outbound_claim($1, $2, 60, $3) as claimed', [endpoint, limit, retries]))[0]!
+      .claimed.map((d) => `${d.user_id}#${Number(d.sequence)}`);
+  const settleLeased = async (outcome: 'delivered' | 'retry', retryAt?: string) => {
+    const [{ ids }] = await db.sql<{ ids: string[] | null }>(
+      "select array_agg(event_id) as ids from public.outbound_deliveries where endpoint_id = $1 and state = 'pending' and leased_until is not null", [endpoint]);
+    await db.sql('select public.outbound_settle($1, $2)', [endpoint, JSON.stringify((ids ?? []).map((id) => ({ event_id: id, outcome, retry_at: retryAt })))]);
+  };
+
+  it('a new event of a user whose retry is due: the claim after the write sends the retry (not [] and the run over)', async () => {
+    await emit();
+    expect(await claim()).toEqual([`${user}#1`]);
+    // The attempt failed; its retry came due (a past retry_at, as after the backoff).
+    await settleLeased('retry', new Date(Date.now() - 1000).toISOString());
+    // The user's next event: the write's run claims (the event marks the queue in the first attempts' lane).
+    await emit();
+    // A claim answering [] with nothing in flight ends the run (delivery.ts): #1 waits for another write or the cron.
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+
+  it('a claim answers the first-attempt head that is due even behind 1,000 early rows (a bulk write for users whose heads retry later)', async () => {
+    // 1,000 users' first events (one transaction), attempted, failed: retries in an hour.
+    await db.sql(`select public.outbound_emit('q2-bulk-' || lpad(i::text, 4, '0'), 'entitlement.updated', '{}') from generate_series(1, 1000) i`);
+    expect(await claim(1000, null)).toHaveLength(1000);
+    await settleLeased('retry', new Date(Date.now() + 3_600_000).toISOString());
+    // A bulk write (a billing rebuild, a lapse scan) tells each of them something new: their rows
+    // are due in the first attempts' lane (early: the head retries in an hour).
+    await db.sql(`select public.outbound_emit('q2-bulk-' || lpad(i::text, 4, '0'), 'entitlement.updated', '{}') from generate_series(1, 1000) i`);
+    // Then a new user's first event.
+    await emit();
+    // The write's run claims once: [] with nothing in flight ends it, and the due event waits.
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+});
+
+describeOn('postgres')('a replay beside a transaction that writes events for two users in the other order, on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const [u1, u2] = ['q2-u1', 'q2-u2'];
+  let other: pg.Client;
+
+  beforeEach(async () => {
+    await db.sql('delete from public.outbound_events');
+    await db.sql('delete from public.outbound_user_sequences');
+    await db.sql('delete from public.outbound_endpoints');
+    await db.sql('delete from public.outbound_queues');
+    await db.sql(`insert into public.outbound_endpoints (id) values ('q2-a')`);
+    other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+  });
+
+  it('the writer\'s transaction goes in; a replay that lost the lock cycle is called again, as the service calls it (a deadlock is retried)', async () => {
+    await db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [u1]);
+    await db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [u2]);
+    await db.sql("update public.outbound_events set created_at = now() - interval '1 hour'");
+    await other.query('begin');
+    await other.query(`select public.outbound_emit($1, 'wallet.linked', '{}')`, [u2]);
+    let replayDone = false;
+    const replay = db.sql("select public.outbound_replay(p_from => now() - interval '2 hours', p_to => now() - interval '30 minutes')")
+      .then(() => ({ ok: true as const }), (error: { code?: string }) => ({ ok: false as const, code: error.code }))
+      .finally(() => { replayDone = true; });
+    await expect.poll(async () => replayDone || Number((await db.sql<{ n: string }>(
+      "select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%outbound_replay%'"))[0]!.n) > 0, { timeout: 10_000 }).toBe(true);
+    const second = other.query(`select public.outbound_emit($1, 'wallet.linked', '{}')`, [u1])
+      .then(() => ({ ok: true as const }), (error: { code?: string }) => ({ ok: false as const, code: error.code }));
+    const secondResult = await second;
+    await other.query(secondResult.ok ? 'commit' : 'rollback');
+    // The writer's transaction (a billing event, an erasure) must go in. The replay waited first, so
+    // it is the one Postgres stops (40P01); the service calls it again (lib/db/index.ts).
+    let replayed = await replay;
+    if (!replayed.ok && replayed.code === '40P01') replayed = await db.sql("select public.outbound_replay(p_from => now() - interval '2 hours', p_to => now() - interval '30 minutes')").then(() => ({ ok: true as const }), (error: { code?: string }) => ({ ok: false as const, code: error.code }));
+    expect({ replay: replayed, second: secondResult }).toEqual({ replay: { ok: true }, second: { ok: true } });
+  });
+});

@@ -25,20 +25,16 @@ CREATE OR REPLACE FUNCTION public.outbound_drop_empty_queues(p_locked tid[])
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO ''
+ SET enable_seqscan TO 'off'
 AS $function$
 declare
-  v_row tid;
-  v_count integer := 0;
+  v_count integer;
 begin
-  foreach v_row in array p_locked loop
-    delete from public.outbound_queues q
-    where q.ctid = v_row
-      and not exists (select 1 from public.outbound_deliveries d
-                      where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
-    if found then
-      v_count := v_count + 1;
-    end if;
-  end loop;
+  delete from public.outbound_queues q
+  where q.ctid = any (p_locked)
+    and not exists (select 1 from public.outbound_deliveries d
+                    where d.endpoint_id = q.endpoint_id and d.user_id = q.user_id and d.state = 'pending');
+  get diagnostics v_count = row_count;
   return v_count;
 end;
 $function$
@@ -77,10 +73,13 @@ CREATE OR REPLACE FUNCTION public.outbound_claim(p_endpoint_id text, p_limit int
 AS $function$
 declare
   v_due tid[] := '{}';
+  v_retry_room integer := least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2));
+  v_retries_taken integer := 0;
+  v_pass integer := 0;
   v_retrying boolean;
   v_take integer;
+  v_moved_to_retries boolean := false;
   v_queues refcursor;
-  v_looks integer;
   v_queue record;
   v_head record;
   v_claimed jsonb;
@@ -89,11 +88,14 @@ begin
      or p_retry_limit < 0 then
     raise exception 'invalid_request' using errcode = 'PT400', detail = 'p_limit must be 1 to 1000, p_lease_seconds 1 to 3600, p_retry_limit 0 or more.';
   end if;
-  -- Retries, then first attempts: the same choice, one kind at a time.
-  foreach v_retrying in array array[true, false] loop
-    v_take := case when v_retrying then least(p_limit, coalesce(p_retry_limit, (p_limit + 1) / 2)) else p_limit - cardinality(v_due) end;
+  -- Retries, then first attempts: the same choice, one kind at a time. Then the retries again when
+  -- the first attempts' lane found due retries in it (a new event marks its queue there: it may be
+  -- the head), so that such a retry is not left for a later claim, which may not come soon.
+  foreach v_retrying in array array[true, false, true] loop
+    v_pass := v_pass + 1;
+    continue when v_pass = 3 and not v_moved_to_retries;
+    v_take := case when v_retrying then least(p_limit - cardinality(v_due), v_retry_room - v_retries_taken) else p_limit - cardinality(v_due) end;
     continue when v_take <= 0;
-    v_looks := 0;
     -- The queues due of this kind, each locked as it is fetched (one claim looks at a queue at a
     -- time; one another holds is looked at by the next claim), one at a time (a loop over the query
     -- would fetch and lock them by tens). Each written by its ctid: a set joined to the table was
@@ -119,6 +121,7 @@ begin
           v_due := v_due || v_head.ctid;
           update public.outbound_queues set look_at = now() + make_interval(secs => p_lease_seconds), head_attempted = true
           where ctid = v_queue.ctid;
+          v_retries_taken := v_retries_taken + v_retrying::integer;
           v_take := v_take - 1;
           exit when v_take = 0;
         end if;
@@ -126,16 +129,18 @@ begin
         -- Early: when its head is due (a retry, the end of a lease), and which kind it is; only from
         -- a head this claim holds, so that no settle changes it unseen (one under way: the row stays
         -- due; one after waits for this claim, then sets the row itself).
-        perform 1 from public.outbound_deliveries d where d.ctid = v_head.ctid and d.state = 'pending' for share skip locked;
+        -- (Its times checked again under the lock: a settle that committed meanwhile changed them.)
+        perform 1 from public.outbound_deliveries d
+        where d.ctid = v_head.ctid and d.state = 'pending' and d.next_attempt_at = v_head.next_attempt_at
+          and d.leased_until is not distinct from v_head.leased_until
+        for share skip locked;
         if found then
           update public.outbound_queues set look_at = greatest(v_head.next_attempt_at, v_head.leased_until), head_attempted = v_head.attempted
           where ctid = v_queue.ctid;
+          v_moved_to_retries := v_moved_to_retries or (not v_retrying and v_head.attempted
+            and v_head.next_attempt_at <= now() and (v_head.leased_until is null or v_head.leased_until <= now()));
         end if;
       end if;
-      -- At most 1,000 looks a kind: the rows looked at stay locked to the commit, and a write of an
-      -- event for one of them waits for it (what is left, the next claim takes).
-      v_looks := v_looks + 1;
-      exit when v_looks >= 1000;
     end loop;
     close v_queues;
   end loop;
