@@ -266,3 +266,83 @@ describeOn('postgres')('a bulk replay beside a transaction that writes events fo
     expect({ replay: replayed, written }).toEqual({ replay: { ok: true }, written: { ok: true } });
   });
 });
+
+describeOn('postgres')('the claim\'s three passes (retries, first attempts, retries found among them), on postgres', () => {
+  const db = suiteDatabase('postgres');
+  const endpoint = 'q3';
+  let other: pg.Client;
+  let claimer: pg.Client;
+
+  beforeEach(async () => {
+    await db.sql('delete from public.outbound_events');
+    await db.sql('delete from public.outbound_user_sequences');
+    await db.sql('delete from public.outbound_endpoints');
+    await db.sql('delete from public.outbound_queues');
+    await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
+    other = new pg.Client({ connectionString: db.url });
+    claimer = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    await claimer.connect();
+  });
+  afterEach(async () => {
+    await other.end();
+    await claimer.end();
+  });
+
+  const emit = (who: string) => db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [who]);
+  const claim = async (limit: number, retries: number | null) => {
+    const [{ claimed }] = await db.sql<{ claimed: Array<{ user_id: string; sequence: number; attempts: number }> }>(
+      'select public.outbound_claim($1, $2, 60, $3) as claimed', [endpoint, limit, retries]);
+    return claimed;
+  };
+  const settle = async (outcome: 'delivered' | 'retry', who: string[]) => {
+    const [{ ids }] = await db.sql<{ ids: string[] | null }>(
+      "select array_agg(event_id) as ids from public.outbound_deliveries where endpoint_id = $1 and state = 'pending' and leased_until is not null and user_id = any($2)",
+      [endpoint, who]);
+    await db.sql('select public.outbound_settle($1, $2)', [endpoint, JSON.stringify((ids ?? []).map((id) => ({ event_id: id, outcome, retry_at: new Date(Date.now() - 60_000).toISOString() })))]);
+  };
+
+  it('never takes more retries than their share nor more than the places, with retries in both lanes and first attempts due', async () => {
+    const inRetries = ['r1', 'r2'], amongFirst = ['h1', 'h2', 'h3', 'h4', 'h5', 'h6', 'h7', 'h8'], first = ['f1', 'f2'];
+    for (const user of [...inRetries, ...amongFirst]) await emit(user);
+    expect(await claim(100, null)).toHaveLength(10);
+    await settle('retry', [...inRetries, ...amongFirst]);
+    // A new event behind a due retry marks its queue in the first attempts' lane.
+    for (const user of [...amongFirst, ...first]) await emit(user);
+    for (const [limit, retries, want] of [[10, 5, { r: 5, f: 2 }], [10, null, { r: 5, f: 2 }], [10, 0, { r: 0, f: 2 }], [3, null, { r: 2, f: 1 }], [6, 6, { r: 4, f: 2 }], [12, 20, { r: 10, f: 2 }]] as const) {
+      const got = await db.connection(async (sql) => {
+        await sql('begin');
+        try {
+          const [{ claimed }] = (await sql('select public.outbound_claim($1, $2, 60, $3) as claimed', [endpoint, limit, retries])) as [{ claimed: Array<{ attempts: number }> }];
+          return claimed;
+        } finally {
+          await sql('rollback');
+        }
+      });
+      const r = got.filter((d) => d.attempts > 1).length;
+      expect({ limit, retries, r, f: got.length - r }).toEqual({ limit, retries, ...want });
+    }
+  });
+
+  it('a late settle (its lease ended) passed by a claim that could not lease the head: the first attempt behind it goes while retries are at their limit', async () => {
+    await emit('u');
+    await emit('u');
+    expect((await claim(10, null)).map((d) => Number(d.sequence))).toEqual([1]);
+    // The lease ran out (a slow receiver); the queue came due in the retries' lane.
+    await db.sql("update public.outbound_deliveries set leased_until = now() - interval '1 second' where user_id = 'u' and sequence = 1");
+    await db.sql("update public.outbound_queues set look_at = now() - interval '1 second' where user_id = 'u'");
+    // The slow attempt's settle holds #1 ...
+    await other.query('begin');
+    await other.query("select 1 from public.outbound_deliveries where user_id = 'u' and sequence = 1 for update");
+    // ... when another claim locks the queue's row, reads #1 as a due retry, and cannot lease it.
+    await claimer.query('begin');
+    expect((await claimer.query<{ claimed: unknown[] }>('select public.outbound_claim($1, 10, 60, null) as claimed', [endpoint])).rows[0]!.claimed).toEqual([]);
+    // The settle goes on, and passes by the row the claim holds.
+    const [{ id }] = await db.sql<{ id: string }>("select event_id as id from public.outbound_deliveries where user_id = 'u' and sequence = 1");
+    await other.query('select public.outbound_settle($1, $2)', [endpoint, JSON.stringify([{ event_id: id, outcome: 'delivered' }])]);
+    await other.query('commit');
+    await claimer.query('commit');
+    // #2 is due, a first attempt; with 50 retries in flight the server asks for none.
+    expect((await claim(10, 0)).map((d) => Number(d.sequence))).toEqual([2]);
+  });
+});

@@ -124,6 +124,11 @@ begin
           v_retries_taken := v_retries_taken + v_retrying::integer;
           v_take := v_take - 1;
           exit when v_take = 0;
+        elsif v_retrying then
+          -- A settle holds the head (a late one: its lease had ended). It may pass this row by, and
+          -- the head after it be a first attempt: to the first attempts' lane, which every claim reads
+          -- (a retry there is set back by the look).
+          update public.outbound_queues set head_attempted = false where ctid = v_queue.ctid;
         end if;
       else
         -- Early: when its head is due (a retry, the end of a lease), and which kind it is; only from
