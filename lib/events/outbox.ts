@@ -87,7 +87,7 @@ export async function addEndpoints(endpoints: Array<{ id: string; types: string[
 /**
  * Put back any queue's row missing beside its pending deliveries (a claim finds a user's head from
  * that row; a delivery written while the migration that made the rows ran has none): as the server
- * opens the database, and in the daily maintenance.
+ * opens the database. (The daily maintenance does the same in the database: outbound_maintain.)
  */
 export async function mendQueues(db: DatabaseAdapter): Promise<void> {
   await db.call('outbound_mend_queues', {});
@@ -95,7 +95,7 @@ export async function mendQueues(db: DatabaseAdapter): Promise<void> {
 
 /**
  * Lease up to `limit` users' due heads to an attempt: at most `retries` retries first, then first
- * attempts in the places left (each kind the oldest due first).
+ * attempts in the places left (each kind in the order its users' queues came due).
  */
 export function claimDeliveries(endpointId: string, counts: { limit: number; retries: number }, leaseSeconds: number): Promise<ClaimedDelivery[]> {
   return callDb('outbound_claim', { p_endpoint_id: endpointId, p_limit: counts.limit, p_lease_seconds: leaseSeconds, p_retry_limit: counts.retries });
