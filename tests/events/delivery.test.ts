@@ -4,7 +4,7 @@ import { deliver, flowSettings } from '../billing/support.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { deliverNow, linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase } from '../support/databases.ts';
-import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox.ts';
 import { setEnv } from '../support/env.ts';
 import { testUser } from '../support/tokens.ts';
 import { evmWallet } from '../wallets/wallets.ts';

@@ -9,7 +9,7 @@ import { startNextServer, type NextServer } from '../../scripts/support/next-ser
 import { startWebhookReceiver, type WebhookReceiver } from '../../scripts/support/webhook-receiver.ts';
 import { fixture } from '../billing/fixtures.ts';
 import { migratedEmbeddedDbDir } from '../support/databases.ts';
-import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox.ts';
 import { requireProductionBuild } from '../support/production-build.ts';
 
 /**

@@ -7,7 +7,7 @@ import * as deliverRoute from '../../app/api/admin/events/deliver/route.ts';
 import { resetOperatorSecretThrottle } from '../../lib/auth/operator-secret.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
-import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox.ts';
 import { setEnv } from '../support/env.ts';
 import { startRouteServer } from '../support/route-server.ts';
 import { testUser } from '../support/tokens.ts';

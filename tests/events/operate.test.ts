@@ -18,7 +18,7 @@ import { checkEventReceiverAddresses } from '../../lib/startup.ts';
 import { deadLettersResponseSchema, eventOutboxSchema, eventsRunResponseSchema, replayResponseSchema, serviceStatusSchema, writtenEventsResponseSchema } from '../../lib/openapi/responses.ts';
 import { linkWallet } from '../support/account-actions.ts';
 import { DATABASE_KINDS, suiteDatabase, type TestDatabase } from '../support/databases.ts';
-import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
+import { QUEUES_DUE_NOW } from '../support/outbox.ts';
 import { DEPLOYMENT_SETTINGS, setEnv } from '../support/env.ts';
 import { callRoute } from '../support/http.ts';
 import { testUser } from '../support/tokens.ts';

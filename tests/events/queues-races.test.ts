@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { clearOutbox } from '../support/outbox.ts';
 
 /**
  * The queues' rows (public.outbound_queues) beside settles, emits and replays on other sessions:
@@ -16,10 +17,7 @@ describeOn('postgres')('the queues\' rows beside settles, emits and replays on o
   let other: pg.Client;
 
   beforeEach(async () => {
-    await db.sql('delete from public.outbound_events');
-    await db.sql('delete from public.outbound_user_sequences');
-    await db.sql('delete from public.outbound_endpoints');
-    await db.sql('delete from public.outbound_queues');
+    await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
     other = new pg.Client({ connectionString: db.url });
     await other.connect();
@@ -169,10 +167,7 @@ describeOn('postgres')('the claim after new events of users whose heads retry, o
   let other: pg.Client;
 
   beforeEach(async () => {
-    await db.sql('delete from public.outbound_events');
-    await db.sql('delete from public.outbound_user_sequences');
-    await db.sql('delete from public.outbound_endpoints');
-    await db.sql('delete from public.outbound_queues');
+    await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
     other = new pg.Client({ connectionString: db.url });
     await other.connect();
@@ -226,10 +221,7 @@ describeOn('postgres')('a bulk replay beside a transaction that writes events fo
   let other: pg.Client;
 
   beforeEach(async () => {
-    await db.sql('delete from public.outbound_events');
-    await db.sql('delete from public.outbound_user_sequences');
-    await db.sql('delete from public.outbound_endpoints');
-    await db.sql('delete from public.outbound_queues');
+    await clearOutbox(db);
     await db.sql(`insert into public.outbound_endpoints (id, types) values ($1, '{wallet.*}'), ($2, null)`, [wallets, all]);
     other = new pg.Client({ connectionString: db.url });
     await other.connect();
@@ -274,10 +266,7 @@ describeOn('postgres')('the claim\'s three passes (retries, first attempts, retr
   let claimer: pg.Client;
 
   beforeEach(async () => {
-    await db.sql('delete from public.outbound_events');
-    await db.sql('delete from public.outbound_user_sequences');
-    await db.sql('delete from public.outbound_endpoints');
-    await db.sql('delete from public.outbound_queues');
+    await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
     other = new pg.Client({ connectionString: db.url });
     claimer = new pg.Client({ connectionString: db.url });

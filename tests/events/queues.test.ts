@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { describeOn, suiteDatabase } from '../support/databases.ts';
-import { QUEUES_DUE_NOW } from '../support/outbox-clock.ts';
+import { clearOutbox, QUEUES_DUE_NOW } from '../support/outbox.ts';
 
 /**
  * A claim finds each user's head at an endpoint from that queue's row (public.outbound_queues), and
@@ -17,9 +17,7 @@ describeOn('postgres')('the queues a claim reads, beside writes that have not co
   let other: pg.Client;
 
   beforeEach(async () => {
-    await db.sql('delete from public.outbound_events');
-    await db.sql('delete from public.outbound_user_sequences');
-    await db.sql('delete from public.outbound_endpoints');
+    await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
     other = new pg.Client({ connectionString: db.url });
     await other.connect();

@@ -6,3 +6,13 @@
  * new event; the claim reads the head and sets it right.
  */
 export const QUEUES_DUE_NOW = "update public.outbound_queues set look_at = '-infinity'";
+
+/**
+ * Empty the outbox for a test of its own: events (their deliveries go with them), the users'
+ * counters, the endpoints and the queues' rows.
+ */
+export async function clearOutbox(db: { sql: (text: string) => Promise<unknown> }): Promise<void> {
+  for (const table of ['outbound_events', 'outbound_user_sequences', 'outbound_endpoints', 'outbound_queues']) {
+    await db.sql(`delete from public.${table}`);
+  }
+}
