@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DomainError, parseWithSchema } from '../errors.ts';
+import { RFC3339_DATE_TIME } from '../rfc3339.ts';
 import { formatUtc } from '../words.ts';
 import type { EventEndpoint, SettingsRefused } from './endpoints.ts';
 import { eventMessage } from './messages.ts';
@@ -225,9 +226,11 @@ const EVENT_ID = new RegExp(`^(evt_)?${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${H
 // outside is the caller's 400 saying so, not the database's refusal.
 // (A value that is no time at all fails the format alone: the bounds hold for it, so they are not listed too.)
 const unreadableOrWithin = (value: string, inBounds: (ms: number) => boolean) => Number.isNaN(Date.parse(value)) || inBounds(Date.parse(value));
-const isoInstant = z.iso.datetime({ offset: true, message: 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z' })
+// (`T` and `Z` in either case, as RFC 3339 allows; passed on upper-cased.)
+const isoInstant = z.string().toUpperCase().regex(RFC3339_DATE_TIME, 'an ISO 8601 time with its offset, such as 2026-01-01T00:00:00Z')
   .refine((value) => unreadableOrWithin(value, (ms) => ms >= 0), 'must not be before 1970-01-01T00:00:00Z')
-  .refine((value) => unreadableOrWithin(value, (ms) => ms <= Date.parse('9999-12-31T23:59:59.999Z')), 'must not be after 9999-12-31T23:59:59Z');
+  .refine((value) => unreadableOrWithin(value, (ms) => ms <= Date.parse('9999-12-31T23:59:59.999Z')), 'must not be after 9999-12-31T23:59:59Z')
+  .meta({ format: 'date-time' });
 
 export const replayBodySchema = z
   .strictObject({

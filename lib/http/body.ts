@@ -21,6 +21,7 @@ export async function readJsonBody(request: Request, options: ReadJsonOptions = 
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BODY_BYTES;
   assertJsonContentType(request.headers.get('content-type'));
   assertNotEncoded(request.headers.get('content-encoding'));
+  assertPlainTransfer(request.headers.get('transfer-encoding'));
   const bytes = await readBodyBytes(request, maxBytes);
   return parseJsonText(decodeUtf8(bytes));
 }
@@ -51,6 +52,20 @@ function assertNotEncoded(contentEncoding: string | null): void {
   const codings = contentEncoding?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity') ?? [];
   if (codings.length > 0) {
     throw new ApiError('unsupported_media_type', { detail: `Send the body uncompressed: this service takes no Content-Encoding (got "${contentEncoding!.slice(0, 100)}").` });
+  }
+}
+
+/**
+ * A body sent with a transfer coding other than chunked (Transfer-Encoding: gzip, chunked) reaches
+ * the route still compressed: Node's parser takes the chunks apart and nothing more. Refused like
+ * a content coding. (RFC 9112, section 6.1 suggests 501 for a transfer coding a server does not
+ * understand; a 4xx tells the sender that it is theirs to change, and that sending it again as it
+ * is will not help.)
+ */
+function assertPlainTransfer(transferEncoding: string | null): void {
+  const codings = transferEncoding?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity') ?? [];
+  if (codings.length > 0) {
+    throw new ApiError('unsupported_media_type', { detail: `Send the body without compression: this service takes no transfer coding but chunked (got "${transferEncoding!.slice(0, 100)}").` });
   }
 }
 

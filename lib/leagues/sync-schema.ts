@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { RFC3339_DATE_TIME } from '../rfc3339.ts';
 
 /**
  * The body of `POST /api/webhooks/leagues-sync`: a batch of league snapshots and deletions from one
@@ -42,9 +43,10 @@ const externalKey = (what: string) =>
 // A name of only spaces would show as a blank row in the app: at least one visible character.
 // `\S` (the document's pattern) still lets through a name of only invisible characters (a zero-width
 // space, a word joiner, a Hangul filler): the refinement refuses those too, with the same message,
-// and only where `\S` passed, so a blank name is reported once. The document says it in words: a
-// Unicode-property pattern would need the validator's unicode mode.
-const VISIBLE_CHARACTER = /[^\p{White_Space}\p{Cc}\p{Default_Ignorable_Code_Point}]/u;
+// and only where `\S` passed, so a blank name is reported once. Also blank as shown: the Braille
+// pattern blank (U+2800, drawn as an empty cell) and combining marks with no letter to sit on. The
+// document says it in words: a Unicode-property pattern would need the validator's unicode mode.
+const VISIBLE_CHARACTER = /[^\p{White_Space}\p{Cc}\p{Default_Ignorable_Code_Point}\p{M}\u2800]/u;
 const BLANK = 'must not be empty or blank';
 const text = (max: number) =>
   z
@@ -53,13 +55,9 @@ const text = (max: number) =>
     .regex(/\S/, BLANK)
     .refine((value) => !/\S/.test(value) || VISIBLE_CHARACTER.test(value), BLANK)
     .meta({
-      description: `At most ${max} characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B)`,
+      description: `At most ${max} characters, with at least one visible character: not only white space, control characters, invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B), combining marks or the Braille blank (U+2800)`,
     });
 
-// zod's RFC 3339 date-time (`z.iso.datetime`: real days, leap years, `Z` or an offset), with the `T`
-// and `Z` that RFC 3339 §5.6 lets a sender write in lower case. The value is upper-cased before any
-// check, so this form is only the document's: its pattern accepts what the service accepts.
-const RFC3339_DATE_TIME = new RegExp(z.regexes.datetime({ offset: true, local: false, precision: null }).source.replace('T', '[Tt]').replace('(?:Z|', '(?:[Zz]|'));
 const TIMESTAMP_FORMAT = 'must be an RFC 3339 timestamp with a time zone, e.g. 2026-11-21T17:59:00Z';
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { endpointSettings, parseEventEndpoints, type SettingsRefused } from '../../lib/events/endpoints.ts';
 import { loadConfig } from '../../lib/config.ts';
-import { BACKLOG_LATE_MS, describeOutbox, outboxAttention, outboxOverview, parseReplayRequest } from '../../lib/events/operate.ts';
+import { BACKLOG_LATE_MS, describeOutbox, outboxAttention, outboxOverview, eventsQuerySchema, parseReplayRequest } from '../../lib/events/operate.ts';
 import type { EndpointStatus, OutboxStatus } from '../../lib/events/outbox.ts';
 
 /** The operator's view of the outbox, decided without the database: the join with the settings, what needs attention, what a replay names. */
@@ -95,6 +95,12 @@ describe('parseReplayRequest', () => {
   it('takes an event id bare or as its webhook-id, in either case', () => {
     expect(parseReplayRequest({ eventId: `evt_${id.toUpperCase()}` })).toEqual({ eventId: id });
     expect(parseReplayRequest({ eventId: id, endpoint: named!.id })).toEqual({ eventId: id, endpoint: named!.id });
+  });
+
+  it('takes a range with `t` and `z` in lower case (RFC 3339 §5.6), passed on upper-cased', () => {
+    expect(parseReplayRequest({ from: '2026-01-01t00:00:00z', to: '2026-01-02T00:00:00.5+01:00' }))
+      .toEqual({ from: '2026-01-01T00:00:00Z', to: '2026-01-02T00:00:00.5+01:00' });
+    expect(eventsQuerySchema.parse({ since: '2026-01-01t10:00:00z' }).since).toBe('2026-01-01T10:00:00Z');
   });
 
   it.each([

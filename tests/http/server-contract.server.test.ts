@@ -1,6 +1,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mintDevToken } from '../../lib/auth/dev-key.ts';
@@ -43,7 +44,7 @@ function apiPaths(dir = 'app/api', prefix = '/api'): string[] {
  * One request over a raw socket (fetch refuses TRACE, and no client library sends a lower-case or
  * unknown method as it is): status, content type and the decoded body.
  */
-function rawRequest(port: number, method: string, pathname: string, extraHeaders = '', rawBody = '', hostHeader = 'Host: 127.0.0.1\r\n'): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; header: (name: string) => string | null; body: string }> {
+function rawRequest(port: number, method: string, pathname: string, extraHeaders = '', rawBody: string | Buffer = '', hostHeader = 'Host: 127.0.0.1\r\n'): Promise<{ status: number; type: string | null; location: string | null; allow: string | null; header: (name: string) => string | null; body: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -70,7 +71,7 @@ function rawRequest(port: number, method: string, pathname: string, extraHeaders
       resolve({ status: text ? Number(headers[0]?.split(' ')[1]) : 0, type: header('content-type'), location: header('location'), allow: header('allow'), header, body });
     });
     // One write, so the parser reads the request and any malformed body in one pass.
-    socket.write(`${method} ${pathname} HTTP/1.1\r\n${hostHeader}${extraHeaders}Connection: close\r\n\r\n${rawBody}`);
+    socket.write(Buffer.concat([Buffer.from(`${method} ${pathname} HTTP/1.1\r\n${hostHeader}${extraHeaders}Connection: close\r\n\r\n`), Buffer.from(rawBody)]));
   });
 }
 
@@ -325,6 +326,20 @@ describe.each([
       expect({ status: answer.status, type: answer.type, id: answer.header('x-request-id'), body: JSON.parse(answer.body) as unknown })
         .toEqual({ status, type: 'application/problem+json', id: 'req-chunked-1', body: expect.objectContaining({ status, code, requestId: 'req-chunked-1' }) });
     }
+  });
+
+  it('refuses a body in a transfer coding other than chunked (gzip, deflate) with 415, as it refuses a content coding; a chunked one is read', async () => {
+    const headers = `authorization: Bearer ${DEV_WEBHOOK_SECRETS.subscription}\r\ncontent-type: application/json\r\n`;
+    const gzipped = gzipSync(Buffer.from('{"event":{"id":"transfer-coded","type":"TEST"}}'));
+    const chunk = (bytes: Buffer) => Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n0\r\n\r\n')]);
+    for (const coding of ['gzip, chunked', 'deflate, chunked', 'GZip ,chunked']) {
+      const answer = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', `${headers}transfer-encoding: ${coding}\r\n`, chunk(gzipped));
+      expect({ coding, status: answer.status, type: answer.type, body: JSON.parse(answer.body) as unknown })
+        .toEqual({ coding, status: 415, type: 'application/problem+json', body: expect.objectContaining({ code: 'unsupported_media_type', detail: expect.stringContaining('transfer coding') }) });
+    }
+    const plain = await rawRequest(server.port, 'POST', '/api/webhooks/subscription-billing', `${headers}transfer-encoding: chunked\r\n`,
+      chunk(Buffer.from(JSON.stringify({ api_version: '1.0', event: { id: `chunked-${crypto.randomUUID()}`, type: 'TEST', app_user_id: 'chunked-test', event_timestamp_ms: Date.now() } }))));
+    expect({ status: plain.status, body: plain.body }).toEqual({ status: 200, body: '{"received":true}' });
   });
 
   // Not what this service would choose (the route's own answer, or a problem+json 404; never a 3xx

@@ -70,6 +70,8 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'nested settings of any JSON', body: { ...validBody(), leagues: [{ ...validLeague(), settings: { a: [1, { b: null }], c: true, d: 'é' } }] } },
     // Invisible characters beside a visible one are part of the name (a joined emoji, a Hangul syllable).
     { name: 'names with invisible characters beside visible ones', body: { ...validBody(), leagues: [{ ...validLeague(), name: '\u200BA\u2060', sport: '\u{1F469}\u200D\u{1F4BB}', season: '\u3164한', members: [{ externalUserId: '1', displayName: '\u00A0Bo\uFEFF', role: 'member' }] }] } },
+    // Marks on a base letter, and the Braille blank beside a Braille letter, are a visible name.
+    { name: 'names with marks on their letters and a Braille blank beside a letter', body: { ...validBody(), leagues: [{ ...validLeague(), name: 'Zoe\u0301', sport: '\u2800\u2801', season: 'नमस्ते' }] } },
     // Fields it does not know, at every level: accepted and ignored (as the billing webhook does).
     { name: 'an unknown top-level field', body: { ...validBody(), schemaVersion: 2 } },
     { name: 'an unknown league field', body: { ...validBody(), leagues: [{ ...validLeague(), colour: 'red' }] } },
@@ -104,6 +106,9 @@ describe('leaguesSyncBodySchema', () => {
     { name: 'name a zero-width space', body: league({ name: '\u200B' }), paths: ['leagues.0.name'] },
     { name: 'name a word joiner and a byte order mark', body: league({ name: '\u2060\uFEFF' }), paths: ['leagues.0.name'] },
     { name: 'name a Hangul filler', body: league({ name: '\u3164' }), paths: ['leagues.0.name'] },
+    // Blank as shown though neither white space nor ignorable: the Braille blank, marks with no base.
+    { name: 'name a Braille blank', body: league({ name: '\u2800\u2800' }), paths: ['leagues.0.name'] },
+    { name: 'displayName only combining marks', body: league({ members: [{ externalUserId: '1', displayName: '\u0301\u0308\u20DD', role: 'member' }] }), paths: ['leagues.0.members.0.displayName'] },
     { name: 'name a no-break space', body: league({ name: '\u00A0' }), paths: ['leagues.0.name'] },
     { name: 'name control characters', body: league({ name: '\u0001\u007F\u0085' }), paths: ['leagues.0.name'] },
     { name: 'sport and season invisible among spaces', body: league({ sport: ' \u200D ', season: '\u115F\u1160\uFFA0' }), paths: ['leagues.0.season', 'leagues.0.sport'] },

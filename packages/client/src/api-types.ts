@@ -3769,11 +3769,11 @@ export interface operations {
                     /** @description Snapshots to apply; each `externalId` at most once in the delivery (in `leagues` or `deleted`) */
                     leagues?: ({
                         externalId: string;
-                        /** @description At most 200 characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B) */
+                        /** @description At most 200 characters, with at least one visible character: not only white space, control characters, invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B), combining marks or the Braille blank (U+2800) */
                         name: string;
-                        /** @description At most 32 characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B) */
+                        /** @description At most 32 characters, with at least one visible character: not only white space, control characters, invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B), combining marks or the Braille blank (U+2800) */
                         sport: string;
-                        /** @description At most 16 characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B) */
+                        /** @description At most 16 characters, with at least one visible character: not only white space, control characters, invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B), combining marks or the Braille blank (U+2800) */
                         season: string;
                         /** @enum {string} */
                         status: "pre_draft" | "drafting" | "in_season" | "complete";
@@ -3786,7 +3786,7 @@ export interface operations {
                         /** @description The whole membership (members not listed are removed); each `externalUserId` at most once */
                         members: ({
                             externalUserId: string;
-                            /** @description At most 100 characters, with at least one visible character: not only white space, control characters or invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B) */
+                            /** @description At most 100 characters, with at least one visible character: not only white space, control characters, invisible ones (Unicode Default_Ignorable_Code_Point, such as U+200B), combining marks or the Braille blank (U+2800) */
                             displayName: string;
                             /** @enum {string} */
                             role: "commissioner" | "member";
