@@ -1628,8 +1628,11 @@ grant execute on function public.billing_cancelled_in_charge_window(public.entit
 
 -- Whether a grant leaves the row as it is (nothing is granted, and nothing else the grant would end
 -- ends):
--- - a Stripe RENEWAL at price 0 on a row an EXPIRATION ended is an unpaid invoice, whose access
---   RevenueCat revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts);
+-- - a Stripe RENEWAL at price 0, of a period that begins where an expired row had ended or later, is
+--   an unpaid invoice, whose access RevenueCat revoked (the effect's zeroPriceStripeRenewal,
+--   lib/billing/event-effects.ts). One that begins before that end is not: a product changed back
+--   at once (its RENEWAL carries the subscription's first start, t0, on the row the change to the
+--   other product ended), in a trial or with a 100%-off coupon, charges nothing and grants;
 -- - a refunded period is not given back by a later grant of that period that charges nothing (an
 --   UNCANCELLATION, keepsBillingIssue; an extension, renewal 'continue' without resumesRenewal):
 --   "Granting a refund will immediately expire the subscription and remove any entitlement access"
@@ -1649,7 +1652,8 @@ declare
   v_charges_nothing boolean := coalesce((p_effect->>'keepsBillingIssue')::boolean, false)
     or (p_effect->>'renewal' = 'continue' and not coalesce((p_effect->>'resumesRenewal')::boolean, false));
 begin
-  return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired')
+  return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired'
+          and coalesce(v_purchased >= p_row.expires_at, true))
       or coalesce(p_row.status = 'refunded' and v_charges_nothing and v_purchased <= p_row.period_purchased_at, false)
       or coalesce(v_reinstates and v_purchased < p_row.period_purchased_at, false);
 end;

@@ -151,6 +151,8 @@ const environmentFlows: Flow[] = [
 // --- 6. RENEWAL after CANCELLATION -------------------------------------------------------------
 
 const stripe = (tx: string) => ({ store: 'STRIPE', product_id: 'prod_PRO', transaction_id: tx, original_transaction_id: 'sub_1PRO' });
+/** An invoice of one Stripe subscription whose product changes. */
+const stripeOf = (invoice: string, product: string) => ({ store: 'STRIPE', product_id: product, transaction_id: invoice, original_transaction_id: 'sub_1' });
 const TRIAL_TX = '8000000100000001';
 const conversion = (u: string, at: number, start: number, end: number) =>
   event('renewal-trial-conversion', u, at, start, end, { ...apple('8000000100000002', TRIAL_TX), is_trial_conversion: true, period_type: 'NORMAL' });
@@ -251,6 +253,57 @@ const renewalFlows: Flow[] = [
     items: (u) => [event('non-renewing-purchase', u.alice, 1, 1, null, lifetime('L-1', 'L-1')), event('non-renewing-purchase', u.alice, 2, 2, null, lifetime('L-2', 'L-1')),
       refund(u.alice, 5, 2, 5, { ...lifetime('L-2', 'L-1'), price: -79.99 }), refund(u.alice, 6, 1, 6, { ...lifetime('L-1', 'L-1'), price: -79.99 })],
     expected: [{ now: 7, state: { alice: { pro: { active: false } } } }],
+  },
+  // A zero-price Stripe RENEWAL that is no unpaid invoice: a product changed back at once, whose
+  // RENEWAL carries the subscription's first start (t0) and lands on the row the first change ended.
+  {
+    name: 'R15 Stripe basic changed at once to premium, then back to basic, whose prorated invoice is $0: basic grants and renews, premium ends',
+    doc: `Immediate Product Change: "the customer will immediately have access to the new entitlements ... The RENEWAL event may show the same purchased_at_ms as the original subscription (ie. t0)" (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'] }),
+      renewal(u.alice, 10.0001, 0, 30, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 4.5 }),
+      event('product-change', u.alice, 15, 0, 30, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic', entitlement_ids: ['premium'] }),
+      renewal(u.alice, 15.0001, 0, 30, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+    ],
+    expected: [{ now: 16, state: { alice: { premium: { active: false }, basic: { active: true, willRenew: true, expiresAt: isoDay(30) } } } }],
+  },
+  {
+    name: 'R16 ... with a 100%-off coupon (every invoice $0), and its next renewal: basic grants on, renewing',
+    doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES}); Immediate Product Change (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'], price: 0 }),
+      renewal(u.alice, 10.0001, 0, 30, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 0 }),
+      event('product-change', u.alice, 15, 0, 30, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic', entitlement_ids: ['premium'], price: 0 }),
+      renewal(u.alice, 15.0001, 0, 30, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+      renewal(u.alice, 30, 30, 60, { ...stripeOf('in_4', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+    ],
+    expected: [{ now: 16, state: { alice: { premium: { active: false }, basic: { active: true, willRenew: true } } } }, { now: 35, state: { alice: { premium: { active: false }, basic: { active: true, willRenew: true, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'R17 ... the same changes during a free trial (price 0 as in any trial): basic grants, premium ends',
+    doc: `price: "0 for free trials" (${TYPES}); Immediate Product Change (${DOC.flows})`,
+    items: (u) => [
+      trial(u.alice, 0, 0, 7, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+      event('product-change', u.alice, 2, 0, 7, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'], price: 0 }),
+      renewal(u.alice, 2.0001, 0, 7, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 0, period_type: 'TRIAL' }),
+      event('product-change', u.alice, 4, 0, 7, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic', entitlement_ids: ['premium'], price: 0 }),
+      renewal(u.alice, 4.0001, 0, 7, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'], price: 0, period_type: 'TRIAL' }),
+    ],
+    expected: [{ now: 5, state: { alice: { premium: { active: false }, basic: { active: true, willRenew: true } } } }],
+  },
+  {
+    name: 'R18 ... both products granting one entitlement: it shows the product changed back to, renewing',
+    doc: `Immediate Product Change (${DOC.flows})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, stripeOf('in_1', 'prod_basic')),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium' }),
+      renewal(u.alice, 10.0001, 0, 30, { ...stripeOf('in_2', 'prod_premium'), price: 4.5 }),
+      event('product-change', u.alice, 15, 0, 30, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic' }),
+      renewal(u.alice, 15.0001, 0, 30, { ...stripeOf('in_3', 'prod_basic'), price: 0 }),
+    ],
+    expected: [{ now: 16, state: { alice: { pro: { active: true, productId: 'prod_basic', willRenew: true } } } }],
   },
 ];
 
