@@ -11,19 +11,19 @@ import { explainSubscriber, explanationLines, type SubscriberExplanation } from 
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { commandArgs, usageError } from './command-args.ts';
-import { databaseOrService, defaultBaseUrl } from './operator.ts';
+import { databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'Why a subscriber has (or lacks) each entitlement, in words: their ids, each event and snapshot in order with what it did, and why each entitlement grants or not now. Changes nothing.',
   usage: 'Usage: npm run billing:explain -- --user <app user id> [--json] [--base-url <url>]',
   docs: 'docs/operations.md',
 };
-const values = commandArgs(HELP, { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const values = commandArgs(HELP, { user: { type: 'string' }, json: { type: 'boolean', default: false }, 'base-url': { type: 'string' } });
 const user = values.user || usageError(HELP, 'Missing --user <app user id>.');
 
 try {
   const explanation = await databaseOrService<SubscriberExplanation>({
-    baseUrl: values['base-url']!,
+    baseUrl: values['base-url'],
     direct: () => explainSubscriber(user),
     route: { method: 'GET', path: `/api/admin/billing/subscribers/${encodeURIComponent(user)}` },
   });

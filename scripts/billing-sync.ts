@@ -13,7 +13,7 @@ import { configureForOperator } from '../lib/config.ts';
 import { callDb, closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { commandArgs, usageError } from './command-args.ts';
-import { databaseOrService, defaultBaseUrl } from './operator.ts';
+import { databaseOrService } from './operator.ts';
 import { progressLine } from './progress.ts';
 
 const RUN = 'billing-sync-all';
@@ -24,7 +24,7 @@ const HELP = {
 };
 const values = commandArgs(HELP, {
   user: { type: 'string' }, all: { type: 'boolean', default: false }, restart: { type: 'boolean', default: false },
-  'base-url': { type: 'string', default: defaultBaseUrl() },
+  'base-url': { type: 'string' },
 });
 const user = values.user;
 if ((user === undefined) === !values.all || user === '') usageError(HELP, 'Give either --user <app user id> or --all.');
@@ -32,7 +32,7 @@ if ((user === undefined) === !values.all || user === '') usageError(HELP, 'Give 
 try {
   if (user) {
     const result = await databaseOrService<{ appUserId: string; outcome: string; entitlements: unknown[] }>({
-      baseUrl: values['base-url']!,
+      baseUrl: values['base-url'],
       direct: async () => {
         const { outcome, entitlements } = await syncKnownSubscriber(user, 'cli');
         return { appUserId: user, outcome, entitlements };

@@ -8,7 +8,7 @@ import { DomainError, parseWithSchema } from '../lib/errors.ts';
 import { deadLettersQuerySchema, listDeadLetters, type DeadLetterView } from '../lib/events/operate.ts';
 import { formatUtc } from '../lib/words.ts';
 import { commandArgs, optionProblems, usageError } from './command-args.ts';
-import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+import { askDeployment, databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'The events whose retries ran out, newest first, with the last error each got.',
@@ -16,7 +16,7 @@ const HELP = {
   docs: 'docs/events.md',
 };
 const values = commandArgs(HELP, {
-  endpoint: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
+  endpoint: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string' },
 });
 let query: ReturnType<typeof deadLettersQuerySchema.parse>;
 try {
@@ -30,7 +30,7 @@ const route = { method: 'GET', path: `/api/admin/events/dead-letters?${search}` 
 try {
   const { deadLetters } = values.url !== undefined
     ? await askDeployment<{ deadLetters: DeadLetterView[] }>(values.url, route)
-    : await databaseOrService({ baseUrl: values['base-url']!, direct: () => listDeadLetters(query), route });
+    : await databaseOrService({ baseUrl: values['base-url'], direct: () => listDeadLetters(query), route });
   if (values.json) console.log(JSON.stringify({ deadLetters }, null, 2));
   else if (deadLetters.length === 0) console.log('No dead letters.');
   else {

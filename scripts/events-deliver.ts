@@ -16,21 +16,21 @@ import { runOutboundEvents, type OutboundRunReport } from '../lib/events/deliver
 import { getEventEndpoints } from '../lib/events/endpoints.ts';
 import { DomainError } from '../lib/errors.ts';
 import { commandArgs, milliseconds } from './command-args.ts';
-import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+import { askDeployment, databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'Move the outbox now, as the events cron does: tell access that ended by time, then send each endpoint its due events.',
   usage: 'Usage: npm run events:deliver [-- --budget-ms <milliseconds>] [--url <deployment>] [--base-url <url>]',
   docs: 'docs/events.md',
 };
-const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '60000' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const values = commandArgs(HELP, { 'budget-ms': { type: 'string', default: '60000' }, url: { type: 'string' }, 'base-url': { type: 'string' } });
 const budgetMs = milliseconds(HELP, 'budget-ms', values['budget-ms']);
 
 const route = { method: 'POST', path: '/api/admin/events/deliver' } as const;
 try {
   const report = values.url !== undefined
     ? await askDeployment<OutboundRunReport>(values.url, route)
-    : await databaseOrService({ baseUrl: values['base-url']!, direct: runHere, route });
+    : await databaseOrService({ baseUrl: values['base-url'], direct: runHere, route });
   console.log(JSON.stringify(report, null, 2));
   const sent = report.endpoints.map((endpoint) => `${endpoint.id}: ${endpoint.delivered} delivered, ${endpoint.retried} to retry, ${endpoint.dead} dead-lettered`);
   console.error(`${report.lapsesTold} lapse(s) told; ${sent.length ? sent.join('; ') : 'no endpoint'}. ${report.done ? 'Everything due is done (`npm run events:status` shows what still waits, and when its next attempt is due).' : 'Not everything due within the budget: run it again.'}`);

@@ -9,7 +9,7 @@ import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { parseReplayRequest, replay, type ReplayRequest } from '../lib/events/operate.ts';
 import { commandArgs, optionProblems, usageError } from './command-args.ts';
-import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+import { askDeployment, databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'Send events again, under their webhook-ids: one event, or those written in a time range, to every active endpoint that takes them or to one.',
@@ -17,7 +17,7 @@ const HELP = {
   docs: 'docs/events.md',
 };
 const values = commandArgs(HELP, {
-  event: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, endpoint: { type: 'string' }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() },
+  event: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, endpoint: { type: 'string' }, url: { type: 'string' }, 'base-url': { type: 'string' },
 });
 // What was given, in the route's words (its body), for the route and for the messages.
 const body = Object.fromEntries(Object.entries({ eventId: values.event, from: values.from, to: values.to, endpoint: values.endpoint }).filter(([, value]) => value !== undefined)) as Record<string, string>;
@@ -34,7 +34,7 @@ let onTheDatabase = false;
 try {
   const { replayed } = values.url !== undefined
     ? await askDeployment<{ replayed: number }>(values.url, route)
-    : await databaseOrService({ baseUrl: values['base-url']!, direct: () => ((onTheDatabase = true), replay(request)), route });
+    : await databaseOrService({ baseUrl: values['base-url'], direct: () => ((onTheDatabase = true), replay(request)), route });
   console.log(`Replayed: ${replayed} delivery(ies) pending again, under their events' webhook-ids.`);
   if (replayed > 0) {
     console.error(onTheDatabase

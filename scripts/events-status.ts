@@ -10,7 +10,7 @@ import { closeDatabase } from '../lib/db/index.ts';
 import { endpointSettings } from '../lib/events/endpoints.ts';
 import { describeOutbox, readOutboxOverview, type OutboxOverview } from '../lib/events/operate.ts';
 import { commandArgs } from './command-args.ts';
-import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+import { askDeployment, databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'Each event endpoint with its backlog, dead letters, last delivery and last failure, and the lapses due.',
@@ -18,13 +18,13 @@ const HELP = {
   docs: 'docs/events.md',
 };
 const ROUTE = { method: 'GET', path: '/api/admin/events/endpoints' } as const;
-const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string' } });
 
 try {
   const overview = values.url !== undefined
     ? await askDeployment<OutboxOverview>(values.url, ROUTE)
     : await databaseOrService<OutboxOverview>({
-      baseUrl: values['base-url']!,
+      baseUrl: values['base-url'],
       direct: (config) => readOutboxOverview(config.local ? endpointSettings(config) : null),
       route: ROUTE,
     });

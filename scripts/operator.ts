@@ -40,18 +40,25 @@ export interface OperatorRoute {
 }
 
 /**
- * Run an operator command on the operator's configuration: directly on the database, or, when
- * the embedded folder is held by a running process (the local service), through `route` of the
- * service at `baseUrl`, whose JSON answer is the same value the direct path returns (every time
- * in it is an ISO string, as in the route's answer). Refusals of the route come back as the
- * DomainError the direct path would throw (`subscriber_unknown: ...`).
+ * Run an operator command on the operator's configuration: directly on the database, or through
+ * `route` of a running service, whose JSON answer is the same value the direct path returns (every
+ * time in it is an ISO string, as in the route's answer): the service at `baseUrl` when the command
+ * line names one (--base-url: the operator asked for that service, on whatever database it runs),
+ * else the local service when the embedded folder is held by a running process (found as
+ * defaultBaseUrl says). Refusals of the route come back as the DomainError the direct path would
+ * throw (`subscriber_unknown: ...`).
  */
-export async function databaseOrService<T>(options: { baseUrl: string; direct: (config: Config) => Promise<T>; route: OperatorRoute }): Promise<T> {
+export async function databaseOrService<T>(options: { baseUrl: string | undefined; direct: (config: Config) => Promise<T>; route: OperatorRoute }): Promise<T> {
   const config = configureForOperator();
   const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
+  if (holder === null && options.baseUrl !== undefined) {
+    console.error(`Asking the service at ${options.baseUrl} (--base-url).`);
+    return askDeployment<T>(options.baseUrl, options.route, process.env, '--base-url');
+  }
   if (holder === null) return options.direct(config);
-  console.error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?): asking the service at ${options.baseUrl}.`);
-  return askService<T>(config, options.baseUrl, options.route, holder);
+  const baseUrl = options.baseUrl ?? defaultBaseUrl();
+  console.error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?): asking the service at ${baseUrl}.`);
+  return askService<T>(config, baseUrl, options.route, holder);
 }
 
 async function askService<T>(config: Config, baseUrl: string, route: OperatorRoute, holder: number): Promise<T> {
@@ -65,16 +72,17 @@ async function askService<T>(config: Config, baseUrl: string, route: OperatorRou
 }
 
 /**
- * Ask a running deployment (`--url`): its operator route, with this shell's ADMIN_API_SECRET (on a
- * loopback URL without one, local mode's dev secret, which only a local server accepts). Needs no
- * database settings: the deployment answers with its own view, the parts it has on included.
+ * Ask a running deployment (`--url`, or `--base-url` for a command that reads the database
+ * otherwise): its operator route, with this shell's ADMIN_API_SECRET (on a loopback URL without
+ * one, local mode's dev secret, which only a local server accepts). Needs no database settings:
+ * the deployment answers with its own view, the parts it has on included.
  */
-export async function askDeployment<T>(url: string, route: OperatorRoute, env: Record<string, string | undefined> = process.env): Promise<T> {
+export async function askDeployment<T>(url: string, route: OperatorRoute, env: Record<string, string | undefined> = process.env, option = '--url'): Promise<T> {
   let base: URL;
   try {
     base = new URL(url);
   } catch {
-    throw new Error(`--url ${url} is not a URL: give the deployment's, such as https://<your-app>.vercel.app.`);
+    throw new Error(`${option} ${url} is not a URL: give the service's, such as https://<your-app>.vercel.app or http://localhost:3000.`);
   }
   const secret = env.ADMIN_API_SECRET?.trim() || (isLoopback(base) ? DEV_ADMIN_SECRET : undefined);
   if (!secret) {

@@ -4,6 +4,8 @@
 // schema's migrations against this code's, and which optional parts are on.
 // - With --url: asks that deployment's GET /api/admin/status, with this shell's ADMIN_API_SECRET.
 //   The whole answer is the deployment's own, its optional parts included.
+// - With --base-url: the same of the service there (a local one on Postgres, say), unless the
+//   embedded folder is held (below).
 // - Without: reads .env.local like the server, but needs only the database settings `npm run
 //   migrate` uses (POSTGRES_URL_NON_POOLING, else DATABASE_URL, else POSTGRES_URL), and asks that
 //   database directly (one call): no ADMIN_API_SECRET needed, and it works while the service is
@@ -15,7 +17,7 @@ import './load-env.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { describeStatus, readServiceStatus, type ServiceStatus } from '../lib/operations/status.ts';
 import { commandArgs } from './command-args.ts';
-import { askDeployment, databaseOrService, defaultBaseUrl } from './operator.ts';
+import { askDeployment, databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'What the service is running on and what it is behind on: the database, the migrations, billing, maintenance, outbound events.',
@@ -23,13 +25,13 @@ const HELP = {
   docs: 'docs/operations.md',
 };
 const STATUS_ROUTE = { method: 'GET', path: '/api/admin/status' } as const;
-const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const values = commandArgs(HELP, { json: { type: 'boolean', default: false }, url: { type: 'string' }, 'base-url': { type: 'string' } });
 
 try {
   const status = values.url !== undefined
     ? await askDeployment<ServiceStatus>(values.url, STATUS_ROUTE)
     : await databaseOrService<ServiceStatus>({
-      baseUrl: values['base-url']!,
+      baseUrl: values['base-url'],
       // Only in local mode does this shell have the service's settings (the same .env.local).
       direct: (config) => readServiceStatus(new Date(), { partsVisible: config.local }),
       route: STATUS_ROUTE,

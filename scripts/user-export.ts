@@ -10,19 +10,19 @@ import { exportAccount, type AccountExport } from '../lib/account-export.ts';
 import { closeDatabase } from '../lib/db/index.ts';
 import { DomainError } from '../lib/errors.ts';
 import { commandArgs, usageError } from './command-args.ts';
-import { databaseOrService, defaultBaseUrl } from './operator.ts';
+import { databaseOrService } from './operator.ts';
 
 const HELP = {
   about: 'Everything stored about one user, as JSON (what GET /api/me/export answers them): to stdout, or to --out. Reads only.',
   usage: 'Usage: npm run user:export -- --user <user id> [--out <file>] [--base-url <url>]',
   docs: 'docs/operations.md',
 };
-const values = commandArgs(HELP, { user: { type: 'string' }, out: { type: 'string' }, 'base-url': { type: 'string', default: defaultBaseUrl() } });
+const values = commandArgs(HELP, { user: { type: 'string' }, out: { type: 'string' }, 'base-url': { type: 'string' } });
 const user = values.user || usageError(HELP, 'Missing --user <user id>.');
 
 try {
   const account = await databaseOrService<AccountExport>({
-    baseUrl: values['base-url']!,
+    baseUrl: values['base-url'],
     direct: () => exportAccount(user),
     route: { method: 'GET', path: `/api/admin/users/${encodeURIComponent(user)}/export` },
   });

@@ -31,6 +31,26 @@ export function nonPublicRange(address: string): string | null {
   return null;
 }
 
+// ipaddr.js's names of its ranges, as an operator reads them in a refusal.
+const RANGE_WORDS: Record<string, string> = {
+  private: 'private', loopback: 'loopback', linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique local',
+  unspecified: 'unspecified', multicast: 'multicast', broadcast: 'broadcast', reserved: 'reserved', benchmarking: 'benchmarking',
+  rfc6052: 'NAT64 (RFC 6052)', rfc6145: 'IPv4-translated (RFC 6145)', '6to4': '6to4', teredo: 'Teredo', ipv4Mapped: 'IPv4-mapped',
+  ipv4Compatible: 'IPv4-compatible', deprecated: 'deprecated', orchid2: 'ORCHIDv2', amt: 'AMT', as112: 'AS112', as112v6: 'AS112',
+  discard: 'discard-only', documentation: 'documentation',
+};
+
+/** "private", "carrier-grade NAT", "link-local": a refused range in words. */
+export function rangeName(range: string): string {
+  return RANGE_WORDS[range] ?? range;
+}
+
+/** "a private address", "an unspecified address", "a carrier-grade NAT address". */
+export function rangeInWords(range: string): string {
+  const words = rangeName(range);
+  return `${/^([aeio]|un(?!i))/i.test(words) ? 'an' : 'a'} ${words} address`; // (a unique local, an unspecified)
+}
+
 /** Whether `host` (a URL's hostname; IPv6 in brackets or not) is a literal IP address rather than a name. */
 export function isIpLiteral(host: string): boolean {
   return ipaddr.isValid(host.replace(/^\[|\]$/g, ''));

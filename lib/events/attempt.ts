@@ -4,7 +4,7 @@ import { isIPv6, type LookupFunction } from 'node:net';
 import { signWebhook } from '#client/webhooks';
 import { getConfig } from '../config.ts';
 import { withinTime } from '../within-time.ts';
-import { resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
+import { rangeInWords, resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
 import type { EventEndpoint } from './endpoints.ts';
 
 /**
@@ -173,7 +173,7 @@ async function publicAddresses(host: string, lookup: Lookup): Promise<{ addresse
   try {
     const verdicts = await resolveAndClassify(host, lookup);
     const refused = verdicts.find((verdict) => verdict.refused);
-    if (refused) return { refused: `not sent: ${host} resolves to ${refused.address}, a ${refused.refused} address (events go to public receivers only)` };
+    if (refused) return { refused: `not sent: ${host} resolves to ${refused.address}, ${rangeInWords(refused.refused!)} (events go to public receivers only)` };
     return { addresses: verdicts.map((verdict) => verdict.address) };
   } catch (error) {
     return { refused: `not sent: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})` };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { decodeWebhookSecret } from '#client/webhooks';
 import { ConfigError, getConfig, type Config } from '../config.ts';
-import { isIpLiteral, nonPublicRange, resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
+import { isIpLiteral, nonPublicRange, rangeInWords, rangeName, resolveAndClassify, systemLookup, type Lookup } from './addresses.ts';
 import { EVENT_TYPES } from './schemas.ts';
 import { processWide } from '../process-wide.ts';
 
@@ -69,7 +69,14 @@ export function parseEventEndpoints(settings: EventEndpointSettings, { local }: 
   if (urls === undefined) throw new ConfigError('EVENTS_WEBHOOK_SECRET is set without EVENTS_WEBHOOK_URL: set the URL events are sent to, or remove the secret.');
   if (secrets === undefined) throw new ConfigError(`EVENTS_WEBHOOK_URL is set without EVENTS_WEBHOOK_SECRET: events are always signed; ${SECRET_HINT}.`);
   const secretList = checkSecrets(splitList(secrets), 'EVENTS_WEBHOOK_SECRET');
-  return unique(splitList(urls).map((url, index) => endpoint(`EVENTS_WEBHOOK_URL, entry ${index + 1}`, url, secretList, null, local)));
+  return unique(splitList(urls).map((url, index) => {
+    const where = `EVENTS_WEBHOOK_URL, entry ${index + 1}`;
+    // A later entry that is no URL is most often the rest of one whose query held a comma.
+    if (index > 0 && !URL.canParse(url)) {
+      throw new ConfigError(`${where}: not a URL. The setting's URLs are separated by commas: write a comma inside a URL as %2C, or list the receivers in EVENTS_WEBHOOK_ENDPOINTS.`);
+    }
+    return endpoint(where, url, secretList, null, local);
+  }));
 }
 
 function fromJson(json: string, local: boolean): EventEndpoint[] {
@@ -115,12 +122,12 @@ function endpoint(where: string, value: string, secrets: string[], types: string
   if (url.protocol !== 'https:' && !local) {
     throw new ConfigError(`${where}: the URL must be https:// (plain http:// only in local mode): events carry users' entitlements and wallets.`);
   }
-  if (url.username || url.password) throw new ConfigError(`${where}: the URL carries a user name or password; put credentials of the receiver in its path or query, or rely on the signature.`);
+  if (url.username || url.password) throw new ConfigError(`${where}: the URL carries a user name or password; put a receiver's token in its query (the status shows a URL's path, never its query), or rely on the signature.`);
   // (Port 0 parses, and no connection can be made to it: every attempt would fail for three days.)
   if (url.port === '0') throw new ConfigError(`${where}: port 0 is no port a receiver can listen on; give the receiver's port, or none for the scheme's own.`);
   if (!local && isIpLiteral(url.hostname)) {
     const range = nonPublicRange(url.hostname);
-    if (range) throw new ConfigError(`${where}: ${url.hostname} is a ${range} address, not on the public internet: events go to public receivers only outside local mode.`);
+    if (range) throw new ConfigError(`${where}: ${url.hostname} is ${rangeInWords(range)}, not on the public internet: events go to public receivers only outside local mode.`);
   }
   const name = url.hostname.replace(/\.$/, '');
   if (!local && (name === 'localhost' || name.endsWith('.localhost'))) {
@@ -193,7 +200,7 @@ export async function checkEndpointAddresses(endpoints: readonly EventEndpoint[]
     const host = endpoint.url.hostname;
     try {
       const nonPublic = (await resolveAndClassify(host, lookup)).filter((verdict) => verdict.refused);
-      if (nonPublic.length > 0) refused.push(`${endpoint.setting}: ${host} resolves to ${nonPublic.map((verdict) => `${verdict.address} (${verdict.refused})`).join(', ')}, not on the public internet`);
+      if (nonPublic.length > 0) refused.push(`${endpoint.setting}: ${host} resolves to ${nonPublic.map((verdict) => `${verdict.address} (${rangeName(verdict.refused!)})`).join(', ')}, not on the public internet`);
     } catch (error) {
       unresolved.push(`${endpoint.setting}: ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? 'lookup failed'})`);
     }

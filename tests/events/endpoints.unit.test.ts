@@ -60,9 +60,13 @@ describe('parseEventEndpoints, the simple form', () => {
     { name: 'an IPv4-mapped loopback outside local mode', settings: { EVENTS_WEBHOOK_URL: 'https://[::ffff:127.0.0.1]/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /loopback address/ },
     { name: 'localhost outside local mode', settings: { EVENTS_WEBHOOK_URL: 'https://localhost:8443/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /localhost is this machine/ },
     { name: 'localhost. (the absolute name) outside local mode', settings: { EVENTS_WEBHOOK_URL: 'https://api.localhost./x', EVENTS_WEBHOOK_SECRET: secret() }, says: /api\.localhost\. is this machine/ },
-    { name: 'a URL with a password', settings: { EVENTS_WEBHOOK_URL: 'https://u:p@a.example/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /user name or password/ },
+    { name: 'a URL with a password', settings: { EVENTS_WEBHOOK_URL: 'https://u:p@a.example/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /user name or password; put a receiver's token in its query \(the status shows a URL's path, never its query\)/ },
     { name: 'a URL of port 0', settings: { EVENTS_WEBHOOK_URL: 'https://a.example:0/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /port 0 is no port/ },
     { name: 'not a URL', settings: { EVENTS_WEBHOOK_URL: 'a.example/hooks', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: not a URL/ },
+    { name: 'a comma in a URL\'s query', settings: { EVENTS_WEBHOOK_URL: 'https://a.example/x?ids=1,2', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 2: not a URL\. The setting's URLs are separated by commas: write a comma inside a URL as %2C, or list the receivers in EVENTS_WEBHOOK_ENDPOINTS\.$/ },
+    { name: 'an address in the carrier-grade NAT range', settings: { EVENTS_WEBHOOK_URL: 'https://100.64.0.1/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /100\.64\.0\.1 is a carrier-grade NAT address, not on the public internet/ },
+    { name: 'the unspecified address', settings: { EVENTS_WEBHOOK_URL: 'https://0.0.0.0/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /0\.0\.0\.0 is an unspecified address/ },
+    { name: 'a NAT64 address', settings: { EVENTS_WEBHOOK_URL: 'https://[64:ff9b::a00:1]/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /is a NAT64 \(RFC 6052\) address/ },
     { name: 'a host and port without a scheme', settings: { EVENTS_WEBHOOK_URL: 'localhost:3001/hook', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: the URL does not start with https:\/\/ \(it reads as one of the scheme `localhost:`\)\.$/ },
     { name: 'a host and port without a scheme, in local mode', settings: { EVENTS_WEBHOOK_URL: 'localhost:3001/hook', EVENTS_WEBHOOK_SECRET: secret() }, says: /the scheme `localhost:`\); in local mode http:\/\/ works too\.$/, mode: LOCAL },
     { name: 'another scheme in local mode', settings: { EVENTS_WEBHOOK_URL: 'ftp://a.example/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: the URL does not start with https:\/\/; in local mode http:\/\/ works too\.$/, mode: LOCAL },
@@ -117,7 +121,7 @@ describe('parseEventEndpoints, EVENTS_WEBHOOK_ENDPOINTS', () => {
     { name: 'an unknown family', value: [{ url: 'https://a.example', secret: secret(), types: ['league.*'] }], says: /"league.\*" is not an event type/ },
     { name: 'an empty type list', value: [{ url: 'https://a.example', secret: secret(), types: [] }], says: /list at least one event type/ },
     { name: 'a weak secret in a list', value: [{ url: 'https://a.example', secret: [secret(), 'whsec_c2hvcnQ='] }], says: /entry 1: secret 2 is not `whsec_`/ },
-    { name: 'a private receiver', value: [{ url: 'https://a.example', secret: secret() }, { url: 'https://[fd12::1]/x', secret: secret() }], says: /entry 2: \[fd12::1\] is a uniqueLocal address/ },
+    { name: 'a private receiver', value: [{ url: 'https://a.example', secret: secret() }, { url: 'https://[fd12::1]/x', secret: secret() }], says: /entry 2: \[fd12::1\] is a unique local address/ },
   ];
   for (const { name, value, extra, says } of cases) {
     it(`refuses ${name}`, () => {

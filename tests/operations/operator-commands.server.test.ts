@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -155,6 +155,30 @@ describe('the operator commands while the local service holds the embedded datab
     expect(JSON.parse(delivered.stdout)).toEqual({ lapsesTold: expect.any(Number), endpoints: [expect.objectContaining({ id: serviceEndpoint, dead: 0 })], done: true });
     // (The receiver verifies what the service sent it, after the write or in that run.)
     await expect.poll(() => eventsReceived, { timeout: 30_000 }).toContain('wallet.linked');
+  });
+
+  it('with --base-url named, status and events:status ask that service though this shell\'s own database is another (never made)', async () => {
+    // As with a service on Postgres and a shell without its settings: the shell's database would be
+    // an empty embedded folder, which the commands must neither read nor make.
+    const elsewhere = mkdtempSync(path.join(tmpdir(), 'account-link-elsewhere-'));
+    try {
+      const shellFolder = path.join(elsewhere, 'pglite');
+      const shellEnv = { ...env, EMBEDDED_DB_DIR: shellFolder, BASE_URL: undefined };
+      const status = await run('status.ts', ['--base-url', server.url], shellEnv);
+      expect(status.stderr).toContain(`Asking the service at ${server.url} (--base-url).`);
+      expect(status.stdout).toMatch(/^Status at .* UTC \(local mode, embedded database\)$/m);
+      expect(status.stdout).toContain('admin API local dev secret');
+      const endpoints = JSON.parse((await run('events-status.ts', ['--base-url', server.url, '--json'], shellEnv)).stdout);
+      const serviceEndpoint = createHash('sha256').update(new URL(eventReceiverUrl).href).digest('hex').slice(0, 16);
+      expect(JSON.stringify(endpoints)).toContain(serviceEndpoint);
+      expect(existsSync(shellFolder)).toBe(false);
+      // Without it, the same shell reads its own (empty) database, as before.
+      const own = await run('events-status.ts', ['--json'], shellEnv);
+      expect(own.stderr).not.toContain('Asking the service');
+      expect(JSON.stringify(JSON.parse(own.stdout))).not.toContain(serviceEndpoint);
+    } finally {
+      rmSync(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it('status, billing:explain and billing:sync ask the running service, and print what the direct path prints', async () => {
