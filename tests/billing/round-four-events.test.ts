@@ -305,6 +305,52 @@ const renewalFlows: Flow[] = [
     ],
     expected: [{ now: 16, state: { alice: { pro: { active: true, productId: 'prod_basic', willRenew: true } } } }],
   },
+  {
+    name: 'R19 ... the change back\'s RENEWAL dated at the change, not t0: basic grants all the same, premium ends',
+    doc: `Immediate Product Change: the RENEWAL "may show the same purchased_at_ms as the original subscription" (${DOC.flows}): may, so it may not`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'] }),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'] }),
+      renewal(u.alice, 10.0001, 10, 30, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 4.5 }),
+      event('product-change', u.alice, 15, 10, 30, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic', entitlement_ids: ['premium'] }),
+      renewal(u.alice, 15.0001, 15, 30, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+    ],
+    expected: [{ now: 16, state: { alice: { premium: { active: false }, basic: { active: true } } } }],
+  },
+  {
+    name: 'R20 ... in a trial, with no PRODUCT_CHANGE delivered and each RENEWAL dated at its change: basic grants, premium ends',
+    doc: `price: "0 for free trials" (${TYPES}); Immediate Product Change (${DOC.flows})`,
+    items: (u) => [
+      trial(u.alice, 0, 0, 7, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+      renewal(u.alice, 2.0001, 2, 7, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 0, period_type: 'TRIAL' }),
+      renewal(u.alice, 4.0001, 4, 7, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'], price: 0, period_type: 'TRIAL' }),
+    ],
+    expected: [{ now: 5, state: { alice: { premium: { active: false }, basic: { active: true } } } }],
+  },
+  // The unpaid invoice's own period began before its EXPIRATION: still no access (R08's rule is
+  // about the EXPIRATION, not about dates).
+  {
+    name: 'R21 Stripe marked unpaid: the open invoice\'s zero-price RENEWAL (its period began before the EXPIRATION) grants nothing',
+    doc: `"mark the subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), billingIssue(u.alice, 30.001, 0, 37, null, stripe('in_1')),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')), renewal(u.alice, 40, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 41, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R22 ... left past due first (a zero-price RENEWAL kept access), then marked unpaid (EXPIRATION of that period): the next zero-price RENEWAL grants nothing',
+    doc: `"leave the subscription past-due: RevenueCat will not revoke access"; "mark the subscription as unpaid: RevenueCat will revoke access" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), renewal(u.alice, 30.002, 30, 60, { ...stripe('in_2'), price: 0 }),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 30, 37, stripe('in_2')), renewal(u.alice, 40, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 41, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R23 ... the open invoice\'s zero-price RENEWALs of its own period and of the next, one carrying t0: no access',
+    doc: `"continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      renewal(u.alice, 37.5, 30, 60, { ...stripe('in_2'), price: 0 }), renewal(u.alice, 45, 0, 60, { ...stripe('in_5'), price: 0 }),
+      renewal(u.alice, 60.001, 60, 90, { ...stripe('in_3'), price: 0 })],
+    expected: [{ now: 46, state: { alice: { pro: { active: false } } } }, { now: 61, state: { alice: { pro: { active: false } } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
