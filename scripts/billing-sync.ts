@@ -28,6 +28,8 @@ const values = commandArgs(HELP, {
 });
 const user = values.user;
 if ((user === undefined) === !values.all || user === '') usageError(HELP, 'Give either --user <app user id> or --all.');
+// (--all runs here, on this shell's database: no route of the service runs it.)
+if (values.all && values['base-url'] !== undefined) usageError(HELP, '--all runs on this shell\'s database (POSTGRES_URL_NON_POOLING, DATABASE_URL or POSTGRES_URL), not through a service: leave out --base-url.');
 
 try {
   if (user) {

@@ -49,12 +49,14 @@ export interface OperatorRoute {
  * throw (`subscriber_unknown: ...`).
  */
 export async function databaseOrService<T>(options: { baseUrl: string | undefined; direct: (config: Config) => Promise<T>; route: OperatorRoute }): Promise<T> {
-  const config = configureForOperator();
-  const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
-  if (holder === null && options.baseUrl !== undefined) {
+  // A service named on the command line needs none of this shell's database settings (its own
+  // folder held by it aside, below).
+  if (options.baseUrl !== undefined && embeddedFolderHolder(embeddedDbDirOf({ EMBEDDED_DB_DIR: process.env.EMBEDDED_DB_DIR })) === null) {
     console.error(`Asking the service at ${options.baseUrl} (--base-url).`);
     return askDeployment<T>(options.baseUrl, options.route, process.env, '--base-url');
   }
+  const config = configureForOperator();
+  const holder = config.databaseMode === 'embedded' ? embeddedFolderHolder(config.embeddedDbDir) : null;
   if (holder === null) return options.direct(config);
   const baseUrl = options.baseUrl ?? defaultBaseUrl();
   console.error(`The embedded database folder ${config.embeddedDbDir} is in use by process ${holder} (the running service?): asking the service at ${baseUrl}.`);

@@ -140,9 +140,9 @@ export interface EntitlementEffect {
   /**
    * A Stripe RENEWAL at price 0: RevenueCat goes on sending these for an open invoice ("mark the
    * subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events
-   * with a zero price", How grace periods work, Stripe). Of a period that begins where an expired
-   * row ended or later, it grants nothing; elsewhere (a past-due subscription, which keeps access; a
-   * 100%-off coupon; a product changed back at once, whose RENEWAL carries t0) it renews.
+   * with a zero price", How grace periods work, Stripe). On a row an EXPIRATION ended, it grants
+   * nothing (entitlements.expiration_event_at); elsewhere (a past-due subscription, which keeps
+   * access; a 100%-off coupon; a product changed back at once) it renews.
    */
   zeroPriceStripeRenewal?: boolean;
 }

@@ -36,8 +36,9 @@ const RANGE_WORDS: Record<string, string> = {
   private: 'private', loopback: 'loopback', linkLocal: 'link-local', carrierGradeNat: 'carrier-grade NAT', uniqueLocal: 'unique local',
   unspecified: 'unspecified', multicast: 'multicast', broadcast: 'broadcast', reserved: 'reserved', benchmarking: 'benchmarking',
   rfc6052: 'NAT64 (RFC 6052)', rfc6145: 'IPv4-translated (RFC 6145)', '6to4': '6to4', teredo: 'Teredo', ipv4Mapped: 'IPv4-mapped',
-  ipv4Compatible: 'IPv4-compatible', deprecated: 'deprecated', orchid2: 'ORCHIDv2', amt: 'AMT', as112: 'AS112', as112v6: 'AS112',
-  discard: 'discard-only', documentation: 'documentation',
+  ipv4Compatible: 'IPv4-compatible', deprecatedSiteLocal: 'site-local (deprecated)', deprecatedOrchid: 'ORCHID (deprecated)',
+  orchid2: 'ORCHIDv2', amt: 'AMT', as112: 'AS112', as112v6: 'AS112', discard: 'discard-only',
+  droneRemoteIdProtocolEntityTags: 'drone remote ID (DRIP)', segmentRouting: 'segment routing (SRv6)',
 };
 
 /** "private", "carrier-grade NAT", "link-local": a refused range in words. */

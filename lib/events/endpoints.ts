@@ -71,8 +71,8 @@ export function parseEventEndpoints(settings: EventEndpointSettings, { local }: 
   const secretList = checkSecrets(splitList(secrets), 'EVENTS_WEBHOOK_SECRET');
   return unique(splitList(urls).map((url, index) => {
     const where = `EVENTS_WEBHOOK_URL, entry ${index + 1}`;
-    // A later entry that is no URL is most often the rest of one whose query held a comma.
-    if (index > 0 && !URL.canParse(url)) {
+    // A later entry that is no http(s) URL is most often the rest of one whose query held a comma.
+    if (index > 0 && !/^https?:\/\//i.test(url)) {
       throw new ConfigError(`${where}: not a URL. The setting's URLs are separated by commas: write a comma inside a URL as %2C, or list the receivers in EVENTS_WEBHOOK_ENDPOINTS.`);
     }
     return endpoint(where, url, secretList, null, local);

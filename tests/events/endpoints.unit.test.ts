@@ -64,6 +64,8 @@ describe('parseEventEndpoints, the simple form', () => {
     { name: 'a URL of port 0', settings: { EVENTS_WEBHOOK_URL: 'https://a.example:0/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /port 0 is no port/ },
     { name: 'not a URL', settings: { EVENTS_WEBHOOK_URL: 'a.example/hooks', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 1: not a URL/ },
     { name: 'a comma in a URL\'s query', settings: { EVENTS_WEBHOOK_URL: 'https://a.example/x?ids=1,2', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 2: not a URL\. The setting's URLs are separated by commas: write a comma inside a URL as %2C, or list the receivers in EVENTS_WEBHOOK_ENDPOINTS\.$/ },
+    { name: 'a comma and a colon in a URL\'s query', settings: { EVENTS_WEBHOOK_URL: 'https://a.example/x?tags=a,b:c', EVENTS_WEBHOOK_SECRET: secret() }, says: /entry 2: not a URL\. The setting's URLs are separated by commas/ },
+    { name: 'a site-local IPv6 address', settings: { EVENTS_WEBHOOK_URL: 'https://[fec0::1]/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /is a site-local \(deprecated\) address/ },
     { name: 'an address in the carrier-grade NAT range', settings: { EVENTS_WEBHOOK_URL: 'https://100.64.0.1/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /100\.64\.0\.1 is a carrier-grade NAT address, not on the public internet/ },
     { name: 'the unspecified address', settings: { EVENTS_WEBHOOK_URL: 'https://0.0.0.0/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /0\.0\.0\.0 is an unspecified address/ },
     { name: 'a NAT64 address', settings: { EVENTS_WEBHOOK_URL: 'https://[64:ff9b::a00:1]/x', EVENTS_WEBHOOK_SECRET: secret() }, says: /is a NAT64 \(RFC 6052\) address/ },

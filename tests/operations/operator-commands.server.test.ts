@@ -172,6 +172,12 @@ describe('the operator commands while the local service holds the embedded datab
       const serviceEndpoint = createHash('sha256').update(new URL(eventReceiverUrl).href).digest('hex').slice(0, 16);
       expect(JSON.stringify(endpoints)).toContain(serviceEndpoint);
       expect(existsSync(shellFolder)).toBe(false);
+      // Nor does it need this shell's database settings: they may be wrong, or another service's.
+      const unreadable = await run('status.ts', ['--base-url', server.url, '--json'], { ...shellEnv, DATABASE_URL: 'not-a-url' });
+      expect(JSON.parse(unreadable.stdout)).toMatchObject({ mode: { local: true, database: 'embedded' } });
+      // A sync of every subscriber runs on this shell's database only: --base-url is refused, not ignored.
+      await expect(run('billing-sync.ts', ['--all', '--base-url', server.url], shellEnv)).rejects.toMatchObject({ stderr: expect.stringContaining('--all runs on this shell\'s database') });
+      expect(existsSync(shellFolder)).toBe(false);
       // Without it, the same shell reads its own (empty) database, as before.
       const own = await run('events-status.ts', ['--json'], shellEnv);
       expect(own.stderr).not.toContain('Asking the service');
