@@ -427,7 +427,7 @@ function billingStateSql(parts: number): string {
 
     insert into public.entitlements (app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at,
       pending_product_id, store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
-      last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, expiration_event_at)
+      last_event_id, last_event_at, updated_at, granted_at, origin, synced_at)
     select s.user_id, ent.id, s.product_id,
       public.billing_source_key('PRODUCTION', s.store, s.product_id, case when s.plan_kind = 'lifetime' then null else s.otx end, l.tx),
       case l.last_type when 'CANCELLATION' then 'cancelled_active' when 'EXPIRATION' then 'expired'
@@ -437,9 +437,7 @@ function billingStateSql(parts: number): string {
       case when s.plan_kind = 'lifetime' then false when l.last_type in ('CANCELLATION', 'EXPIRATION', 'BILLING_ISSUE') then false else true end,
       ${SCHEMA}.ts(l.expires_ms), ${SCHEMA}.ts(l.grace_ms), null, s.store, 'PRODUCTION', l.period_type,
       case when s.plan_kind = 'lifetime' then null else s.otx end, l.tx, ${SCHEMA}.ts(l.purchased_ms), null,
-      l.last_id, ${SCHEMA}.ts(l.last_ms), ${SCHEMA}.ts(l.last_received_ms), ${SCHEMA}.ts(l.grant_ms), 'webhook', null,
-      -- (An EXPIRATION notes itself on the rows it ends: entitlements.expiration_event_at.)
-      case when l.last_type = 'EXPIRATION' then ${SCHEMA}.ts(l.last_ms) end
+      l.last_id, ${SCHEMA}.ts(l.last_ms), ${SCHEMA}.ts(l.last_received_ms), ${SCHEMA}.ts(l.grant_ms), 'webhook', null
     from ${SCHEMA}.subs s
     join ${SCHEMA}.last l on l.i = s.i
     cross join unnest(s.entitlement_ids) as ent(id);

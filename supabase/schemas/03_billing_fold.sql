@@ -57,12 +57,13 @@ create table public.entitlements (
   -- Cleared by that charge (the RENEWAL right after, public.billing_grant; a sync showing the next
   -- period), and whenever renewal is turned back on.
   cancelled_in_charge_window_at timestamptz,
-  -- When an EXPIRATION ended the row (null: none since it last granted). It is how RevenueCat
-  -- revokes access; a Stripe RENEWAL at price 0 after it is the open invoice of a subscription
-  -- marked unpaid, which grants nothing (public.billing_grant_refused), where one on a row a product
-  -- change ended is the change back, which grants. Set by the EXPIRATION's step, kept while the row
-  -- stays expired, cleared by any grant (public.billing_grant) or record that shows it otherwise.
-  expiration_event_at timestamptz
+  -- When a product change ended the row: its subscription moved to another product (the lineage
+  -- step below), and nothing has touched the row since. A Stripe RENEWAL at price 0 on such a row
+  -- is the change back, which grants; on any other expired row it is the open invoice of a
+  -- subscription marked unpaid, which grants nothing (public.billing_grant_refused). Any other
+  -- write clears it (an EXPIRATION, a flag, a grant, a sync), and rows and checkpoints from before
+  -- the column have none: where in doubt, the refusal stands.
+  replaced_at timestamptz
 )
 -- Every billing event updates a row here: room on its page for the new version keeps the update
 -- HOT (no index entry to add).
@@ -421,13 +422,13 @@ begin
           insert into public.entitlements (
             app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
             store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-            origin, synced_at, last_event_id, last_event_at, cancelled_in_charge_window_at, expiration_event_at
+            origin, synced_at, last_event_id, last_event_at, cancelled_in_charge_window_at, replaced_at
           ) values (
             v_owner, v_src.entitlement_id, v_src.product_id, v_src.source_key, v_src.status, v_src.will_renew, v_src.expires_at,
             v_src.grace_expires_at, v_src.pending_product_id, v_src.store, v_src.environment, v_src.period_type,
             v_src.original_transaction_id, v_src.transaction_id, v_src.period_purchased_at, v_src.auto_resume_at, v_src.granted_at,
             v_src.origin, v_src.synced_at, v_src.last_event_id, greatest(v_src.last_event_at, case when v_found then v_row.last_event_at end),
-            v_src.cancelled_in_charge_window_at, v_src.expiration_event_at
+            v_src.cancelled_in_charge_window_at, v_src.replaced_at
           );
         end if;
         if not v_moved_id = any (v_merged) then
@@ -626,8 +627,7 @@ begin
         -- was made (public.billing_grant clears it the same way for a RENEWAL).
         cancelled_in_charge_window_at = case when (v_source->>'expiresAt')::timestamptz > expires_at then null
                                              else cancelled_in_charge_window_at end,
-        -- (Kept while the record shows the row expired too.)
-        expiration_event_at = case when v_source->>'status' = 'expired' then expiration_event_at end,
+        replaced_at = null,
         origin = 'sync',
         synced_at = p_event_at,
         last_event_id = p_event_id,
@@ -790,7 +790,7 @@ begin
           when coalesce(public.billing_effect_cancels_in_charge_window(v_effect)
                         and v_period_expires >= v_row.expires_at - interval '1 minute', false) then p_event_at
           else v_row.cancelled_in_charge_window_at end,
-        expiration_event_at = case when v_status <> 'expired' then null when v_action = 'revoke' then p_event_at else v_row.expiration_event_at end,
+        replaced_at = null,
         origin = 'webhook',
         last_event_id = p_event_id,
         last_event_at = greatest(v_row.last_event_at, p_event_at),
@@ -821,7 +821,7 @@ begin
     insert into public.entitlements (
       app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
       store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at, granted_at,
-      last_event_id, last_event_at, cancelled_in_charge_window_at, expiration_event_at
+      last_event_id, last_event_at, cancelled_in_charge_window_at
     ) values (
       v_owner, v_entitlement, v_period->>'productId', v_source_key, v_status, v_renewal is distinct from 'off',
       case when v_action in ('grant', 'temporary_grant') or v_effect->>'expiry' = 'set' then v_expires else v_period_expires end,
@@ -830,8 +830,7 @@ begin
       v_store, v_environment, v_period->>'periodType', v_period->>'originalTransactionId', v_period->>'transactionId', v_purchased,
       (v_effect->>'autoResumeAt')::timestamptz, case when v_action = 'grant' then p_event_at end,
       p_event_id, p_event_at,
-      case when public.billing_effect_cancels_in_charge_window(v_effect) then p_event_at end,
-      case when v_action = 'revoke' and v_status = 'expired' then p_event_at end
+      case when public.billing_effect_cancels_in_charge_window(v_effect) then p_event_at end
     );
     if v_action = 'grant' and coalesce(v_expires > p_event_at, true) then v_granted := v_granted || v_entitlement; end if;
     v_applied := v_applied + 1;
@@ -853,6 +852,9 @@ begin
   -- active to its end beside the new one; it only stops renewing.
   with superseded as (
     select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
+           -- (The same subscription moved to another product: what replaced_at notes. Another
+           -- subscription taking over, such as the pending product bought anew, is not.)
+           bool_or(n.original_transaction_id = o.original_transaction_id) as same_subscription,
            upper(coalesce(o.store, '')) in ('APP_STORE', 'MAC_APP_STORE') and upper(coalesce(o.period_type, '')) in ('TRIAL', 'INTRO') as keeps_offer
     from public.entitlements o
     join public.entitlements n on n.app_user_id = o.app_user_id and n.source_key <> o.source_key
@@ -887,6 +889,7 @@ begin
   )
   update public.entitlements e set
     status = case when not (s.keeps_offer or s.at > p_event_at) then 'expired' when e.status = 'active' then 'cancelled_active' else e.status end,
+    replaced_at = case when not (s.keeps_offer or s.at > p_event_at) and s.same_subscription then p_event_at end,
     will_renew = false,
     expires_at = case when s.keeps_offer then e.expires_at else least(coalesce(e.expires_at, 'infinity'), s.at) end,
     grace_expires_at = case when s.keeps_offer then e.grace_expires_at when s.at > p_event_at and e.grace_expires_at is not null then least(e.grace_expires_at, s.at) end,
@@ -1247,12 +1250,12 @@ begin
   insert into public.entitlements (
     app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
     store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
-    last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, cancelled_in_charge_window_at, expiration_event_at
+    last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, cancelled_in_charge_window_at, replaced_at
   )
   select r.app_user_id, r.entitlement_id, r.product_id, r.source_key, r.status, r.will_renew, r.expires_at, r.grace_expires_at, r.pending_product_id,
          r.store, r.environment, r.period_type, r.original_transaction_id, r.transaction_id, r.period_purchased_at, r.auto_resume_at,
          r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at, r.cancelled_in_charge_window_at,
-         r.expiration_event_at
+         r.replaced_at
   from public.billing_subscribers s, jsonb_populate_recordset(null::public.entitlements, s.base_rows) r
   where s.group_id = p_group and s.base_rows is not null;
   update public.billing_subscribers set customer_id = base_customer where group_id = p_group and customer_id is distinct from base_customer;
@@ -1639,11 +1642,10 @@ grant execute on function public.billing_cancelled_in_charge_window(public.entit
 
 -- Whether a grant leaves the row as it is (nothing is granted, and nothing else the grant would end
 -- ends):
--- - a Stripe RENEWAL at price 0 on a row an EXPIRATION ended (expiration_event_at) is an unpaid
---   invoice, whose access RevenueCat revoked (the effect's zeroPriceStripeRenewal,
---   lib/billing/event-effects.ts), whatever period it names. One on a row a product change ended
---   is not: the change back at once, which a trial, a 100%-off coupon or the proration leaves with
---   nothing to pay, grants;
+-- - a Stripe RENEWAL at price 0 on an expired row is an unpaid invoice, whose access RevenueCat
+--   revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts), whatever period
+--   it names; except on a row a product change ended (replaced_at): that is the change back at
+--   once, which a trial, a 100%-off coupon or the proration leaves with nothing to pay, and grants;
 -- - a refunded period is not given back by a later grant of that period that charges nothing (an
 --   UNCANCELLATION, keepsBillingIssue; an extension, renewal 'continue' without resumesRenewal):
 --   "Granting a refund will immediately expire the subscription and remove any entitlement access"
@@ -1664,7 +1666,7 @@ declare
     or (p_effect->>'renewal' = 'continue' and not coalesce((p_effect->>'resumesRenewal')::boolean, false));
 begin
   return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired'
-          and p_row.expiration_event_at is not null)
+          and p_row.replaced_at is null)
       or coalesce(p_row.status = 'refunded' and v_charges_nothing and v_purchased <= p_row.period_purchased_at, false)
       or coalesce(v_reinstates and v_purchased < p_row.period_purchased_at, false);
 end;
@@ -1749,7 +1751,7 @@ begin
     cancelled_in_charge_window_at = case
       when v_will_renew or not v_continues or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at, false) then null
       else p_row.cancelled_in_charge_window_at end,
-    expiration_event_at = null,
+    replaced_at = null,
     origin = 'webhook',
     last_event_id = p_event_id,
     last_event_at = greatest(p_row.last_event_at, p_event_at),

@@ -212,12 +212,12 @@ begin
       insert into public.entitlements (
         app_user_id, entitlement_id, product_id, source_key, status, will_renew, expires_at, grace_expires_at, pending_product_id,
         store, environment, period_type, original_transaction_id, transaction_id, period_purchased_at, auto_resume_at,
-        last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, cancelled_in_charge_window_at, expiration_event_at
+        last_event_id, last_event_at, updated_at, granted_at, origin, synced_at, cancelled_in_charge_window_at, replaced_at
       )
       select r.app_user_id, r.entitlement_id, r.product_id, r.source_key, r.status, r.will_renew, r.expires_at, r.grace_expires_at, r.pending_product_id,
              r.store, r.environment, r.period_type, r.original_transaction_id, r.transaction_id, r.period_purchased_at, r.auto_resume_at,
              r.last_event_id, r.last_event_at, r.updated_at, r.granted_at, r.origin, r.synced_at, r.cancelled_in_charge_window_at,
-             r.expiration_event_at
+             r.replaced_at
       from public.billing_subscribers s, jsonb_populate_recordset(null::public.entitlements, s.base_rows) r
       where s.group_id = v_group and s.base_rows is not null;
       update public.billing_subscribers set customer_id = base_customer where group_id = v_group and customer_id is distinct from base_customer;

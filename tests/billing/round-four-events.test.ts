@@ -351,6 +351,47 @@ const renewalFlows: Flow[] = [
       renewal(u.alice, 60.001, 60, 90, { ...stripe('in_3'), price: 0 })],
     expected: [{ now: 46, state: { alice: { pro: { active: false } } } }, { now: 61, state: { alice: { pro: { active: false } } } }],
   },
+  // A row a product change ended, then unpaid itself, or ended by another subscription: still refused.
+  {
+    name: 'R24 Stripe basic changed at once to premium, changed back to basic at the period\'s end, and that invoice unpaid: its zero-price RENEWAL grants nothing',
+    doc: `"mark the subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 9.99 }),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'] }),
+      renewal(u.alice, 10.0001, 0, 30, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 4.5 }),
+      event('product-change', u.alice, 20, 0, 30, { ...stripeOf('in_2', 'prod_premium'), new_product_id: 'prod_basic', entitlement_ids: ['premium'] }),
+      billingIssue(u.alice, 30.001, 30, 37, null, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'] }),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 30, 37, { ...stripeOf('in_3', 'prod_basic'), entitlement_ids: ['basic'] }),
+      renewal(u.alice, 40.001, 30, 60, { ...stripeOf('in_4', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+    ],
+    expected: [{ now: 41, state: { alice: { basic: { active: false } } } }],
+  },
+  {
+    name: 'R25 ... the product changed to left pending, a second subscription of it bought, the first unpaid: the first\'s zero-price RENEWAL grants nothing',
+    doc: `"mark the subscription as unpaid: RevenueCat will revoke access" (${GRACE}); a second subscription is not a product change of the first`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 9.99 }),
+      event('product-change', u.alice, 20, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'] }),
+      billingIssue(u.alice, 30.001, 0, 30, null, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'] }),
+      purchase(u.alice, 31, 31, 61, { store: 'STRIPE', product_id: 'prod_premium', transaction_id: 'in_9', original_transaction_id: 'sub_2', entitlement_ids: ['premium'], price: 19.99 }),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'] }),
+      renewal(u.alice, 40.001, 40, 70, { ...stripeOf('in_2', 'prod_basic'), entitlement_ids: ['basic'], price: 0 }),
+    ],
+    expected: [{ now: 41, state: { alice: { basic: { active: false }, premium: { active: true } } } }],
+  },
+  {
+    name: 'R26 ... changed at once to premium, and premium unpaid: premium\'s zero-price RENEWAL grants nothing, nor does basic come back',
+    doc: `"mark the subscription as unpaid: RevenueCat will revoke access" (${GRACE})`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30, { ...stripeOf('in_1', 'prod_basic'), entitlement_ids: ['basic'], price: 9.99 }),
+      event('product-change', u.alice, 10, 0, 30, { ...stripeOf('in_1', 'prod_basic'), new_product_id: 'prod_premium', entitlement_ids: ['basic'] }),
+      renewal(u.alice, 10.0001, 0, 30, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'], price: 4.5 }),
+      billingIssue(u.alice, 30.001, 0, 37, null, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'] }),
+      expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, { ...stripeOf('in_2', 'prod_premium'), entitlement_ids: ['premium'] }),
+      renewal(u.alice, 40.001, 30, 60, { ...stripeOf('in_5', 'prod_premium'), entitlement_ids: ['premium'], price: 0 }),
+    ],
+    expected: [{ now: 41, state: { alice: { basic: { active: false }, premium: { active: false } } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
