@@ -86,6 +86,10 @@ export async function askDeployment<T>(url: string, route: OperatorRoute, env: R
   } catch {
     throw new Error(`${option} ${url} is not a URL: give the service's, such as https://<your-app>.vercel.app or http://localhost:3000.`);
   }
+  // (`localhost:3000` parses, as a URL of the scheme `localhost:`.)
+  if (base.protocol !== 'https:' && base.protocol !== 'http:') {
+    throw new Error(`${option} ${url} does not start with https:// or http://: give the service's URL, such as https://<your-app>.vercel.app or http://localhost:3000.`);
+  }
   const secret = env.ADMIN_API_SECRET?.trim() || (isLoopback(base) ? DEV_ADMIN_SECRET : undefined);
   if (!secret) {
     throw new Error(`Set ADMIN_API_SECRET in this shell to the deployment's value (ADMIN_API_SECRET=… npm run …; not in .env.local, where it ends local mode): ${route.method} ${route.path} answers only with it.`);

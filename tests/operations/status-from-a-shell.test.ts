@@ -160,6 +160,8 @@ describeOn('postgres')('`npm run status` beside a working deployment', () => {
   it('with --url but a wrong or no admin secret, or nothing at the URL: says what to fix', async () => {
     await expect(runStatus(['--url', deployment.url], { ADMIN_API_SECRET: 'not-the-deployments-secret-0123456789' }))
       .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('this shell and the service must have the same ADMIN_API_SECRET') });
+    await expect(runStatus(['--url', 'localhost:3000'], { ADMIN_API_SECRET }))
+      .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('--url localhost:3000 does not start with https:// or http://') });
     await expect(runStatus(['--url', 'https://app.example.com'], {}))
       .rejects.toMatchObject({ code: 1, stderr: expect.stringContaining('Set ADMIN_API_SECRET in this shell to the deployment\'s value (ADMIN_API_SECRET=… npm run …; not in .env.local') });
     await deployment.close();
