@@ -1,6 +1,5 @@
-import pg from 'pg';
-import { afterEach, beforeEach, expect, it } from 'vitest';
-import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { beforeEach, expect, it } from 'vitest';
+import { describeOn, sessionBeside, suiteDatabase } from '../support/databases.ts';
 import { clearOutbox } from '../support/outbox.ts';
 
 /**
@@ -14,16 +13,11 @@ describeOn('postgres')('the queues\' rows beside settles, emits and replays on o
   const db = suiteDatabase('postgres');
   const endpoint = 'queues';
   const user = 'queues-user';
-  let other: pg.Client;
+  const other = sessionBeside(db);
 
   beforeEach(async () => {
     await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
-    other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-  });
-  afterEach(async () => {
-    await other.end();
   });
 
   type Sql = (text: string, values?: unknown[]) => Promise<unknown>;
@@ -112,15 +106,8 @@ describeOn('postgres')('a claim and a settle at once, one call each as the serve
   const db = suiteDatabase('postgres');
   const endpoint = 'queues-race';
   const user = 'queues-race-user';
-  let other: pg.Client;
+  const other = sessionBeside(db);
 
-  beforeEach(async () => {
-    other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-  });
-  afterEach(async () => {
-    await other.end();
-  });
 
   it('a claim still reading other early rows never leaves a row late after a settle of its head', async () => {
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
@@ -164,16 +151,11 @@ describeOn('postgres')('the claim after new events of users whose heads retry, o
   const db = suiteDatabase('postgres');
   const endpoint = 'q2';
   const user = 'q2-user';
-  let other: pg.Client;
+  const other = sessionBeside(db);
 
   beforeEach(async () => {
     await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
-    other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-  });
-  afterEach(async () => {
-    await other.end();
   });
 
   const emit = (who = user) => db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [who]);
@@ -218,16 +200,11 @@ describeOn('postgres')('a bulk replay beside a transaction that writes events fo
   const wallets = 'queues-a'; // takes wallet.* only
   const all = 'queues-b';
   const [u1, u2] = ['queues-u1', 'queues-u2'];
-  let other: pg.Client;
+  const other = sessionBeside(db);
 
   beforeEach(async () => {
     await clearOutbox(db);
     await db.sql(`insert into public.outbound_endpoints (id, types) values ($1, '{wallet.*}'), ($2, null)`, [wallets, all]);
-    other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-  });
-  afterEach(async () => {
-    await other.end();
   });
 
   const replayTheHour = () => db.sql("select public.outbound_replay(p_from => now() - interval '2 hours', p_to => now() - interval '30 minutes')")
@@ -262,20 +239,12 @@ describeOn('postgres')('a bulk replay beside a transaction that writes events fo
 describeOn('postgres')('the claim\'s three passes (retries, first attempts, retries found among them), on postgres', () => {
   const db = suiteDatabase('postgres');
   const endpoint = 'q3';
-  let other: pg.Client;
-  let claimer: pg.Client;
+  const other = sessionBeside(db);
+  const claimer = sessionBeside(db);
 
   beforeEach(async () => {
     await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
-    other = new pg.Client({ connectionString: db.url });
-    claimer = new pg.Client({ connectionString: db.url });
-    await other.connect();
-    await claimer.connect();
-  });
-  afterEach(async () => {
-    await other.end();
-    await claimer.end();
   });
 
   const emit = (who: string) => db.sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [who]);

@@ -1,6 +1,5 @@
-import pg from 'pg';
-import { afterEach, beforeEach, expect, it } from 'vitest';
-import { describeOn, suiteDatabase } from '../support/databases.ts';
+import { beforeEach, expect, it } from 'vitest';
+import { describeOn, sessionBeside, suiteDatabase } from '../support/databases.ts';
 import { clearOutbox, QUEUES_DUE_NOW } from '../support/outbox.ts';
 
 /**
@@ -14,16 +13,11 @@ describeOn('postgres')('the queues a claim reads, beside writes that have not co
   const db = suiteDatabase('postgres');
   const endpoint = 'queues';
   const user = 'queues-user';
-  let other: pg.Client;
+  const other = sessionBeside(db);
 
   beforeEach(async () => {
     await clearOutbox(db);
     await db.sql('insert into public.outbound_endpoints (id) values ($1)', [endpoint]);
-    other = new pg.Client({ connectionString: db.url });
-    await other.connect();
-  });
-  afterEach(async () => {
-    await other.end();
   });
 
   const emit = (sql: (text: string, values?: unknown[]) => Promise<unknown>) => sql(`select public.outbound_emit($1, 'entitlement.updated', '{}')`, [user]);

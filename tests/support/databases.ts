@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, inject } from 'vitest';
 import type { DatabaseAdapter } from '../../lib/db/adapter.ts';
 import { closeDatabase, replaceDatabase } from '../../lib/db/index.ts';
 import { openPglite } from '../../lib/db/pglite.ts';
@@ -185,4 +185,22 @@ export function migratedEmbeddedDbDir(dataDir: string): string {
   const dir = path.join(dataDir, 'pglite');
   if (engineOn('pglite')) cpSync(inject('pgliteTemplateDir'), dir, { recursive: true });
   return dir;
+}
+
+/**
+ * A second connection to a suite's Postgres database for each test of the block it is called in
+ * (opened before each test, closed after): a transaction held open there runs beside the test's
+ * own calls, as two requests at once would.
+ */
+export function sessionBeside(db: TestDatabase): { query: pg.Client['query'] } {
+  let client: pg.Client | undefined;
+  beforeEach(async () => {
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+  });
+  afterEach(async () => {
+    await client?.end();
+    client = undefined;
+  });
+  return { query: ((...args: unknown[]) => (client!.query as (...a: unknown[]) => unknown)(...args)) as pg.Client['query'] };
 }
