@@ -49,8 +49,7 @@ function assertJsonContentType(contentType: string | null): void {
  * answer to a content coding the server does not take (RFC 9110, section 15.5.16).
  */
 function assertNotEncoded(contentEncoding: string | null): void {
-  const codings = contentEncoding?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity') ?? [];
-  if (codings.length > 0) {
+  if (codingsBesides(contentEncoding, ['identity']).length > 0) {
     throw new ApiError('unsupported_media_type', { detail: `Send the body uncompressed: this service takes no Content-Encoding (got "${contentEncoding!.slice(0, 100)}").` });
   }
 }
@@ -63,10 +62,14 @@ function assertNotEncoded(contentEncoding: string | null): void {
  * is will not help.)
  */
 function assertPlainTransfer(transferEncoding: string | null): void {
-  const codings = transferEncoding?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'chunked' && coding !== 'identity') ?? [];
-  if (codings.length > 0) {
+  if (codingsBesides(transferEncoding, ['chunked', 'identity']).length > 0) {
     throw new ApiError('unsupported_media_type', { detail: `Send the body without compression: this service takes no transfer coding but chunked (got "${transferEncoding!.slice(0, 100)}").` });
   }
+}
+
+/** The codings a Content-Encoding or Transfer-Encoding list names (any case), but those in `allowed`. */
+function codingsBesides(list: string | null, allowed: string[]): string[] {
+  return list?.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && !allowed.includes(coding)) ?? [];
 }
 
 async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8Array> {
