@@ -165,7 +165,7 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
     expect(again.body).toEqual({ received: true, upserted: 0, unchanged: 2, stale: 0, deleted: 0 });
   });
 
-  it('refuses names of only invisible characters as blank with 400, naming each field, and changes nothing', async () => {
+  it('refuses names of only invisible characters, combining marks or the Braille blank as blank with 400, naming each field, and changes nothing', async () => {
     const source = freshSource();
     const before = await tableCounts(db);
     const calls = dbCallCount();
@@ -174,6 +174,7 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
         league('zero-width', at(1), { name: '\u200B' }),
         league('joiners', at(1), { name: '\u2060\uFEFF', members: [member(1, { displayName: '\u3164' })] }),
         league('visible', at(1), { name: '\u200BA' }),
+        league('marks', at(1), { name: '\u2800\u2800', members: [member(1, { displayName: '\u0301\u20DD' })] }),
       ],
     }));
     expect({ status: response.status, type: response.headers.get('content-type'), code: response.body.code })
@@ -182,6 +183,8 @@ describe.each(DATABASE_KINDS)('POST /api/webhooks/leagues-sync on %s', (kind) =>
       { path: 'leagues.0.name', message: 'must not be empty or blank' },
       { path: 'leagues.1.name', message: 'must not be empty or blank' },
       { path: 'leagues.1.members.0.displayName', message: 'must not be empty or blank' },
+      { path: 'leagues.3.name', message: 'must not be empty or blank' },
+      { path: 'leagues.3.members.0.displayName', message: 'must not be empty or blank' },
     ]);
     expect(dbCallCount()).toBe(calls);
     expect(await tableCounts(db)).toEqual(before);
