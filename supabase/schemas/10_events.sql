@@ -954,9 +954,9 @@ grant execute on function public.outbound_claim(text,integer,integer,integer) to
 
 -- Settle attempts: [{event_id, outcome: delivered | retry | dead, retry_at?, error?}]. A delivery
 -- someone else settled meanwhile (a replay, an operator) is left as it is. Returns how many settled.
--- Each queue's row then says when to look at it again: at a retry's time; now, for the delivery
--- behind one that went; or the row goes, when none is behind it (read after the row is locked, as
--- the claim does). A row another transaction holds is left: an emit's makes it due anyway, a claim's
+-- Each queue's row then says when to look at it again: at a retry's time (now, when a replay put an
+-- earlier event of the user before it: outbound_replay); now, for the delivery behind one that went;
+-- or the row goes, when none is behind it (read after the row is locked, as the claim does). A row another transaction holds is left: an emit's makes it due anyway, a claim's
 -- sets it right from what it reads (so a settle never waits on a queue's row, nor on a transaction
 -- that writes events for two users).
 create or replace function public.outbound_settle(p_endpoint_id text, p_results jsonb)
@@ -971,6 +971,8 @@ declare
   v_moved text[];
   v_retrying text[];
   v_retry_at timestamptz[];
+  v_retry_sequence bigint[];
+  v_ahead boolean;
   v_rows tid[];
   v_row tid;
 begin
@@ -986,15 +988,20 @@ begin
     from jsonb_to_recordset(p_results) as r(event_id uuid, outcome text, retry_at timestamptz, error text)
     where d.endpoint_id = p_endpoint_id and d.event_id = r.event_id and d.state = 'pending' and d.leased_until is not null
       and r.outcome in ('delivered', 'retry', 'dead')
-    returning d.user_id, d.state, d.next_attempt_at
+    returning d.user_id, d.state, d.next_attempt_at, d.sequence
   )
   select count(*), coalesce(array_agg(s.user_id) filter (where s.state <> 'pending'), '{}'),
-         coalesce(array_agg(s.user_id) filter (where s.state = 'pending'), '{}'), coalesce(array_agg(s.next_attempt_at) filter (where s.state = 'pending'), '{}')
-    into v_count, v_moved, v_retrying, v_retry_at
+         coalesce(array_agg(s.user_id) filter (where s.state = 'pending'), '{}'), coalesce(array_agg(s.next_attempt_at) filter (where s.state = 'pending'), '{}'),
+         coalesce(array_agg(s.sequence) filter (where s.state = 'pending'), '{}')
+    into v_count, v_moved, v_retrying, v_retry_at, v_retry_sequence
   from settled s;
   for i in 1 .. cardinality(v_retrying) loop
-    update public.outbound_queues set look_at = v_retry_at[i], head_attempted = true
-    where ctid = (select q.ctid from public.outbound_queues q where q.endpoint_id = p_endpoint_id and q.user_id = v_retrying[i] for update skip locked);
+    select q.ctid into v_row from public.outbound_queues q where q.endpoint_id = p_endpoint_id and q.user_id = v_retrying[i] for update skip locked;
+    continue when v_row is null;
+    v_ahead := exists (select 1 from public.outbound_deliveries h
+                       where h.endpoint_id = p_endpoint_id and h.user_id = v_retrying[i] and h.state = 'pending' and h.sequence < v_retry_sequence[i]);
+    update public.outbound_queues set look_at = case when v_ahead then now() else v_retry_at[i] end, head_attempted = not v_ahead
+    where ctid = v_row;
   end loop;
   if cardinality(v_moved) > 0 then
     v_rows := array(select q.ctid from public.outbound_queues q where q.endpoint_id = p_endpoint_id and q.user_id = any (v_moved) for update skip locked);
@@ -1013,6 +1020,10 @@ grant execute on function public.outbound_settle(text,jsonb) to service_role;
 -- Send again: one event (p_event_id) or those written in [p_from, p_to), to one endpoint or every
 -- active one, whatever happened to them before (delivered, dead, never sent there). The webhook-id
 -- stays the event's, so a receiver that has it already sees a duplicate. Returns how many.
+-- An endpoint has at most one attempt of a user's under way (docs/events.md, "In order per user"):
+-- a replayed event whose user has an attempt of it, or of a later event, under way there is due
+-- when that attempt's lease ends (its head otherwise, it would go out beside it). The queues' rows
+-- are taken first, so a claim under way commits its leases before they are read.
 create or replace function public.outbound_replay(p_event_id uuid default null, p_from timestamptz default null, p_to timestamptz default null, p_endpoint_id text default null)
 returns integer
 language plpgsql
@@ -1021,6 +1032,9 @@ security definer
 set search_path = ''
 as $$
 declare
+  v_endpoints text[];
+  v_events uuid[];
+  v_users text[];
   v_count integer;
 begin
   if p_event_id is null and (p_from is null or p_to is null or p_to <= p_from) then
@@ -1029,30 +1043,32 @@ begin
   if p_endpoint_id is not null and not exists (select 1 from public.outbound_endpoints where id = p_endpoint_id and retired_at is null) then
     raise exception 'endpoint_not_found' using errcode = 'PT404', detail = 'No active endpoint has this id.';
   end if;
-  with replayed as (
-    insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence)
-      select p.id, e.id, e.user_id, e.sequence
-      from public.outbound_events e
-      cross join public.outbound_endpoints p
-      where (p_event_id is null or e.id = p_event_id)
-        and (p_event_id is not null or (e.created_at >= p_from and e.created_at < p_to))
-        and p.retired_at is null and (p_endpoint_id is null or p.id = p_endpoint_id)
-        and public.outbound_endpoint_wants(p.types, e.type)
-        -- Never what an erased user had before their customer.deleted (still waiting to go out).
-        and not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence)
-    on conflict (endpoint_id, event_id) do update
-      set state = 'pending', attempts = 0, next_attempt_at = now(), leased_until = null, first_attempt_at = null, delivered_at = null
-    returning d.endpoint_id, d.user_id
-  ),
+  select coalesce(array_agg(p.id), '{}'), coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.user_id), '{}')
+  into v_endpoints, v_events, v_users
+  from public.outbound_events e
+  cross join public.outbound_endpoints p
+  where (p_event_id is null or e.id = p_event_id)
+    and (p_event_id is not null or (e.created_at >= p_from and e.created_at < p_to))
+    and p.retired_at is null and (p_endpoint_id is null or p.id = p_endpoint_id)
+    and public.outbound_endpoint_wants(p.types, e.type)
+    -- Never what an erased user had before their customer.deleted (still waiting to go out).
+    and not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence);
   -- Their queues marked due, as outbound_emit marks them (a replayed event may be a new head), user
   -- by user as a transaction writing events for several users takes them (no lock cycle with one).
-  queued as (
-    insert into public.outbound_queues as q (endpoint_id, user_id)
-      select distinct r.endpoint_id collate "C", r.user_id collate "C" from replayed r order by 2, 1
-    on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
-      where q.look_at > now() or q.head_attempted
-  )
-  select count(*) into v_count from replayed;
+  insert into public.outbound_queues as q (endpoint_id, user_id)
+    select distinct t.endpoint_id collate "C", t.user_id collate "C" from unnest(v_endpoints, v_users) t(endpoint_id, user_id) order by 2, 1
+  on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
+    where q.look_at > now() or q.head_attempted;
+  insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence, next_attempt_at)
+    select t.endpoint_id, e.id, e.user_id, e.sequence,
+           greatest(now(), (select max(o.leased_until) from public.outbound_deliveries o
+                            where o.endpoint_id = t.endpoint_id and o.user_id = e.user_id and o.state = 'pending'
+                              and o.sequence >= e.sequence and o.leased_until > now()))
+    from unnest(v_endpoints, v_events) t(endpoint_id, event_id)
+    join public.outbound_events e on e.id = t.event_id
+  on conflict (endpoint_id, event_id) do update
+    set state = 'pending', attempts = 0, next_attempt_at = excluded.next_attempt_at, leased_until = null, first_attempt_at = null, delivered_at = null;
+  get diagnostics v_count = row_count;
   return v_count;
 end;
 $$;

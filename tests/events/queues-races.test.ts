@@ -100,6 +100,58 @@ describeOn('postgres')('the queues\' rows beside settles, emits and replays on o
     expect(claimed).toHaveLength(2);
     expect(claimed).toContain(`${user}#2`);
   });
+
+  // An endpoint has at most one attempt of a user's under way (docs/events.md, "In order per user").
+  const replay = (sequence: number) => db.sql(
+    'select public.outbound_replay(p_event_id => (select id from public.outbound_events where user_id = $1 and sequence = $2), p_endpoint_id => $3)',
+    [user, sequence, endpoint]);
+  const delivery = async (sequence: number) => (await db.sql<{ next_attempt_at: Date; leased_until: Date | null }>(
+    'select next_attempt_at, leased_until from public.outbound_deliveries where endpoint_id = $1 and user_id = $2 and sequence = $3', [endpoint, user, sequence]))[0]!;
+  /** Time passes to the end of every lease at the endpoint (the attempts' timeouts ended them), and the rows' times with it. */
+  const leasesEnd = async () => {
+    await db.sql(`update public.outbound_deliveries set leased_until = now() - interval '1 second',
+      next_attempt_at = least(next_attempt_at, now() - interval '1 second') where endpoint_id = $1`, [endpoint]);
+    await db.sql("update public.outbound_queues set look_at = least(look_at, now() - interval '1 second') where endpoint_id = $1", [endpoint]);
+  };
+
+  it('a replay of a user\'s earlier event while a later one is under way waits for that attempt: never two of a user\'s at once', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await settle('delivered');
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#2`]); // under way, leased 60 s
+    await replay(1);
+    // #1 is the head again, due when #2's lease ends, not now beside it.
+    expect((await delivery(1)).next_attempt_at).toEqual((await delivery(2)).leased_until);
+    expect(await claim()).toEqual([]);
+    await settle('delivered'); // #2 went
+    await leasesEnd();
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+
+  it('a replay of the event under way itself: sent again once that attempt\'s lease ends, not beside it', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await replay(1);
+    expect(await claim()).toEqual([]);
+    await leasesEnd();
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+
+  it('a replay of an earlier event, then the later one under way fails: the row is due at once, not at that retry\'s time an hour away', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await settle('delivered');
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#2`]);
+    await replay(1);
+    await settle('retry', user, new Date(Date.now() + 3_600_000).toISOString());
+    const [row] = await db.sql<{ due: boolean; head_attempted: boolean }>(
+      'select look_at <= now() as due, head_attempted from public.outbound_queues where endpoint_id = $1 and user_id = $2', [endpoint, user]);
+    expect(row).toEqual({ due: true, head_attempted: false });
+    await leasesEnd(); // #2's old lease, which #1 waited for
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
 });
 
 describeOn('postgres')('a claim and a settle at once, one call each as the server makes them, on postgres', () => {
