@@ -39,7 +39,7 @@ export interface EndpointOverview {
   retiresAt: string | null;
   pending: number;
   oldestPendingAt: string | null;
-  /** When the next attempt is due (the soonest of the users' queue heads); null: nothing pending. */
+  /** When the next attempt is due (the soonest of the users' queue heads not under way); null: nothing pending, or every head under way. */
   nextAttemptAt: string | null;
   dead: number;
   lastDeliveredAt: string | null;

@@ -239,7 +239,7 @@ const eventEndpointSchema = z.object({
   retiresAt: nullableTime.meta({ description: 'When it is retired unless a server\'s settings name it again (3 days after one last did); null: retired, or not registered' }),
   pending: z.int().meta({ description: 'Deliveries not yet made (due, or waiting out a retry)' }),
   oldestPendingAt: nullableTime.meta({ description: 'When the oldest pending event was written' }),
-  nextAttemptAt: nullableTime.meta({ description: 'When the next attempt is due: the soonest of the users\' queue heads (an event behind its user\'s head waits for it); null when nothing is pending' }),
+  nextAttemptAt: nullableTime.meta({ description: 'When the next attempt is due: the soonest of the users\' queue heads not under way (an event behind its user\'s head waits for it); null when nothing is pending, or every head is under way' }),
   dead: z.int().meta({ description: 'Deliveries whose retries ran out (replay them)' }),
   lastDeliveredAt: nullableTime,
   lastFailure: z.object({ eventId: z.string(), at: isoTime, error: z.string(), attempts: z.int() }).nullable(),

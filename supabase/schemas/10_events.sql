@@ -1094,12 +1094,14 @@ as $$
         -- When the next attempt is due: the soonest of the users' queue heads (an event behind its
         -- user's head waits for the head, whatever its own time says), each head found as the claim
         -- finds it (first attempts and retries each in the order the claim reads them); none for a
-        -- retired endpoint, which is not sent to.
+        -- retired endpoint, which is not sent to. A head under way (leased) is passed over: its time
+        -- is when it came due, not when it goes next (at most the server's 100 places to pass).
         'next_attempt_at', (select min(soonest.at) from (values (false), (true)) as kinds(attempted)
                             cross join lateral (
                               select d.next_attempt_at as at from public.outbound_deliveries d
                               where p.retired_at is null and d.endpoint_id = p.id and d.state = 'pending'
                                 and (d.first_attempt_at is not null) = kinds.attempted
+                                and (d.leased_until is null or d.leased_until <= now())
                                 and d.sequence = (
                                   select head.sequence from public.outbound_deliveries head
                                   where head.endpoint_id = d.endpoint_id and head.user_id = d.user_id and head.state = 'pending'

@@ -361,7 +361,7 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     expect(await eventsOf(db, id)).toEqual([]);
   });
 
-  it('says when an endpoint\'s next attempt is due: the soonest queue head\'s, not an event waiting behind its head', async () => {
+  it('says when an endpoint\'s next attempt is due: the soonest queue head\'s not under way, not an event waiting behind its head', async () => {
     const endpoint = `ep-${randomUUID().slice(0, 8)}`;
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: ['wallet.*'] }])]);
     const user = await testUser();
@@ -372,6 +372,8 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
       return status.endpoints.find((row) => row.id === endpoint)!;
     };
     const [{ result: [head] }] = await db.sql<{ result: Array<{ event_id: string }> }>('select public.outbound_claim($1, 1000, 30) as result', [endpoint]);
+    // The head under way (leased): no attempt is due until it is settled or its lease ends.
+    expect(await nextAttempt()).toMatchObject({ pending: 2, next_attempt_at: null });
     const retryAt = new Date(Date.now() + 10 * 60_000);
     await db.sql('select public.outbound_settle($1, $2::jsonb)', [endpoint, JSON.stringify([{ event_id: head!.event_id, outcome: 'retry', retry_at: retryAt.toISOString(), error: 'HTTP 500' }])]);
     const waiting = await nextAttempt();

@@ -923,7 +923,7 @@ export interface components {
             pending: number;
             /** @description When the oldest pending event was written */
             oldestPendingAt: string | null;
-            /** @description When the next attempt is due: the soonest of the users' queue heads (an event behind its user's head waits for it); null when nothing is pending */
+            /** @description When the next attempt is due: the soonest of the users' queue heads not under way (an event behind its user's head waits for it); null when nothing is pending, or every head is under way */
             nextAttemptAt: string | null;
             /** @description Deliveries whose retries ran out (replay them) */
             dead: number;
