@@ -21,8 +21,9 @@ import {
  * Every event is stamped before the real clock of the run (T0 is 2026-03-01; the service orders a stamp more than
  * five minutes past its receive time at the receive time), so flows keep their stamps within T0 + 280 days.
  *
- * Flows the service gets wrong (the audit's findings) are marked `failing: true` and run as
- * `it.fails`, so this file runs green while they stay wrong (AUDIT_SHOW_FAILURES=1 runs them as
+ * Flows the service gets wrong (the audit's findings, not fixed: docs/billing.md names both limits)
+ * are marked `failing: true` and run as `it.fails`: each must keep failing its expectation, and
+ * the day one passes, this file says so and the mark goes (AUDIT_SHOW_FAILURES=1 runs them as
  * plain tests, to see the diffs):
  *   X06, X09  a TRANSFER moves every purchase of its store from the source, not only those of the
  *             restored store account (a second Apple ID's / Google account's subscription is cut);
