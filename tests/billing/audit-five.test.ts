@@ -357,6 +357,16 @@ const flows: Flow[] = [
     expected: [{ now: 61, state: { alice: { pro: { active: true, productId: YEARLY, willRenew: true, expiresAt: isoDay(395.02) } } } }],
   },
   {
+    name: 'Y02c ... control: basic\'s RENEWAL generated hours before its period begins (as RevenueCat\'s sample RENEWAL), then the upgrade before that period begins: premium grants, basic not',
+    doc: `"the customer will immediately have access to the new entitlements" (${FLOWS}); the sample RENEWAL's event_timestamp_ms precedes its purchased_at_ms (https://www.revenuecat.com/docs/integrations/webhooks/sample-events)`,
+    items: (u) => [
+      purchase(u.alice, 0, 0, 30),
+      renewal(u.alice, 29.7, 30, 60, apple('2000000000000300')),
+      renewal(u.alice, 29.8, 29.8, 394.8, apple('2000000000000302', '1000', YEARLY)),
+    ],
+    expected: [{ now: 31, state: { alice: { pro: { active: true, productId: YEARLY, willRenew: true, expiresAt: isoDay(394.8) } } } }],
+  },
+  {
     name: 'X12 a TRANSFER, the transfer back, then the first TRANSFER delivered again (a RevenueCat retry, same id): alice keeps it',
     doc: `"If we have to retry a webhook for any reason, the retry will have the same id and event_timestamp_ms of the first attempt." (${TYPES}); "the entitlements will be removed from user 1 and added to user 2" (${FLOWS})`,
     items: (u) => {
