@@ -33,7 +33,8 @@ create table public.entitlements (
   updated_at timestamptz not null default now(),
   primary key (app_user_id, entitlement_id, source_key),
   -- When the grant that began the row's current period happened (event time): orders the products
-  -- of one subscription lineage. Not the purchase time: Stripe reports the product a subscription
+  -- of one subscription lineage (on the App Store and Google Play, with the period's purchase: the
+  -- earlier of the two). Not the purchase time alone: Stripe reports the product a subscription
   -- changed to with the subscription's original start (t0), even in a later period.
   granted_at timestamptz,
   -- Where the row's state came from: a webhook event, or a snapshot of RevenueCat's own record
@@ -838,18 +839,25 @@ begin
 
   -- Lineage: when a subscription changes product, the new product's rows continue the old one's
   -- subscription (same original transaction, or the product the old row named as pending, begun
-  -- where the old period ends). The
-  -- later-started (the grant that began its period came later; for a row no grant began here, such
-  -- as one a CANCELLATION of a subscription bought before this service created, its period's
-  -- purchase) supersedes: every row of the older
-  -- product stops granting (expired, not renewing, ending when the newer began), whichever
-  -- entitlements each product grants. A newer period that begins after this event (a change at
-  -- period end whose event the store generated hours before the old period ends, as RevenueCat's
-  -- sample RENEWAL is: "The customer will retain their entitlement based on the original product",
-  -- RevenueCat's webhook event flows) leaves the older rows granting until it begins, not renewing;
-  -- an event at or after that point expires them. One exception, Apple's (the App Store and the
-  -- Mac App Store): an upgrade during an introductory offer (a free trial) keeps the offer's product
-  -- active to its end beside the new one; it only stops renewing.
+  -- where the old period ends). The later-started supersedes. On the App Store, the Mac App Store
+  -- and Google Play, where a period's purchase is when it began: the one the store acted on later,
+  -- the earlier of its period's purchase and the grant that began it here. After an immediate
+  -- change "the customer will immediately have access to the new entitlements" (RevenueCat's
+  -- webhook event flows), so the older product's RENEWAL of a period begun before an upgrade,
+  -- generated after the upgrade's (RevenueCat learning of both from one receipt), ends nothing; a
+  -- RENEWAL generated hours before its period begins counts from its event. Elsewhere, and on
+  -- ties: the grant that began its period came later (Stripe's RENEWAL of an immediate change "may
+  -- show the same purchased_at_ms as the original subscription (ie. t0)", event flows; RevenueCat's
+  -- pages do not say what the other stores report); for a row no grant began here, such as one a
+  -- CANCELLATION of a subscription bought before this service created, its period's purchase.
+  -- Every row of the older product stops granting (expired, not renewing, ending when the newer
+  -- began), whichever entitlements each product grants. A newer period that begins after this
+  -- event (a change at period end whose event the store generated hours before the old period
+  -- ends, as RevenueCat's sample RENEWAL is: "The customer will retain their entitlement based on
+  -- the original product", RevenueCat's webhook event flows) leaves the older rows granting until
+  -- it begins, not renewing; an event at or after that point expires them. One exception, Apple's
+  -- (the App Store and the Mac App Store): an upgrade during an introductory offer (a free trial)
+  -- keeps the offer's product active to its end beside the new one; it only stops renewing.
   with superseded as (
     select o.entitlement_id, o.source_key, min(greatest(n.period_purchased_at, n.granted_at)) as at, max(n.last_event_at) as news_at,
            -- (The same subscription moved to another product: what replaced_at notes. Another
@@ -882,9 +890,17 @@ begin
                and greatest(n.period_purchased_at, n.granted_at) >= o.last_event_at - interval '1 hour'))
       -- (A provisional grant supersedes nothing: the purchase it stands for may never be validated.)
       and n.status <> 'temporary'
-      and (coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
-           or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
-               and n.period_purchased_at > o.period_purchased_at))
+      -- Which is newer. On the App Store, the Mac App Store and Google Play, where a period's
+      -- purchase is when it began: the earlier of that purchase and the grant that began it here
+      -- (when the store acted); ties and rows without either, as elsewhere. Elsewhere (Stripe's t0,
+      -- and the stores RevenueCat's pages do not describe): the grant first, the purchase on ties.
+      and (case when upper(coalesce(o.store, '')) in ('APP_STORE', 'MAC_APP_STORE', 'PLAY_STORE')
+                     and upper(coalesce(n.store, '')) in ('APP_STORE', 'MAC_APP_STORE', 'PLAY_STORE')
+                     and least(n.period_purchased_at, n.granted_at) <> least(o.period_purchased_at, o.granted_at)
+                then least(n.period_purchased_at, n.granted_at) > least(o.period_purchased_at, o.granted_at)
+                else coalesce(n.granted_at, n.period_purchased_at, '-infinity') > coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+                     or (coalesce(n.granted_at, n.period_purchased_at, '-infinity') = coalesce(o.granted_at, o.period_purchased_at, '-infinity')
+                         and n.period_purchased_at > o.period_purchased_at) end)
     group by o.entitlement_id, o.source_key, o.store, o.period_type
   )
   update public.entitlements e set
