@@ -392,6 +392,50 @@ const renewalFlows: Flow[] = [
     ],
     expected: [{ now: 41, state: { alice: { basic: { active: false }, premium: { active: false } } } }],
   },
+  // A refund revokes access as an EXPIRATION does: the open invoice's zero-price RENEWAL after it
+  // grants nothing either; a paid one does, and a REFUND_REVERSED still reinstates.
+  {
+    name: 'R27 Stripe refunded (access revoked), then the next period\'s zero-price RENEWAL (an open invoice): grants nothing',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
+  },
+  {
+    name: 'R28 ... the refund with its EXPIRATION (CUSTOMER_SUPPORT), then the next period\'s zero-price RENEWAL: grants nothing',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      expiration(u.alice, 'CUSTOMER_SUPPORT', 5, 0, 5, stripe('in_1')), renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
+  },
+  {
+    name: 'R29 ... refunded, the open invoice\'s zero-price RENEWAL, then the invoice paid (a RENEWAL with its price): grants again',
+    doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 }), renewal(u.alice, 35, 35, 65, { ...stripe('in_3'), price: 9.99 })],
+    expected: [{ now: 36, state: { alice: { pro: renewing(65) } } }],
+  },
+  {
+    name: 'R30 ... refunded, the refund reversed after the period had ended (access never came back), then a zero-price RENEWAL: grants nothing',
+    doc: `REFUND_REVERSED: "A refund has been reversed" (${TYPES}); "RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      event('refund-reversed', u.alice, 40, 0, 30, stripe('in_1')), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 61, state: { alice: { pro: { active: false } } } }],
+  },
+  {
+    name: 'R31 ... refunded, the refund reversed while the period lasts (access back), then a zero-price RENEWAL (left past due): renews',
+    doc: `REFUND_REVERSED: "A refund has been reversed" (${TYPES}); "leave the subscription past-due: RevenueCat will not revoke access and will continue generating RENEWAL events with a zero price" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      event('refund-reversed', u.alice, 12, 0, 30, stripe('in_1')), renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 31, state: { alice: { pro: { active: true, expiresAt: isoDay(60) } } } }],
+  },
+  {
+    name: 'R32 ... refunded, the refund reversed after the period had ended, then a paid RENEWAL: grants',
+    doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      event('refund-reversed', u.alice, 40, 0, 30, stripe('in_1')), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 9.99 })],
+    expected: [{ now: 61, state: { alice: { pro: renewing(90) } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
