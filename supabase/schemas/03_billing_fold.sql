@@ -381,7 +381,12 @@ begin
 
   -- Moves: the other ids' rows go to the owner (a merge: every row; a TRANSFER: the rows of its
   -- environment, and of its store when it names one, leaving `transferred` rows behind). Where the
-  -- owner has a row of the same source, the one that grants longer stays (then the newer).
+  -- owner has a row of the same source, the one that grants longer stays (then the newer); but a
+  -- `transferred` row there is only what the owner left when the purchase moved away ("the
+  -- entitlements will be removed from user 1 and added to user 2", RevenueCat's Event flows,
+  -- Transfers): the row coming back replaces it, however old its last event. (Kept, it stood for
+  -- the purchase instead of the row it left as, expired or refunded, and an unpaid Stripe invoice's
+  -- zero-price RENEWAL granted on it: public.billing_grant_refused refuses only those.)
   v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
   -- The ids an event names stand for their customers: where one of them was merged into another
   -- id, the rows are there (a TRANSFER's source customer; a merge joining two customers).
@@ -416,7 +421,8 @@ begin
         where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key
         for update;
         v_found := found;
-        if not v_found or (v_src.grants_until, v_src.last_event_at) > (v_row.grants_until, v_row.last_event_at) then
+        if not v_found or v_row.status = 'transferred'
+           or (v_src.grants_until, v_src.last_event_at) > (v_row.grants_until, v_row.last_event_at) then
           if v_found then
             delete from public.entitlements where app_user_id = v_owner and entitlement_id = v_src.entitlement_id and source_key = v_src.source_key;
           end if;

@@ -436,6 +436,32 @@ const renewalFlows: Flow[] = [
       event('refund-reversed', u.alice, 40, 0, 30, stripe('in_1')), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 9.99 })],
     expected: [{ now: 61, state: { alice: { pro: renewing(90) } } }],
   },
+  // An unpaid subscription transferred away and back: the row that comes back is the one the
+  // subscription left (expired), not the stale `transferred` one.
+  {
+    name: 'R33 Stripe marked unpaid (EXPIRATION), transferred to bob and back to alice, then a zero-price RENEWAL: grants nothing',
+    doc: `"the entitlements will be removed from user 1 and added to user 2" (${DOC.flows}); "RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      transfer([u.alice], [u.bob], 40, { store: 'STRIPE' }), transfer([u.bob], [u.alice], 45, { store: 'STRIPE' }),
+      renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 61, state: { alice: { pro: { active: false, status: 'expired' } }, bob: { pro: { active: false, status: 'transferred' } } } }],
+  },
+  {
+    name: 'R34 ... the same, the invoice paid (a RENEWAL with its price): alice has access again',
+    doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES}); "the entitlements will be removed from user 1 and added to user 2" (${DOC.flows})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), expiration(u.alice, 'BILLING_ERROR', 37.001, 0, 37, stripe('in_1')),
+      transfer([u.alice], [u.bob], 40, { store: 'STRIPE' }), transfer([u.bob], [u.alice], 45, { store: 'STRIPE' }),
+      renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 9.99 })],
+    expected: [{ now: 61, state: { alice: { pro: renewing(90) }, bob: { pro: { active: false, status: 'transferred' } } } }],
+  },
+  {
+    name: 'R35 ... refunded instead, transferred to bob and back: the zero-price RENEWAL grants nothing',
+    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "the entitlements will be removed from user 1 and added to user 2" (${DOC.flows})`,
+    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
+      transfer([u.alice], [u.bob], 10, { store: 'STRIPE' }), transfer([u.bob], [u.alice], 15, { store: 'STRIPE' }),
+      renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
+    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } }, bob: { pro: { active: false, status: 'transferred' } } } }],
+  },
 ];
 
 // --- 9. A TRANSFER stamped in the year 4466, then a transfer back ------------------------------
