@@ -1022,8 +1022,11 @@ grant execute on function public.outbound_settle(text,jsonb) to service_role;
 -- stays the event's, so a receiver that has it already sees a duplicate. Returns how many.
 -- An endpoint has at most one attempt of a user's under way (docs/events.md, "In order per user"):
 -- a replayed event whose user has an attempt of it, or of a later event, under way there is due
--- when that attempt's lease ends (its head otherwise, it would go out beside it). The queues' rows
--- are taken first, so a claim under way commits its leases before they are read.
+-- when that attempt's lease ends (its head otherwise, it would go out beside it), and so is one
+-- replayed while an earlier replay still waits for that lease (never attempted, due later: only a
+-- replay writes such a delivery), since the first replay took the attempt's own lease off when it
+-- was the same event. The queues' rows are taken first, so a claim under way commits its leases
+-- before they are read.
 create or replace function public.outbound_replay(p_event_id uuid default null, p_from timestamptz default null, p_to timestamptz default null, p_endpoint_id text default null)
 returns integer
 language plpgsql
@@ -1061,9 +1064,10 @@ begin
     where q.look_at > now() or q.head_attempted;
   insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence, next_attempt_at)
     select t.endpoint_id, e.id, e.user_id, e.sequence,
-           greatest(now(), (select max(o.leased_until) from public.outbound_deliveries o
+           greatest(now(), (select max(coalesce(o.leased_until, o.next_attempt_at)) from public.outbound_deliveries o
                             where o.endpoint_id = t.endpoint_id and o.user_id = e.user_id and o.state = 'pending'
-                              and o.sequence >= e.sequence and o.leased_until > now()))
+                              and o.sequence >= e.sequence
+                              and (o.leased_until > now() or (o.first_attempt_at is null and o.next_attempt_at > now()))))
     from unnest(v_endpoints, v_events) t(endpoint_id, event_id)
     join public.outbound_events e on e.id = t.event_id
   on conflict (endpoint_id, event_id) do update

@@ -138,6 +138,21 @@ describeOn('postgres')('the queues\' rows beside settles, emits and replays on o
     expect(await claim()).toEqual([`${user}#1`]);
   });
 
+  it('a replay clicked twice, or of the event under way and then of an earlier one: neither is sent beside that attempt', async () => {
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#1`]);
+    await settle('delivered');
+    await emit(mine);
+    expect(await claim()).toEqual([`${user}#2`]); // under way, leased 60 s
+    await replay(2); // takes #2's own lease off: it waits for that lease's end
+    await replay(2);
+    await replay(1);
+    expect(await claim()).toEqual([]);
+    expect((await delivery(1)).next_attempt_at).toEqual((await delivery(2)).next_attempt_at);
+    await leasesEnd();
+    expect(await claim()).toEqual([`${user}#1`]);
+  });
+
   it('a replay of an earlier event, then the later one under way fails: the row is due at once, not at that retry\'s time an hour away', async () => {
     await emit(mine);
     expect(await claim()).toEqual([`${user}#1`]);

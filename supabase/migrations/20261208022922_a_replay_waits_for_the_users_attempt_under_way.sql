@@ -40,9 +40,10 @@ begin
     where q.look_at > now() or q.head_attempted;
   insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence, next_attempt_at)
     select t.endpoint_id, e.id, e.user_id, e.sequence,
-           greatest(now(), (select max(o.leased_until) from public.outbound_deliveries o
+           greatest(now(), (select max(coalesce(o.leased_until, o.next_attempt_at)) from public.outbound_deliveries o
                             where o.endpoint_id = t.endpoint_id and o.user_id = e.user_id and o.state = 'pending'
-                              and o.sequence >= e.sequence and o.leased_until > now()))
+                              and o.sequence >= e.sequence
+                              and (o.leased_until > now() or (o.first_attempt_at is null and o.next_attempt_at > now()))))
     from unnest(v_endpoints, v_events) t(endpoint_id, event_id)
     join public.outbound_events e on e.id = t.event_id
   on conflict (endpoint_id, event_id) do update
