@@ -310,6 +310,32 @@ describe.each(DATABASE_KINDS)('the outbox on %s', (kind) => {
     await endpointsGoneForDays();
   });
 
+  it.runIf(kind === 'postgres')('a replay beside an erasure not yet committed sends nothing the user had before it, once it committed', async () => {
+    const [all, entitlementsOnly] = [`ep-${randomUUID().slice(0, 8)}`, `ep-${randomUUID().slice(0, 8)}`];
+    await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: all, types: null }, { id: entitlementsOnly, types: ['entitlement.*'] }])]);
+    const user = await testUser();
+    await deliverNow('initial-purchase', user.userId); // the grant waits at both endpoints
+    const erasing = new pg.Client({ connectionString: db.url });
+    await erasing.connect();
+    try {
+      await erasing.query('begin');
+      await erasing.query('select public.forget_user($1::uuid)', [user.userId]);
+      // The operator replays the hour to the endpoint that takes no customer.deleted: it reads the
+      // grant as replayable (the erasure is not committed), then waits for the erasure's rows.
+      let replayDone = false;
+      const replayed = db.sql("select public.outbound_replay(p_from => now() - interval '1 hour', p_to => now() + interval '1 hour', p_endpoint_id => $1)", [entitlementsOnly])
+        .finally(() => { replayDone = true; });
+      await untilASessionWaitsForALock(db, () => replayDone);
+      await erasing.query('commit');
+      await replayed;
+    } finally {
+      await erasing.end();
+    }
+    const waiting = await db.sql('select 1 from public.outbound_deliveries where user_id = $1 and endpoint_id = $2 and state = $3', [user.userId, entitlementsOnly, 'pending']);
+    expect(waiting).toEqual([]);
+    await endpointsGoneForDays();
+  });
+
   it.runIf(kind === 'postgres')('numbers the first event of a user after an erasure committed meanwhile after its customer.deleted (it waited for it)', async () => {
     const endpoint = `ep-${randomUUID().slice(0, 8)}`;
     await db.sql('select public.outbound_set_endpoints($1::jsonb)', [JSON.stringify([{ id: endpoint, types: null }])]);

@@ -38,14 +38,22 @@ begin
     select distinct t.endpoint_id collate "C", t.user_id collate "C" from unnest(v_endpoints, v_users) t(endpoint_id, user_id) order by 2, 1
   on conflict (endpoint_id, user_id) do update set look_at = least(q.look_at, now()), head_attempted = false
     where q.look_at > now() or q.head_attempted;
+  -- What a replayed event waits for: the attempts under way at its endpoints, and the replays still
+  -- waiting for one (few: read once, not once an event, which made a bulk replay quadratic).
+  with waits as materialized (
+    select o.endpoint_id, o.user_id, o.sequence, coalesce(o.leased_until, o.next_attempt_at) as until
+    from public.outbound_deliveries o
+    where o.endpoint_id = any (array(select distinct unnest(v_endpoints))) and o.state = 'pending'
+      and (o.leased_until > now() or (o.first_attempt_at is null and o.next_attempt_at > now()))
+  )
   insert into public.outbound_deliveries as d (endpoint_id, event_id, user_id, sequence, next_attempt_at)
     select t.endpoint_id, e.id, e.user_id, e.sequence,
-           greatest(now(), (select max(coalesce(o.leased_until, o.next_attempt_at)) from public.outbound_deliveries o
-                            where o.endpoint_id = t.endpoint_id and o.user_id = e.user_id and o.state = 'pending'
-                              and o.sequence >= e.sequence
-                              and (o.leased_until > now() or (o.first_attempt_at is null and o.next_attempt_at > now()))))
+           greatest(now(), (select max(w.until) from waits w
+                            where w.endpoint_id = t.endpoint_id and w.user_id = e.user_id and w.sequence >= e.sequence))
     from unnest(v_endpoints, v_events) t(endpoint_id, event_id)
     join public.outbound_events e on e.id = t.event_id
+    -- (Again, now that the queues' rows are held: an erasure that committed meanwhile is seen.)
+    where not exists (select 1 from public.outbound_events c where c.user_id = e.user_id and c.type = 'customer.deleted' and c.sequence > e.sequence)
   on conflict (endpoint_id, event_id) do update
     set state = 'pending', attempts = 0, next_attempt_at = excluded.next_attempt_at, leased_until = null, first_attempt_at = null, delivered_at = null;
   get diagnostics v_count = row_count;
