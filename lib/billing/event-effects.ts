@@ -140,9 +140,8 @@ export interface EntitlementEffect {
   /**
    * A Stripe RENEWAL at price 0: RevenueCat goes on sending these for an open invoice ("mark the
    * subscription as unpaid: RevenueCat will revoke access but continues generating RENEWAL events
-   * with a zero price", How grace periods work, Stripe). On an expired row it grants nothing, nor
-   * on a refunded one (a refund revoked the access too, RevenueCat's Refunds page), unless a
-   * product change ended that row (entitlements.replaced_at: the change back at once);
+   * with a zero price", How grace periods work, Stripe). On an expired row it grants nothing,
+   * unless a product change ended that row (entitlements.replaced_at: the change back at once);
    * elsewhere (a past-due subscription, which keeps access; a 100%-off coupon) it renews.
    */
   zeroPriceStripeRenewal?: boolean;

@@ -60,8 +60,8 @@ create table public.entitlements (
   cancelled_in_charge_window_at timestamptz,
   -- When a product change ended the row: its subscription moved to another product (the lineage
   -- step below), and nothing has touched the row since. A Stripe RENEWAL at price 0 on such a row
-  -- is the change back, which grants; on any other expired (or refunded) row it is the open invoice
-  -- of a subscription whose access was revoked, which grants nothing (public.billing_grant_refused). Any other
+  -- is the change back, which grants; on any other expired row it is the open invoice of a
+  -- subscription marked unpaid, which grants nothing (public.billing_grant_refused). Any other
   -- write clears it (an EXPIRATION, a flag, a grant, a sync), and rows and checkpoints from before
   -- the column have none: where in doubt, the refusal stands.
   replaced_at timestamptz
@@ -385,8 +385,8 @@ begin
   -- `transferred` row there is only what the owner left when the purchase moved away ("the
   -- entitlements will be removed from user 1 and added to user 2", RevenueCat's Event flows,
   -- Transfers): the row coming back replaces it, however old its last event. (Kept, it stood for
-  -- the purchase instead of the row it left as, expired or refunded, and an unpaid Stripe invoice's
-  -- zero-price RENEWAL granted on it: public.billing_grant_refused refuses only those.)
+  -- the purchase instead of the row it left as, expired say, and an unpaid Stripe invoice's
+  -- zero-price RENEWAL granted on it: public.billing_grant_refused refuses it on expired rows.)
   v_moved := array(select distinct value from jsonb_array_elements_text(coalesce(p_plan->'movedIds', '[]'::jsonb)) where value <> v_owner);
   -- The ids an event names stand for their customers: where one of them was merged into another
   -- id, the rows are there (a TRANSFER's source customer; a merge joining two customers).
@@ -1667,12 +1667,7 @@ grant execute on function public.billing_cancelled_in_charge_window(public.entit
 -- - a Stripe RENEWAL at price 0 on an expired row is an unpaid invoice, whose access RevenueCat
 --   revoked (the effect's zeroPriceStripeRenewal, lib/billing/event-effects.ts), whatever period
 --   it names; except on a row a product change ended (replaced_at): that is the change back at
---   once, which a trial, a 100%-off coupon or the proration leaves with nothing to pay, and grants.
---   A refunded row is one whose access RevenueCat revoked too ("Granting a refund will immediately
---   expire the subscription and remove any entitlement access", RevenueCat's Refunds page): an
---   invoice still open after it ("RevenueCat will revoke access but continues generating RENEWAL
---   events with a zero price while the invoice remains open", How grace periods work, Stripe)
---   gives nothing back either; the invoice paid (a price) does, and a REFUND_REVERSED reinstates;
+--   once, which a trial, a 100%-off coupon or the proration leaves with nothing to pay, and grants;
 -- - a refunded period is not given back by a later grant of that period that charges nothing (an
 --   UNCANCELLATION, keepsBillingIssue; an extension, renewal 'continue' without resumesRenewal):
 --   "Granting a refund will immediately expire the subscription and remove any entitlement access"
@@ -1692,7 +1687,7 @@ declare
   v_charges_nothing boolean := coalesce((p_effect->>'keepsBillingIssue')::boolean, false)
     or (p_effect->>'renewal' = 'continue' and not coalesce((p_effect->>'resumesRenewal')::boolean, false));
 begin
-  return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status in ('expired', 'refunded')
+  return (coalesce((p_effect->>'zeroPriceStripeRenewal')::boolean, false) and p_row.status = 'expired'
           and p_row.replaced_at is null)
       or coalesce(p_row.status = 'refunded' and v_charges_nothing and v_purchased <= p_row.period_purchased_at, false)
       or coalesce(v_reinstates and v_purchased < p_row.period_purchased_at, false);
@@ -1725,18 +1720,10 @@ declare
   v_new_period boolean;
   v_will_renew boolean;
   v_status text;
-  v_ended boolean;
 begin
   -- Continues the stored period when that still grants as this one begins (a renewal); else
   -- (lapsed, expired, refunded, temporary) it starts afresh.
   v_continues := p_row.grants_until >= v_start and p_row.status <> 'temporary' and v_action = 'grant';
-  -- A REFUND_REVERSED of a period that had ended by then, on a row that no longer grants (refunded,
-  -- expired): the refund is undone, but the access it revoked does not come back ("Granting a
-  -- refund will immediately expire the subscription and remove any entitlement access", RevenueCat's
-  -- Refunds page), and nothing renewed the period: the row stays expired, not renewing, as an
-  -- EXPIRATION leaves it. (Shown `active` with an end long past, the open invoice's zero-price
-  -- Stripe RENEWAL after it would grant: public.billing_grant_refused refuses it on expired rows.)
-  v_ended := coalesce((p_effect->>'reinstates')::boolean and not v_continues and v_expires <= p_event_at, false);
   -- An UNCANCELLATION of a subscription failing to charge re-enables renewal only: the billing
   -- issue (its grace period) stands until a payment recovers it (a RENEWAL).
   v_keeps_issue := v_continues and coalesce((p_effect->>'keepsBillingIssue')::boolean, false) and p_row.status in ('grace', 'billing_issue');
@@ -1749,7 +1736,7 @@ begin
   -- cancelled less than 24 hours before its period ends, which Apple charges for the next period
   -- anyway and which stays cancelled (public.billing_cancelled_in_charge_window): only the charge
   -- right after that cancellation (which clears it, below); the one after it was turned back on.
-  v_will_renew := case when v_keeps_issue or v_ended then false
+  v_will_renew := case when v_keeps_issue then false
                        when v_renewal = 'on' then true when v_renewal = 'off' then false
                        when v_renewal = 'continue' then not v_continues or p_row.will_renew or p_row.status in ('billing_issue', 'grace')
                          or coalesce((p_effect->>'resumesRenewal')::boolean and v_expires > p_row.expires_at
@@ -1757,7 +1744,6 @@ begin
                        else p_row.will_renew end;
   v_status := case when v_action = 'temporary_grant' then 'temporary'
                    when v_keeps_issue then p_row.status
-                   when v_ended then 'expired'
                    when not v_will_renew and v_renewal <> 'off' then 'cancelled_active'
                    else 'active' end;
   update public.entitlements set

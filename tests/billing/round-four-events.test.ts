@@ -392,35 +392,14 @@ const renewalFlows: Flow[] = [
     ],
     expected: [{ now: 41, state: { alice: { basic: { active: false }, premium: { active: false } } } }],
   },
-  // A refund revokes access as an EXPIRATION does: the open invoice's zero-price RENEWAL after it
-  // grants nothing either; a paid one does, and a REFUND_REVERSED still reinstates.
+  // After a refund, a paid RENEWAL grants, and a REFUND_REVERSED reinstates (a zero-price one after a
+  // refund: tests/billing/review-today.test.ts, Z01-Z02).
   {
-    name: 'R27 Stripe refunded (access revoked), then the next period\'s zero-price RENEWAL (an open invoice): grants nothing',
-    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
-    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
-      renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
-    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
-  },
-  {
-    name: 'R28 ... the refund with its EXPIRATION (CUSTOMER_SUPPORT), then the next period\'s zero-price RENEWAL: grants nothing',
-    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
-    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
-      expiration(u.alice, 'CUSTOMER_SUPPORT', 5, 0, 5, stripe('in_1')), renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
-    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } } } }],
-  },
-  {
-    name: 'R29 ... refunded, the open invoice\'s zero-price RENEWAL, then the invoice paid (a RENEWAL with its price): grants again',
+    name: 'R29 Stripe refunded, a zero-price RENEWAL, then a paid RENEWAL: renewing to the paid period\'s end',
     doc: `RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES})`,
     items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
       renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 }), renewal(u.alice, 35, 35, 65, { ...stripe('in_3'), price: 9.99 })],
     expected: [{ now: 36, state: { alice: { pro: renewing(65) } } }],
-  },
-  {
-    name: 'R30 ... refunded, the refund reversed after the period had ended (access never came back), then a zero-price RENEWAL: grants nothing',
-    doc: `REFUND_REVERSED: "A refund has been reversed" (${TYPES}); "RevenueCat will revoke access but continues generating RENEWAL events with a zero price while the invoice remains open" (${GRACE})`,
-    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
-      event('refund-reversed', u.alice, 40, 0, 30, stripe('in_1')), renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 0 })],
-    expected: [{ now: 61, state: { alice: { pro: { active: false } } } }],
   },
   {
     name: 'R31 ... refunded, the refund reversed while the period lasts (access back), then a zero-price RENEWAL (left past due): renews',
@@ -453,14 +432,6 @@ const renewalFlows: Flow[] = [
       transfer([u.alice], [u.bob], 40, { store: 'STRIPE' }), transfer([u.bob], [u.alice], 45, { store: 'STRIPE' }),
       renewal(u.alice, 60.001, 60, 90, { ...stripe('in_2'), price: 9.99 })],
     expected: [{ now: 61, state: { alice: { pro: renewing(90) }, bob: { pro: { active: false, status: 'transferred' } } } }],
-  },
-  {
-    name: 'R35 ... refunded instead, transferred to bob and back: the zero-price RENEWAL grants nothing',
-    doc: `"Granting a refund will immediately expire the subscription and remove any entitlement access" (${DOC.refunds}); "the entitlements will be removed from user 1 and added to user 2" (${DOC.flows})`,
-    items: (u) => [purchase(u.alice, 0, 0, 30, { ...stripe('in_1'), price: 9.99 }), refund(u.alice, 5, 0, 5, stripe('in_1')),
-      transfer([u.alice], [u.bob], 10, { store: 'STRIPE' }), transfer([u.bob], [u.alice], 15, { store: 'STRIPE' }),
-      renewal(u.alice, 30.001, 30, 60, { ...stripe('in_2'), price: 0 })],
-    expected: [{ now: 31, state: { alice: { pro: { active: false, status: 'refunded' } }, bob: { pro: { active: false, status: 'transferred' } } } }],
   },
 ];
 
