@@ -1,12 +1,11 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { DATABASE_KINDS, suiteDatabase, type DatabaseKind } from '../support/databases.ts';
 import { setEnv } from '../support/env.ts';
 import { startFakeRevenueCat, v1Entitlement as ent, v1Subscription as sub, type FakeRevenueCat } from '../../scripts/support/fake-revenuecat.ts';
 import {
-  apple, billingEvent, billingIssue, cancellation, day, deliver, deliveryOrdersOn, DOC, event, expectEntitlementState, expiration, isoDay, LIFETIME, MONTHLY,
-  flowSettings, play, PLAY_MONTHLY, purchase, refund, renewal, runFlowInOrders, snapshot, transfer, WEBHOOKS_ONLY, YEARLY, type ExpectedState, type Flow as SupportFlow } from './support.ts';
+  apple, billingEvent, billingIssue, cancellation, day, deliveryOrdersOn, DOC, event, expiration, isoDay, LIFETIME, MONTHLY,
+  flowSettings, play, PLAY_MONTHLY, purchase, refund, renewal, runFlowInOrders, snapshot, transfer, YEARLY, type Flow, describeFlows } from './support.ts';
 
 /**
  * The fifth outside audit: flows of RevenueCat events across stores (App Store, Google Play,
@@ -23,7 +22,7 @@ import {
  *
  * Flows the service gets wrong (the audit's findings, not fixed: docs/billing.md names the limit)
  * are marked `failing: true` and run as `it.fails`: each must keep failing its expectation, and
- * the day one passes, this file says so and the mark goes (AUDIT_SHOW_FAILURES=1 runs them as
+ * the day one passes, this file says so and the mark goes (SHOW_KNOWN_FAULTS=1 runs them as
  * plain tests, to see the diffs):
  *   X06, X09  a TRANSFER moves every purchase of its store from the source, not only those of the
  *             restored store account (a second Apple ID's / Google account's subscription is cut);
@@ -35,14 +34,6 @@ import {
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
-interface Flow {
-  name: string;
-  doc: string;
-  items: (u: Users) => BillingWebhookBody[];
-  expected: ExpectedState[];
-  /** A finding: the service's state differs from the expected one (run as it.fails). */
-  failing?: boolean;
-}
 
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID(), anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
 const TYPES = DOC.types;
@@ -63,7 +54,7 @@ const webBilling = (tx: string, otx = 'rcb_sub_1', product = 'rcb_pro_monthly') 
 const renewing = (expires: number) => ({ active: true, willRenew: true, expiresAt: isoDay(expires) });
 const cancelledUntil = (expires: number) => ({ active: true, status: 'cancelled_active', willRenew: false, expiresAt: isoDay(expires) });
 
-const flows: Flow[] = [
+const flows: Flow<Role>[] = [
   // --- Transfers --------------------------------------------------------------------------------
   {
     name: 'X01 App Store: a TRANSFER (restore by bob) and the next RENEWAL, now bob\'s, stamped in the same millisecond: bob has the renewed period, alice nothing',
@@ -536,27 +527,8 @@ const flows: Flow[] = [
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 4, seed: 5005 });
 
-async function runFlow(db: TestDatabase, flow: Flow): Promise<void> {
-  for (const order of orders(flow.items(newUsers()).length, db.kind)) {
-    const users = newUsers();
-    const items = flow.items(users);
-    for (const index of order) {
-      const response = await deliver(items[index]!);
-      expect({ index, status: response.status }).toEqual({ index, status: 200 });
-    }
-    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
-  }
-}
 
-describe.each(DATABASE_KINDS)('billing audit five: flows across stores, in every delivery order, on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv(WEBHOOKS_ONLY);
-  });
-  afterAll(() => restoreEnv());
-  for (const flow of flows) (flow.failing && !process.env.AUDIT_SHOW_FAILURES ? it.fails : it)(flow.name, () => runFlow(db, flow), 240_000);
-});
+describeFlows('billing audit five: flows across stores, in every delivery order', flows, newUsers, orders);
 
 
 /**
@@ -566,7 +538,7 @@ describe.each(DATABASE_KINDS)('billing audit five: flows across stores, in every
  * webhook fold got wrong, so X06 / X09 are wrong only where no RevenueCat key is configured, and
  * between the TRANSFER and the sync.
  */
-const syncedTransfer: SupportFlow<Role> = {
+const syncedTransfer: Flow<Role> = {
   name: 'X06s ... and then both sides refreshed from RevenueCat\'s record: alice keeps the yearly, bob has the monthly',
   doc: `a receipt "contains all purchases associated with a given Apple Account" and RevenueCat will "transfer the receipt" (https://www.revenuecat.com/docs/projects/restore-behavior)`,
   items: (u) => [
@@ -584,7 +556,7 @@ const syncedTransfer: SupportFlow<Role> = {
  * for the customer), RevenueCat's record showing premium and basic ended at the upgrade: basic's
  * later-stamped RENEWAL, applied after the snapshot, ends basic again, not premium.
  */
-const syncedUpgrade: SupportFlow<Role> = {
+const syncedUpgrade: Flow<Role> = {
   name: 'Y01s ... with the refresh after premium\'s RENEWAL (RevenueCat\'s record: premium, basic ended at the upgrade): premium still grants when basic\'s RENEWAL comes',
   doc: `"the customer will immediately have access to the new entitlements" (${FLOWS})`,
   items: (u) => [

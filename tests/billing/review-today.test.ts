@@ -1,11 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { BillingWebhookBody } from '../../lib/billing/webhook-body.ts';
-import { DATABASE_KINDS, suiteDatabase, type DatabaseKind, type TestDatabase } from '../support/databases.ts';
-import { setEnv } from '../support/env.ts';
+import type { DatabaseKind } from '../support/databases.ts';
 import {
-  apple, cancellation, deliver, deliveryOrdersOn, DOC, event, expectEntitlementState, expiration, isoDay, MONTHLY, play, purchase, refund, renewal,
-  transfer, WEBHOOKS_ONLY, YEARLY, type ExpectedState } from './support.ts';
+  apple, cancellation, deliveryOrdersOn, DOC, event, expiration, isoDay, MONTHLY, play, purchase, refund, renewal,
+  transfer, YEARLY, type Flow, describeFlows } from './support.ts';
 
 /**
  * An outside review of three billing changes of 2026-12-08: a zero-price Stripe RENEWAL refused on a
@@ -20,8 +17,8 @@ import {
  * invoice, a change back's proration) grants.
  *
  * Flows marked `failing` are known faults, not fixed: the service's state differs from what
- * RevenueCat's pages say; they run as it.fails (REVIEW_SHOW_FAILURES=1 runs them as plain tests, to
- * see the diffs; REVIEW_ONLY=Z01,L08 runs only the flows named):
+ * RevenueCat's pages say; they run as it.fails (SHOW_KNOWN_FAULTS=1 runs them as plain tests, to
+ * see the diffs):
  *   L08, L10       a Play immediate replacement whose old product's RENEWAL is generated after the
  *                  replacement (basic keeps granting), and an App Store upgrade made before the old
  *                  product's already-charged period begins, that RENEWAL generated after the
@@ -30,13 +27,6 @@ import {
  */
 type Role = 'alice' | 'bob' | 'anon';
 type Users = Record<Role, string>;
-interface Flow {
-  name: string;
-  doc: string;
-  items: (u: Users) => BillingWebhookBody[];
-  expected: ExpectedState[];
-  failing?: boolean;
-}
 
 const newUsers = (): Users => ({ alice: randomUUID(), bob: randomUUID(), anon: `$RCAnonymousID:${randomBytes(16).toString('hex')}` });
 const TYPES = DOC.types;
@@ -53,7 +43,7 @@ const renewing = (expires: number) => ({ active: true, willRenew: true, expiresA
 
 // --- Change 1: zero-price Stripe RENEWAL on a refunded row; REFUND_REVERSED of an ended period ----
 
-const refundFlows: Flow[] = [
+const refundFlows: Flow<Role>[] = [
   {
     name: 'Z01 Stripe: period 1 paid then refunded (Stripe "refund", access not revoked in Stripe), period 2 invoiced at 0 (100%-off coupon / past-due): renews',
     doc: `${STRIPE_REFUND}; ${PAST_DUE}; RENEWAL: "An existing subscription has been renewed or a lapsed user has resubscribed." (${TYPES})`,
@@ -130,7 +120,7 @@ const refundFlows: Flow[] = [
 
 // --- Change 2: a transfer back replaces the receiver's `transferred` row --------------------------
 
-const transferFlows: Flow[] = [
+const transferFlows: Flow<Role>[] = [
   {
     name: 'T01 App Store: transferred to bob, bob\'s RENEWAL, then transferred back to alice: alice has the renewed period, renewing',
     doc: `"you'll receive a TRANSFER event and the entitlements will be removed from user 1 and added to user 2" (${FLOWS})`,
@@ -192,7 +182,7 @@ const premium = (tx: string) => ({ ...apple(tx, '1000', YEARLY), entitlement_ids
 const PLAY_BASIC = 'basic_monthly:monthly';
 const PLAY_PREMIUM = 'premium_monthly:monthly';
 
-const lineageFlows: Flow[] = [
+const lineageFlows: Flow<Role>[] = [
   {
     name: 'L01 App Store: downgrade premium->basic at period end, basic\'s RENEWAL generated hours before the period begins: premium to its end, then basic',
     doc: `"In the case of a product change at period end ... The customer will retain their entitlement based on the original product. When the customer encounters their next renewal, a RENEWAL event will be dispatched ... and the user's entitlements will be replaced by the entitlements from the new product." (${FLOWS})`,
@@ -294,29 +284,6 @@ const lineageFlows: Flow[] = [
 /** Every order (or a sample) on Postgres; in order and reversed on PGlite (deliveryOrdersOn). */
 const orders = (n: number, kind: DatabaseKind) => deliveryOrdersOn(kind, n, { everyOrderOn: 'postgres', sample: 4, seed: 1208 });
 
-async function runFlow(db: TestDatabase, flow: Flow): Promise<void> {
-  for (const order of orders(flow.items(newUsers()).length, db.kind)) {
-    const users = newUsers();
-    const items = flow.items(users);
-    for (const index of order) {
-      const response = await deliver(items[index]!);
-      expect({ index, status: response.status }).toEqual({ index, status: 200 });
-    }
-    for (const state of flow.expected) await expectEntitlementState(db, users, state, `${flow.name.slice(0, 3)} order ${order.join(',')}, day ${state.now}`);
-  }
-}
 
 const ALL = [...refundFlows, ...transferFlows, ...lineageFlows];
-const only = process.env.REVIEW_ONLY?.split(',');
-
-describe.each(DATABASE_KINDS)('review of 2026-12-08 billing changes, in every delivery order, on %s', (kind) => {
-  const db = suiteDatabase(kind);
-  let restoreEnv: () => void;
-  beforeAll(() => {
-    restoreEnv = setEnv(WEBHOOKS_ONLY);
-  });
-  afterAll(() => restoreEnv());
-  for (const flow of ALL.filter((f) => !only || only.includes(f.name.slice(0, 3)))) {
-    (flow.failing && !process.env.REVIEW_SHOW_FAILURES ? it.fails : it)(flow.name, () => runFlow(db, flow), 240_000);
-  }
-});
+describeFlows('review of 2026-12-08 billing changes, in every delivery order', ALL, newUsers, orders);

@@ -191,6 +191,11 @@ export interface Flow<Role extends string = string> {
   doc: string;
   items: (users: Record<Role, string>) => FlowItem[];
   expected: ExpectedState[];
+  /**
+   * A known fault, not fixed: the service's state differs from the expected one. Runs as it.fails,
+   * so it must keep failing until it is fixed (SHOW_KNOWN_FAULTS=1 runs it as a plain test, to see the diff).
+   */
+  failing?: boolean;
 }
 
 /**
@@ -223,7 +228,7 @@ export function describeFlows<Role extends string>(title: string, flows: Flow<Ro
     afterAll(() => restoreEnv());
 
     for (const flow of flows) {
-      it(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
+      (flow.failing && !process.env.SHOW_KNOWN_FAULTS ? it.fails : it)(flow.name, () => runFlowInOrders(db, flow, newUsers, orders), 240_000);
     }
   });
 }
