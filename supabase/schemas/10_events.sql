@@ -953,10 +953,11 @@ revoke all on function public.outbound_claim(text,integer,integer,integer) from 
 grant execute on function public.outbound_claim(text,integer,integer,integer) to service_role;
 
 -- Settle attempts: [{event_id, outcome: delivered | retry | dead, retry_at?, error?}]. A delivery
--- someone else settled meanwhile (a replay, an operator) is left as it is. Returns how many settled.
--- Each queue's row then says when to look at it again: at a retry's time (now, when a replay put an
--- earlier event of the user before it: outbound_replay); now, for the delivery behind one that went;
--- or the row goes, when none is behind it (read after the row is locked, as the claim does). A row another transaction holds is left: an emit's makes it due anyway, a claim's
+-- someone else settled meanwhile (a replay, an operator) is left as it is. Returns how many
+-- settled. Each queue's row then says when to look at it again: at a retry's time (now, when a
+-- replay put an earlier event of the user before it: outbound_replay); now, for the delivery behind
+-- one that went; or the row goes, when none is behind it (read after the row is locked, as the
+-- claim does). A row another transaction holds is left: an emit's makes it due anyway, a claim's
 -- sets it right from what it reads (so a settle never waits on a queue's row, nor on a transaction
 -- that writes events for two users).
 create or replace function public.outbound_settle(p_endpoint_id text, p_results jsonb)
